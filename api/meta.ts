@@ -1,0 +1,81 @@
+/**
+ * Names shared by every part of Hive: the API group, kinds, and the labels and annotations
+ * that tie HiveData to the trap, container and kernel it describes. One place, so the
+ * component, the agent and the CLI can never disagree on a spelling.
+ */
+import { Type, type Static } from "@sinclair/typebox";
+
+export const GROUP = "hive-operator.com";
+export const VERSION = "v1alpha1";
+export const API_VERSION = `${GROUP}/${VERSION}`;
+
+export const KIND_POLICY = "HivePolicy";
+export const KIND_DATA = "HiveData";
+export const PLURAL_POLICY = "hivepolicies";
+export const PLURAL_DATA = "hivedata";
+
+/** The finalizer the reference design puts on every HivePolicy. */
+export const POLICY_FINALIZER = `${GROUP}/finalizer`;
+
+/** Labels on HiveData. `trap-id` is spelled as in the reference design (a compatibility contract). */
+export const LABEL_TRAP_ID = "trap-id";
+export const LABEL_KERNEL_ID = `${GROUP}/kernel-id`;
+export const LABEL_NODE = `${GROUP}/node`;
+export const LABEL_POLICY = `${GROUP}/policy`;
+export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
+export const MANAGED_BY = "hive";
+
+/**
+ * Annotations on HiveData, as in the reference design: the alert is enriched from them
+ * without an API call per event.
+ */
+export const DATA_ANNOTATIONS = [
+  "callback",
+  "container_id",
+  "container_name",
+  "hive_policy_name",
+  "namespace",
+  "node_name",
+  "path",
+  "pod_ip",
+  "pod_name",
+] as const;
+export type DataAnnotation = (typeof DATA_ANNOTATIONS)[number];
+export type DataAnnotations = Record<DataAnnotation, string>;
+
+/** Access kinds a trap can ask for; the kernel program keeps only the wanted ones. */
+export const ACCESS_KINDS = ["read", "write", "exec", "append", "open"] as const;
+export type AccessKind = (typeof ACCESS_KINDS)[number];
+export const AccessKindSchema = Type.Union(
+  ACCESS_KINDS.map((kind) => Type.Literal(kind)),
+  { description: "An access kind: read, write, exec, append or open." },
+);
+
+/** A Kubernetes condition (metav1.Condition). */
+export const ConditionSchema = Type.Object({
+  type: Type.String({ minLength: 1, maxLength: 316 }),
+  status: Type.Union([Type.Literal("True"), Type.Literal("False"), Type.Literal("Unknown")]),
+  observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+  lastTransitionTime: Type.String({ format: "date-time" }),
+  reason: Type.String({ minLength: 1, maxLength: 1024, pattern: "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$" }),
+  message: Type.String({ maxLength: 32768 }),
+});
+export type Condition = Static<typeof ConditionSchema>;
+
+/** The metadata fields Hive reads or writes on its objects. */
+export const ObjectMetaSchema = Type.Object(
+  {
+    name: Type.Optional(Type.String()),
+    namespace: Type.Optional(Type.String()),
+    uid: Type.Optional(Type.String()),
+    generation: Type.Optional(Type.Integer()),
+    resourceVersion: Type.Optional(Type.String()),
+    creationTimestamp: Type.Optional(Type.String()),
+    deletionTimestamp: Type.Optional(Type.String()),
+    labels: Type.Optional(Type.Record(Type.String(), Type.String())),
+    annotations: Type.Optional(Type.Record(Type.String(), Type.String())),
+    finalizers: Type.Optional(Type.Array(Type.String())),
+    ownerReferences: Type.Optional(Type.Array(Type.Unknown())),
+  },
+  { additionalProperties: true },
+);

@@ -1,0 +1,183 @@
+/**
+ * HivePolicy: the one definition. The CRD's openAPIV3Schema (api/crd.ts), the TypeScript
+ * types, and runtime validation (api/validate.ts) all derive from the schemas below.
+ * Field names follow the reference design exactly (`container-name`, `matchLabels`);
+ * fields Hive adds are camelCase, as Kubernetes conventions ask.
+ */
+import { Type, type Static } from "@sinclair/typebox";
+import "./formats.ts";
+import { AccessKindSchema, ConditionSchema, ObjectMetaSchema } from "./meta.ts";
+
+const LABEL_KEY = "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
+const LABEL_VALUE = "^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$";
+const DNS_LABEL = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$";
+const DNS_SUBDOMAIN = "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$";
+
+/** `^0?[0-7]{1,4}$` — octal digits, read as octal whether written as a number or a string. */
+export const OCTAL_MODE = "^0?[0-7]{1,4}$";
+
+export const TrapMatchSchema = Type.Object(
+  {
+    pod: Type.Optional(
+      Type.String({ pattern: DNS_SUBDOMAIN, description: "Name of the pod.", errorMessage: "must be a pod name (a DNS subdomain)" }),
+    ),
+    namespace: Type.Optional(
+      Type.String({ pattern: DNS_LABEL, description: "Namespace of the pod.", errorMessage: "must be a namespace name (a DNS label)" }),
+    ),
+    ip: Type.Optional(
+      Type.String({ format: "ipv4", description: "IPv4 address of the pod.", errorMessage: "must be an IPv4 address such as 10.0.0.7" }),
+    ),
+    "container-name": Type.Optional(
+      Type.String({
+        format: "regex",
+        minLength: 1,
+        maxLength: 1024,
+        description: "Regular expression the container name must match (anchored at both ends).",
+        errorMessage: "must be a valid regular expression",
+      }),
+    ),
+    matchLabels: Type.Optional(
+      Type.Record(Type.String({ pattern: LABEL_KEY }), Type.String({ pattern: LABEL_VALUE, maxLength: 63 }), {
+        description: "Labels the pod must carry, all of them, with these values.",
+        errorMessage: "must map label names to label values",
+      }),
+    ),
+  },
+  { additionalProperties: false, description: "Which pods and containers the trap applies to; no filter matches every pod." },
+);
+export type TrapMatch = Static<typeof TrapMatchSchema>;
+
+export const HiveTrapSchema = Type.Object(
+  {
+    path: Type.String({
+      minLength: 1,
+      maxLength: 4096,
+      pattern: "^/",
+      description: "Absolute path of the file inside each matched container.",
+      errorMessage: 'must be an absolute path (start with "/")',
+      "x-kubernetes-validations": [
+        { rule: "self.startsWith('/')", message: "path must be absolute (start with \"/\")" },
+        { rule: "!self.split('/').exists(c, c == '..')", message: "path must not contain '..' components" },
+      ],
+    }),
+    create: Type.Optional(
+      Type.Boolean({ description: "Create the file (empty, with `mode`) in the container when it does not exist." }),
+    ),
+    mode: Type.Optional(
+      Type.Union([Type.Integer({ minimum: 0, maximum: 7777 }), Type.String({ pattern: OCTAL_MODE })], {
+        description:
+          "Permission bits for a created file, in octal digits: 444, \"444\" and \"0444\" all mean r--r--r--. " +
+          "A number is read as octal digits, as in the reference design.",
+        errorMessage: 'must be an octal permission mode such as 444 or "0644"',
+        "x-kubernetes-int-or-string": true,
+        "x-kubernetes-validations": [
+          { rule: `string(self).matches('${OCTAL_MODE}')`, message: "mode must be octal digits such as 444 or \"0644\"" },
+        ],
+      }),
+    ),
+    callback: Type.Optional(
+      Type.String({
+        format: "http-url",
+        maxLength: 2048,
+        description: "URL that receives each alert as a JSON POST; defaults to the monitor's callback.",
+        errorMessage: "must be an http:// or https:// URL",
+        "x-kubernetes-validations": [
+          { rule: "self.startsWith('http://') || self.startsWith('https://')", message: "callback must be an http(s) URL" },
+        ],
+      }),
+    ),
+    accesses: Type.Optional(
+      Type.Array(AccessKindSchema, {
+        minItems: 1,
+        uniqueItems: true,
+        description: "Access kinds that raise an alert (default: all of read, write, exec, append, open).",
+        "x-kubernetes-list-type": "set",
+      }),
+    ),
+    match: Type.Optional(TrapMatchSchema),
+  },
+  {
+    additionalProperties: false,
+    description: "A file to watch and the containers to watch it in.",
+    "x-kubernetes-validations": [
+      { rule: "!has(self.mode) || (has(self.create) && self.create)", message: "mode only applies with create: true" },
+    ],
+  },
+);
+export type HiveTrap = Static<typeof HiveTrapSchema>;
+
+export const HivePolicySpecSchema = Type.Object(
+  {
+    traps: Type.Array(HiveTrapSchema, {
+      minItems: 1,
+      maxItems: 256,
+      description: "The traps of this policy.",
+      errorMessage: "must list at least one trap",
+    }),
+  },
+  { additionalProperties: false },
+);
+export type HivePolicySpec = Static<typeof HivePolicySpecSchema>;
+
+export const TrapErrorSchema = Type.Object({
+  node: Type.Optional(Type.String()),
+  pod: Type.Optional(Type.String()),
+  container: Type.Optional(Type.String()),
+  reason: Type.String({ description: "Machine-readable cause: FileNotFound, InvalidRegex, PathEscapesContainer, …" }),
+  message: Type.String(),
+});
+export type TrapError = Static<typeof TrapErrorSchema>;
+
+export const TrapStatusSchema = Type.Object({
+  trapId: Type.String({ description: "The trap's stable id (the `trap-id` label of its HiveData)." }),
+  path: Type.String(),
+  matchedContainers: Type.Integer({ minimum: 0, description: "Containers this trap currently applies to." }),
+  inodesFound: Type.Integer({ minimum: 0, description: "Containers in which the file was found and is watched." }),
+  errors: Type.Optional(Type.Array(TrapErrorSchema, { maxItems: 32 })),
+});
+export type TrapStatus = Static<typeof TrapStatusSchema>;
+
+export const HivePolicyStatusSchema = Type.Object({
+  observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
+  trapCount: Type.Optional(Type.Integer({ minimum: 0 })),
+  matchedContainers: Type.Optional(Type.Integer({ minimum: 0 })),
+  conditions: Type.Optional(
+    Type.Array(ConditionSchema, { "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"] }),
+  ),
+  traps: Type.Optional(Type.Array(TrapStatusSchema)),
+});
+export type HivePolicyStatus = Static<typeof HivePolicyStatusSchema>;
+
+export const HivePolicySchema = Type.Object(
+  {
+    apiVersion: Type.Literal("hive-operator.com/v1alpha1"),
+    kind: Type.Literal("HivePolicy"),
+    metadata: ObjectMetaSchema,
+    spec: HivePolicySpecSchema,
+    status: Type.Optional(HivePolicyStatusSchema),
+  },
+  { description: "Files to watch in matching pods; every access raises an alert." },
+);
+export type HivePolicy = Static<typeof HivePolicySchema>;
+
+/** Reads a trap's `mode` (reference style: octal digits as number or string) as permission bits. */
+export function parseMode(mode: number | string): number {
+  const digits = String(mode);
+  if (!new RegExp(OCTAL_MODE).test(digits)) {
+    throw new RangeError(`mode ${JSON.stringify(mode)} is not octal digits such as 444 or "0644"`);
+  }
+  return Number.parseInt(digits, 8);
+}
+
+/** Writes permission bits (e.g. 0o444) as the resource's octal string ("0444"). */
+export function formatMode(bits: number): string {
+  if (!Number.isInteger(bits) || bits < 0 || bits > 0o7777) {
+    throw new RangeError(`mode ${bits} is outside 0 to 0o7777`);
+  }
+  return `0${bits.toString(8).padStart(3, "0")}`;
+}
+
+/** A container-name pattern matches the whole name, as a Kubernetes user would expect. */
+export function containerNameMatcher(pattern: string): RegExp {
+  return new RegExp(`^(?:${pattern})$`);
+}

@@ -1,0 +1,48 @@
+#!/bin/sh
+# Hive's single set-up entry point: `npm test`, `npm run bench` and `npm run demo` come
+# through here so that each works from a fresh clone. It installs the npm packages, the
+# Debian packages Hive needs (when run as root; otherwise it names the exact command), the
+# stock kernels the kernel suite boots, and then runs the task under Node 24.
+set -eu
+cd "$(dirname "$0")/.."
+task=${1:?usage: bootstrap.sh test|bench|demo [args...]}
+shift
+
+log() { printf 'hive-setup: %s\n' "$*" >&2; }
+
+# npm packages (Node 24 itself comes from the `node` package into node_modules/.bin).
+if [ ! -x node_modules/.bin/vitest ] || [ ! -x node_modules/.bin/node ] ||
+  [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  log "installing npm packages (npm ci)"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+PATH="$PWD/node_modules/.bin:$PATH"
+export PATH
+
+# Debian packages: one list, read by this script and by the Dockerfile's checks.
+missing=""
+for pkg in $(grep -v '^#' scripts/debian-packages.txt); do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $pkg"
+done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    log "installing Debian packages:$missing"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  else
+    log "missing Debian packages; install them with: sudo apt-get install -y$missing"
+  fi
+fi
+
+# Kernels for the QEMU suite (6.1 from bookworm, 6.12 from backports, 5.10 from bullseye).
+if [ -f test/kernel/fetch-kernels.sh ]; then sh test/kernel/fetch-kernels.sh; fi
+
+# The compiled BPF object is a build product; rebuild it when its sources are newer.
+if [ -f bpf/build.sh ]; then sh bpf/build.sh; fi
+
+case "$task" in
+  test) exec vitest run "$@" ;;
+  bench) exec node bench/main.ts "$@" ;;
+  demo) exec node examples/demo/main.ts "$@" ;;
+  *) log "unknown task $task"; exit 2 ;;
+esac
