@@ -1,0 +1,68 @@
+/**
+ * What the rest of the agent needs from the kernel path, and nothing more. The libbpf
+ * loader (runtime/kernel/loader.ts) implements it; the loader controller and standalone
+ * mode consume it. Kept small so controllers can be exercised against any implementation
+ * of the same contract (e.g. a loader running in a test VM) without reaching into libbpf.
+ */
+import type { AccessKind } from "../../api/meta.ts";
+
+export type AttachMode = "kprobe" | "fentry";
+
+/** Identifies a file the way the kernel does: superblock device (major:minor) + inode number. */
+export interface FileKey {
+  major: number;
+  minor: number;
+  ino: bigint;
+}
+
+/**
+ * One entry of the kernel's watch map. `slot` is chosen by user space and comes back in
+ * every event, so an event maps to its HiveData without a lookup by inode.
+ * `kind: "parent"` watches a trapped file's directory for entry changes (rename over,
+ * unlink, create): the kernel reports those as control events so the agent re-resolves
+ * the path instead of polling.
+ */
+export interface WatchEntry {
+  key: FileKey;
+  slot: number;
+  accesses: readonly AccessKind[];
+  kind: "file" | "parent";
+}
+
+/** One access burst, decoded from the kernel event struct (bpf/hive.h). */
+export interface KernelEvent {
+  /** CLOCK_MONOTONIC ns of the burst's first check (bpf_ktime_get_ns). */
+  ktimeNs: bigint;
+  key: FileKey;
+  /** Union of the MAY_* masks seen in the burst. */
+  mask: number;
+  accesses: AccessKind[];
+  kind: "file" | "parent";
+  slot: number;
+  pid: number;
+  tgid: number;
+  uid: number;
+  gid: number;
+  comm: string;
+  cgroupId: bigint;
+  /** inode_permission calls collapsed into this event. */
+  count: number;
+}
+
+export interface KernelCounters {
+  events: bigint;
+  /** Events that could not be reserved in the ring buffer (lost, and counted). */
+  lost: bigint;
+  watched: number;
+}
+
+export interface KernelWatcher {
+  readonly attachMode: AttachMode;
+  /** Make the kernel map equal to `entries` (a diff: only changed keys are written). */
+  sync(entries: readonly WatchEntry[]): void;
+  /** Events are delivered on Node's event loop; consumption never blocks it. */
+  onEvent(listener: (event: KernelEvent) => void): void;
+  counters(): KernelCounters;
+  /** `keepPinned: true` leaves maps/links pinned for the next agent to adopt. */
+  close(options?: { keepPinned?: boolean }): Promise<void>;
+}
