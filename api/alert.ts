@@ -3,7 +3,7 @@
  * example's fields (snake_case, `container` spelled correctly) plus what responders need.
  * `schemas/alert.schema.json` is generated from this definition (npm run gen).
  */
-import { Type, type Static } from "@sinclair/typebox";
+import { type Static, Type } from "@sinclair/typebox";
 import "./formats.ts";
 import { AccessKindSchema } from "./meta.ts";
 
@@ -11,7 +11,10 @@ export const ALERT_SCHEMA_ID = "https://hive-operator.com/schemas/alert.schema.j
 
 export const AlertSchema = Type.Object(
   {
-    id: Type.String({ format: "uuid", description: "Unique id of this alert; also sent as the Hive-Alert-Id header." }),
+    id: Type.String({
+      format: "uuid",
+      description: "Unique id of this alert; also sent as the Hive-Alert-Id header.",
+    }),
     timestamp: Type.String({ format: "date-time", description: "When the access happened (RFC 3339, UTC)." }),
     hive_policy_name: Type.String({ description: "Name of the HivePolicy whose trap fired." }),
     hive_policy_namespace: Type.Optional(Type.String({ description: "Namespace of that HivePolicy." })),
@@ -20,10 +23,19 @@ export const AlertSchema = Type.Object(
       {
         path: Type.String({ description: "The trapped path, as written in the policy." }),
         inode: Type.Integer({ minimum: 1 }),
-        device: Type.String({ pattern: "^[0-9]+:[0-9]+$", description: "major:minor of the file's filesystem." }),
-        mask: Type.Integer({ minimum: 0, description: "Union of the kernel MAY_* masks seen in this access burst." }),
+        device: Type.String({
+          pattern: "^[0-9]+:[0-9]+$",
+          description: "major:minor of the file's filesystem.",
+        }),
+        mask: Type.Integer({
+          minimum: 0,
+          description: "Union of the kernel MAY_* masks seen in this access burst.",
+        }),
         accesses: Type.Array(AccessKindSchema, { description: "The mask decoded into access kinds." }),
-        count: Type.Integer({ minimum: 1, description: "inode_permission checks collapsed into this one access." }),
+        count: Type.Integer({
+          minimum: 1,
+          description: "inode_permission checks collapsed into this one access.",
+        }),
         kernel_id: Type.String({ description: "boot_id of the kernel where the access happened." }),
       },
       { additionalProperties: false },
@@ -43,17 +55,24 @@ export const AlertSchema = Type.Object(
       {
         pid: Type.Integer({ minimum: 0, description: "Thread id (kernel pid) that accessed the file." }),
         tgid: Type.Integer({ minimum: 0, description: "Process id (kernel tgid)." }),
-        ppid: Type.Optional(Type.Integer({ minimum: 0, description: "Parent process id, when still readable." })),
+        ppid: Type.Optional(
+          Type.Integer({ minimum: 0, description: "Parent process id, when still readable." }),
+        ),
         uid: Type.Integer({ minimum: 0 }),
         gid: Type.Integer({ minimum: 0 }),
         comm: Type.String({ description: "The thread's command name (at most 15 characters)." }),
-        exe: Type.Optional(Type.String({ description: "Executable path, when the process was still alive to ask." })),
+        exe: Type.Optional(
+          Type.String({ description: "Executable path, when the process was still alive to ask." }),
+        ),
         cgroup_id: Type.Optional(Type.Integer({ minimum: 0 })),
       },
       { additionalProperties: false },
     ),
     suppressed: Type.Optional(
-      Type.Integer({ minimum: 0, description: "Alerts of this trap dropped by rate limiting since the previous one." }),
+      Type.Integer({
+        minimum: 0,
+        description: "Alerts of this trap dropped by rate limiting since the previous one.",
+      }),
     ),
   },
   {

@@ -84,7 +84,8 @@ function convert(s: JsonSchema): JsonSchema {
   }
   if (Object.keys(s).length === 0 || (s.type === undefined && !anyOf && !s.const)) {
     // Type.Unknown: keep whatever is there.
-    if (out.type === undefined && !out["x-kubernetes-int-or-string"]) out["x-kubernetes-preserve-unknown-fields"] = true;
+    if (out.type === undefined && !out["x-kubernetes-int-or-string"])
+      out["x-kubernetes-preserve-unknown-fields"] = true;
   }
   return out;
 }
@@ -158,9 +159,19 @@ export function hivePolicyCrd(): CustomResourceDefinition {
     status: true,
     columns: [
       { name: "Traps", type: "integer", jsonPath: ".status.trapCount", description: "Traps in the policy" },
-      { name: "Matched", type: "integer", jsonPath: ".status.matchedContainers", description: "Containers watched" },
+      {
+        name: "Matched",
+        type: "integer",
+        jsonPath: ".status.matchedContainers",
+        description: "Containers watched",
+      },
       { name: "Ready", type: "string", jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
-      { name: "Reason", type: "string", jsonPath: '.status.conditions[?(@.type=="Ready")].reason', priority: 1 },
+      {
+        name: "Reason",
+        type: "string",
+        jsonPath: '.status.conditions[?(@.type=="Ready")].reason',
+        priority: 1,
+      },
     ],
   });
 }

@@ -4,14 +4,22 @@
  * `device` is Hive's addition so the kernel can tell equal inode numbers on different
  * filesystems apart.
  */
-import { Type, type Static } from "@sinclair/typebox";
+import { type Static, Type } from "@sinclair/typebox";
 import "./formats.ts";
 import { AccessKindSchema, ObjectMetaSchema } from "./meta.ts";
 
 export const DeviceSchema = Type.Object(
   {
-    major: Type.Integer({ minimum: 0, maximum: 4095, description: "Major device number (12 bits in the kernel)." }),
-    minor: Type.Integer({ minimum: 0, maximum: 1048575, description: "Minor device number (20 bits in the kernel)." }),
+    major: Type.Integer({
+      minimum: 0,
+      maximum: 4095,
+      description: "Major device number (12 bits in the kernel).",
+    }),
+    minor: Type.Integer({
+      minimum: 0,
+      maximum: 1048575,
+      description: "Minor device number (20 bits in the kernel).",
+    }),
   },
   {
     additionalProperties: false,

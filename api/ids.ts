@@ -30,7 +30,10 @@ function sha256(text: string): string {
 export function trapId(policy: { namespace?: string; name: string }, trap: HiveTrap): string {
   const { callback: _callback, ...identity } = trap;
   const mode = identity.mode === undefined ? undefined : String(identity.mode).replace(/^0(?=.)/, "");
-  return sha256(canonicalJson({ ns: policy.namespace ?? "", policy: policy.name, ...identity, mode })).slice(0, 40);
+  return sha256(canonicalJson({ ns: policy.namespace ?? "", policy: policy.name, ...identity, mode })).slice(
+    0,
+    40,
+  );
 }
 
 /** Name of the HiveData for one trap × container: `hive-data-<pod>-<hash>` (a DNS subdomain). */

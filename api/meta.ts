@@ -3,7 +3,7 @@
  * that tie HiveData to the trap, container and kernel it describes. One place, so the
  * component, the agent and the CLI can never disagree on a spelling.
  */
-import { Type, type Static } from "@sinclair/typebox";
+import { type Static, Type } from "@sinclair/typebox";
 
 export const GROUP = "hive-operator.com";
 export const VERSION = "v1alpha1";
@@ -48,7 +48,10 @@ export const ACCESS_KINDS = ["read", "write", "exec", "append", "open"] as const
 export type AccessKind = (typeof ACCESS_KINDS)[number];
 export const AccessKindSchema = Type.Union(
   ACCESS_KINDS.map((kind) => Type.Literal(kind)),
-  { description: "An access kind: read, write, exec, append or open." },
+  {
+    description: "An access kind: read, write, exec, append or open.",
+    errorMessage: `must be one of ${ACCESS_KINDS.join(", ")}`,
+  },
 );
 
 /** A Kubernetes condition (metav1.Condition). */

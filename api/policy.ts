@@ -4,11 +4,12 @@
  * Field names follow the reference design exactly (`container-name`, `matchLabels`);
  * fields Hive adds are camelCase, as Kubernetes conventions ask.
  */
-import { Type, type Static } from "@sinclair/typebox";
+import { type Static, Type } from "@sinclair/typebox";
 import "./formats.ts";
 import { AccessKindSchema, ConditionSchema, ObjectMetaSchema } from "./meta.ts";
 
-const LABEL_KEY = "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
+const LABEL_KEY =
+  "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
 const LABEL_VALUE = "^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$";
 const DNS_LABEL = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$";
 const DNS_SUBDOMAIN = "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$";
@@ -19,13 +20,25 @@ export const OCTAL_MODE = "^0?[0-7]{1,4}$";
 export const TrapMatchSchema = Type.Object(
   {
     pod: Type.Optional(
-      Type.String({ pattern: DNS_SUBDOMAIN, description: "Name of the pod.", errorMessage: "must be a pod name (a DNS subdomain)" }),
+      Type.String({
+        pattern: DNS_SUBDOMAIN,
+        description: "Name of the pod.",
+        errorMessage: "must be a pod name (a DNS subdomain)",
+      }),
     ),
     namespace: Type.Optional(
-      Type.String({ pattern: DNS_LABEL, description: "Namespace of the pod.", errorMessage: "must be a namespace name (a DNS label)" }),
+      Type.String({
+        pattern: DNS_LABEL,
+        description: "Namespace of the pod.",
+        errorMessage: "must be a namespace name (a DNS label)",
+      }),
     ),
     ip: Type.Optional(
-      Type.String({ format: "ipv4", description: "IPv4 address of the pod.", errorMessage: "must be an IPv4 address such as 10.0.0.7" }),
+      Type.String({
+        format: "ipv4",
+        description: "IPv4 address of the pod.",
+        errorMessage: "must be an IPv4 address such as 10.0.0.7",
+      }),
     ),
     "container-name": Type.Optional(
       Type.String({
@@ -43,7 +56,10 @@ export const TrapMatchSchema = Type.Object(
       }),
     ),
   },
-  { additionalProperties: false, description: "Which pods and containers the trap applies to; no filter matches every pod." },
+  {
+    additionalProperties: false,
+    description: "Which pods and containers the trap applies to; no filter matches every pod.",
+  },
 );
 export type TrapMatch = Static<typeof TrapMatchSchema>;
 
@@ -56,22 +72,27 @@ export const HiveTrapSchema = Type.Object(
       description: "Absolute path of the file inside each matched container.",
       errorMessage: 'must be an absolute path (start with "/")',
       "x-kubernetes-validations": [
-        { rule: "self.startsWith('/')", message: "path must be absolute (start with \"/\")" },
+        { rule: "self.startsWith('/')", message: 'path must be absolute (start with "/")' },
         { rule: "!self.split('/').exists(c, c == '..')", message: "path must not contain '..' components" },
       ],
     }),
     create: Type.Optional(
-      Type.Boolean({ description: "Create the file (empty, with `mode`) in the container when it does not exist." }),
+      Type.Boolean({
+        description: "Create the file (empty, with `mode`) in the container when it does not exist.",
+      }),
     ),
     mode: Type.Optional(
       Type.Union([Type.Integer({ minimum: 0, maximum: 7777 }), Type.String({ pattern: OCTAL_MODE })], {
         description:
-          "Permission bits for a created file, in octal digits: 444, \"444\" and \"0444\" all mean r--r--r--. " +
+          'Permission bits for a created file, in octal digits: 444, "444" and "0444" all mean r--r--r--. ' +
           "A number is read as octal digits, as in the reference design.",
         errorMessage: 'must be an octal permission mode such as 444 or "0644"',
         "x-kubernetes-int-or-string": true,
         "x-kubernetes-validations": [
-          { rule: `string(self).matches('${OCTAL_MODE}')`, message: "mode must be octal digits such as 444 or \"0644\"" },
+          {
+            rule: `string(self).matches('${OCTAL_MODE}')`,
+            message: 'mode must be octal digits such as 444 or "0644"',
+          },
         ],
       }),
     ),
@@ -82,7 +103,10 @@ export const HiveTrapSchema = Type.Object(
         description: "URL that receives each alert as a JSON POST; defaults to the monitor's callback.",
         errorMessage: "must be an http:// or https:// URL",
         "x-kubernetes-validations": [
-          { rule: "self.startsWith('http://') || self.startsWith('https://')", message: "callback must be an http(s) URL" },
+          {
+            rule: "self.startsWith('http://') || self.startsWith('https://')",
+            message: "callback must be an http(s) URL",
+          },
         ],
       }),
     ),
@@ -100,7 +124,10 @@ export const HiveTrapSchema = Type.Object(
     additionalProperties: false,
     description: "A file to watch and the containers to watch it in.",
     "x-kubernetes-validations": [
-      { rule: "!has(self.mode) || (has(self.create) && self.create)", message: "mode only applies with create: true" },
+      {
+        rule: "!has(self.mode) || (has(self.create) && self.create)",
+        message: "mode only applies with create: true",
+      },
     ],
   },
 );
@@ -123,7 +150,9 @@ export const TrapErrorSchema = Type.Object({
   node: Type.Optional(Type.String()),
   pod: Type.Optional(Type.String()),
   container: Type.Optional(Type.String()),
-  reason: Type.String({ description: "Machine-readable cause: FileNotFound, InvalidRegex, PathEscapesContainer, …" }),
+  reason: Type.String({
+    description: "Machine-readable cause: FileNotFound, InvalidRegex, PathEscapesContainer, …",
+  }),
   message: Type.String(),
 });
 export type TrapError = Static<typeof TrapErrorSchema>;
@@ -132,7 +161,10 @@ export const TrapStatusSchema = Type.Object({
   trapId: Type.String({ description: "The trap's stable id (the `trap-id` label of its HiveData)." }),
   path: Type.String(),
   matchedContainers: Type.Integer({ minimum: 0, description: "Containers this trap currently applies to." }),
-  inodesFound: Type.Integer({ minimum: 0, description: "Containers in which the file was found and is watched." }),
+  inodesFound: Type.Integer({
+    minimum: 0,
+    description: "Containers in which the file was found and is watched.",
+  }),
   errors: Type.Optional(Type.Array(TrapErrorSchema, { maxItems: 32 })),
 });
 export type TrapStatus = Static<typeof TrapStatusSchema>;

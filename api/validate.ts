@@ -39,7 +39,8 @@ export function fieldName(pointer: string, prefix = ""): string {
 function describe(error: { schema: TSchema; message: string; value: unknown; path: string }): string {
   const custom = (error.schema as { errorMessage?: unknown }).errorMessage;
   if (error.message.startsWith("Unexpected property")) return "is not a known field";
-  if (error.value === undefined && error.message.startsWith("Expected required property")) return "is required";
+  if (error.value === undefined && error.message.startsWith("Expected required property"))
+    return "is required";
   if (typeof custom === "string") return custom;
   return error.message.charAt(0).toLowerCase() + error.message.slice(1);
 }
@@ -51,7 +52,8 @@ function schemaErrors(schema: TSchema, value: unknown, prefix: string): FieldErr
     const field = fieldName(error.path, prefix);
     // One message per field: a union or a string with several constraints reports
     // several failures for the same value; the first names the cause.
-    if ([...seen].some((s) => field === s || field.startsWith(`${s}.`) || field.startsWith(`${s}[`))) continue;
+    if ([...seen].some((s) => field === s || field.startsWith(`${s}.`) || field.startsWith(`${s}[`)))
+      continue;
     seen.add(field);
     errors.push({ field, message: describe(error) });
   }
@@ -74,7 +76,8 @@ function specRules(spec: unknown, prefix: string): FieldError[] {
       if (trap.path.split("/").includes("..")) {
         errors.push({ field: `${at}.path`, message: "must not contain '..' components" });
       }
-      if (trap.path.includes("\0")) errors.push({ field: `${at}.path`, message: "must not contain NUL characters" });
+      if (trap.path.includes("\0"))
+        errors.push({ field: `${at}.path`, message: "must not contain NUL characters" });
     }
     if (typeof trap.mode === "number" && !new RegExp(OCTAL_MODE).test(String(trap.mode))) {
       errors.push({ field: `${at}.mode`, message: 'must be an octal permission mode such as 444 or "0644"' });
@@ -92,7 +95,10 @@ function merge(schema: FieldError[], rules: FieldError[]): FieldError[] {
 }
 
 export function validatePolicySpec(value: unknown, prefix = "spec."): Validation<HivePolicySpec> {
-  const errors = merge(schemaErrors(HivePolicySpecSchema, value, prefix.replace(/\.$/, "")), specRules(value, prefix));
+  const errors = merge(
+    schemaErrors(HivePolicySpecSchema, value, prefix.replace(/\.$/, "")),
+    specRules(value, prefix),
+  );
   return errors.length > 0 ? { ok: false, errors } : { ok: true, value: value as HivePolicySpec };
 }
 

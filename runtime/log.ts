@@ -28,10 +28,7 @@ function serialise(value: unknown): unknown {
   return value;
 }
 
-export function createLogger(
-  base: Fields = {},
-  options: { level?: LogLevel; sink?: LogSink } = {},
-): Logger {
+export function createLogger(base: Fields = {}, options: { level?: LogLevel; sink?: LogSink } = {}): Logger {
   const threshold = ORDER[options.level ?? (process.env.HIVE_LOG_LEVEL as LogLevel) ?? "info"] ?? ORDER.info;
   const sink = options.sink ?? ((line: string) => process.stderr.write(`${line}\n`));
   const emit = (level: LogLevel, msg: string, fields?: Fields) => {

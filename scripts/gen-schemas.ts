@@ -2,7 +2,7 @@
  * Writes the published JSON Schemas derived from api/ (the alert format users validate
  * against, and the policy for editors). `--check` fails when a committed file is stale.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { AlertSchema, HivePolicySchema } from "../api/index.ts";
@@ -10,8 +10,13 @@ import { AlertSchema, HivePolicySchema } from "../api/index.ts";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
 export function publishedSchemas(): Record<string, string> {
+  // `errorMessage` is Hive's own keyword for friendlier messages; standard validators reject it.
   const render = (schema: unknown) =>
-    `${JSON.stringify({ $schema: "https://json-schema.org/draft/2020-12/schema", ...(schema as object) }, null, 2)}\n`;
+    `${JSON.stringify(
+      { $schema: "https://json-schema.org/draft/2020-12/schema", ...(schema as object) },
+      (key, value) => (key === "errorMessage" ? undefined : value),
+      2,
+    )}\n`;
   return {
     "schemas/alert.schema.json": render(AlertSchema),
     "schemas/hivepolicy.schema.json": render({
@@ -26,10 +31,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   let stale = 0;
   for (const [file, text] of Object.entries(publishedSchemas())) {
     const path = join(root, file);
-    let current = "";
-    try {
-      current = readFileSync(path, "utf8");
-    } catch {}
+    const current = existsSync(path) ? readFileSync(path, "utf8") : "";
     if (current === text) continue;
     if (check) {
       console.error(`${file} is out of date: run npm run gen`);

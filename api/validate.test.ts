@@ -1,0 +1,175 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { formatErrors, validateData, validatePolicy, validatePolicySpec } from "./validate.ts";
+
+function policy(traps: unknown[]): unknown {
+  return {
+    apiVersion: "hive-operator.com/v1alpha1",
+    kind: "HivePolicy",
+    metadata: { name: "p", namespace: "hive" },
+    spec: { traps },
+  };
+}
+
+describe("policy validation", () => {
+  it("accepts the reference design's sample policy, mode 444 meaning octal", () => {
+    const result = validatePolicy(
+      policy([
+        {
+          path: "/secret.txt",
+          create: true,
+          mode: 444,
+          callback: "http://my-callback.com/alerts",
+          match: {
+            pod: "nginx-pod",
+            namespace: "default",
+            ip: "192.168.0.3",
+            "container-name": ".*",
+            matchLabels: { "security-level": "high" },
+          },
+        },
+      ]),
+    );
+    expect(result).toEqual({ ok: true, value: expect.anything() });
+  });
+
+  it("accepts a trap with only a path", () => {
+    expect(validatePolicy(policy([{ path: "/etc/shadow" }])).ok).toBe(true);
+  });
+
+  it.each([
+    [
+      "relative path",
+      { path: "etc/shadow" },
+      'spec.traps[0].path: must be an absolute path (start with "/")',
+    ],
+    ["'..' in path", { path: "/etc/../shadow" }, "spec.traps[0].path: must not contain '..' components"],
+    ["empty path", { path: "" }, 'spec.traps[0].path: must be an absolute path (start with "/")'],
+    ["missing path", { create: true }, "spec.traps[0].path: is required"],
+    [
+      "invalid regex",
+      { path: "/a", match: { "container-name": "(" } },
+      "spec.traps[0].match.container-name: must be a valid regular expression",
+    ],
+    [
+      "mode that is not octal digits",
+      { path: "/a", create: true, mode: 999 },
+      'spec.traps[0].mode: must be an octal permission mode such as 444 or "0644"',
+    ],
+    [
+      "mode string that is not octal",
+      { path: "/a", create: true, mode: "rw-r--r--" },
+      'spec.traps[0].mode: must be an octal permission mode such as 444 or "0644"',
+    ],
+    [
+      "mode without create",
+      { path: "/a", mode: "0644" },
+      "spec.traps[0].mode: only applies with create: true",
+    ],
+    [
+      "bad IP",
+      { path: "/a", match: { ip: "10.0.0.256" } },
+      "spec.traps[0].match.ip: must be an IPv4 address such as 10.0.0.7",
+    ],
+    [
+      "IPv6 IP",
+      { path: "/a", match: { ip: "::1" } },
+      "spec.traps[0].match.ip: must be an IPv4 address such as 10.0.0.7",
+    ],
+    ["unknown field", { path: "/a", paht: "/b" }, "spec.traps[0].paht: is not a known field"],
+    [
+      "unknown match field",
+      { path: "/a", match: { labels: {} } },
+      "spec.traps[0].match.labels: is not a known field",
+    ],
+    [
+      "non-http callback",
+      { path: "/a", callback: "ftp://x/y" },
+      "spec.traps[0].callback: must be an http:// or https:// URL",
+    ],
+    [
+      "unknown access kind",
+      { path: "/a", accesses: ["read", "delete"] },
+      "spec.traps[0].accesses[1]: must be one of read, write, exec, append, open",
+    ],
+  ])("rejects a %s with the field named", (_name, trap, message) => {
+    const result = validatePolicy(policy([trap]));
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(formatErrors(result.errors)).toBe(message);
+  });
+
+  it("rejects an empty trap list", () => {
+    const result = validatePolicy(policy([]));
+    expect(result.ok ? "" : formatErrors(result.errors)).toBe("spec.traps: must list at least one trap");
+  });
+
+  it("reports every problem of a policy at once", () => {
+    const result = validatePolicy(policy([{ path: "x" }, { path: "/ok", match: { ip: "1.2.3" } }]));
+    expect(result.ok ? [] : result.errors.map((e) => e.field)).toEqual([
+      "spec.traps[0].path",
+      "spec.traps[1].match.ip",
+    ]);
+  });
+
+  it("names the document's own fields", () => {
+    const result = validatePolicy({ kind: "HivePolicy", metadata: {}, spec: { traps: [{ path: "/a" }] } });
+    expect(result.ok ? "" : formatErrors(result.errors, "policy.yaml#0")).toBe(
+      "policy.yaml#0: apiVersion: is required",
+    );
+  });
+
+  it("validates a bare spec with its prefix", () => {
+    const result = validatePolicySpec({ traps: [{ path: "a" }] });
+    expect(result.ok ? "" : result.errors[0]?.field).toBe("spec.traps[0].path");
+  });
+
+  it("never throws on arbitrary input, and always answers with named fields", () => {
+    const trapish = fc.record(
+      {
+        path: fc.oneof(fc.string(), fc.constant("/etc/shadow"), fc.integer()),
+        create: fc.oneof(fc.boolean(), fc.string()),
+        mode: fc.oneof(fc.integer(), fc.string(), fc.constant("0644")),
+        callback: fc.oneof(fc.webUrl(), fc.string()),
+        accesses: fc.array(fc.oneof(fc.constantFrom("read", "write", "exec"), fc.string())),
+        match: fc.oneof(
+          fc.anything(),
+          fc.record(
+            {
+              ip: fc.oneof(fc.ipV4(), fc.string()),
+              "container-name": fc.string(),
+              matchLabels: fc.anything(),
+            },
+            { requiredKeys: [] },
+          ),
+        ),
+      },
+      { requiredKeys: [] },
+    );
+    fc.assert(
+      fc.property(fc.oneof(fc.anything(), fc.array(fc.oneof(trapish, fc.anything()))), (traps) => {
+        const result = validatePolicy(policy(Array.isArray(traps) ? traps : [traps]));
+        if (!result.ok) {
+          expect(result.errors.length).toBeGreaterThan(0);
+          for (const error of result.errors) expect(error.field).toMatch(/^spec\.traps/);
+        }
+      }),
+      { numRuns: 500 },
+    );
+    fc.assert(
+      fc.property(fc.anything(), (value) => void validatePolicy(value)),
+      { numRuns: 500 },
+    );
+  });
+});
+
+describe("HiveData validation", () => {
+  it("requires the kernel's device beside the inode", () => {
+    const result = validateData({
+      apiVersion: "hive-operator.com/v1alpha1",
+      kind: "HiveData",
+      metadata: { name: "d" },
+      spec: { "inode-no": 42, "kernel-id": "fc9a30d5-6140-4dd1-b8ef-c638f19ebd71", accesses: ["read"] },
+    });
+    expect(result.ok ? "" : formatErrors(result.errors)).toBe("spec.device: is required");
+  });
+});
