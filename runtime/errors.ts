@@ -29,6 +29,8 @@ export const ERROR_CODES = [
   "SpoolCorrupt",
   "SpoolFull",
   "QemuUnavailable",
+  "InputUnreadable",
+  "NotLoaded",
 ] as const;
 export type HiveErrorCode = (typeof ERROR_CODES)[number];
 
