@@ -1,0 +1,187 @@
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import fc from "fast-check";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { isHiveError } from "../errors.ts";
+import { fileKeyFromStat } from "../kernel/device.ts";
+import { resolveInRoot } from "./safe-path.ts";
+
+let base: string;
+let root: string;
+let host: string;
+
+beforeEach(() => {
+  base = mkdtempSync(join(tmpdir(), "hive-safe-path-"));
+  root = join(base, "root");
+  host = join(base, "host");
+  mkdirSync(join(root, "etc"), { recursive: true });
+  mkdirSync(host);
+  writeFileSync(join(root, "etc", "shadow"), "container secret\n");
+  writeFileSync(join(host, "shadow"), "host secret\n");
+});
+
+afterEach(() => rmSync(base, { recursive: true, force: true }));
+
+function code(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (error) {
+    if (isHiveError(error)) return error.code;
+    throw error;
+  }
+  return "resolved";
+}
+
+describe("resolveInRoot", () => {
+  it("reports the device and inode of a file inside the root, and its parent directory", () => {
+    const got = resolveInRoot(root, "/etc/shadow");
+    expect(got.key).toEqual(fileKeyFromStat(statSync(join(root, "etc", "shadow"), { bigint: true })));
+    expect(got.parent).toEqual(fileKeyFromStat(statSync(join(root, "etc"), { bigint: true })));
+    expect(got.created).toBe(false);
+    expect(got.fileType).toBe("file");
+  });
+
+  it("re-roots an absolute symlink to a host file instead of following it to the host", () => {
+    rmSync(join(root, "etc", "shadow"));
+    symlinkSync(join(host, "shadow"), join(root, "etc", "shadow"));
+    expect(code(() => resolveInRoot(root, "/etc/shadow"))).toBe("PathEscapesContainer");
+    // The same absolute path exists inside the root: that file, not the host's, is the answer.
+    mkdirSync(join(root, host), { recursive: true });
+    writeFileSync(join(root, host, "shadow"), "inside\n");
+    const got = resolveInRoot(root, "/etc/shadow");
+    expect(got.key.ino).toBe(statSync(join(root, host, "shadow"), { bigint: true }).ino);
+    expect(got.key.ino).not.toBe(statSync(join(host, "shadow"), { bigint: true }).ino);
+  });
+
+  it("clamps .. at the container root", () => {
+    symlinkSync("../../../../../../etc/shadow", join(root, "etc", "link"));
+    const got = resolveInRoot(root, "/etc/link");
+    expect(got.key.ino).toBe(statSync(join(root, "etc", "shadow"), { bigint: true }).ino);
+    expect(got.resolvedPath).toBe("/etc/shadow");
+  });
+
+  it("re-roots an absolute symlink in the middle of the path", () => {
+    symlinkSync(host, join(root, "h"));
+    expect(code(() => resolveInRoot(root, "/h/shadow"))).toBe("PathEscapesContainer");
+    symlinkSync("/etc", join(root, "e"));
+    expect(resolveInRoot(root, "/e/shadow").key.ino).toBe(
+      statSync(join(root, "etc", "shadow"), { bigint: true }).ino,
+    );
+  });
+
+  it("stops at a symlink loop", () => {
+    symlinkSync("/b", join(root, "a"));
+    symlinkSync("/a", join(root, "b"));
+    expect(code(() => resolveInRoot(root, "/a"))).toBe("PathInvalid");
+  });
+
+  it("reports a missing file and a file used as a directory", () => {
+    expect(code(() => resolveInRoot(root, "/etc/missing"))).toBe("FileNotFound");
+    expect(code(() => resolveInRoot(root, "/etc/shadow/x"))).toBe("FileNotFound");
+    expect(code(() => resolveInRoot(join(base, "no-such-root"), "/etc/shadow"))).toBe("ContainerNotFound");
+  });
+
+  it("creates a missing file inside the root with the requested mode, whatever the umask", () => {
+    const old = process.umask(0o077);
+    try {
+      const got = resolveInRoot(root, "/etc/new-secret", { create: true, mode: 0o644 });
+      const st = statSync(join(root, "etc", "new-secret"), { bigint: true });
+      expect(got.created).toBe(true);
+      expect(got.key.ino).toBe(st.ino);
+      expect(Number(st.mode) & 0o7777).toBe(0o644);
+    } finally {
+      process.umask(old);
+    }
+  });
+
+  it("creates through a dangling absolute symlink inside the root, never at the host path", () => {
+    const hostTarget = join(host, "planted");
+    symlinkSync(hostTarget, join(root, "etc", "planted"));
+    mkdirSync(join(root, host), { recursive: true });
+    const got = resolveInRoot(root, "/etc/planted", { create: true, mode: 0o400 });
+    expect(existsSync(hostTarget)).toBe(false);
+    const inside = statSync(join(root, hostTarget), { bigint: true });
+    expect(got.key.ino).toBe(inside.ino);
+    expect(Number(inside.mode) & 0o7777).toBe(0o400);
+  });
+
+  it("does not chmod or touch an existing host file reached by a symlink, even with create: true", () => {
+    chmodSync(join(host, "shadow"), 0o600);
+    const before = lstatSync(join(host, "shadow"), { bigint: true });
+    rmSync(join(root, "etc", "shadow"));
+    symlinkSync(join(host, "shadow"), join(root, "etc", "shadow"));
+    // The re-rooted parent directory does not exist in the root: nothing may be created anywhere.
+    expect(code(() => resolveInRoot(root, "/etc/shadow", { create: true, mode: 0o777 }))).toBe(
+      "PathEscapesContainer",
+    );
+    const after = lstatSync(join(host, "shadow"), { bigint: true });
+    expect(after.mode).toBe(before.mode);
+    expect(after.ctimeNs).toBe(before.ctimeNs);
+    expect(after.atimeNs).toBe(before.atimeNs);
+  });
+
+  it("never resolves to a file outside the root, for any arrangement of symlinks", () => {
+    // Host-side decoys with the same names as everything the symlinks may point at.
+    const names = ["a", "b", "c", "etc", "shadow"];
+    const target = fc.oneof(
+      fc.constantFrom(...names),
+      fc.array(fc.constantFrom(...names, "..", "."), { minLength: 1, maxLength: 6 }).map((p) => p.join("/")),
+      fc.array(fc.constantFrom(...names, ".."), { minLength: 1, maxLength: 6 }).map((p) => `/${p.join("/")}`),
+      fc.constantFrom(host, `${host}/shadow`, base, "/", "/proc/self/root/etc/passwd"),
+    );
+    let round = 0;
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.constantFrom(...names), target), { minLength: 1, maxLength: 6 }),
+        fc.array(fc.constantFrom(...names), { minLength: 1, maxLength: 4 }),
+        fc.boolean(),
+        (links, query, create) => {
+          const r = join(base, `r${round++}`);
+          mkdirSync(join(r, "etc"), { recursive: true });
+          writeFileSync(join(r, "etc", "shadow"), "x");
+          const decoyInodes = new Set<bigint>();
+          for (const n of names) {
+            const p = join(host, n);
+            if (!existsSync(p)) writeFileSync(p, "decoy");
+            decoyInodes.add(statSync(p, { bigint: true }).ino);
+          }
+          decoyInodes.add(statSync("/etc/passwd", { bigint: true }).ino);
+          decoyInodes.add(statSync(host, { bigint: true }).ino);
+          for (const [name, to] of links) {
+            try {
+              symlinkSync(to, join(r, name));
+            } catch {
+              // name taken by an earlier link: the arrangement is still valid
+            }
+          }
+          const hostBefore = new Map(
+            names.map((n) => [n, lstatSync(join(host, n), { bigint: true }).ctimeNs]),
+          );
+          try {
+            const got = resolveInRoot(r, `/${query.join("/")}`, { create, mode: 0o600 });
+            const hostDev = statSync(host, { bigint: true }).dev;
+            if (BigInt(got.key.major) === BigInt(fileKeyFromStat({ dev: hostDev, ino: 0 }).major)) {
+              expect(decoyInodes.has(got.key.ino)).toBe(false);
+            }
+          } catch (error) {
+            if (!isHiveError(error)) throw error;
+          }
+          for (const n of names)
+            expect(lstatSync(join(host, n), { bigint: true }).ctimeNs).toBe(hostBefore.get(n));
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+});

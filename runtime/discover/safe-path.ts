@@ -1,0 +1,265 @@
+/**
+ * Resolves a trap path inside a container's root without ever leaving it. The agent runs
+ * as root on the host, so a container that plants `/etc/shadow -> /etc/shadow` (absolute,
+ * meaning the HOST file to a naive resolver) or `../../..` must not make it stat, create or
+ * chmod a host file.
+ *
+ * Node has no openat(2), so each step opens `/proc/self/fd/<dirfd>/<name>`: the kernel
+ * jumps to the directory the fd holds (a magic link, not a path re-walk) and looks up ONE
+ * name in it. Every component is opened with O_PATH|O_NOFOLLOW and then fstat'ed: what we
+ * decide on is the object the fd holds, so a rename race can make the walk fail, never
+ * escape. Symlinks are read and their targets walked by this code, with chroot semantics:
+ * absolute targets restart at the container root, `..` never climbs above it. The same
+ * rules as openat2(RESOLVE_IN_ROOT), which Node cannot call.
+ */
+import {
+  type BigIntStats,
+  closeSync,
+  constants,
+  fchmodSync,
+  fstatSync,
+  openSync,
+  readlinkSync,
+  statSync,
+} from "node:fs";
+import { HiveError } from "../errors.ts";
+import type { FileKey } from "../kernel/contract.ts";
+import { fileKeyFromStat } from "../kernel/device.ts";
+
+/** O_PATH is not in Node's constants; the value is the same on x86-64 and arm64 (asm-generic). */
+const O_PATH = 0o10000000;
+const { O_NOFOLLOW, O_CREAT, O_EXCL, O_WRONLY, O_NONBLOCK } = constants;
+
+/** Linux's own limit on symlinks followed in one lookup (MAXSYMLINKS). */
+export const MAX_SYMLINKS = 40;
+
+export interface ResolveOptions {
+  /** Create an empty regular file when the final component does not exist. */
+  create?: boolean;
+  /** Permission bits for a created file (default 0o444); applied with fchmod, so umask does not interfere. */
+  mode?: number;
+  maxSymlinks?: number;
+}
+
+export interface ResolvedFile {
+  /** The file as the kernel identifies it. */
+  key: FileKey;
+  /** The directory holding the final entry: watching it reveals renames over and re-creations of the file. */
+  parent: FileKey;
+  /** The path inside the container after following symlinks (always absolute, never above `/`). */
+  resolvedPath: string;
+  created: boolean;
+  fileType: "file" | "directory" | "other";
+  /** Symlinks followed, as `link -> target`, for messages that explain a surprise. */
+  symlinks: string[];
+}
+
+interface Frame {
+  fd: number;
+  name: string;
+}
+
+function fdPath(fd: number, name: string): string {
+  return `/proc/self/fd/${fd}/${name}`;
+}
+
+function fstat(fd: number): BigIntStats {
+  return fstatSync(fd, { bigint: true });
+}
+
+function kindOf(stat: BigIntStats): ResolvedFile["fileType"] {
+  if (stat.isFile()) return "file";
+  if (stat.isDirectory()) return "directory";
+  return "other";
+}
+
+function splitPath(path: string): string[] {
+  return path.split("/").filter((c) => c !== "" && c !== ".");
+}
+
+function errno(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | undefined)?.code;
+}
+
+/**
+ * Resolves `path` under `rootPath` (normally `/proc/<pid>/root`). Throws HiveError with
+ * FileNotFound, PathInvalid, PathEscapesContainer (a symlink chain pointed outside the root
+ * and the file does not exist inside it) or ContainerNotFound.
+ */
+export function resolveInRoot(rootPath: string, path: string, options: ResolveOptions = {}): ResolvedFile {
+  const maxSymlinks = options.maxSymlinks ?? MAX_SYMLINKS;
+  if (!path.startsWith("/")) {
+    throw new HiveError("PathInvalid", "trap path must be absolute", {
+      object: path,
+      hint: 'start the path with "/"',
+    });
+  }
+  let rootFd: number;
+  try {
+    // Following the /proc/<pid>/root magic link is the one deliberate follow: it IS the container root.
+    rootFd = openSync(rootPath, O_PATH | constants.O_DIRECTORY);
+  } catch (error) {
+    throw new HiveError("ContainerNotFound", "container root is not reachable", {
+      object: rootPath,
+      hint: "the container may have exited; it is retried when it runs again",
+      cause: error,
+    });
+  }
+  const opened: number[] = [rootFd];
+  const rootStat = fstat(rootFd);
+  // The walk is a stack of directory fds: `..` pops to the directory we actually came from.
+  const stack: Frame[] = [{ fd: rootFd, name: "" }];
+  const symlinks: string[] = [];
+  let leftRoot = false;
+  let followed = 0;
+  let pending = splitPath(path);
+  const here = () => stack[stack.length - 1] as Frame;
+  const currentPath = () =>
+    `/${stack
+      .slice(1)
+      .map((f) => f.name)
+      .join("/")}`;
+  try {
+    let final:
+      | { fd: number; stat: BigIntStats; name: string; parentFd: number; created: boolean }
+      | undefined;
+    while (pending.length > 0) {
+      const name = pending.shift() as string;
+      const isLast = pending.length === 0;
+      if (name === "..") {
+        if (stack.length > 1) stack.pop();
+        else leftRoot = true; // clamped, as the kernel does at a process's root
+        if (isLast) {
+          throw new HiveError("PathInvalid", "trap path resolves to a directory, not a file", {
+            object: path,
+          });
+        }
+        continue;
+      }
+      const dir = here();
+      let fd: number;
+      try {
+        fd = openSync(fdPath(dir.fd, name), O_PATH | O_NOFOLLOW);
+      } catch (error) {
+        const code = errno(error);
+        if (code === "ENOENT" && isLast && options.create) {
+          final = createFile(dir.fd, name, options.mode ?? 0o444, opened);
+          break;
+        }
+        if (code === "ENOENT" || code === "ENOTDIR") {
+          const where = `${currentPath().replace(/\/$/, "")}/${name}`;
+          if (leftRoot) {
+            throw new HiveError(
+              "PathEscapesContainer",
+              `a symlink on the path points outside the container; ${where} does not exist inside it`,
+              {
+                object: path,
+                symlinks,
+                hint: "symlink targets are resolved inside the container only; trap the file the container itself sees",
+              },
+            );
+          }
+          throw new HiveError("FileNotFound", `${where} does not exist in the container`, {
+            object: path,
+            symlinks,
+            hint: "fix the trap path, or set create: true to have Hive create the file",
+          });
+        }
+        throw new HiveError("PathInvalid", `cannot open ${name} while resolving the trap path (${code})`, {
+          object: path,
+          cause: error,
+        });
+      }
+      opened.push(fd);
+      const stat = fstat(fd);
+      if (stat.isSymbolicLink()) {
+        followed += 1;
+        if (followed > maxSymlinks) {
+          throw new HiveError(
+            "PathInvalid",
+            `more than ${maxSymlinks} symlinks while resolving the trap path`,
+            {
+              object: path,
+              hint: "the path has a symlink loop inside the container",
+            },
+          );
+        }
+        // readlink on the directory fd + name: no follow of the final component.
+        const target = readlinkSync(fdPath(dir.fd, name), "utf8");
+        symlinks.push(`${currentPath().replace(/\/$/, "")}/${name} -> ${target}`);
+        if (target.startsWith("/")) {
+          // Re-rooted: an absolute target means the container's root, never the host's.
+          stack.length = 1;
+          leftRoot = true;
+        }
+        pending = [...splitPath(target), ...pending];
+        continue;
+      }
+      if (isLast) {
+        final = { fd, stat, name, parentFd: dir.fd, created: false };
+        break;
+      }
+      if (!stat.isDirectory()) {
+        throw new HiveError(
+          "FileNotFound",
+          `${currentPath().replace(/\/$/, "")}/${name} is not a directory`,
+          {
+            object: path,
+            hint: "a component in the middle of the trap path is a file",
+          },
+        );
+      }
+      stack.push({ fd, name });
+    }
+    if (final === undefined) {
+      throw new HiveError("PathInvalid", "trap path names the container root, not a file", { object: path });
+    }
+    // The container may have been replaced while we walked (PID reuse): the root must be the one we started in.
+    const rootNow = statSync(rootPath, { bigint: true });
+    if (rootNow.dev !== rootStat.dev || rootNow.ino !== rootStat.ino) {
+      throw new HiveError("ContainerNotFound", "container root changed during resolution", {
+        object: rootPath,
+        hint: "the container restarted; it is resolved again",
+      });
+    }
+    const parentStat = fstat(final.parentFd);
+    return {
+      key: fileKeyFromStat(final.stat),
+      parent: fileKeyFromStat(parentStat),
+      resolvedPath: `${currentPath().replace(/\/$/, "")}/${final.name}`,
+      created: final.created,
+      fileType: kindOf(final.stat),
+      symlinks,
+    };
+  } finally {
+    for (const fd of opened) closeSync(fd);
+  }
+}
+
+/**
+ * O_CREAT|O_EXCL|O_NOFOLLOW in the verified parent directory: a symlink planted under the
+ * name (dangling or not) makes this fail with EEXIST instead of being followed.
+ */
+function createFile(
+  dirFd: number,
+  name: string,
+  mode: number,
+  opened: number[],
+): { fd: number; stat: BigIntStats; name: string; parentFd: number; created: boolean } {
+  let fd: number;
+  try {
+    fd = openSync(fdPath(dirFd, name), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, mode & 0o7777);
+  } catch (error) {
+    throw new HiveError("PathInvalid", `cannot create ${name} in the container (${errno(error)})`, {
+      object: name,
+      hint:
+        errno(error) === "EEXIST"
+          ? "the entry appeared while Hive created it; it is resolved again"
+          : "check the container's filesystem is writable",
+      cause: error,
+    });
+  }
+  opened.push(fd);
+  fchmodSync(fd, mode & 0o7777);
+  return { fd, stat: fstat(fd), name, parentFd: dirFd, created: true };
+}
