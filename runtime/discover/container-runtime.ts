@@ -1,0 +1,278 @@
+/**
+ * Finds the host PID of a container, so its root is reachable at /proc/<pid>/root.
+ *
+ * Order: the containerd task API over the runtime socket (the same socket the kubelet's CRI
+ * uses; Kubernetes containers live in containerd namespace `k8s.io`, so the task API answers
+ * for them exactly as CRI's verbose ContainerStatus would), then CRI ContainerStatus for
+ * CRI runtimes that are not containerd, then a scan of /proc/<pid>/cgroup for the container
+ * id (works with any runtime that names cgroups after the container).
+ *
+ * The proto subset is written here as a protobufjs JSON descriptor: only the messages and
+ * fields Hive reads, with the field numbers of containerd's api/services/tasks/v1 and
+ * cri-api's runtime/v1.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { HiveError } from "../errors.ts";
+
+export interface ContainerProcess {
+  pid: number;
+  /** How the PID was found: which path answered. */
+  source: "containerd" | "cri" | "cgroup";
+}
+
+export interface ContainerRuntime {
+  /** Resolves a pod status containerID (`containerd://<id>`, or a bare id) to its running PID. Throws ContainerNotReady/ContainerNotFound. */
+  findProcess(containerId: string): Promise<ContainerProcess>;
+  close(): void;
+}
+
+/** `containerd://abc` → `abc`; ids are hex (containerd, CRI-O, docker) and are checked to be one path segment. */
+export function bareContainerId(containerId: string): string {
+  const id = containerId.replace(/^[a-z0-9.+-]+:\/\//, "");
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(id)) {
+    throw new HiveError("ContainerNotFound", "container id has an unexpected form", { object: containerId });
+  }
+  return id;
+}
+
+const descriptor = {
+  nested: {
+    containerd: {
+      nested: {
+        services: {
+          nested: {
+            tasks: {
+              nested: {
+                v1: {
+                  nested: {
+                    Tasks: { methods: { Get: { requestType: "GetRequest", responseType: "GetResponse" } } },
+                    GetRequest: {
+                      fields: { container_id: { type: "string", id: 1 }, exec_id: { type: "string", id: 2 } },
+                    },
+                    GetResponse: { fields: { process: { type: "containerd.v1.types.Process", id: 1 } } },
+                  },
+                },
+              },
+            },
+          },
+        },
+        v1: {
+          nested: {
+            types: {
+              nested: {
+                Status: { values: { UNKNOWN: 0, CREATED: 1, RUNNING: 2, STOPPED: 3, PAUSED: 4, PAUSING: 5 } },
+                Process: {
+                  fields: {
+                    container_id: { type: "string", id: 1 },
+                    id: { type: "string", id: 2 },
+                    pid: { type: "uint32", id: 3 },
+                    status: { type: "Status", id: 4 },
+                  },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+    runtime: {
+      nested: {
+        v1: {
+          nested: {
+            RuntimeService: {
+              methods: {
+                ContainerStatus: {
+                  requestType: "ContainerStatusRequest",
+                  responseType: "ContainerStatusResponse",
+                },
+              },
+            },
+            ContainerStatusRequest: {
+              fields: { container_id: { type: "string", id: 1 }, verbose: { type: "bool", id: 2 } },
+            },
+            ContainerStatusResponse: {
+              fields: {
+                status: { type: "ContainerStatus", id: 1 },
+                info: { keyType: "string", type: "string", id: 2 },
+              },
+            },
+            ContainerState: {
+              values: {
+                CONTAINER_CREATED: 0,
+                CONTAINER_RUNNING: 1,
+                CONTAINER_EXITED: 2,
+                CONTAINER_UNKNOWN: 3,
+              },
+            },
+            ContainerStatus: {
+              fields: { id: { type: "string", id: 1 }, state: { type: "ContainerState", id: 3 } },
+            },
+          },
+        },
+      },
+    },
+  },
+};
+
+interface GrpcPackage {
+  containerd: { services: { tasks: { v1: { Tasks: grpc.ServiceClientConstructor } } } };
+  runtime: { v1: { RuntimeService: grpc.ServiceClientConstructor } };
+}
+
+function loadPackage(): GrpcPackage {
+  const definition = protoLoader.fromJSON(descriptor as Parameters<typeof protoLoader.fromJSON>[0], {
+    enums: String,
+    longs: Number,
+    defaults: true,
+  });
+  return grpc.loadPackageDefinition(definition) as unknown as GrpcPackage;
+}
+
+type Unary<Req, Res> = (
+  req: Req,
+  meta: grpc.Metadata,
+  opts: grpc.CallOptions,
+  cb: (e: grpc.ServiceError | null, r: Res) => void,
+) => void;
+
+function call<Req, Res>(
+  client: grpc.Client,
+  method: string,
+  req: Req,
+  meta: grpc.Metadata,
+  timeoutMs: number,
+): Promise<Res> {
+  const fn = (client as unknown as Record<string, Unary<Req, Res>>)[method] as Unary<Req, Res>;
+  return new Promise((resolve, reject) => {
+    fn.call(client, req, meta, { deadline: Date.now() + timeoutMs }, (error, response) =>
+      error ? reject(error) : resolve(response),
+    );
+  });
+}
+
+export interface RuntimeOptions {
+  /** Runtime socket, e.g. /run/containerd/containerd.sock. Empty: only the cgroup scan. */
+  socket?: string;
+  /** containerd namespaces to look in (Kubernetes: k8s.io). */
+  namespaces?: string[];
+  /** Try CRI ContainerStatus on the socket as well. */
+  cri?: boolean;
+  /** Root of the proc filesystem (tests may point it elsewhere). */
+  procRoot?: string;
+  timeoutMs?: number;
+}
+
+/** Scans <proc>/<pid>/cgroup for a cgroup path that names the container; the lowest PID is the container's first process. */
+export function findPidByCgroup(id: string, procRoot = "/proc"): number | undefined {
+  const named = new RegExp(`(^|[/:-])${id.replace(/[.]/g, "\\.")}(\\.scope)?$`);
+  let best: number | undefined;
+  for (const entry of readdirSync(procRoot)) {
+    if (!/^\d+$/.test(entry)) continue;
+    const pid = Number(entry);
+    if (best !== undefined && pid >= best) continue;
+    let text: string;
+    try {
+      text = readFileSync(`${procRoot}/${entry}/cgroup`, "utf8");
+    } catch {
+      continue; // the process exited while we scanned
+    }
+    for (const line of text.split("\n")) {
+      const path = line.slice(line.indexOf(":", line.indexOf(":") + 1) + 1);
+      if (named.test(path)) {
+        best = pid;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+export function createContainerRuntime(options: RuntimeOptions = {}): ContainerRuntime {
+  const timeoutMs = options.timeoutMs ?? 2000;
+  const namespaces = options.namespaces ?? ["k8s.io"];
+  let tasks: grpc.Client | undefined;
+  let cri: grpc.Client | undefined;
+  if (options.socket) {
+    const pkg = loadPackage();
+    const target = `unix://${options.socket}`;
+    tasks = new pkg.containerd.services.tasks.v1.Tasks(target, grpc.credentials.createInsecure());
+    if (options.cri) cri = new pkg.runtime.v1.RuntimeService(target, grpc.credentials.createInsecure());
+  }
+  const notReady = (id: string, why: string) =>
+    new HiveError("ContainerNotReady", `container has no running process yet (${why})`, {
+      object: id,
+      hint: "retried with backoff until the container runs",
+    });
+
+  return {
+    async findProcess(containerId) {
+      const id = bareContainerId(containerId);
+      let runtimeAnswered = false;
+      if (tasks) {
+        for (const ns of namespaces) {
+          const meta = new grpc.Metadata();
+          meta.set("containerd-namespace", ns);
+          try {
+            const res = await call<object, { process?: { pid: number; status: string } }>(
+              tasks,
+              "Get",
+              { container_id: id },
+              meta,
+              timeoutMs,
+            );
+            runtimeAnswered = true;
+            if (res.process?.status === "RUNNING" && res.process.pid > 0)
+              return { pid: res.process.pid, source: "containerd" };
+            throw notReady(id, `task is ${res.process?.status ?? "missing"}`);
+          } catch (error) {
+            if (error instanceof HiveError) throw error;
+            const code = (error as grpc.ServiceError).code;
+            if (code === grpc.status.NOT_FOUND) {
+              runtimeAnswered = true;
+              continue;
+            }
+            if (
+              code !== grpc.status.UNAVAILABLE &&
+              code !== grpc.status.UNIMPLEMENTED &&
+              code !== grpc.status.DEADLINE_EXCEEDED
+            ) {
+              throw new HiveError("RuntimeUnavailable", "container runtime task lookup failed", {
+                object: id,
+                cause: error,
+              });
+            }
+          }
+        }
+      }
+      if (cri) {
+        try {
+          const res = await call<object, { status?: { state: string }; info?: Record<string, string> }>(
+            cri,
+            "ContainerStatus",
+            { container_id: id, verbose: true },
+            new grpc.Metadata(),
+            timeoutMs,
+          );
+          runtimeAnswered = true;
+          const info = res.info?.info ? (JSON.parse(res.info.info) as { pid?: number }) : {};
+          if (res.status?.state === "CONTAINER_RUNNING" && info.pid && info.pid > 0)
+            return { pid: info.pid, source: "cri" };
+          throw notReady(id, `CRI state ${res.status?.state ?? "unknown"}`);
+        } catch (error) {
+          if (error instanceof HiveError) throw error;
+          // NOT_FOUND / UNAVAILABLE / UNIMPLEMENTED: fall through to the cgroup scan
+        }
+      }
+      const pid = findPidByCgroup(id, options.procRoot);
+      if (pid !== undefined) return { pid, source: "cgroup" };
+      if (runtimeAnswered) throw notReady(id, "not running in the runtime");
+      throw notReady(id, "no process in a cgroup named after it");
+    },
+    close() {
+      tasks?.close();
+      cri?.close();
+    },
+  };
+}

@@ -1,0 +1,140 @@
+/**
+ * A private containerd for tests: its own root, state and socket under a temporary
+ * directory, the CRI plugin disabled (no images or CNI here), containers run by `ctr` from
+ * a local rootfs made of busybox-static. Needs root; `requireRoot` skips loudly when not
+ * root, and fails under CI=true so a CI run can never pass without exercising containers.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+
+export function containersAvailable(): { ok: true } | { ok: false; why: string } {
+  if (process.getuid?.() !== 0) return { ok: false, why: "containerd and runc need root" };
+  for (const bin of ["/usr/bin/containerd", "/usr/bin/ctr", "/usr/sbin/runc", "/bin/busybox"]) {
+    if (!existsSync(bin))
+      return { ok: false, why: `${bin} is missing (scripts/debian-packages.txt installs it)` };
+  }
+  return { ok: true };
+}
+
+/** Under CI the absence of containers is a failure; locally a loud skip. */
+export function containerSuiteGate(): boolean {
+  const a = containersAvailable();
+  if (a.ok) return true;
+  const message = `REAL-CONTAINER TESTS NOT RUN: ${a.why}`;
+  if (process.env.CI === "true") throw new Error(`${message} (CI=true requires them)`);
+  console.warn(`\n*** ${message} ***\n`);
+  return false;
+}
+
+export interface Containerd {
+  dir: string;
+  socket: string;
+  namespace: string;
+  /** Makes a rootfs with busybox and the given files (path → content); returns its directory. */
+  makeRootfs(name: string, files?: Record<string, string>): string;
+  /** Starts `sleep 1000` (or `args`) in a new container; resolves when its task runs. */
+  start(id: string, rootfs: string, args?: string[]): Promise<void>;
+  exec(id: string, args: string[]): Promise<string>;
+  remove(id: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startContainerd(): Promise<Containerd> {
+  const dir = mkdtempSync(join(tmpdir(), "hive-containerd-"));
+  const socket = join(dir, "containerd.sock");
+  const config = join(dir, "config.toml");
+  writeFileSync(
+    config,
+    [
+      "version = 2",
+      `root = "${dir}/root"`,
+      `state = "${dir}/state"`,
+      'disabled_plugins = ["io.containerd.grpc.v1.cri"]',
+      "[grpc]",
+      `  address = "${socket}"`,
+      "",
+    ].join("\n"),
+  );
+  const daemon: ChildProcess = spawn("/usr/bin/containerd", ["--config", config], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let log = "";
+  daemon.stderr?.on("data", (b: Buffer) => {
+    log = (log + b.toString()).slice(-4000);
+  });
+  const deadline = Date.now() + 15_000;
+  while (!existsSync(socket)) {
+    if (daemon.exitCode !== null || Date.now() > deadline)
+      throw new Error(`containerd did not start: ${log}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const namespace = "default";
+  const ctr = (args: string[]) =>
+    run("/usr/bin/ctr", ["--address", socket, "--namespace", namespace, ...args]);
+  const ids = new Set<string>();
+  return {
+    dir,
+    socket,
+    namespace,
+    makeRootfs(name, files = {}) {
+      const rootfs = join(dir, "rootfs", name);
+      for (const d of ["bin", "etc", "proc", "dev", "sys", "tmp"])
+        mkdirSync(join(rootfs, d), { recursive: true });
+      copyFileSync("/bin/busybox", join(rootfs, "bin", "busybox"));
+      for (const tool of ["sh", "sleep", "mv", "rm", "cat", "ln", "stat", "touch"])
+        symlinkSync("busybox", join(rootfs, "bin", tool));
+      for (const [path, content] of Object.entries(files)) {
+        mkdirSync(join(rootfs, path, ".."), { recursive: true });
+        writeFileSync(join(rootfs, path), content);
+      }
+      return rootfs;
+    },
+    async start(id, rootfs, args = ["/bin/busybox", "sleep", "1000"]) {
+      await ctr(["run", "-d", "--rootfs", rootfs, id, ...args]);
+      ids.add(id);
+    },
+    async exec(id, args) {
+      const { stdout } = await ctr([
+        "task",
+        "exec",
+        "--exec-id",
+        `e${Date.now()}${Math.random().toString(16).slice(2, 6)}`,
+        id,
+        ...args,
+      ]);
+      return stdout;
+    },
+    async remove(id) {
+      await ctr(["task", "kill", "-s", "SIGKILL", id]).catch(() => undefined);
+      for (let i = 0; i < 50; i++) {
+        const r = await ctr(["task", "rm", id]).then(
+          () => true,
+          () => false,
+        );
+        if (r) break;
+        await new Promise((res) => setTimeout(res, 50));
+      }
+      await ctr(["container", "rm", id]).catch(() => undefined);
+      ids.delete(id);
+    },
+    async stop() {
+      for (const id of [...ids]) await this.remove(id);
+      daemon.kill("SIGTERM");
+      await new Promise((r) => (daemon.exitCode !== null ? r(null) : daemon.once("exit", r)));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

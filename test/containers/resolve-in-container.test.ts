@@ -1,0 +1,117 @@
+/**
+ * Trap paths resolved in real containers (containerd + runc, started by the test): the
+ * right inode in each container, a symlink to a host file never touches or reports the
+ * host file, and `create: true` creates inside the container only.
+ */
+import { existsSync, lstatSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type ContainerRuntime,
+  createContainerRuntime,
+  createFileResolver,
+} from "../../runtime/discover/index.ts";
+import { isHiveError } from "../../runtime/errors.ts";
+import { fileKeyFromStat } from "../../runtime/kernel/device.ts";
+import { type Containerd, containerSuiteGate, startContainerd } from "./containerd-harness.ts";
+
+const enabled = containerSuiteGate();
+
+describe.skipIf(!enabled)("trap paths in real containers", () => {
+  let cd: Containerd;
+  let runtime: ContainerRuntime;
+  let hostDir: string;
+
+  beforeAll(async () => {
+    cd = await startContainerd();
+    runtime = createContainerRuntime({ socket: cd.socket, namespaces: ["k8s.io", cd.namespace] });
+    hostDir = mkdtempSync(join(tmpdir(), "hive-host-"));
+  });
+  afterAll(async () => {
+    runtime?.close();
+    await cd?.stop();
+    if (hostDir) rmSync(hostDir, { recursive: true, force: true });
+  });
+
+  it("finds the PID through containerd and through the cgroup scan, and resolves each container's own file", async () => {
+    const a = cd.makeRootfs("a", { "etc/shadow": "a\n" });
+    const b = cd.makeRootfs("b", { "etc/shadow": "b\n" });
+    await cd.start("ctr-a", a);
+    await cd.start("ctr-b", b);
+    const resolver = createFileResolver(runtime);
+    const ra = await resolver.resolve("containerd://ctr-a", "/etc/shadow");
+    const rb = await resolver.resolve("containerd://ctr-b", "/etc/shadow");
+    expect(ra.key).toEqual(fileKeyFromStat(statSync(join(a, "etc/shadow"), { bigint: true })));
+    expect(rb.key).toEqual(fileKeyFromStat(statSync(join(b, "etc/shadow"), { bigint: true })));
+    expect(ra.key.ino).not.toBe(rb.key.ino);
+    // Without the runtime socket, the /proc/*/cgroup scan finds the same process.
+    const scanOnly = createContainerRuntime({});
+    expect((await scanOnly.findProcess("containerd://ctr-a")).pid).toBe(ra.pid);
+    // The file changes when the container replaces it by rename (what sed -i does).
+    await cd.exec("ctr-a", [
+      "/bin/busybox",
+      "sh",
+      "-c",
+      "echo new > /etc/shadow.tmp && mv /etc/shadow.tmp /etc/shadow",
+    ]);
+    const again = await resolver.resolve("containerd://ctr-a", "/etc/shadow");
+    expect(again.key.ino).not.toBe(ra.key.ino);
+    expect(again.parent).toEqual(ra.parent);
+  });
+
+  it("reports a container not running as not ready", async () => {
+    await expect(createFileResolver(runtime).resolve("containerd://absent", "/etc/shadow")).rejects.toSatisfy(
+      (e) => isHiveError(e, "ContainerNotReady"),
+    );
+  });
+
+  it("never touches or reports a host file a container symlink points to", async () => {
+    const hostFile = join(hostDir, "host-secret");
+    writeFileSync(hostFile, "host only\n", { mode: 0o600 });
+    const before = lstatSync(hostFile, { bigint: true });
+    const rootfs = cd.makeRootfs("evil");
+    symlinkSync(hostFile, join(rootfs, "etc", "shadow"));
+    await cd.start("ctr-evil", rootfs);
+    const resolver = createFileResolver(runtime);
+    for (const create of [false, true]) {
+      const outcome = await resolver
+        .resolve("containerd://ctr-evil", "/etc/shadow", { create, mode: 0o777 })
+        .then(
+          (r) => r,
+          (e: unknown) => e,
+        );
+      if (isHiveError(outcome)) {
+        expect(outcome.code).toBe("PathEscapesContainer");
+      } else {
+        throw new Error(
+          `resolved to ${JSON.stringify(outcome, (_k, v) => (typeof v === "bigint" ? String(v) : v))}`,
+        );
+      }
+    }
+    const after = lstatSync(hostFile, { bigint: true });
+    expect(after.mode).toBe(before.mode);
+    expect(after.ctimeNs).toBe(before.ctimeNs);
+    expect(after.mtimeNs).toBe(before.mtimeNs);
+  });
+
+  it("creates a missing trap file inside the container with the requested mode, and nowhere else", async () => {
+    const rootfs = cd.makeRootfs("create");
+    await cd.start("ctr-create", rootfs);
+    const name = `hive-created-${process.pid}-${Date.now()}`;
+    const hostTwin = join("/tmp", name);
+    const got = await createFileResolver(runtime).resolve("containerd://ctr-create", `/tmp/${name}`, {
+      create: true,
+      mode: 0o640,
+    });
+    const inside = statSync(join(rootfs, "tmp", name), { bigint: true });
+    expect(got.created).toBe(true);
+    expect(got.key.ino).toBe(inside.ino);
+    expect(Number(inside.mode) & 0o7777).toBe(0o640);
+    expect(existsSync(hostTwin)).toBe(false);
+    // The container itself sees the file with that mode.
+    expect((await cd.exec("ctr-create", ["/bin/busybox", "stat", "-c", "%a", `/tmp/${name}`])).trim()).toBe(
+      "640",
+    );
+  });
+});
