@@ -85,6 +85,19 @@ export async function startContainerd(): Promise<Containerd> {
   const ctr = (args: string[]) =>
     run("/usr/bin/ctr", ["--address", socket, "--namespace", namespace, ...args]);
   const ids = new Set<string>();
+  async function remove(id: string): Promise<void> {
+    await ctr(["task", "kill", "-s", "SIGKILL", id]).catch(() => undefined);
+    for (let i = 0; i < 50; i++) {
+      const r = await ctr(["task", "rm", id]).then(
+        () => true,
+        () => false,
+      );
+      if (r) break;
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    await ctr(["container", "rm", id]).catch(() => undefined);
+    ids.delete(id);
+  }
   return {
     dir,
     socket,
@@ -117,21 +130,9 @@ export async function startContainerd(): Promise<Containerd> {
       ]);
       return stdout;
     },
-    async remove(id) {
-      await ctr(["task", "kill", "-s", "SIGKILL", id]).catch(() => undefined);
-      for (let i = 0; i < 50; i++) {
-        const r = await ctr(["task", "rm", id]).then(
-          () => true,
-          () => false,
-        );
-        if (r) break;
-        await new Promise((res) => setTimeout(res, 50));
-      }
-      await ctr(["container", "rm", id]).catch(() => undefined);
-      ids.delete(id);
-    },
+    remove,
     async stop() {
-      for (const id of [...ids]) await this.remove(id);
+      for (const id of [...ids]) await remove(id);
       daemon.kill("SIGTERM");
       await new Promise((r) => (daemon.exitCode !== null ? r(null) : daemon.once("exit", r)));
       rmSync(dir, { recursive: true, force: true });
