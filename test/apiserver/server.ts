@@ -1,0 +1,628 @@
+/**
+ * Kubernetes API server stand-in for tests: a real HTTP server on 127.0.0.1 that speaks the
+ * Kubernetes REST and watch protocol, so the real `@kubernetes/client-node` runs unchanged.
+ *
+ * Serves: core v1 pods, namespaces, nodes, events, secrets, configmaps, serviceaccounts;
+ * coordination.k8s.io/v1 leases; events.k8s.io/v1 events; apps/v1 daemonsets;
+ * apiextensions.k8s.io/v1 CRDs (creating one serves its kind; deleting it removes its
+ * objects); hive-operator.com/v1alpha1 hivepolicies (status subresource) and hivedata,
+ * registered up front (option `hiveResources`).
+ *
+ * Semantics (see store.ts): cluster-wide resourceVersion; uid; generation bumped on spec
+ * changes only; create/get/list/update/patch (merge, JSON, strategic-as-merge)/delete/
+ * deletecollection; 409 Conflict on a stale resourceVersion and AlreadyExists; label and field
+ * selectors; `limit` + `continue` over a consistent snapshot (410 Expired once compacted or
+ * stale); watch with ADDED/MODIFIED/DELETED, BOOKMARK (`allowWatchBookmarks`), resume from a
+ * resourceVersion, and an ERROR event with a 410 Expired Status when it is older than the
+ * retained history (`historyLimit`, or `compact()`); finalizers and deletionTimestamp;
+ * namespace termination; ownerReference garbage collection (background, foreground, orphan);
+ * the status subresource; Status error bodies as kube-apiserver writes them. Pods are deleted
+ * at once (no kubelet grace period); a new pod's status is reset to Pending as the real
+ * server does, so tests set pod status through `/status`. dryRun and server-side apply are
+ * refused (400/415).
+ *
+ * Start it:
+ *   const api = await startApiServer();            // options: StartOptions below
+ *   const kc = api.kubeConfig("node-a");            // bearer token "node-a" → user "node-a"
+ *   kc.makeApiClient(CoreV1Api) …
+ *   api.requests / api.countRequests({ verb: "list", user: "node-a" })
+ *   await api.restart();   // drop every connection and watch mid-stream, keep all state
+ *   api.compact();         // forget watch history: older resourceVersions get 410
+ *   api.inject({ verb: "update", resource: "leases", status: 500, times: 1 })
+ *   await api.stop();
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { KubeConfig } from "@kubernetes/client-node";
+import { apiVersionOf, type ResourceDef, resourceKey } from "./resources.ts";
+import { ApiError, errors, type StatusBody } from "./status.ts";
+import {
+  type DeleteOptions,
+  type KubeObject,
+  type ListQuery,
+  Store,
+  type StoreOptions,
+  type Watcher,
+} from "./store.ts";
+
+export type Verb =
+  | "get"
+  | "list"
+  | "watch"
+  | "create"
+  | "update"
+  | "patch"
+  | "delete"
+  | "deletecollection"
+  | "discovery";
+
+export interface RequestRecord {
+  time: number;
+  method: string;
+  verb: Verb;
+  /** Resource plural, with the subresource when there is one ("pods", "hivepolicies/status"). */
+  resource: string;
+  group: string;
+  namespace?: string;
+  name?: string;
+  user: string;
+  /** HTTP status written (200 for a watch that started). */
+  code: number;
+}
+
+export interface RequestFilter {
+  verb?: Verb;
+  resource?: string;
+  group?: string;
+  namespace?: string;
+  name?: string;
+  user?: string;
+}
+
+export interface FaultRule extends RequestFilter {
+  /** Reply with this HTTP status and a matching Status body (500, 503, 429, 403 …). */
+  status?: number;
+  /** Wait this long before handling (or failing) the request. */
+  delayMs?: number;
+  /** Destroy the connection without an answer. */
+  drop?: boolean;
+  /** How many matching requests to affect; default unlimited. */
+  times?: number;
+}
+
+export interface StartOptions extends StoreOptions {
+  /** Fixed port (default: any free port). */
+  port?: number;
+  /** Interval between BOOKMARK events on watches that allow them. Default 1000 ms. */
+  bookmarkIntervalMs?: number;
+  /** CustomResourceDefinitions to install at start (e.g. Hive's, from api/crd.ts). */
+  crds?: unknown[];
+}
+
+export interface ApiServer {
+  /** Base URL, e.g. http://127.0.0.1:40123 */
+  readonly url: string;
+  readonly port: number;
+  /** The state behind the server (tests read it directly for assertions). */
+  readonly store: Store;
+  /** Every request served, in order. */
+  readonly requests: RequestRecord[];
+  /** A KubeConfig whose bearer token makes requests count as `user` (default "admin"). */
+  kubeConfig(user?: string): KubeConfig;
+  countRequests(filter?: RequestFilter): number;
+  resetRequests(): void;
+  /** Fail, delay or drop matching requests; returns a function that removes the rule. */
+  inject(rule: FaultRule): () => void;
+  /** Close every connection (watches end mid-stream), keep all state, listen again on the same port. */
+  restart(options?: { downtimeMs?: number }): Promise<void>;
+  /** End all watch streams cleanly, as a watch timeout would. */
+  closeWatches(): void;
+  /** Forget watch history: watches and continue tokens from older resourceVersions get 410. */
+  compact(): void;
+  /** Number of open watch streams. */
+  watchCount(): number;
+  /** Look up a served resource by plural (and group). */
+  resource(plural: string, group?: string): ResourceDef;
+  stop(): Promise<void>;
+}
+
+interface Route {
+  def: ResourceDef;
+  namespace?: string;
+  name?: string;
+  subresource?: "status";
+}
+
+const JSON_HEADERS = { "Content-Type": "application/json" };
+const MAX_BODY = 16 * 1024 * 1024;
+
+function send(res: ServerResponse, code: number, body: unknown): void {
+  if (res.headersSent || res.destroyed) return;
+  const text = JSON.stringify(body);
+  res.writeHead(code, { ...JSON_HEADERS, "Content-Length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY) reject(errors.badRequest("request body too large"));
+      else chunks.push(c);
+    });
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+function parseJson(text: string): unknown {
+  if (text.trim() === "") return undefined;
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw errors.badRequest(`the request body is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
+function userOf(req: IncomingMessage): string {
+  const auth = req.headers.authorization;
+  if (auth?.startsWith("Bearer ")) return auth.slice(7).trim();
+  return "system:anonymous";
+}
+
+function statusForCode(code: number, message: string): StatusBody {
+  const reasons: Record<number, string> = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+  };
+  return {
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message,
+    reason: reasons[code] ?? "Unknown",
+    code,
+  };
+}
+
+function matchesFilter(r: RequestRecord | Omit<RequestRecord, "code" | "time">, f: RequestFilter): boolean {
+  return (
+    (f.verb === undefined || r.verb === f.verb) &&
+    (f.resource === undefined || r.resource === f.resource) &&
+    (f.group === undefined || r.group === f.group) &&
+    (f.namespace === undefined || r.namespace === f.namespace) &&
+    (f.name === undefined || r.name === f.name) &&
+    (f.user === undefined || r.user === f.user)
+  );
+}
+
+export async function startApiServer(options: StartOptions = {}): Promise<ApiServer> {
+  const store = new Store(options);
+  for (const crd of options.crds ?? []) {
+    store.create(
+      store.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions") as ResourceDef,
+      undefined,
+      crd,
+    );
+  }
+  const bookmarkIntervalMs = options.bookmarkIntervalMs ?? 1000;
+  const requests: RequestRecord[] = [];
+  const faults: (FaultRule & { remaining: number })[] = [];
+  const sockets = new Set<Socket>();
+  const watchStreams = new Set<{ watcher: Watcher | undefined; res: ServerResponse; end: () => void }>();
+  let server: Server;
+  let port = options.port ?? 0;
+
+  function route(path: string): Route | "discovery" {
+    const parts = path.split("/").filter((p) => p !== "");
+    let group: string;
+    let version: string;
+    let rest: string[];
+    if (parts[0] === "api") {
+      if (parts.length <= 2) return "discovery";
+      group = "";
+      version = parts[1] ?? "";
+      rest = parts.slice(2);
+    } else if (parts[0] === "apis") {
+      if (parts.length <= 3) return "discovery";
+      group = parts[1] ?? "";
+      version = parts[2] ?? "";
+      rest = parts.slice(3);
+    } else if (
+      parts[0] === "version" ||
+      parts[0] === "healthz" ||
+      parts[0] === "readyz" ||
+      parts[0] === "livez"
+    ) {
+      return "discovery";
+    } else throw errors.notFoundPath(path);
+    let namespace: string | undefined;
+    if (rest[0] === "namespaces" && rest.length >= 3 && !(rest.length === 3 && rest[2] === "status")) {
+      namespace = rest[1];
+      rest = rest.slice(2);
+    }
+    const [plural = "", name, sub, ...extra] = rest;
+    const def = store.lookup(group, version, plural);
+    if (
+      !def ||
+      extra.length > 0 ||
+      (sub !== undefined && sub !== "status") ||
+      (sub === "status" && !def.statusSubresource)
+    ) {
+      throw errors.notFoundPath(path);
+    }
+    if (namespace !== undefined && !def.namespaced) throw errors.notFoundPath(path);
+    const r: Route = { def };
+    if (namespace !== undefined) r.namespace = namespace;
+    if (name !== undefined) r.name = decodeURIComponent(name);
+    if (sub === "status") r.subresource = "status";
+    return r;
+  }
+
+  function discovery(path: string): unknown {
+    const defs = store.definitions();
+    if (path === "/version")
+      return { major: "1", minor: "34", gitVersion: "v1.34.0-hive-stand-in", platform: "linux/amd64" };
+    if (path === "/healthz" || path === "/readyz" || path === "/livez") return "ok";
+    if (path === "/api") return { kind: "APIVersions", versions: ["v1"], serverAddressByClientCIDRs: [] };
+    if (path === "/apis") {
+      const groups = new Map<string, string>();
+      for (const d of defs) if (d.group !== "") groups.set(d.group, d.version);
+      return {
+        kind: "APIGroupList",
+        apiVersion: "v1",
+        groups: [...groups].map(([name, version]) => ({
+          name,
+          versions: [{ groupVersion: `${name}/${version}`, version }],
+          preferredVersion: { groupVersion: `${name}/${version}`, version },
+        })),
+      };
+    }
+    const parts = path.split("/").filter((p) => p !== "");
+    const group = parts[0] === "api" ? "" : (parts[1] ?? "");
+    const version = parts[0] === "api" ? (parts[1] ?? "") : (parts[2] ?? "");
+    const served = defs.filter((d) => d.group === group && d.version === version);
+    if (served.length === 0) throw errors.notFoundPath(path);
+    const verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+    return {
+      kind: "APIResourceList",
+      apiVersion: "v1",
+      groupVersion: group === "" ? version : `${group}/${version}`,
+      resources: served.flatMap((d) => [
+        { name: d.plural, singularName: d.kind.toLowerCase(), namespaced: d.namespaced, kind: d.kind, verbs },
+        ...(d.statusSubresource
+          ? [
+              {
+                name: `${d.plural}/status`,
+                singularName: "",
+                namespaced: d.namespaced,
+                kind: d.kind,
+                verbs: ["get", "patch", "update"],
+              },
+            ]
+          : []),
+      ]),
+    };
+  }
+
+  function verbOf(method: string, r: Route, watch: boolean): Verb {
+    switch (method) {
+      case "GET":
+        return r.name !== undefined ? "get" : watch ? "watch" : "list";
+      case "POST":
+        return "create";
+      case "PUT":
+        return "update";
+      case "PATCH":
+        return "patch";
+      case "DELETE":
+        return r.name !== undefined ? "delete" : "deletecollection";
+      default:
+        throw errors.methodNotAllowed(
+          `the server does not allow this method on the requested resource (${method})`,
+        );
+    }
+  }
+
+  function listQuery(q: URLSearchParams): ListQuery {
+    const limit = q.get("limit");
+    const out: ListQuery = {
+      labelSelector: q.get("labelSelector"),
+      fieldSelector: q.get("fieldSelector"),
+      continue: q.get("continue"),
+    };
+    if (limit !== null) {
+      const n = Number(limit);
+      if (!Number.isInteger(n) || n < 0) throw errors.badRequest(`invalid limit: ${limit}`);
+      out.limit = n;
+    }
+    return out;
+  }
+
+  function startWatch(r: Route, q: URLSearchParams, req: IncomingMessage, res: ServerResponse): void {
+    // Parse selectors before committing to a 200 stream, so a bad selector is a 400 like upstream.
+    const bookmarks = q.get("allowWatchBookmarks") === "true";
+    const timeoutSeconds = Number(q.get("timeoutSeconds") ?? "0");
+    const timers: NodeJS.Timeout[] = [];
+    let ended = false;
+    const entry = {
+      watcher: undefined as Watcher | undefined,
+      res,
+      end: () => {
+        if (ended) return;
+        ended = true;
+        for (const t of timers) clearInterval(t);
+        watchStreams.delete(entry);
+        entry.watcher?.close();
+        if (!res.destroyed) res.end();
+      },
+    };
+    const write = (event: unknown) => {
+      if (!res.headersSent) {
+        res.writeHead(200, { ...JSON_HEADERS, "Transfer-Encoding": "chunked" });
+        res.flushHeaders();
+      }
+      if (!res.destroyed && !res.writableEnded) res.write(`${JSON.stringify(event)}\n`);
+    };
+    const watcher = store.watch(
+      r.def,
+      r.namespace,
+      {
+        labelSelector: q.get("labelSelector"),
+        fieldSelector: q.get("fieldSelector"),
+        resourceVersion: q.get("resourceVersion"),
+      },
+      write,
+      () => queueMicrotask(entry.end),
+    );
+    entry.watcher = watcher;
+    if (!res.headersSent) {
+      res.writeHead(200, { ...JSON_HEADERS, "Transfer-Encoding": "chunked" });
+      res.flushHeaders();
+    }
+    if (ended) return;
+    watchStreams.add(entry);
+    req.on("close", entry.end);
+    res.on("close", entry.end);
+    if (bookmarks) {
+      timers.push(
+        setInterval(() => {
+          write({
+            type: "BOOKMARK",
+            object: {
+              kind: r.def.kind,
+              apiVersion: apiVersionOf(r.def),
+              metadata: { resourceVersion: store.currentResourceVersion() },
+            },
+          });
+        }, bookmarkIntervalMs),
+      );
+    }
+    if (timeoutSeconds > 0) timers.push(setTimeout(entry.end, timeoutSeconds * 1000));
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://stand-in");
+    const method = req.method ?? "GET";
+    const user = userOf(req);
+    const r = route(url.pathname);
+    if (r === "discovery") {
+      requests.push({
+        time: Date.now(),
+        method,
+        verb: "discovery",
+        resource: url.pathname,
+        group: "",
+        user,
+        code: 200,
+      });
+      const body = discovery(url.pathname);
+      if (typeof body === "string") {
+        res.writeHead(200, { "Content-Type": "text/plain" });
+        res.end(body);
+      } else send(res, 200, body);
+      return;
+    }
+    const q = url.searchParams;
+    const watch = q.get("watch") === "true" || q.get("watch") === "1";
+    const verb = verbOf(method, r, watch);
+    const record: RequestRecord = {
+      time: Date.now(),
+      method,
+      verb,
+      resource: r.subresource ? `${r.def.plural}/${r.subresource}` : r.def.plural,
+      group: r.def.group,
+      user,
+      code: 0,
+    };
+    if (r.namespace !== undefined) record.namespace = r.namespace;
+    if (r.name !== undefined) record.name = r.name;
+    requests.push(record);
+    res.on("finish", () => {
+      record.code = res.statusCode;
+    });
+    for (const f of faults) {
+      if (f.remaining <= 0 || !matchesFilter(record, f)) continue;
+      f.remaining -= 1;
+      if (f.delayMs) await new Promise((resolve) => setTimeout(resolve, f.delayMs));
+      if (f.drop) {
+        record.code = -1;
+        req.socket.destroy();
+        return;
+      }
+      if (f.status) {
+        send(
+          res,
+          f.status,
+          statusForCode(f.status, `injected failure (${f.status}) for ${verb} ${record.resource}`),
+        );
+        return;
+      }
+    }
+    if (q.get("dryRun")) throw errors.badRequest("dryRun is not supported by the API stand-in");
+    const ns = r.def.namespaced ? r.namespace : undefined;
+    switch (verb) {
+      case "get":
+        return send(res, 200, store.get(r.def, ns, r.name ?? ""));
+      case "list":
+        return send(res, 200, store.list(r.def, ns, listQuery(q)));
+      case "watch":
+        record.code = 200;
+        return startWatch(r, q, req, res);
+      case "deletecollection":
+        return send(
+          res,
+          200,
+          store.deleteCollection(r.def, ns, listQuery(q), deleteOptions(q, parseJson(await readBody(req)))),
+        );
+      case "delete": {
+        const out = store.delete(r.def, ns, r.name ?? "", deleteOptions(q, parseJson(await readBody(req))));
+        return send(res, out.removed ? 200 : 202, out.object);
+      }
+    }
+    const contentType = req.headers["content-type"] ?? "application/json";
+    const body = parseJson(await readBody(req));
+    if (body === undefined) throw errors.badRequest("the request has no body");
+    switch (verb) {
+      case "create":
+        if (r.name !== undefined) throw errors.methodNotAllowed("POST to a named object is not allowed");
+        if (!contentType.startsWith("application/json")) throw errors.unsupportedMediaType(contentType);
+        return send(res, 201, store.create(r.def, r.namespace, body));
+      case "update":
+        if (!contentType.startsWith("application/json")) throw errors.unsupportedMediaType(contentType);
+        return send(res, 200, store.update(r.def, ns, r.name ?? "", body, r.subresource));
+      case "patch":
+        return send(res, 200, store.patch(r.def, ns, r.name ?? "", contentType, body, r.subresource));
+    }
+  }
+
+  function onRequest(req: IncomingMessage, res: ServerResponse): void {
+    handle(req, res).catch((err: unknown) => {
+      if (err instanceof ApiError) send(res, err.status.code, err.status);
+      else
+        send(
+          res,
+          500,
+          statusForCode(500, `internal error in the API stand-in: ${(err as Error)?.stack ?? String(err)}`),
+        );
+    });
+  }
+
+  async function listen(): Promise<void> {
+    server = createServer(onRequest);
+    server.keepAliveTimeout = 60_000;
+    server.on("connection", (socket) => {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket));
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(port, "127.0.0.1", () => {
+        server.off("error", reject);
+        resolve();
+      });
+    });
+    port = (server.address() as AddressInfo).port;
+  }
+
+  async function close(): Promise<void> {
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    for (const s of sockets) s.destroy();
+    sockets.clear();
+    for (const w of [...watchStreams]) w.end();
+    await closed;
+  }
+
+  await listen();
+  const url = `http://127.0.0.1:${port}`;
+
+  const api: ApiServer = {
+    url,
+    get port() {
+      return port;
+    },
+    store,
+    requests,
+    kubeConfig(user = "admin") {
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        clusters: [{ name: "stand-in", server: url, skipTLSVerify: true }],
+        users: [{ name: user, token: user }],
+        contexts: [{ name: "stand-in", cluster: "stand-in", user }],
+        currentContext: "stand-in",
+      });
+      return kc;
+    },
+    countRequests(filter = {}) {
+      return requests.filter((r) => matchesFilter(r, filter)).length;
+    },
+    resetRequests() {
+      requests.length = 0;
+    },
+    inject(rule) {
+      const entry = { ...rule, remaining: rule.times ?? Number.POSITIVE_INFINITY };
+      faults.push(entry);
+      return () => {
+        const i = faults.indexOf(entry);
+        if (i >= 0) faults.splice(i, 1);
+      };
+    },
+    async restart(opts = {}) {
+      await close();
+      if (opts.downtimeMs) await new Promise((resolve) => setTimeout(resolve, opts.downtimeMs));
+      await listen();
+    },
+    closeWatches() {
+      for (const w of [...watchStreams]) w.end();
+    },
+    compact() {
+      store.compact();
+    },
+    watchCount() {
+      return watchStreams.size;
+    },
+    resource(plural, group = "") {
+      const def = store.definitions().find((d) => d.plural === plural && d.group === group);
+      if (!def) throw new Error(`the stand-in serves no resource ${resourceKey(group, plural)}`);
+      return def;
+    },
+    async stop() {
+      await close();
+      store.dispose();
+    },
+  };
+  return api;
+}
+
+function deleteOptions(q: URLSearchParams, body: unknown): DeleteOptions {
+  const out: DeleteOptions = {};
+  const b = (body ?? {}) as {
+    propagationPolicy?: string;
+    preconditions?: DeleteOptions["preconditions"];
+    orphanDependents?: boolean;
+  };
+  const policy = q.get("propagationPolicy") ?? b.propagationPolicy;
+  if (policy !== undefined && policy !== null) {
+    if (policy !== "Orphan" && policy !== "Background" && policy !== "Foreground") {
+      throw errors.badRequest(`propagationPolicy: Unsupported value: "${policy}"`);
+    }
+    out.propagationPolicy = policy;
+  } else if (q.get("orphanDependents") === "true" || b.orphanDependents === true)
+    out.propagationPolicy = "Orphan";
+  if (b.preconditions) out.preconditions = b.preconditions;
+  return out;
+}
+
+export type { KubeObject, ResourceDef };
