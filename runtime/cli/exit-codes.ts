@@ -1,0 +1,60 @@
+/**
+ * The `hive` command's exit codes: a closed set, documented in the README (runtime/cli/README-snippet.md
+ * is the source of that table; a test keeps the two in step). Scripts branch on these, so a
+ * number never changes meaning.
+ */
+import { type HiveErrorCode, isHiveError } from "../errors.ts";
+
+export const EXIT = {
+  /** Success; for `watch`, also a clean detach after Ctrl-C / SIGTERM. */
+  ok: 0,
+  /** A policy or configuration file is invalid (`validate` found problems; `watch`/`render` refused one). */
+  invalid: 1,
+  /** The command line is wrong: unknown command or option, missing argument. */
+  usage: 2,
+  /** This machine cannot run the kernel program: not root, no BTF, no kprobes/fentry, verifier, libbpf. */
+  kernel: 3,
+  /** Nothing to work on: no trapped file could be resolved (`watch`), nothing loaded (`status`). */
+  nothing: 4,
+  /** A file could not be read or written (policy file, config file, state directory). */
+  io: 5,
+  /** An unexpected internal error: a bug, please report it with the log lines. */
+  internal: 70,
+} as const;
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+const KERNEL_CODES: ReadonlySet<HiveErrorCode> = new Set<HiveErrorCode>([
+  "BtfMissing",
+  "KprobeUnsupported",
+  "FentryUnsupported",
+  "VerifierRejected",
+  "MemlockLimit",
+  "PermissionDenied",
+  "LibbpfMissing",
+  "BpfObjectMissing",
+  "BpfCallFailed",
+  "MapFull",
+  "QemuUnavailable",
+]);
+
+const NOTHING_CODES: ReadonlySet<HiveErrorCode> = new Set<HiveErrorCode>([
+  "FileNotFound",
+  "PathEscapesContainer",
+  "PathInvalid",
+  "ContainerNotFound",
+  "ContainerNotReady",
+  "RuntimeUnavailable",
+  "NotLoaded",
+]);
+
+/** The exit code for an error that ended a command. */
+export function exitCodeFor(error: unknown): ExitCode {
+  if (!isHiveError(error)) return EXIT.internal;
+  if (error.code === "PolicyInvalid" || error.code === "ConfigInvalid" || error.code === "InvalidRegex") {
+    return EXIT.invalid;
+  }
+  if (KERNEL_CODES.has(error.code)) return EXIT.kernel;
+  if (NOTHING_CODES.has(error.code)) return EXIT.nothing;
+  if (error.code === "InputUnreadable") return EXIT.io;
+  return EXIT.internal;
+}

@@ -1,0 +1,274 @@
+/**
+ * Standalone mode's equivalent of discover + HiveData: every trap of every policy file,
+ * resolved on this machine to the files the kernel identifies (device + inode), and from
+ * them the kernel map's entries and the alert source of each slot.
+ *
+ * Where a trap applies: a trap without `match` watches the host's own path; a trap with
+ * `match` watches the path inside each container of the local containerd it matches (the
+ * same filters as in a cluster, read from the container's CRI labels). Paths are resolved
+ * with the discover module's in-root walker in both cases, so a container's symlink can
+ * never lead Hive to a host file.
+ */
+import { hostname } from "node:os";
+import {
+  ACCESS_KINDS,
+  type AccessKind,
+  containerNameMatcher,
+  type HivePolicy,
+  type HiveTrap,
+  LABEL_TRAP_ID,
+  parseMode,
+  trapId,
+} from "../../api/index.ts";
+import type { AlertSource } from "../alerts/alert-source.ts";
+import { type ResolvedFile, resolveInRoot } from "../discover/safe-path.ts";
+import { HiveError, isHiveError } from "../errors.ts";
+import type { FileKey, WatchEntry } from "../kernel/contract.ts";
+
+/** A container of the local runtime, as standalone mode needs it. */
+export interface LocalContainer {
+  id: string;
+  name: string;
+  /** PID of the container's init process on the host: its root is /proc/PID/root. */
+  pid: number;
+  /** The runtime's namespace (containerd's, e.g. "default" or "k8s.io"). */
+  runtimeNamespace: string;
+  labels: Readonly<Record<string, string>>;
+}
+
+/** CRI labels containerd puts on the containers of Kubernetes pods. */
+const POD_NAME = "io.kubernetes.pod.name";
+const POD_NAMESPACE = "io.kubernetes.pod.namespace";
+const CONTAINER_NAME = "io.kubernetes.container.name";
+
+export type WatchTarget = { kind: "host" } | { kind: "container"; container: LocalContainer };
+
+export interface TrapRef {
+  policy: HivePolicy;
+  /** Where the policy came from, for messages: `file.yaml document 2`. */
+  origin: string;
+  trapIndex: number;
+  trap: HiveTrap;
+  trapId: string;
+}
+
+/** One trap × target resolved to a file. */
+export interface WatchedFile {
+  ref: TrapRef;
+  target: WatchTarget;
+  resolved: ResolvedFile;
+  source: AlertSource;
+}
+
+/** A trap × target that could not be resolved, with the reason a user can act on. */
+export interface UnresolvedTrap {
+  ref: TrapRef;
+  target: WatchTarget;
+  error: HiveError;
+}
+
+export interface WatchPlan {
+  files: WatchedFile[];
+  unresolved: UnresolvedTrap[];
+  /** Traps with a `match` that matched no running container (nothing to resolve yet). */
+  unmatched: TrapRef[];
+}
+
+export interface PlanContext {
+  nodeName?: string;
+  kernelId: string;
+  /** Callback for traps without their own (the `--callback` option). */
+  defaultCallback?: string;
+  /** Containers of the local runtime; absent when none is reachable. */
+  containers?: readonly LocalContainer[];
+  /** Root of the host filesystem, "/" except in tests. */
+  hostRoot?: string;
+}
+
+export function trapRefs(
+  documents: readonly { file: string; index: number; policy: HivePolicy }[],
+): TrapRef[] {
+  return documents.flatMap((doc) =>
+    doc.policy.spec.traps.map((trap, trapIndex) => ({
+      policy: doc.policy,
+      origin: `${doc.file} document ${doc.index}`,
+      trapIndex,
+      trap,
+      trapId: trapId(
+        { namespace: doc.policy.metadata.namespace, name: doc.policy.metadata.name ?? "" },
+        trap,
+      ),
+    })),
+  );
+}
+
+function containerName(c: LocalContainer): string {
+  return c.labels[CONTAINER_NAME] ?? c.name;
+}
+
+/** The reference design's filters, applied to a local container (all given filters must hold). */
+export function containerMatches(trap: HiveTrap, c: LocalContainer): boolean {
+  const match = trap.match ?? {};
+  if (match.pod !== undefined && c.labels[POD_NAME] !== match.pod) return false;
+  if (match.namespace !== undefined && (c.labels[POD_NAMESPACE] ?? c.runtimeNamespace) !== match.namespace) {
+    return false;
+  }
+  // A pod IP is not something a standalone container has; such traps match nothing here.
+  if (match.ip !== undefined) return false;
+  if (
+    match["container-name"] !== undefined &&
+    !containerNameMatcher(match["container-name"]).test(containerName(c))
+  ) {
+    return false;
+  }
+  for (const [key, value] of Object.entries(match.matchLabels ?? {})) {
+    if (c.labels[key] !== value) return false;
+  }
+  return true;
+}
+
+function alertSource(ref: TrapRef, target: WatchTarget, context: PlanContext): AlertSource {
+  const callback = ref.trap.callback ?? context.defaultCallback;
+  const annotations: AlertSource["annotations"] = {
+    hive_policy_name: ref.policy.metadata.name ?? "",
+    path: ref.trap.path,
+    node_name: context.nodeName ?? hostname(),
+  };
+  if (callback !== undefined) annotations.callback = callback;
+  if (target.kind === "container") {
+    const c = target.container;
+    annotations.container_id = c.id;
+    annotations.container_name = containerName(c);
+    // Outside Kubernetes a container has no pod: the alert's pod names the container and its
+    // runtime namespace, so that responders still see which container it was.
+    annotations.pod_name = c.labels[POD_NAME] ?? c.name;
+    annotations.namespace = c.labels[POD_NAMESPACE] ?? c.runtimeNamespace;
+  }
+  const source: AlertSource = {
+    annotations,
+    labels: { [LABEL_TRAP_ID]: ref.trapId },
+    nodeName: context.nodeName ?? hostname(),
+    kernelId: context.kernelId,
+  };
+  if (ref.policy.metadata.namespace !== undefined) source.policyNamespace = ref.policy.metadata.namespace;
+  return source;
+}
+
+function targetsOf(ref: TrapRef, context: PlanContext): WatchTarget[] {
+  if (ref.trap.match === undefined) return [{ kind: "host" }];
+  return (context.containers ?? [])
+    .filter((c) => containerMatches(ref.trap, c))
+    .map((container) => ({ kind: "container", container }));
+}
+
+function rootOf(target: WatchTarget, context: PlanContext): string {
+  return target.kind === "host" ? (context.hostRoot ?? "/") : `/proc/${target.container.pid}/root`;
+}
+
+/** Resolves every trap on every target it applies to. Never throws for a trap: failures are data. */
+export function planWatches(refs: readonly TrapRef[], context: PlanContext): WatchPlan {
+  const plan: WatchPlan = { files: [], unresolved: [], unmatched: [] };
+  for (const ref of refs) {
+    const targets = targetsOf(ref, context);
+    if (targets.length === 0) plan.unmatched.push(ref);
+    for (const target of targets) {
+      try {
+        const options: { create?: boolean; mode?: number } = {};
+        if (ref.trap.create) options.create = true;
+        if (ref.trap.mode !== undefined) options.mode = parseMode(ref.trap.mode);
+        const resolved = resolveInRoot(rootOf(target, context), ref.trap.path, options);
+        if (resolved.fileType === "directory") {
+          throw new HiveError("PathInvalid", "trap path is a directory, not a file", {
+            object: ref.trap.path,
+            hint: "trap a file; Hive reports accesses to files",
+          });
+        }
+        plan.files.push({ ref, target, resolved, source: alertSource(ref, target, context) });
+      } catch (error) {
+        if (!isHiveError(error)) throw error;
+        plan.unresolved.push({ ref, target, error });
+      }
+    }
+  }
+  return plan;
+}
+
+function keyId(key: FileKey): string {
+  return `${key.major}:${key.minor}:${key.ino}`;
+}
+
+/** What one slot of the kernel map stands for. */
+export interface SlotInfo {
+  kind: "file" | "parent";
+  key: FileKey;
+  /** The trap × target pairs on this file (several traps may watch one file), or whose parent this is. */
+  files: WatchedFile[];
+}
+
+export interface WatchTable {
+  entries: WatchEntry[];
+  slots: Map<number, SlotInfo>;
+}
+
+function trapAccesses(trap: HiveTrap): readonly AccessKind[] {
+  return trap.accesses ?? ACCESS_KINDS;
+}
+
+/**
+ * The kernel map's content for a plan: one `file` entry per distinct file (the union of its
+ * traps' access kinds) and one `parent` entry per distinct directory holding a trapped file,
+ * so that a rename over the file or its re-creation is reported and the trap re-resolved.
+ */
+export function buildWatchTable(
+  plan: WatchPlan,
+  slotFor: (id: string) => number = counterSlots(),
+): WatchTable {
+  const byKey = new Map<string, SlotInfo>();
+  const add = (kind: SlotInfo["kind"], key: FileKey, file: WatchedFile) => {
+    const id = `${kind}:${keyId(key)}`;
+    const info = byKey.get(id) ?? { kind, key, files: [] };
+    info.files.push(file);
+    byKey.set(id, info);
+  };
+  for (const file of plan.files) add("file", file.resolved.key, file);
+  for (const file of plan.files) {
+    // A directory that is itself trapped as a file keeps its file entry; the map holds one value per key.
+    if (!byKey.has(`file:${keyId(file.resolved.parent)}`)) add("parent", file.resolved.parent, file);
+  }
+  const entries: WatchEntry[] = [];
+  const slots = new Map<number, SlotInfo>();
+  for (const [id, info] of byKey) {
+    const slot = slotFor(id);
+    slots.set(slot, info);
+    const accesses: AccessKind[] =
+      info.kind === "parent"
+        ? ["write"]
+        : ACCESS_KINDS.filter((kind) => info.files.some((f) => trapAccesses(f.ref.trap).includes(kind)));
+    entries.push({ key: info.key, slot, accesses, kind: info.kind });
+  }
+  return { entries, slots };
+}
+
+/**
+ * Slot numbers that stay with their file across re-plans: an event already in the ring
+ * buffer when the map changes still names the file it was raised for.
+ */
+export function counterSlots(): (id: string) => number {
+  const assigned = new Map<string, number>();
+  return (id) => {
+    let slot = assigned.get(id);
+    if (slot === undefined) {
+      slot = assigned.size + 1;
+      assigned.set(id, slot);
+    }
+    return slot;
+  };
+}
+
+/** The sources an event on a file slot alerts: the traps on that file that want one of its access kinds. */
+export function sourcesFor(info: SlotInfo, accesses: readonly AccessKind[]): WatchedFile[] {
+  // The kernel already dropped kinds nobody wants; an event with no decoded kind (e.g. only
+  // MAY_ACCESS) still means the file was touched, so it alerts every trap on the file.
+  if (accesses.length === 0) return info.files;
+  return info.files.filter((f) => trapAccesses(f.ref.trap).some((kind) => accesses.includes(kind)));
+}

@@ -1,0 +1,105 @@
+/**
+ * The kernel map holds only slot numbers; what each slot means (which policy, trap, path,
+ * container) lives in user space. Whoever syncs the map writes this small JSON file beside
+ * it, so that `hive status` — another process, possibly while the agent runs — can name the
+ * traps of the watched files it reads from the pinned map. Written atomically (rename).
+ */
+import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { dirname } from "node:path";
+import { HiveError } from "../errors.ts";
+import type { AttachMode } from "../kernel/contract.ts";
+import type { WatchTable } from "./watch-plan.ts";
+
+/** Default location: tmpfs, gone at reboot together with the kernel state it describes. */
+export const WATCH_TABLE_FILE = "/run/hive/watch-table.json";
+
+export interface WatchTableTrap {
+  policy: string;
+  namespace?: string;
+  trapId: string;
+  path: string;
+  /** "host", or the container as `name (id)`. */
+  target: string;
+  accesses: string[];
+}
+
+export interface WatchTableRecord {
+  slot: number;
+  kind: "file" | "parent";
+  device: string;
+  inode: string;
+  traps: WatchTableTrap[];
+}
+
+export interface WatchTableFile {
+  /** Who wrote it: "standalone" (`hive watch`) or "agent". */
+  writer: "standalone" | "agent";
+  pid: number;
+  startedAt: string;
+  updatedAt: string;
+  attachMode: AttachMode;
+  kernelId: string;
+  slots: WatchTableRecord[];
+}
+
+export function tableRecords(table: WatchTable): WatchTableRecord[] {
+  return [...table.slots].map(([slot, info]) => ({
+    slot,
+    kind: info.kind,
+    device: `${info.key.major}:${info.key.minor}`,
+    inode: info.key.ino.toString(),
+    traps: info.files.map((f) => {
+      const trap: WatchTableTrap = {
+        policy: f.ref.policy.metadata.name ?? "",
+        trapId: f.ref.trapId,
+        path: f.ref.trap.path,
+        target:
+          f.target.kind === "host"
+            ? "host"
+            : `${f.target.container.name} (${f.target.container.id.slice(0, 12)})`,
+        accesses: [...(f.ref.trap.accesses ?? ["read", "write", "exec", "append", "open"])],
+      };
+      if (f.ref.policy.metadata.namespace !== undefined) trap.namespace = f.ref.policy.metadata.namespace;
+      return trap;
+    }),
+  }));
+}
+
+export async function writeWatchTableFile(file: string, content: WatchTableFile): Promise<void> {
+  const temp = `${file}.${process.pid}.tmp`;
+  try {
+    await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+    // 0600: the table names what is being watched, which is itself worth keeping from other users.
+    await writeFile(temp, `${JSON.stringify(content, null, 2)}\n`, { mode: 0o600 });
+    await rename(temp, file);
+  } catch (cause) {
+    throw new HiveError("InputUnreadable", "cannot write the watch table", {
+      object: file,
+      hint: "run as root, or point --state-dir at a writable directory",
+      cause,
+    });
+  }
+}
+
+export async function readWatchTableFile(file: string): Promise<WatchTableFile | undefined> {
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw new HiveError("InputUnreadable", "cannot read the watch table", { object: file, cause: error });
+  }
+  try {
+    return JSON.parse(text) as WatchTableFile;
+  } catch (cause) {
+    throw new HiveError("InputUnreadable", "the watch table is not valid JSON", {
+      object: file,
+      hint: "it is rewritten by the next `hive watch` or agent; delete it if none runs",
+      cause,
+    });
+  }
+}
+
+export async function removeWatchTableFile(file: string): Promise<void> {
+  await rm(file, { force: true });
+}
