@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Hive's trap program: reports accesses to watched files from inode_permission.
+ *
+ * Compiled once (CO-RE) and loaded unchanged on every supported kernel. The position of
+ * the inode argument differs by kernel — (inode, mask) before 5.12, (user_namespace *,
+ * inode, mask) from 5.12, (mnt_idmap *, inode, mask) from 6.3 — so the loader reads the
+ * kernel's BTF and sets hive_inode_arg; the verifier prunes the branches not taken.
+ *
+ * Miss path, cheapest test first (it runs for every path component of every lookup):
+ *   1. the mask, a register: pure MAY_EXEC checks (directory traversal) are dropped;
+ *   2. one bit of i_ino in an array-map bitmap (lookup inlined by the verifier);
+ *   3. the (dev, ino) hash lookup, then the wanted-mask test.
+ *
+ * Bursts: one user action calls inode_permission several times. Checks of one file by
+ * one thread are folded into one pending event in hive_bursts (keyed by thread id) while
+ * each follows the previous within hive_burst_gap_ns and the burst is younger than
+ * hive_burst_max_ns. A burst ends when its thread hits another watched file or the gap or
+ * age is exceeded: the kernel emits it when that thread next starts a burst, and user
+ * space emits bursts idle for longer than the gap by reading hive_bursts (deduplicating
+ * by thread id + first-check time). */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "hive.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Minimal kernel types; CO-RE relocates the fields against the running kernel's BTF. */
+struct super_block {
+	__u32 s_dev;
+} __attribute__((preserve_access_index));
+
+struct inode {
+	struct super_block *i_sb;
+	unsigned long i_ino;
+} __attribute__((preserve_access_index));
+
+/* x86-64 user_pt_regs layout (UAPI-stable; kprobe context accesses must be constant
+ * offsets, so no CO-RE here). */
+struct pt_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di;
+};
+
+/* Load-time configuration (read-only data, set by the loader before load). */
+const volatile __u32 hive_inode_arg = 1; /* 0: (inode, mask), 1: (ns/idmap, inode, mask) */
+const volatile __u64 hive_burst_gap_ns = 5000000;
+const volatile __u64 hive_burst_max_ns = 250000000;
+
+#define HIVE_INTERESTING (HIVE_MAY_WRITE | HIVE_MAY_READ | HIVE_MAY_APPEND | HIVE_MAY_ACCESS | HIVE_MAY_OPEN)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct hive_key);
+	__type(value, struct hive_value);
+} hive_watch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HIVE_BITMAP_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} hive_bitmap SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct hive_event);
+} hive_bursts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} hive_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hive_counters);
+} hive_counters SEC(".maps");
+
+static __always_inline int hive_bitmap_hit(__u64 ino)
+{
+	__u32 word = (ino & HIVE_BITMAP_MASK) >> 6;
+	__u64 *bits = bpf_map_lookup_elem(&hive_bitmap, &word);
+	return bits && (*bits & (1ULL << (ino & 63)));
+}
+
+static __always_inline void hive_emit(struct hive_event *burst, struct hive_counters *counters)
+{
+	struct hive_event *event = bpf_ringbuf_reserve(&hive_events, sizeof(*event), 0);
+	if (!event) {
+		counters->lost++;
+		return;
+	}
+	__builtin_memcpy(event, burst, sizeof(*event));
+	bpf_ringbuf_submit(event, 0);
+	counters->events++;
+}
+
+/* The hit path, shared by both attach modes once the inode's identity is known. */
+static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask)
+{
+	struct hive_key key = { .ino = ino, .dev = dev, ._pad = 0 };
+	struct hive_value *watch = bpf_map_lookup_elem(&hive_watch, &key);
+	if (!watch || !(mask & watch->mask))
+		return 0;
+
+	__u32 zero = 0;
+	struct hive_counters *counters = bpf_map_lookup_elem(&hive_counters, &zero);
+	if (!counters)
+		return 0;
+	counters->checks++;
+
+	__u64 now = bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	struct hive_event *burst = bpf_map_lookup_elem(&hive_bursts, &tid);
+	if (burst) {
+		if (burst->ino == ino && burst->dev == dev && now - burst->last_ns < hive_burst_gap_ns &&
+		    now - burst->ktime_ns < hive_burst_max_ns) {
+			burst->count++;
+			burst->mask |= mask;
+			burst->last_ns = now;
+			return 0;
+		}
+		hive_emit(burst, counters);
+	}
+
+	struct hive_event next = {};
+	__u64 uid_gid = bpf_get_current_uid_gid();
+	next.ktime_ns = now;
+	next.last_ns = now;
+	next.ino = ino;
+	next.cgroup_id = bpf_get_current_cgroup_id();
+	next.dev = dev;
+	next.mask = mask;
+	next.pid = tid;
+	next.tgid = pid_tgid >> 32;
+	next.uid = (__u32)uid_gid;
+	next.gid = uid_gid >> 32;
+	next.slot = watch->slot;
+	next.count = 1;
+	next.kind = watch->kind;
+	bpf_get_current_comm(next.comm, sizeof(next.comm));
+	bpf_map_update_elem(&hive_bursts, &tid, &next, BPF_ANY);
+	counters->bursts++;
+	return 0;
+}
+
+SEC("kprobe/inode_permission")
+int handle_inode_permission(struct pt_regs *ctx)
+{
+	/* Read all three registers unconditionally and select values: a select between
+	 * context addresses would be rejected ("dereference of modified ctx ptr"). */
+	unsigned long di = ctx->di, si = ctx->si, dx = ctx->dx;
+	struct inode *inode = (struct inode *)(hive_inode_arg == 0 ? di : si);
+	__u32 mask = hive_inode_arg == 0 ? si : dx;
+	if (!(mask & HIVE_INTERESTING))
+		return 0;
+	__u64 ino = BPF_CORE_READ(inode, i_ino);
+	if (!hive_bitmap_hit(ino))
+		return 0;
+	return hive_check(ino, BPF_CORE_READ(inode, i_sb, s_dev), mask);
+}
+
+/* fentry: arguments arrive as u64 slots; inode is a BTF pointer, read directly. */
+SEC("fentry/inode_permission")
+int handle_inode_permission_fentry(__u64 *ctx)
+{
+	/* ctx[0] and ctx[1] exist on every kernel; ctx[2] only with three arguments, so it is
+	 * read only in that branch, which the verifier prunes on two-argument kernels. */
+	__u64 a0 = ctx[0], a1 = ctx[1];
+	struct inode *inode;
+	__u32 mask;
+	if (hive_inode_arg == 0) {
+		inode = (struct inode *)a0;
+		mask = (__u32)a1;
+	} else {
+		inode = (struct inode *)a1;
+		mask = (__u32)ctx[2];
+	}
+	if (!(mask & HIVE_INTERESTING))
+		return 0;
+	__u64 ino = inode->i_ino;
+	if (!hive_bitmap_hit(ino))
+		return 0;
+	return hive_check(ino, inode->i_sb->s_dev, mask);
+}

@@ -1,0 +1,73 @@
+/* Structs shared by the BPF program (hive.bpf.c) and user space.
+ * Layout shared with runtime/kernel/layout.ts; test/kernel/layout.test.ts compares both
+ * against the compiled object's BTF. Fixed-width fields and explicit padding only: hidden
+ * padding in a hash key breaks lookups, and hidden padding in the event breaks decoding. */
+#ifndef HIVE_H
+#define HIVE_H
+
+/* MAY_* bits of inode_permission's mask (include/linux/fs.h). */
+#define HIVE_MAY_EXEC 0x01
+#define HIVE_MAY_WRITE 0x02
+#define HIVE_MAY_READ 0x04
+#define HIVE_MAY_APPEND 0x08
+#define HIVE_MAY_ACCESS 0x10
+#define HIVE_MAY_OPEN 0x20
+
+/* Watch entry kinds: a trapped file, or the directory holding one (entry changes there
+ * are control events telling user space to re-resolve the path). */
+#define HIVE_KIND_FILE 0
+#define HIVE_KIND_PARENT 1
+
+/* Pre-filter bitmap: one bit per (i_ino & HIVE_BITMAP_MASK), stored as u64 words in an
+ * array map (whose lookups the verifier inlines). */
+#define HIVE_BITMAP_WORDS 1024
+#define HIVE_BITMAP_MASK (HIVE_BITMAP_WORDS * 64 - 1)
+
+/* A file as the kernel identifies it: the superblock's s_dev (kernel encoding,
+ * major << 20 | minor) and the inode number. */
+struct hive_key {
+	__u64 ino;
+	__u32 dev;
+	__u32 _pad;
+};
+
+struct hive_value {
+	__u32 slot;  /* chosen by user space, echoed in every event */
+	__u32 mask;  /* wanted HIVE_MAY_* bits; other checks are dropped in the kernel */
+	__u32 kind;  /* HIVE_KIND_* */
+	__u32 _pad;
+};
+
+/* One access burst (consecutive checks of one file by one thread). */
+struct hive_event {
+	__u64 ktime_ns;  /* first check of the burst, bpf_ktime_get_ns (CLOCK_MONOTONIC) */
+	__u64 last_ns;   /* last check of the burst */
+	__u64 ino;
+	__u64 cgroup_id;
+	__u32 dev;
+	__u32 mask;  /* union of the burst's masks */
+	__u32 pid;   /* thread id */
+	__u32 tgid;  /* process id */
+	__u32 uid;
+	__u32 gid;
+	__u32 slot;
+	__u32 count; /* inode_permission calls collapsed into this event */
+	__u32 kind;
+	__u32 _pad;
+	char comm[16];
+};
+
+/* Per-CPU counters, summed by user space. */
+struct hive_counters {
+	__u64 events; /* events submitted to the ring buffer */
+	__u64 lost;   /* events whose ring-buffer reservation failed */
+	__u64 checks; /* checks that matched a watch entry and a wanted mask */
+	__u64 bursts; /* bursts opened (user space sweeps idle ones when this moves) */
+};
+
+_Static_assert(sizeof(struct hive_key) == 16, "hive_key layout");
+_Static_assert(sizeof(struct hive_value) == 16, "hive_value layout");
+_Static_assert(sizeof(struct hive_event) == 88, "hive_event layout");
+_Static_assert(sizeof(struct hive_counters) == 32, "hive_counters layout");
+
+#endif

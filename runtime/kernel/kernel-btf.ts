@@ -1,0 +1,134 @@
+/**
+ * Reads the running kernel's BTF to learn inode_permission's signature: (inode, mask)
+ * before 5.12, (user_namespace *, inode, mask) from 5.12, (mnt_idmap *, inode, mask)
+ * from 6.3. The answer goes into the program's read-only data (hive_inode_arg).
+ */
+import { existsSync } from "node:fs";
+import koffi from "koffi";
+import { HiveError } from "../errors.ts";
+import { libbpf } from "./libbpf-ffi.ts";
+
+const BTF_KIND_PTR = 2;
+const BTF_KIND_STRUCT = 4;
+const BTF_KIND_TYPEDEF = 8;
+const BTF_KIND_VOLATILE = 9;
+const BTF_KIND_CONST = 10;
+const BTF_KIND_RESTRICT = 11;
+const BTF_KIND_FUNC = 12;
+
+export const VMLINUX_BTF = "/sys/kernel/btf/vmlinux";
+
+export interface InodePermissionSignature {
+  /** Index of the `struct inode *` argument (0 or 1). */
+  inodeArg: 0 | 1;
+  /** Names of the parameters' pointee types, e.g. ["mnt_idmap", "inode", "int"]. */
+  params: string[];
+}
+
+interface BtfType {
+  nameOff: number;
+  kind: number;
+  vlen: number;
+  type: number;
+  address: bigint;
+}
+
+function readType(btf: bigint, id: number): BtfType {
+  const lib = libbpf();
+  const address = lib.btf__type_by_id(btf, id) as bigint;
+  const words = new Uint32Array(koffi.view(address, 12).slice(0));
+  const info = words[1] ?? 0;
+  return {
+    nameOff: words[0] ?? 0,
+    kind: (info >>> 24) & 0x1f,
+    vlen: info & 0xffff,
+    type: words[2] ?? 0,
+    address,
+  };
+}
+
+/** Follows modifiers and pointers to a name: `struct inode *` → "inode". */
+function pointeeName(btf: bigint, id: number): string {
+  const lib = libbpf();
+  let t = readType(btf, id);
+  for (let guard = 0; guard < 16; guard++) {
+    if (
+      t.kind === BTF_KIND_PTR ||
+      t.kind === BTF_KIND_CONST ||
+      t.kind === BTF_KIND_VOLATILE ||
+      t.kind === BTF_KIND_RESTRICT ||
+      (t.kind === BTF_KIND_TYPEDEF && t.type !== 0)
+    ) {
+      if (t.type === 0) return "void";
+      t = readType(btf, t.type);
+      continue;
+    }
+    break;
+  }
+  return t.kind === BTF_KIND_STRUCT || t.nameOff ? (lib.btf__name_by_offset(btf, t.nameOff) as string) : "?";
+}
+
+export function inodePermissionSignature(): InodePermissionSignature {
+  if (!existsSync(VMLINUX_BTF)) {
+    throw new HiveError("BtfMissing", "the kernel exposes no BTF", {
+      object: VMLINUX_BTF,
+      hint: "use a kernel built with CONFIG_DEBUG_INFO_BTF=y (all supported Debian kernels are)",
+    });
+  }
+  const lib = libbpf();
+  const btf = lib.btf__load_vmlinux_btf() as bigint | null;
+  if (!btf) {
+    throw new HiveError("BtfMissing", "cannot read the kernel's BTF", {
+      object: VMLINUX_BTF,
+      errno: koffi.errno(),
+    });
+  }
+  try {
+    const funcId = lib.btf__find_by_name_kind(btf, "inode_permission", BTF_KIND_FUNC) as number;
+    if (funcId < 0) {
+      throw new HiveError("BtfMissing", "inode_permission is not in the kernel's BTF", {
+        object: VMLINUX_BTF,
+        hint: "this kernel is not supported: inode_permission must exist and be traceable",
+      });
+    }
+    const proto = readType(btf, readType(btf, funcId).type);
+    // btf_param {name_off, type} entries follow the 12-byte btf_type header.
+    const raw = new Uint32Array(koffi.view(proto.address, 12 + proto.vlen * 8).slice(0));
+    const params: string[] = [];
+    for (let i = 0; i < proto.vlen; i++) params.push(pointeeName(btf, raw[3 + i * 2 + 1] ?? 0));
+    const inodeArg = params.indexOf("inode");
+    if (inodeArg !== 0 && inodeArg !== 1) {
+      throw new HiveError("BtfMissing", `unexpected inode_permission signature (${params.join(", ")})`, {
+        object: "inode_permission",
+        hint: "this kernel's inode_permission has a signature Hive does not know",
+      });
+    }
+    return { inodeArg, params };
+  } finally {
+    lib.btf__free(btf);
+  }
+}
+
+const BTF_KIND_VAR = 14;
+const BTF_KIND_DATASEC = 15;
+
+/** Offsets of the variables in one data section of an object's BTF (e.g. ".rodata"). */
+export function datasecOffsets(btf: bigint, section: string): Map<string, { offset: number; size: number }> {
+  const lib = libbpf();
+  const id = lib.btf__find_by_name_kind(btf, section, BTF_KIND_DATASEC) as number;
+  if (id < 0)
+    throw new HiveError("BpfObjectMissing", `the BPF object has no ${section} section`, { object: section });
+  const sec = readType(btf, id);
+  // btf_var_secinfo {type, offset, size} entries follow the 12-byte header.
+  const raw = new Uint32Array(koffi.view(sec.address, 12 + sec.vlen * 12).slice(0));
+  const out = new Map<string, { offset: number; size: number }>();
+  for (let i = 0; i < sec.vlen; i++) {
+    const v = readType(btf, raw[3 + i * 3] ?? 0);
+    if (v.kind !== BTF_KIND_VAR) continue;
+    out.set(lib.btf__name_by_offset(btf, v.nameOff) as string, {
+      offset: raw[3 + i * 3 + 1] ?? 0,
+      size: raw[3 + i * 3 + 2] ?? 0,
+    });
+  }
+  return out;
+}

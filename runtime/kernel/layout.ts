@@ -1,0 +1,157 @@
+/**
+ * Byte layouts shared with bpf/hive.h (struct hive_key, hive_value, hive_event,
+ * hive_counters) and the one place where device numbers are converted between stat()'s
+ * st_dev encoding and the kernel's s_dev. test/kernel/layout.test.ts checks every offset
+ * here against the compiled object's BTF.
+ */
+import type { AccessKind } from "../../api/meta.ts";
+import type { FileKey, KernelEvent, WatchEntry } from "./contract.ts";
+
+/** MAY_* bits of inode_permission's mask (include/linux/fs.h, mirrored in bpf/hive.h). */
+export const MAY = { exec: 0x01, write: 0x02, read: 0x04, append: 0x08, access: 0x10, open: 0x20 } as const;
+
+const ACCESS_BITS: ReadonlyArray<readonly [AccessKind, number]> = [
+  ["read", MAY.read],
+  ["write", MAY.write],
+  ["exec", MAY.exec],
+  ["append", MAY.append],
+  ["open", MAY.open],
+];
+
+export function maskFromAccesses(accesses: readonly AccessKind[]): number {
+  let mask = 0;
+  for (const [kind, bit] of ACCESS_BITS) if (accesses.includes(kind)) mask |= bit;
+  return mask;
+}
+
+export function accessesFromMask(mask: number): AccessKind[] {
+  return ACCESS_BITS.filter(([, bit]) => (mask & bit) !== 0).map(([kind]) => kind);
+}
+
+export const KIND_FILE = 0;
+export const KIND_PARENT = 1;
+
+/** Byte offsets, sizes: struct hive_key. */
+export const KEY_LAYOUT = { size: 16, ino: 0, dev: 8 } as const;
+/** struct hive_value */
+export const VALUE_LAYOUT = { size: 16, slot: 0, mask: 4, kind: 8 } as const;
+/** struct hive_event */
+export const EVENT_LAYOUT = {
+  size: 88,
+  ktime_ns: 0,
+  last_ns: 8,
+  ino: 16,
+  cgroup_id: 24,
+  dev: 32,
+  mask: 36,
+  pid: 40,
+  tgid: 44,
+  uid: 48,
+  gid: 52,
+  slot: 56,
+  count: 60,
+  kind: 64,
+  comm: 72,
+  commSize: 16,
+} as const;
+/** struct hive_counters (one per CPU in hive_counters). */
+export const COUNTERS_LAYOUT = { size: 32, events: 0, lost: 8, checks: 16, bursts: 24 } as const;
+
+/** Pre-filter bitmap geometry (HIVE_BITMAP_WORDS in bpf/hive.h). */
+export const BITMAP_WORDS = 1024;
+export const BITMAP_MASK = BigInt(BITMAP_WORDS * 64 - 1);
+
+/**
+ * stat()'s st_dev (glibc/libuv encoding: major in bits 8–19 and 32–63, minor in bits 0–7
+ * and 12–31) → the major/minor pair of the device.
+ */
+export function fileKeyFromStat(stat: { dev: number | bigint; ino: number | bigint }): FileKey {
+  const dev = BigInt(stat.dev);
+  const major = Number(((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn));
+  const minor = Number((dev & 0xffn) | ((dev >> 12n) & ~0xffn & 0xffffffffn));
+  return { major, minor, ino: BigInt(stat.ino) };
+}
+
+/** The kernel's internal dev_t (MKDEV: major << 20 | minor), as in super_block.s_dev. */
+export function kernelDev(key: Pick<FileKey, "major" | "minor">): number {
+  return ((key.major << 20) | (key.minor & 0xfffff)) >>> 0;
+}
+
+export function keyFromKernelDev(dev: number, ino: bigint): FileKey {
+  return { major: dev >>> 20, minor: dev & 0xfffff, ino };
+}
+
+export function fileKeyId(key: FileKey): string {
+  return `${key.major}:${key.minor}:${key.ino}`;
+}
+
+export function encodeKey(key: FileKey): Buffer {
+  const buf = Buffer.alloc(KEY_LAYOUT.size);
+  buf.writeBigUInt64LE(key.ino, KEY_LAYOUT.ino);
+  buf.writeUInt32LE(kernelDev(key), KEY_LAYOUT.dev);
+  return buf;
+}
+
+export function decodeKey(buf: Buffer): FileKey {
+  return keyFromKernelDev(buf.readUInt32LE(KEY_LAYOUT.dev), buf.readBigUInt64LE(KEY_LAYOUT.ino));
+}
+
+/** The kernel mask a watch entry wants: its access kinds, or entry changes for a parent. */
+export function entryMask(entry: WatchEntry): number {
+  return entry.kind === "parent" ? MAY.write : maskFromAccesses(entry.accesses);
+}
+
+export function encodeValue(entry: WatchEntry): Buffer {
+  const buf = Buffer.alloc(VALUE_LAYOUT.size);
+  buf.writeUInt32LE(entry.slot >>> 0, VALUE_LAYOUT.slot);
+  buf.writeUInt32LE(entryMask(entry), VALUE_LAYOUT.mask);
+  buf.writeUInt32LE(entry.kind === "parent" ? KIND_PARENT : KIND_FILE, VALUE_LAYOUT.kind);
+  return buf;
+}
+
+export interface DecodedValue {
+  slot: number;
+  mask: number;
+  kind: "file" | "parent";
+}
+
+export function decodeValue(buf: Buffer): DecodedValue {
+  return {
+    slot: buf.readUInt32LE(VALUE_LAYOUT.slot),
+    mask: buf.readUInt32LE(VALUE_LAYOUT.mask),
+    kind: buf.readUInt32LE(VALUE_LAYOUT.kind) === KIND_PARENT ? "parent" : "file",
+  };
+}
+
+/** A decoded event plus the burst's last-check time, used to deduplicate swept bursts. */
+export interface RawKernelEvent extends KernelEvent {
+  lastNs: bigint;
+}
+
+export function decodeEvent(buf: Uint8Array): RawKernelEvent {
+  if (buf.byteLength < EVENT_LAYOUT.size) {
+    throw new RangeError(`kernel event of ${buf.byteLength} bytes, expected ${EVENT_LAYOUT.size}`);
+  }
+  const view = new DataView(buf.buffer, buf.byteOffset, EVENT_LAYOUT.size);
+  const L = EVENT_LAYOUT;
+  const u32 = (offset: number) => view.getUint32(offset, true);
+  const mask = u32(L.mask);
+  const commBytes = buf.subarray(L.comm, L.comm + L.commSize);
+  const nul = commBytes.indexOf(0);
+  return {
+    ktimeNs: view.getBigUint64(L.ktime_ns, true),
+    lastNs: view.getBigUint64(L.last_ns, true),
+    key: keyFromKernelDev(u32(L.dev), view.getBigUint64(L.ino, true)),
+    mask,
+    accesses: accessesFromMask(mask),
+    kind: u32(L.kind) === KIND_PARENT ? "parent" : "file",
+    slot: u32(L.slot),
+    pid: u32(L.pid),
+    tgid: u32(L.tgid),
+    uid: u32(L.uid),
+    gid: u32(L.gid),
+    comm: Buffer.from(commBytes.subarray(0, nul < 0 ? commBytes.length : nul)).toString("utf8"),
+    cgroupId: view.getBigUint64(L.cgroup_id, true),
+    count: u32(L.count),
+  };
+}

@@ -1,0 +1,136 @@
+/**
+ * koffi declarations of the libbpf 1.x (Debian `libbpf.so.1`) functions Hive uses, under
+ * libbpf's own names. Pointers are bigints (koffi 3); `void *` buffer arguments accept
+ * Buffers, which libbpf reads and writes in place. libbpf 1.x returns negative errno codes
+ * (or NULL with errno set): `check`/`checkPointer` convert that contract, in one place,
+ * into HiveErrors.
+ */
+import koffi, { type LibraryHandle } from "koffi";
+import { HiveError, type HiveErrorCode } from "../errors.ts";
+
+export type Pointer = bigint;
+
+function declare(lib: LibraryHandle) {
+  const printFn = koffi.proto("int hive_libbpf_print_fn(int level, const char *fmt, void *args)");
+  const sampleFn = koffi.proto("int hive_ring_buffer_sample_fn(void *ctx, void *data, size_t size)");
+  return {
+    printFn,
+    sampleFn,
+    libbpf_set_print: lib.func("void *libbpf_set_print(hive_libbpf_print_fn *fn)"),
+    bpf_object__open_file: lib.func("void *bpf_object__open_file(const char *path, void *opts)"),
+    bpf_object__load: lib.func("int bpf_object__load(void *obj)"),
+    bpf_object__close: lib.func("void bpf_object__close(void *obj)"),
+    bpf_object__btf: lib.func("void *bpf_object__btf(void *obj)"),
+    bpf_object__find_map_by_name: lib.func("void *bpf_object__find_map_by_name(void *obj, const char *name)"),
+    bpf_object__find_program_by_name: lib.func(
+      "void *bpf_object__find_program_by_name(void *obj, const char *name)",
+    ),
+    bpf_program__set_autoload: lib.func("int bpf_program__set_autoload(void *prog, bool autoload)"),
+    bpf_program__fd: lib.func("int bpf_program__fd(void *prog)"),
+    bpf_program__attach: lib.func("void *bpf_program__attach(void *prog)"),
+    bpf_map__fd: lib.func("int bpf_map__fd(void *map)"),
+    bpf_map__set_pin_path: lib.func("int bpf_map__set_pin_path(void *map, const char *path)"),
+    bpf_map__unpin: lib.func("int bpf_map__unpin(void *map, const char *path)"),
+    bpf_map__initial_value: lib.func("void *bpf_map__initial_value(void *map, _Out_ size_t *size)"),
+    bpf_link__pin: lib.func("int bpf_link__pin(void *link, const char *path)"),
+    bpf_link__unpin: lib.func("int bpf_link__unpin(void *link)"),
+    bpf_link__open: lib.func("void *bpf_link__open(const char *path)"),
+    bpf_link__destroy: lib.func("int bpf_link__destroy(void *link)"),
+    bpf_link__disconnect: lib.func("void bpf_link__disconnect(void *link)"),
+    bpf_obj_get: lib.func("int bpf_obj_get(const char *path)"),
+    bpf_obj_get_info_by_fd: lib.func("int bpf_obj_get_info_by_fd(int fd, void *info, _Inout_ uint32_t *len)"),
+    bpf_map_update_elem: lib.func(
+      "int bpf_map_update_elem(int fd, const void *key, const void *value, uint64_t flags)",
+    ),
+    bpf_map_lookup_elem: lib.func("int bpf_map_lookup_elem(int fd, const void *key, void *value)"),
+    bpf_map_delete_elem: lib.func("int bpf_map_delete_elem(int fd, const void *key)"),
+    bpf_map_get_next_key: lib.func("int bpf_map_get_next_key(int fd, const void *key, void *next)"),
+    libbpf_num_possible_cpus: lib.func("int libbpf_num_possible_cpus()"),
+    bpf_enable_stats: lib.func("int bpf_enable_stats(int type)"),
+    btf__load_vmlinux_btf: lib.func("void *btf__load_vmlinux_btf()"),
+    btf__find_by_name_kind: lib.func(
+      "int btf__find_by_name_kind(void *btf, const char *name, uint32_t kind)",
+    ),
+    btf__type_by_id: lib.func("void *btf__type_by_id(void *btf, uint32_t id)"),
+    btf__name_by_offset: lib.func("const char *btf__name_by_offset(void *btf, uint32_t offset)"),
+    btf__free: lib.func("void btf__free(void *btf)"),
+    ring_buffer__new: lib.func(
+      "void *ring_buffer__new(int fd, hive_ring_buffer_sample_fn *cb, void *ctx, void *opts)",
+    ),
+    ring_buffer__poll: lib.func("int ring_buffer__poll(void *rb, int timeout_ms)"),
+    ring_buffer__free: lib.func("void ring_buffer__free(void *rb)"),
+  };
+}
+
+export type Libbpf = ReturnType<typeof declare>;
+
+let cached: Libbpf | undefined;
+
+/** The libbpf bindings, loaded once per thread. */
+export function libbpf(): Libbpf {
+  if (cached) return cached;
+  let lib: LibraryHandle;
+  try {
+    lib = koffi.load("libbpf.so.1");
+  } catch (cause) {
+    throw new HiveError("LibbpfMissing", "cannot load libbpf.so.1", {
+      object: "libbpf.so.1",
+      hint: "install Debian's libbpf1 package (apt-get install libbpf1)",
+      cause,
+    });
+  }
+  cached = declare(lib);
+  return cached;
+}
+
+const libc = { lib: undefined as LibraryHandle | undefined };
+
+/** libc's vsnprintf/strerror, for formatting libbpf's va_list messages. */
+export function libcFns() {
+  libc.lib ??= koffi.load("libc.so.6");
+  return {
+    vsnprintf: libc.lib.func("int vsnprintf(_Out_ char *buf, size_t size, const char *fmt, void *args)"),
+    strerror: libc.lib.func("const char *strerror(int errnum)"),
+  };
+}
+
+export function errnoName(code: number): string {
+  const positive = Math.abs(code);
+  for (const [name, value] of Object.entries(koffi.os.errno)) if (value === positive) return name;
+  return `errno ${positive}`;
+}
+
+/** Converts libbpf's negative-errno return into a HiveError. */
+export function check(
+  result: number,
+  what: string,
+  details: { object?: string; hint?: string; code?: HiveErrorCode } = {},
+): number {
+  if (result >= 0) return result;
+  throw errnoError(-result, what, details);
+}
+
+/** Converts libbpf's NULL-with-errno return into a HiveError. */
+export function checkPointer(
+  pointer: Pointer | null,
+  what: string,
+  details: { object?: string; hint?: string; code?: HiveErrorCode } = {},
+): Pointer {
+  if (pointer !== null && pointer !== 0n) return pointer;
+  throw errnoError(koffi.errno(), what, details);
+}
+
+export function errnoError(
+  errno: number,
+  what: string,
+  details: { object?: string; hint?: string; code?: HiveErrorCode },
+): HiveError {
+  const name = errnoName(errno);
+  const code = details.code ?? (errno === 1 || errno === 13 ? "PermissionDenied" : "BpfCallFailed");
+  const hint =
+    details.hint ??
+    (code === "PermissionDenied"
+      ? "run as root or with CAP_BPF + CAP_PERFMON + CAP_SYS_RESOURCE"
+      : undefined);
+  return new HiveError(code, `${what} failed: ${name}`, { object: details.object, hint, errno });
+}

@@ -1,0 +1,506 @@
+/**
+ * The libbpf loader: opens bpf/hive.bpf.o, sets its read-only data for the running
+ * kernel, loads it (turning libbpf's log into errors with the verifier's tail), attaches
+ * it, keeps the watch map equal to the desired set by diff, and delivers ring-buffer
+ * events from a worker thread. Maps (and the link, where the kernel can pin it) live under
+ * a bpffs directory so that a restarted agent adopts them.
+ */
+import { existsSync, mkdirSync, readdirSync, rmdirSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
+import koffi from "koffi";
+import { HiveError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import type { AttachMode, KernelCounters, KernelEvent, KernelWatcher, WatchEntry } from "./contract.ts";
+import { datasecOffsets, type InodePermissionSignature, inodePermissionSignature } from "./kernel-btf.ts";
+import {
+  BITMAP_MASK,
+  BITMAP_WORDS,
+  COUNTERS_LAYOUT,
+  decodeKey,
+  encodeKey,
+  encodeValue,
+  fileKeyId,
+} from "./layout.ts";
+import { check, checkPointer, errnoError, errnoName, libbpf, libcFns, type Pointer } from "./libbpf-ffi.ts";
+import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
+
+export const DEFAULT_PIN_ROOT = "/sys/fs/bpf/hive";
+export const DEFAULT_OBJECT_PATH = fileURLToPath(new URL("../../bpf/hive.bpf.o", import.meta.url));
+export const PINNED_MAPS = [
+  "hive_watch",
+  "hive_bitmap",
+  "hive_bursts",
+  "hive_events",
+  "hive_counters",
+] as const;
+const PROGRAMS: Record<AttachMode, string> = {
+  kprobe: "handle_inode_permission",
+  fentry: "handle_inode_permission_fentry",
+};
+export const linkPinName = (mode: AttachMode) => `link_${mode}`;
+
+export interface KernelWatcherOptions {
+  /** Compiled program; default bpf/hive.bpf.o of this package. */
+  objectPath?: string;
+  /** Default "kprobe". */
+  attachMode?: AttachMode;
+  /** false: load (verify) only, attach nothing — for checking a kernel accepts the program. */
+  attach?: boolean;
+  /** bpffs directory for pinned maps/link; default /sys/fs/bpf/hive; null disables pinning. */
+  pinRoot?: string | null;
+  /** A burst ends when its thread's next check of the file comes later than this. Default 5 ms. */
+  burstGapMs?: number;
+  /** A burst never lasts longer than this. Default 250 ms. */
+  burstMaxMs?: number;
+  /** How often idle bursts are swept from the kernel map. Default 10 ms. */
+  sweepIntervalMs?: number;
+  logger?: Logger;
+}
+
+export interface LibbpfCounters extends KernelCounters {
+  /** Checks that matched a watched file and a wanted access kind. */
+  checks: bigint;
+  /** Bursts the kernel opened; each is delivered, lost, or still pending. */
+  bursts: bigint;
+  /** Events delivered to listeners (kernel-emitted + swept, duplicates dropped). */
+  delivered: bigint;
+}
+
+// libbpf's messages (verifier log included), kept for the error raised by a failed load.
+const libbpfLog: string[] = [];
+let printRegistered = false;
+function captureLibbpfLog(): void {
+  if (printRegistered) return;
+  const lib = libbpf();
+  const { vsnprintf } = libcFns();
+  const buf = Buffer.alloc(8192);
+  const print = koffi.register((_level: number, fmt: string, args: bigint) => {
+    const n = vsnprintf(buf, buf.length, fmt, args) as number;
+    for (const line of buf.toString("utf8", 0, Math.max(0, Math.min(n, buf.length - 1))).split("\n")) {
+      if (line) libbpfLog.push(line);
+    }
+    if (libbpfLog.length > 400) libbpfLog.splice(0, libbpfLog.length - 400);
+    return 0;
+  }, koffi.pointer(lib.printFn));
+  lib.libbpf_set_print(print);
+  printRegistered = true;
+}
+
+function loadError(errno: number, object: string, mode: AttachMode): HiveError {
+  const tail = libbpfLog.slice(-25);
+  const log = tail.join("\n");
+  if (errno === 1 && /memlock|RLIMIT/i.test(log)) {
+    return new HiveError("MemlockLimit", "loading the BPF program hit RLIMIT_MEMLOCK", {
+      object,
+      hint: "raise the locked-memory limit (ulimit -l unlimited, or LimitMEMLOCK=infinity) on kernels before 5.11",
+      libbpfLog: tail,
+    });
+  }
+  if (mode === "fentry" && (errno === 1 || errno === 95 || errno === 524)) {
+    return new HiveError(
+      "FentryUnsupported",
+      `this kernel refused the fentry program (${errnoName(errno)})`,
+      {
+        object,
+        hint: 'use attachMode "kprobe" (fentry needs BPF trampolines and a traceable inode_permission)',
+        libbpfLog: tail,
+      },
+    );
+  }
+  if (/verifier|processed \d+ insns|R\d+ /.test(log) || errno === 13 || errno === 22) {
+    return new HiveError(
+      "VerifierRejected",
+      `the kernel's verifier rejected the ${mode} program (${errnoName(errno)})`,
+      {
+        object,
+        hint: `verifier log tail:\n${log}`,
+        libbpfLog: tail,
+      },
+    );
+  }
+  return new HiveError(
+    errno === 1 ? "PermissionDenied" : "BpfCallFailed",
+    `loading the BPF object failed: ${errnoName(errno)}`,
+    {
+      object,
+      hint: errno === 1 ? "run as root or with CAP_BPF + CAP_PERFMON + CAP_SYS_RESOURCE" : log,
+      libbpfLog: tail,
+    },
+  );
+}
+
+interface Stored {
+  key: Buffer;
+  value: Buffer;
+  ino: bigint;
+}
+
+export class LibbpfKernelWatcher implements KernelWatcher {
+  readonly attachMode: AttachMode;
+  readonly signature: InodePermissionSignature;
+  /** True when an earlier agent's pinned link was adopted instead of attaching anew. */
+  readonly adopted: boolean;
+  readonly programFd: number;
+  private readonly lib = libbpf();
+  private readonly obj: Pointer;
+  private link: Pointer | null = null;
+  private readonly pinRoot: string | null;
+  private readonly fds: Record<(typeof PINNED_MAPS)[number], number>;
+  private readonly maps: Record<(typeof PINNED_MAPS)[number], Pointer>;
+  private current = new Map<string, Stored>();
+  private bitmap: BigUint64Array = new BigUint64Array(BITMAP_WORDS);
+  private readonly listeners: Array<(event: KernelEvent) => void> = [];
+  private worker: Worker | null = null;
+  private readonly control = new SharedArrayBuffer(4);
+  private delivered = 0n;
+  private readonly ncpus: number;
+  private readonly logger: Logger | undefined;
+  private readonly options: KernelWatcherOptions;
+  private closed = false;
+
+  constructor(options: KernelWatcherOptions = {}) {
+    this.options = options;
+    this.logger = options.logger;
+    this.attachMode = options.attachMode ?? "kprobe";
+    this.pinRoot = options.pinRoot === undefined ? DEFAULT_PIN_ROOT : options.pinRoot;
+    const objectPath = options.objectPath ?? DEFAULT_OBJECT_PATH;
+    if (!existsSync(objectPath)) {
+      throw new HiveError("BpfObjectMissing", "the compiled BPF program is missing", {
+        object: objectPath,
+        hint: "build it with `sh bpf/build.sh` (needs clang)",
+      });
+    }
+    this.signature = inodePermissionSignature();
+    captureLibbpfLog();
+    this.ncpus = this.lib.libbpf_num_possible_cpus() as number;
+
+    this.obj = checkPointer(
+      this.lib.bpf_object__open_file(objectPath, null) as Pointer | null,
+      "opening the BPF object",
+      {
+        object: objectPath,
+        code: "BpfObjectMissing",
+      },
+    );
+    try {
+      for (const [mode, name] of Object.entries(PROGRAMS)) {
+        const prog = checkPointer(
+          this.lib.bpf_object__find_program_by_name(this.obj, name) as Pointer | null,
+          "finding program",
+          { object: name },
+        );
+        check(
+          this.lib.bpf_program__set_autoload(prog, mode === this.attachMode) as number,
+          "bpf_program__set_autoload",
+          { object: name },
+        );
+      }
+      this.setRodata();
+      const maps = {} as Record<(typeof PINNED_MAPS)[number], Pointer>;
+      for (const name of PINNED_MAPS) {
+        maps[name] = checkPointer(
+          this.lib.bpf_object__find_map_by_name(this.obj, name) as Pointer | null,
+          "finding map",
+          { object: name },
+        );
+      }
+      this.maps = maps;
+      if (this.pinRoot) {
+        mkdirSync(this.pinRoot, { recursive: true });
+        for (const name of PINNED_MAPS) {
+          check(
+            this.lib.bpf_map__set_pin_path(maps[name], join(this.pinRoot, name)) as number,
+            "bpf_map__set_pin_path",
+            { object: name },
+          );
+        }
+      }
+      libbpfLog.length = 0;
+      const loaded = this.lib.bpf_object__load(this.obj) as number;
+      if (loaded < 0) throw loadError(-loaded, objectPath, this.attachMode);
+      const prog = this.lib.bpf_object__find_program_by_name(this.obj, PROGRAMS[this.attachMode]) as Pointer;
+      this.programFd = check(this.lib.bpf_program__fd(prog) as number, "bpf_program__fd");
+      const fds = {} as Record<(typeof PINNED_MAPS)[number], number>;
+      for (const name of PINNED_MAPS)
+        fds[name] = check(this.lib.bpf_map__fd(maps[name]) as number, "bpf_map__fd", { object: name });
+      this.fds = fds;
+      this.readCurrent();
+      this.adopted = options.attach === false ? false : this.attach(prog);
+    } catch (error) {
+      this.lib.bpf_object__close(this.obj);
+      throw error;
+    }
+    if (options.attach !== false) this.startWorker();
+  }
+
+  private setRodata(): void {
+    const btf = checkPointer(
+      this.lib.bpf_object__btf(this.obj) as Pointer | null,
+      "reading the object's BTF",
+    );
+    const offsets = datasecOffsets(btf, ".rodata");
+    const map = checkPointer(
+      this.lib.bpf_object__find_map_by_name(this.obj, ".rodata") as Pointer | null,
+      "finding .rodata",
+    );
+    const size = [0];
+    const data = checkPointer(
+      this.lib.bpf_map__initial_value(map, size) as Pointer | null,
+      "bpf_map__initial_value",
+    );
+    const view = new DataView(koffi.view(data, size[0] ?? 0));
+    const set = (name: string, value: number | bigint) => {
+      const at = offsets.get(name);
+      if (!at)
+        throw new HiveError("BpfObjectMissing", `the BPF object lacks ${name}`, {
+          object: name,
+          hint: "rebuild bpf/hive.bpf.o",
+        });
+      if (at.size === 8) view.setBigUint64(at.offset, BigInt(value), true);
+      else view.setUint32(at.offset, Number(value), true);
+    };
+    set("hive_inode_arg", this.signature.inodeArg);
+    set("hive_burst_gap_ns", BigInt(Math.round((this.options.burstGapMs ?? 5) * 1e6)));
+    set("hive_burst_max_ns", BigInt(Math.round((this.options.burstMaxMs ?? 250) * 1e6)));
+  }
+
+  /** Attaches, or adopts a link an earlier agent pinned. Returns true when adopted. */
+  private attach(prog: Pointer): boolean {
+    const linkPath = this.pinRoot ? join(this.pinRoot, linkPinName(this.attachMode)) : null;
+    if (linkPath && existsSync(linkPath)) {
+      const link = this.lib.bpf_link__open(linkPath) as Pointer | null;
+      if (link) {
+        this.link = link;
+        this.logger?.info("adopted pinned BPF link", { path: linkPath });
+        return true;
+      }
+    }
+    const link = this.lib.bpf_program__attach(prog) as Pointer | null;
+    if (!link) {
+      const errno = koffi.errno();
+      if (this.attachMode === "kprobe") {
+        throw new HiveError(
+          "KprobeUnsupported",
+          `attaching the kprobe on inode_permission failed: ${errnoName(errno)}`,
+          {
+            object: "inode_permission",
+            hint: 'this kernel may lack kprobe support (CONFIG_KPROBES); try attachMode "fentry"',
+            errno,
+          },
+        );
+      }
+      throw new HiveError(
+        "FentryUnsupported",
+        `attaching fentry on inode_permission failed: ${errnoName(errno)}`,
+        {
+          object: "inode_permission",
+          hint: 'use attachMode "kprobe"',
+          errno,
+        },
+      );
+    }
+    this.link = link;
+    if (linkPath) {
+      const pinned = this.lib.bpf_link__pin(link, linkPath) as number;
+      // Legacy perf-event kprobe links (before 5.15) cannot be pinned: the maps still are.
+      if (pinned < 0) this.logger?.warn("BPF link not pinnable on this kernel", { errno: errnoName(pinned) });
+    }
+    return false;
+  }
+
+  /** Loads the watch map's existing contents (an adopted map, or empty). */
+  private readCurrent(): void {
+    const fd = this.fds.hive_watch;
+    const key = Buffer.alloc(16);
+    const next = Buffer.alloc(16);
+    let first = true;
+    while ((this.lib.bpf_map_get_next_key(fd, first ? null : key, next) as number) === 0) {
+      first = false;
+      next.copy(key);
+      const value = Buffer.alloc(16);
+      if ((this.lib.bpf_map_lookup_elem(fd, key, value) as number) < 0) continue;
+      const fileKey = decodeKey(key);
+      this.current.set(fileKeyId(fileKey), { key: Buffer.from(key), value, ino: fileKey.ino });
+    }
+    this.bitmap = bitmapOf([...this.current.values()].map((s) => s.ino));
+    this.writeBitmap(new BigUint64Array(BITMAP_WORDS).fill(~0n)); // rewrite all words once
+  }
+
+  sync(entries: readonly WatchEntry[]): void {
+    const desired = new Map<string, Stored>();
+    for (const entry of entries) {
+      const id = fileKeyId(entry.key);
+      if (desired.has(id)) {
+        throw new HiveError("ConfigInvalid", `two watch entries for the same file ${id}`, {
+          object: id,
+          hint: "give each (device, inode) one entry",
+        });
+      }
+      desired.set(id, { key: encodeKey(entry.key), value: encodeValue(entry), ino: entry.key.ino });
+    }
+    const fd = this.fds.hive_watch;
+    // Add/change first, then widen the bitmap; narrow the bitmap, then delete.
+    for (const [id, want] of desired) {
+      const have = this.current.get(id);
+      if (have?.value.equals(want.value)) continue;
+      const rc = this.lib.bpf_map_update_elem(fd, want.key, want.value, 0) as number;
+      if (rc === -7 /* E2BIG */) {
+        throw new HiveError("MapFull", "the kernel watch map is full", {
+          object: id,
+          hint: "watch fewer files (limit 65536)",
+        });
+      }
+      check(rc, "updating the watch map", { object: id });
+      this.current.set(id, want);
+    }
+    const previous = this.bitmap;
+    this.bitmap = bitmapOf([...this.current.values()].map((s) => s.ino));
+    this.writeBitmap(previous);
+    let removed = false;
+    for (const [id, have] of this.current) {
+      if (desired.has(id)) continue;
+      const rc = this.lib.bpf_map_delete_elem(fd, have.key) as number;
+      if (rc < 0 && rc !== -2 /* ENOENT */) check(rc, "deleting from the watch map", { object: id });
+      this.current.delete(id);
+      removed = true;
+    }
+    if (removed) {
+      const wide = this.bitmap;
+      this.bitmap = bitmapOf([...this.current.values()].map((s) => s.ino));
+      this.writeBitmap(wide);
+    }
+  }
+
+  private writeBitmap(previous: BigUint64Array): void {
+    const key = Buffer.alloc(4);
+    const value = Buffer.alloc(8);
+    for (let word = 0; word < BITMAP_WORDS; word++) {
+      const bits = this.bitmap[word] ?? 0n;
+      if (bits === previous[word]) continue;
+      key.writeUInt32LE(word);
+      value.writeBigUInt64LE(bits);
+      check(
+        this.lib.bpf_map_update_elem(this.fds.hive_bitmap, key, value, 0) as number,
+        "updating the bitmap",
+      );
+    }
+  }
+
+  onEvent(listener: (event: KernelEvent) => void): void {
+    this.listeners.push(listener);
+  }
+
+  counters(): LibbpfCounters {
+    const total = readCounters(this.fds.hive_counters, this.ncpus);
+    return { ...total, watched: this.current.size, delivered: this.delivered };
+  }
+
+  private startWorker(): void {
+    const data: RingWorkerData = {
+      eventsFd: this.fds.hive_events,
+      burstsFd: this.fds.hive_bursts,
+      countersFd: this.fds.hive_counters,
+      burstGapNs: BigInt(Math.round((this.options.burstGapMs ?? 5) * 1e6)),
+      burstMaxNs: BigInt(Math.round((this.options.burstMaxMs ?? 250) * 1e6)),
+      sweepIntervalMs: this.options.sweepIntervalMs ?? 10,
+      control: this.control,
+    };
+    const worker = new Worker(new URL("./ring-worker.ts", import.meta.url), { workerData: data });
+    worker.on("message", (message: RingWorkerMessage) => {
+      if (message.type === "events") {
+        for (const raw of message.events) {
+          const { lastNs: _lastNs, ...event } = raw;
+          this.delivered++;
+          for (const listener of this.listeners) listener(event);
+        }
+      } else if (message.type === "error") {
+        this.logger?.error("ring buffer consumer failed", { error: message.message });
+      }
+    });
+    worker.on("error", (error) => this.logger?.error("ring buffer worker crashed", { error: String(error) }));
+    worker.unref();
+    this.worker = worker;
+  }
+
+  /** Waits until the consumer has drained everything submitted so far (tests, shutdown). */
+  async flush(timeoutMs = 2000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    let last = -1n;
+    let stableSince = Date.now();
+    const gapMs = (this.options.burstGapMs ?? 5) * 2 + (this.options.sweepIntervalMs ?? 10) * 3;
+    while (Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      if (this.delivered !== last) {
+        last = this.delivered;
+        stableSince = Date.now();
+      } else if (Date.now() - stableSince > gapMs) return;
+    }
+  }
+
+  async close(options: { keepPinned?: boolean } = {}): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.worker) {
+      const worker = this.worker;
+      const done = new Promise<void>((resolve) => {
+        worker.on("message", (m: RingWorkerMessage) => m.type === "stopped" && resolve());
+        worker.on("exit", () => resolve());
+      });
+      Atomics.store(new Int32Array(this.control), 0, 1);
+      await done;
+      await worker.terminate();
+    }
+    const keep = options.keepPinned === true && this.pinRoot !== null;
+    if (this.link) {
+      if (keep)
+        this.lib.bpf_link__disconnect(this.link); // the pin keeps it attached
+      else if (this.pinRoot) this.lib.bpf_link__unpin(this.link);
+      this.lib.bpf_link__destroy(this.link);
+    }
+    if (!keep && this.pinRoot) {
+      for (const name of PINNED_MAPS) this.lib.bpf_map__unpin(this.maps[name], null);
+    }
+    this.lib.bpf_object__close(this.obj);
+    if (!keep && this.pinRoot && existsSync(this.pinRoot) && readdirSync(this.pinRoot).length === 0) {
+      rmdirSync(this.pinRoot);
+    }
+  }
+}
+
+function bitmapOf(inos: readonly bigint[]): BigUint64Array {
+  const words = new BigUint64Array(BITMAP_WORDS);
+  for (const ino of inos) {
+    const bit = ino & BITMAP_MASK;
+    const word = Number(bit >> 6n);
+    words[word] = (words[word] ?? 0n) | (1n << (bit & 63n));
+  }
+  return words;
+}
+
+export function readCounters(
+  fd: number,
+  ncpus: number,
+): { events: bigint; lost: bigint; checks: bigint; bursts: bigint } {
+  const lib = libbpf();
+  const buf = Buffer.alloc(ncpus * COUNTERS_LAYOUT.size);
+  const rc = lib.bpf_map_lookup_elem(fd, Buffer.alloc(4), buf) as number;
+  if (rc < 0) throw errnoError(-rc, "reading the counters", { object: "hive_counters" });
+  const sum = (field: number) => {
+    let total = 0n;
+    for (let cpu = 0; cpu < ncpus; cpu++) total += buf.readBigUInt64LE(cpu * COUNTERS_LAYOUT.size + field);
+    return total;
+  };
+  return {
+    events: sum(COUNTERS_LAYOUT.events),
+    lost: sum(COUNTERS_LAYOUT.lost),
+    checks: sum(COUNTERS_LAYOUT.checks),
+    bursts: sum(COUNTERS_LAYOUT.bursts),
+  };
+}
+
+/** Opens, loads and (by default) attaches Hive's trap program. */
+export function openKernelWatcher(options: KernelWatcherOptions = {}): LibbpfKernelWatcher {
+  return new LibbpfKernelWatcher(options);
+}

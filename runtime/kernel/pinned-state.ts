@@ -1,0 +1,60 @@
+/**
+ * Reads what an agent left pinned under the bpffs directory (for `hive status` and for
+ * diagnosing a node): which link is attached, the watched entries and the counters. Only
+ * reads; adopting the state is the loader's job.
+ */
+import { closeSync, existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import type { AttachMode, FileKey } from "./contract.ts";
+import { type DecodedValue, decodeKey, decodeValue } from "./layout.ts";
+import { check, libbpf } from "./libbpf-ffi.ts";
+import { DEFAULT_PIN_ROOT, linkPinName, readCounters } from "./loader.ts";
+
+export interface PinnedState {
+  pinRoot: string;
+  /** Attach mode of a pinned link, or null when no link is pinned (nothing attached, or a legacy kprobe). */
+  attachMode: AttachMode | null;
+  maps: string[];
+  watched: Array<{ key: FileKey } & DecodedValue>;
+  counters: { events: bigint; lost: bigint; checks: bigint; bursts: bigint } | null;
+}
+
+/** null when nothing is pinned. */
+export function readPinnedState(pinRoot = DEFAULT_PIN_ROOT): PinnedState | null {
+  if (!existsSync(pinRoot)) return null;
+  const names = readdirSync(pinRoot);
+  const lib = libbpf();
+  const modes: AttachMode[] = ["kprobe", "fentry"];
+  const attachMode = modes.find((mode) => names.includes(linkPinName(mode))) ?? null;
+  const watched: PinnedState["watched"] = [];
+  if (names.includes("hive_watch")) {
+    const fd = check(lib.bpf_obj_get(join(pinRoot, "hive_watch")) as number, "opening the pinned watch map", {
+      object: join(pinRoot, "hive_watch"),
+    });
+    const key = Buffer.alloc(16);
+    const next = Buffer.alloc(16);
+    const value = Buffer.alloc(16);
+    let first = true;
+    while ((lib.bpf_map_get_next_key(fd, first ? null : key, next) as number) === 0) {
+      first = false;
+      next.copy(key);
+      if ((lib.bpf_map_lookup_elem(fd, key, value) as number) === 0) {
+        watched.push({ key: decodeKey(key), ...decodeValue(value) });
+      }
+    }
+    closeSync(fd); // node:fs closes any descriptor of this process, BPF objects included
+  }
+  let counters: PinnedState["counters"] = null;
+  if (names.includes("hive_counters")) {
+    const fd = check(
+      lib.bpf_obj_get(join(pinRoot, "hive_counters")) as number,
+      "opening the pinned counters",
+      {
+        object: join(pinRoot, "hive_counters"),
+      },
+    );
+    counters = readCounters(fd, lib.libbpf_num_possible_cpus() as number);
+    closeSync(fd); // node:fs closes any descriptor of this process, BPF objects included
+  }
+  return { pinRoot, attachMode, maps: names.filter((n) => n.startsWith("hive_")), watched, counters };
+}

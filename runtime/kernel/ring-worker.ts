@@ -1,0 +1,142 @@
+/**
+ * Worker thread that drains the ring buffer so Node's event loop never blocks: it calls
+ * ring_buffer__poll with a short timeout, decodes events (layout.ts) and posts them in
+ * batches. It also ends idle bursts: a burst stays pending in hive_bursts until its thread
+ * next hits a watched file, so bursts idle for longer than the gap are read from the map
+ * and posted here; when the kernel later emits the same burst (same thread id and
+ * first-check time) the duplicate is dropped. Stopped through a shared flag.
+ */
+import { parentPort, workerData } from "node:worker_threads";
+import koffi from "koffi";
+import { decodeEvent, EVENT_LAYOUT, type RawKernelEvent } from "./layout.ts";
+import { errnoName, libbpf } from "./libbpf-ffi.ts";
+
+export interface RingWorkerData {
+  eventsFd: number;
+  burstsFd: number;
+  countersFd: number;
+  burstGapNs: bigint;
+  burstMaxNs: bigint;
+  sweepIntervalMs: number;
+  /** Int32Array over a SharedArrayBuffer: [0] = stop requested. */
+  control: SharedArrayBuffer;
+}
+
+export type RingWorkerMessage =
+  | { type: "events"; events: RawKernelEvent[]; swept: number; duplicates: number }
+  | { type: "error"; message: string }
+  | { type: "stopped" };
+
+function run(data: RingWorkerData, post: (message: RingWorkerMessage) => void): void {
+  const lib = libbpf();
+  const control = new Int32Array(data.control);
+  const ncpus = lib.libbpf_num_possible_cpus() as number;
+  let batch: RawKernelEvent[] = [];
+  let swept = 0;
+  let duplicates = 0;
+  // Bursts posted by the sweep, by thread id → first-check time.
+  const delivered = new Map<number, bigint>();
+
+  const callback = koffi.register((_ctx: unknown, ptr: bigint, size: number | bigint) => {
+    const event = decodeEvent(new Uint8Array(koffi.view(ptr, Number(size)).slice(0)));
+    if (delivered.get(event.pid) === event.ktimeNs) {
+      delivered.delete(event.pid);
+      duplicates++;
+      return 0;
+    }
+    batch.push(event);
+    return 0;
+  }, koffi.pointer(lib.sampleFn));
+  const ring = lib.ring_buffer__new(data.eventsFd, callback, null, null) as bigint | null;
+  if (!ring) {
+    post({ type: "error", message: `ring_buffer__new failed: ${errnoName(koffi.errno())}` });
+    koffi.unregister(callback);
+    return;
+  }
+
+  const counterBuf = Buffer.alloc(ncpus * 32);
+  const zeroKey = Buffer.alloc(4);
+  const burstsOpened = (): bigint => {
+    if ((lib.bpf_map_lookup_elem(data.countersFd, zeroKey, counterBuf) as number) < 0) return -1n;
+    let total = 0n;
+    for (let cpu = 0; cpu < ncpus; cpu++) total += counterBuf.readBigUInt64LE(cpu * 32 + 24);
+    return total;
+  };
+
+  const key = Buffer.alloc(4);
+  const next = Buffer.alloc(4);
+  const value = Buffer.alloc(EVENT_LAYOUT.size);
+  /** Posts bursts idle for 2× the gap (margin for a check in flight); true if some remain open. */
+  const sweep = (): boolean => {
+    const now = process.hrtime.bigint(); // CLOCK_MONOTONIC, like bpf_ktime_get_ns; read before the map
+    let pending = false;
+    let first = true;
+    while ((lib.bpf_map_get_next_key(data.burstsFd, first ? null : key, next) as number) === 0) {
+      first = false;
+      next.copy(key);
+      if ((lib.bpf_map_lookup_elem(data.burstsFd, key, value) as number) < 0) continue;
+      const event = decodeEvent(value);
+      if (delivered.get(event.pid) === event.ktimeNs) continue;
+      const idle = now > event.lastNs && now - event.lastNs >= 2n * data.burstGapNs;
+      const old = now > event.ktimeNs && now - event.ktimeNs >= data.burstMaxNs + data.burstGapNs;
+      if (idle || old) {
+        delivered.set(event.pid, event.ktimeNs);
+        batch.push(event);
+        swept++;
+      } else {
+        pending = true;
+      }
+    }
+    // Bounded memory: forget the oldest marks (their kernel copies are long consumed).
+    while (delivered.size > 4 * 8192) {
+      const oldest = delivered.keys().next().value;
+      if (oldest === undefined) break;
+      delivered.delete(oldest);
+    }
+    return pending;
+  };
+
+  let lastOpened = -1n;
+  let pending = false;
+  let lastSweep = 0;
+  try {
+    while (Atomics.load(control, 0) === 0) {
+      const n = lib.ring_buffer__poll(ring, data.sweepIntervalMs) as number;
+      if (n < 0 && n !== -4 /* EINTR */) {
+        post({ type: "error", message: `ring_buffer__poll failed: ${errnoName(n)}` });
+        break;
+      }
+      const nowMs = performance.now();
+      if (nowMs - lastSweep >= data.sweepIntervalMs) {
+        lastSweep = nowMs;
+        const opened = burstsOpened();
+        if (opened !== lastOpened || pending) {
+          lastOpened = opened;
+          pending = sweep();
+        }
+      }
+      if (batch.length > 0) {
+        post({ type: "events", events: batch, swept, duplicates });
+        batch = [];
+        swept = 0;
+        duplicates = 0;
+      }
+    }
+    // Drain what is left before stopping.
+    lib.ring_buffer__poll(ring, 0);
+    if (batch.length > 0) post({ type: "events", events: batch, swept, duplicates });
+  } finally {
+    lib.ring_buffer__free(ring);
+    koffi.unregister(callback);
+  }
+}
+
+if (parentPort) {
+  const port = parentPort;
+  try {
+    run(workerData as RingWorkerData, (message) => port.postMessage(message));
+  } catch (error) {
+    port.postMessage({ type: "error", message: error instanceof Error ? error.message : String(error) });
+  }
+  port.postMessage({ type: "stopped" } satisfies RingWorkerMessage);
+}
