@@ -1,0 +1,96 @@
+/**
+ * A ValidatingAdmissionPolicy that keeps each agent to its own node, the pattern KubeVirt
+ * chose for virt-handler: RBAC lets the agent write HiveData, but a compromised node must
+ * not be able to forge, rewrite or delete the HiveData of other nodes (a forged HiveData
+ * could point other nodes' alerts at an attacker's callback, or blind them).
+ *
+ * The node comes from the agent's pod-bound token: the API server puts the pod's node in
+ * `request.userInfo.extra["authentication.kubernetes.io/node-name"]` (ServiceAccountTokenPodNodeInfo,
+ * beta and on by default from Kubernetes 1.30, GA in 1.32). Without that claim the policy
+ * denies (fails closed) instead of trusting the agent.
+ */
+import { API_VERSION, GROUP, LABEL_NODE, PLURAL_DATA, PLURAL_POLICY, VERSION } from "../../api/index.ts";
+import { AGENT_NAME, agentUsername, hiveLabels, type KubernetesObject } from "./objects.ts";
+
+const NODE_CLAIM = "authentication.kubernetes.io/node-name";
+export const ADMISSION_POLICY_NAME = "hive-agent-node-scope";
+
+/** `object`/`oldObject` → the value of its node label, or '' (object is null on DELETE, oldObject on CREATE). */
+function nodeLabel(object: "object" | "oldObject"): string {
+  return (
+    `${object} == null || !has(${object}.metadata.labels) || !('${LABEL_NODE}' in ${object}.metadata.labels)` +
+    ` ? '' : ${object}.metadata.labels['${LABEL_NODE}']`
+  );
+}
+
+export function admissionManifests(namespace: string): KubernetesObject[] {
+  const labels = hiveLabels("agent");
+  const policy: KubernetesObject = {
+    apiVersion: "admissionregistration.k8s.io/v1",
+    kind: "ValidatingAdmissionPolicy",
+    metadata: { name: ADMISSION_POLICY_NAME, labels },
+    spec: {
+      failurePolicy: "Fail",
+      matchConstraints: {
+        resourceRules: [
+          {
+            apiGroups: [GROUP],
+            apiVersions: [VERSION],
+            operations: ["CREATE", "UPDATE", "DELETE"],
+            resources: [PLURAL_DATA],
+          },
+          // The agent may patch a HivePolicy only for its finalizer (status is a subresource, not matched here).
+          { apiGroups: [GROUP], apiVersions: [VERSION], operations: ["UPDATE"], resources: [PLURAL_POLICY] },
+        ],
+      },
+      // Only the agent's own requests: users and controllers are not affected.
+      matchConditions: [
+        { name: "is-hive-agent", expression: `request.userInfo.username == '${agentUsername(namespace)}'` },
+      ],
+      variables: [
+        {
+          name: "nodeName",
+          expression:
+            `'${NODE_CLAIM}' in request.userInfo.extra && size(request.userInfo.extra['${NODE_CLAIM}']) == 1` +
+            ` ? request.userInfo.extra['${NODE_CLAIM}'][0] : ''`,
+        },
+        { name: "isData", expression: `request.resource.resource == '${PLURAL_DATA}'` },
+        { name: "newNode", expression: nodeLabel("object") },
+        { name: "oldNode", expression: nodeLabel("oldObject") },
+      ],
+      validations: [
+        {
+          expression: "variables.nodeName != ''",
+          message:
+            `the ${AGENT_NAME} token carries no node name (${NODE_CLAIM}); use a pod-bound ServiceAccount token ` +
+            "on Kubernetes 1.30 or later (ServiceAccountTokenPodNodeInfo)",
+          reason: "Forbidden",
+        },
+        {
+          expression:
+            "!variables.isData || request.operation == 'DELETE' || variables.newNode == variables.nodeName",
+          messageExpression: `'the Hive agent of node ' + variables.nodeName + ' may only write HiveData labelled ${LABEL_NODE}=' + variables.nodeName`,
+          reason: "Forbidden",
+        },
+        {
+          expression:
+            "!variables.isData || request.operation == 'CREATE' || variables.oldNode == variables.nodeName",
+          messageExpression: `'the Hive agent of node ' + variables.nodeName + ' may not change or delete HiveData of node ' + variables.oldNode`,
+          reason: "Forbidden",
+        },
+        {
+          expression: "variables.isData || object.spec == oldObject.spec",
+          message: `the Hive agent may change only the finalizer and status of a ${API_VERSION} HivePolicy, not its spec`,
+          reason: "Forbidden",
+        },
+      ],
+    },
+  };
+  const binding: KubernetesObject = {
+    apiVersion: "admissionregistration.k8s.io/v1",
+    kind: "ValidatingAdmissionPolicyBinding",
+    metadata: { name: ADMISSION_POLICY_NAME, labels },
+    spec: { policyName: ADMISSION_POLICY_NAME, validationActions: ["Deny"] },
+  };
+  return [policy, binding];
+}

@@ -1,0 +1,167 @@
+/**
+ * The agent DaemonSet: one agent per node, with exactly the privileges its jobs need.
+ * Not `privileged: true`: the container drops every capability and adds back these.
+ *
+ *   BPF             bpf(): load the program, create and update maps (kernel ≥ 5.8).
+ *   PERFMON         perf_event_open() for the kprobe and bpf_probe_read_kernel in the program (≥ 5.8).
+ *   SYS_RESOURCE    raise RLIMIT_MEMLOCK: kernels before 5.11 charge BPF maps to memlock, not memcg.
+ *   SYS_PTRACE      open /proc/PID/root of containers' processes (ptrace access check; hostPID).
+ *   DAC_READ_SEARCH walk and stat trap paths inside containers whatever their owners and modes.
+ *   CHOWN, FOWNER   `create: true`: give the created file the container root's owner and the trap's mode.
+ *   SYS_ADMIN       only with `legacyKernelCapabilities`: kernels before 5.8 have no BPF/PERFMON and
+ *                   demand SYS_ADMIN for both syscalls.
+ *
+ * Not granted: DAC_OVERRIDE, so `create: true` cannot write into a container directory that its
+ * owner's mode forbids to root's uid (user-namespaced pods); the trap reports that in its status.
+ */
+import type { HiveConfig } from "../config.ts";
+import { AGENT_NAME, hiveLabels, type KubernetesObject } from "./objects.ts";
+
+export const AGENT_CAPABILITIES = [
+  "BPF",
+  "PERFMON",
+  "SYS_RESOURCE",
+  "SYS_PTRACE",
+  "DAC_READ_SEARCH",
+  "CHOWN",
+  "FOWNER",
+];
+export const LEGACY_KERNEL_CAPABILITIES = ["SYS_ADMIN"];
+
+/** Where the host's paths appear inside the agent's container. */
+export const MOUNTS = {
+  bpffs: "/sys/fs/bpf",
+  btf: "/sys/kernel/btf",
+  /** The runtime socket's directory, so a restarted containerd's new socket is seen (a file bind would go stale). */
+  runtimeDir: "/host/run/container-runtime",
+  spool: "/var/lib/hive/spool",
+  tmp: "/tmp",
+} as const;
+
+export const AGENT_SELECTOR = { "app.kubernetes.io/name": "hive", "app.kubernetes.io/component": "agent" };
+
+function dirname(path: string): string {
+  const dir = path.replace(/\/+$/, "").replace(/\/[^/]*$/, "");
+  return dir === "" ? "/" : dir;
+}
+
+function basename(path: string): string {
+  return path.replace(/\/+$/, "").replace(/^.*\//, "");
+}
+
+/** The agent's command line (the image's entrypoint is `node dist/runtime/cli/main.js`). */
+export function agentArgs(config: HiveConfig): string[] {
+  const args = [
+    "agent",
+    "--log-level",
+    config.logLevel,
+    "--metrics-port",
+    String(config.metricsPort),
+    "--spool-dir",
+    MOUNTS.spool,
+    "--runtime-socket",
+    `${MOUNTS.runtimeDir}/${basename(config.runtimeSocket)}`,
+  ];
+  const cb = config.callback;
+  if (cb) {
+    args.push("--default-callback", cb.url);
+    if (cb.headersSecret) args.push("--callback-headers-secret", cb.headersSecret);
+    if (cb.signingSecret)
+      args.push(
+        "--callback-signing-secret",
+        cb.signingSecret.name,
+        "--callback-signing-key",
+        cb.signingSecret.key,
+      );
+  }
+  return args;
+}
+
+function fieldEnv(name: string, fieldPath: string) {
+  return { name, valueFrom: { fieldRef: { fieldPath } } };
+}
+
+export function daemonSetManifest(config: HiveConfig): KubernetesObject {
+  const labels = { ...hiveLabels("agent"), ...AGENT_SELECTOR };
+  const capabilities = [
+    ...AGENT_CAPABILITIES,
+    ...(config.legacyKernelCapabilities ? LEGACY_KERNEL_CAPABILITIES : []),
+  ];
+  const probe = (path: string) => ({
+    httpGet: { path, port: "metrics" },
+    periodSeconds: 10,
+    timeoutSeconds: 2,
+    failureThreshold: 3,
+  });
+  const container = {
+    name: "agent",
+    image: config.image,
+    imagePullPolicy: config.imagePullPolicy,
+    args: agentArgs(config),
+    env: [
+      fieldEnv("NODE_NAME", "spec.nodeName"),
+      fieldEnv("POD_NAME", "metadata.name"),
+      fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+    ],
+    ports: [{ name: "metrics", containerPort: config.metricsPort, protocol: "TCP" }],
+    // Loading and verifying the BPF program can take a while on a busy node; liveness waits for it.
+    startupProbe: { ...probe("/healthz"), failureThreshold: 30 },
+    livenessProbe: probe("/healthz"),
+    readinessProbe: probe("/readyz"),
+    resources: config.resources,
+    securityContext: {
+      privileged: false,
+      // Kubernetes refuses allowPrivilegeEscalation: false together with SYS_ADMIN.
+      ...(config.legacyKernelCapabilities ? {} : { allowPrivilegeEscalation: false }),
+      readOnlyRootFilesystem: true,
+      runAsUser: 0,
+      runAsGroup: 0,
+      capabilities: { drop: ["ALL"], add: capabilities },
+      // The runtime's default AppArmor profile denies writes under /sys/fs other than cgroup,
+      // which pinning maps in the BPF filesystem needs. Seccomp stays RuntimeDefault (pod level):
+      // it allows bpf() and perf_event_open() to holders of CAP_BPF / CAP_PERFMON.
+      appArmorProfile: { type: "Unconfined" },
+    },
+    volumeMounts: [
+      // HostToContainer: a BPF filesystem the host mounts later is seen; Bidirectional would need privileged.
+      { name: "bpffs", mountPath: MOUNTS.bpffs, mountPropagation: "HostToContainer" },
+      { name: "btf", mountPath: MOUNTS.btf, readOnly: true },
+      // Read-only is enough to connect to a socket (write permission on sockets ignores read-only mounts).
+      { name: "container-runtime", mountPath: MOUNTS.runtimeDir, readOnly: true },
+      { name: "spool", mountPath: MOUNTS.spool },
+      { name: "tmp", mountPath: MOUNTS.tmp },
+    ],
+  };
+  const podSpec: Record<string, unknown> = {
+    serviceAccountName: AGENT_NAME,
+    automountServiceAccountToken: true,
+    // /proc/PID/root of every container's processes: the trap paths are resolved there.
+    hostPID: true,
+    nodeSelector: { "kubernetes.io/os": "linux", ...config.nodeSelector },
+    tolerations: config.tolerations,
+    ...(config.priorityClassName ? { priorityClassName: config.priorityClassName } : {}),
+    ...(config.imagePullSecrets.length > 0
+      ? { imagePullSecrets: config.imagePullSecrets.map((name) => ({ name })) }
+      : {}),
+    securityContext: { seccompProfile: { type: "RuntimeDefault" } },
+    terminationGracePeriodSeconds: 30,
+    containers: [container],
+    volumes: [
+      { name: "bpffs", hostPath: { path: "/sys/fs/bpf", type: "Directory" } },
+      { name: "btf", hostPath: { path: "/sys/kernel/btf", type: "Directory" } },
+      { name: "container-runtime", hostPath: { path: dirname(config.runtimeSocket), type: "Directory" } },
+      { name: "spool", hostPath: { path: config.spoolDir, type: "DirectoryOrCreate" } },
+      { name: "tmp", emptyDir: { sizeLimit: "64Mi" } },
+    ],
+  };
+  return {
+    apiVersion: "apps/v1",
+    kind: "DaemonSet",
+    metadata: { name: AGENT_NAME, namespace: config.namespace, labels },
+    spec: {
+      selector: { matchLabels: AGENT_SELECTOR },
+      updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } },
+      template: { metadata: { labels }, spec: podSpec },
+    },
+  };
+}

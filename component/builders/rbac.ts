@@ -1,0 +1,99 @@
+/**
+ * Least-privilege RBAC for the agent: no wildcards, every verb justified below. The agent
+ * writes only HiveData (in its own namespace), Leases (its elections) and Events; everything
+ * else is read-only, except the HivePolicy finalizer and status it owns. What RBAC cannot
+ * express (writes limited to the agent's own node) the ValidatingAdmissionPolicy in
+ * admission.ts adds.
+ */
+import { GROUP, PLURAL_DATA, PLURAL_POLICY } from "../../api/index.ts";
+import type { CallbackArgs } from "../args.ts";
+import { AGENT_NAME, hiveLabels, type KubernetesObject } from "./objects.ts";
+
+export interface PolicyRule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+  resourceNames?: string[];
+}
+
+/** Cluster-wide rules: what the agent must see or touch in every namespace. */
+export function clusterRules(): PolicyRule[] {
+  return [
+    // Discover and the loader follow every HivePolicy (policies live in any namespace).
+    { apiGroups: [GROUP], resources: [PLURAL_POLICY], verbs: ["get", "list", "watch", "patch"] },
+    // `patch` above is for the finalizer only: admission rejects any other change by the agent.
+    // Status: matched containers, per-trap errors, conditions.
+    { apiGroups: [GROUP], resources: [`${PLURAL_POLICY}/status`], verbs: ["get", "patch", "update"] },
+    // Discover watches only the pods of its own node (field selector spec.nodeName), and the
+    // elected pod controller watches pod lifecycle. RBAC cannot restrict a grant by field
+    // selector, so this rule reads pods cluster-wide; the agent's requests are what narrow it.
+    { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
+    // An Event on the accessed pod for each alert (aggregated), in the pod's namespace.
+    { apiGroups: [""], resources: ["events"], verbs: ["create", "patch"] },
+    { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
+  ];
+}
+
+/** Rules in the monitor's namespace: the agent's own objects. */
+export function namespaceRules(callback: CallbackArgs | undefined): PolicyRule[] {
+  const rules: PolicyRule[] = [
+    // One HiveData per trap × container; the admission policy keeps each agent to its node's.
+    {
+      apiGroups: [GROUP],
+      resources: [PLURAL_DATA],
+      verbs: ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    // Elections: a Lease per kernel (loader) and one for the pod controller.
+    {
+      apiGroups: ["coordination.k8s.io"],
+      resources: ["leases"],
+      verbs: ["get", "create", "update", "patch"],
+    },
+  ];
+  // Callback credentials, read by name: only the Secrets the configuration names.
+  const secrets = [callback?.headersSecret, callback?.signingSecret?.name].filter(
+    (s): s is string => s !== undefined,
+  );
+  if (secrets.length > 0) {
+    rules.push({
+      apiGroups: [""],
+      resources: ["secrets"],
+      verbs: ["get"],
+      resourceNames: [...new Set(secrets)],
+    });
+  }
+  return rules;
+}
+
+export function rbacManifests(namespace: string, callback: CallbackArgs | undefined): KubernetesObject[] {
+  const labels = hiveLabels("agent");
+  const subjects = [{ kind: "ServiceAccount", name: AGENT_NAME, namespace }];
+  return [
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: { name: AGENT_NAME, labels },
+      rules: clusterRules(),
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: { name: AGENT_NAME, labels },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: AGENT_NAME },
+      subjects,
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: { name: AGENT_NAME, namespace, labels },
+      rules: namespaceRules(callback),
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name: AGENT_NAME, namespace, labels },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: AGENT_NAME },
+      subjects,
+    },
+  ];
+}

@@ -1,0 +1,330 @@
+/**
+ * HiveMonitorArgs → a complete, validated configuration with every default filled in. All
+ * problems are collected (not just the first) so a user fixes them in one round; callers turn
+ * them into a `pulumi.ResourceError` (the component) or a HiveError (`hive render`).
+ */
+import { FORMATS } from "../api/formats.ts";
+import type { HivePolicySpec } from "../api/index.ts";
+import {
+  type CallbackArgs,
+  type HiveMonitorArgs,
+  LOG_LEVELS,
+  type LogLevel,
+  MONITOR_OPTIONS,
+  PULL_POLICIES,
+  type PullPolicy,
+  type ResourceRequirements,
+  type Toleration,
+} from "./args.ts";
+import type { ArgProblem } from "./builders/problems.ts";
+import { isPlainObject, toHiveTrap, trapProblems, unknownKeys } from "./builders/traps.ts";
+
+export const DEFAULT_NAMESPACE = "hive-system";
+export const DEFAULT_POLICY = "default";
+export const DEFAULT_METRICS_PORT = 9464;
+export const DEFAULT_RUNTIME_SOCKET = "/run/containerd/containerd.sock";
+export const DEFAULT_SPOOL_DIR = "/var/lib/hive/spool";
+export const DEFAULT_RESOURCES: ResourceRequirements = {
+  requests: { cpu: "50m", memory: "128Mi" },
+  limits: { memory: "512Mi" },
+};
+/** Control-plane nodes run pods too (static ones at least); a file monitor should watch them. */
+export const DEFAULT_TOLERATIONS: Toleration[] = [
+  { key: "node-role.kubernetes.io/control-plane", operator: "Exists", effect: "NoSchedule" },
+];
+
+export interface PolicyConfig {
+  name: string;
+  spec: HivePolicySpec;
+}
+
+/** Everything the builders need, defaults applied. */
+export interface HiveConfig {
+  namespace: string;
+  createNamespace: boolean;
+  image: string;
+  imagePullPolicy: PullPolicy;
+  imagePullSecrets: string[];
+  callback: CallbackArgs | undefined;
+  policies: PolicyConfig[];
+  nodeSelector: Record<string, string>;
+  tolerations: Toleration[];
+  resources: ResourceRequirements;
+  priorityClassName: string | undefined;
+  logLevel: LogLevel;
+  metricsPort: number;
+  runtimeSocket: string;
+  spoolDir: string;
+  legacyKernelCapabilities: boolean;
+}
+
+export type ConfigResult = { ok: true; config: HiveConfig } | { ok: false; problems: ArgProblem[] };
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const LABEL_KEY =
+  /^(([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/;
+const SECRET_KEY = /^[-._a-zA-Z0-9]{1,253}$/;
+/** A Kubernetes quantity: 100m, 128Mi, 1.5, 2e3. */
+const QUANTITY = /^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[mkMGTPE]|[eE][+-]?\d+)?$/;
+const IMAGE = /^[^\s]+$/;
+
+class Checker {
+  readonly problems: ArgProblem[] = [];
+  add(option: string, message: string): void {
+    this.problems.push({ option, message });
+  }
+  name(option: string, value: unknown, pattern: RegExp, what: string): value is string {
+    if (typeof value === "string" && pattern.test(value)) return true;
+    this.add(option, `${JSON.stringify(value)} is not ${what}`);
+    return false;
+  }
+  oneOf<T extends string>(option: string, value: unknown, allowed: readonly T[]): value is T {
+    if (allowed.includes(value as T)) return true;
+    this.add(option, `${JSON.stringify(value)} is not one of ${allowed.join(", ")}`);
+    return false;
+  }
+  hostPath(option: string, value: unknown): value is string {
+    if (
+      typeof value === "string" &&
+      value.startsWith("/") &&
+      value !== "/" &&
+      !value.split("/").includes("..")
+    ) {
+      return true;
+    }
+    this.add(option, `${JSON.stringify(value)} must be an absolute host path (not "/", no ".." components)`);
+    return false;
+  }
+  labels(option: string, value: unknown): value is Record<string, string> {
+    if (!isPlainObject(value)) {
+      this.add(option, 'must map label names to values, e.g. { disktype: "ssd" }');
+      return false;
+    }
+    let ok = true;
+    for (const [k, v] of Object.entries(value)) {
+      if (!LABEL_KEY.test(k)) ok = this.fail(`${option}.${k}`, "the key is not a valid label name");
+      else if (typeof v !== "string" || !LABEL_VALUE.test(v)) {
+        ok = this.fail(
+          `${option}.${k}`,
+          `${JSON.stringify(v)} is not a valid label value (63 characters, alphanumeric, - _ .)`,
+        );
+      }
+    }
+    return ok;
+  }
+  fail(option: string, message: string): false {
+    this.add(option, message);
+    return false;
+  }
+}
+
+function checkNamespace(c: Checker, value: HiveMonitorArgs["namespace"]): { name: string; create: boolean } {
+  if (value === undefined) return { name: DEFAULT_NAMESPACE, create: true };
+  if (typeof value === "string") {
+    c.name("namespace", value, DNS_LABEL, "a namespace name (lowercase letters, digits and '-', at most 63)");
+    return { name: value, create: true };
+  }
+  if (isPlainObject(value) && typeof value.existing === "string") {
+    c.problems.push(...unknownKeys(value, ["existing"], "namespace"));
+    c.name("namespace.existing", value.existing, DNS_LABEL, "a namespace name");
+    return { name: value.existing, create: false };
+  }
+  c.add(
+    "namespace",
+    'must be a name to create ("hive-system") or { existing: "name" } to use one that exists',
+  );
+  return { name: DEFAULT_NAMESPACE, create: true };
+}
+
+function checkCallback(c: Checker, value: unknown): CallbackArgs | undefined {
+  if (value === undefined) return undefined;
+  if (!isPlainObject(value)) {
+    c.add("callback", 'must be an object such as { url: "https://alerts.example.com/hive" }');
+    return undefined;
+  }
+  c.problems.push(...unknownKeys(value, ["url", "headersSecret", "signingSecret"], "callback"));
+  const cb = value as unknown as CallbackArgs;
+  const url = FORMATS["http-url"];
+  if (typeof cb.url !== "string" || !url?.(cb.url)) {
+    c.add("callback.url", `${JSON.stringify(cb.url)} must be an http:// or https:// URL`);
+  }
+  if (cb.headersSecret !== undefined) {
+    c.name(
+      "callback.headersSecret",
+      cb.headersSecret,
+      DNS_SUBDOMAIN,
+      "a Secret name in the monitor's namespace",
+    );
+  }
+  if (cb.signingSecret !== undefined) {
+    if (!isPlainObject(cb.signingSecret)) {
+      c.add("callback.signingSecret", 'must be { name: "secret-name", key: "key-in-secret" }');
+    } else {
+      c.problems.push(...unknownKeys(cb.signingSecret, ["name", "key"], "callback.signingSecret"));
+      c.name("callback.signingSecret.name", cb.signingSecret.name, DNS_SUBDOMAIN, "a Secret name");
+      c.name(
+        "callback.signingSecret.key",
+        cb.signingSecret.key,
+        SECRET_KEY,
+        "a key of a Secret (letters, digits, - _ .)",
+      );
+    }
+  }
+  return cb;
+}
+
+function checkTolerations(c: Checker, value: unknown): Toleration[] {
+  if (value === undefined) return DEFAULT_TOLERATIONS;
+  if (!Array.isArray(value)) {
+    c.add("tolerations", "must be a list of tolerations");
+    return [];
+  }
+  for (const [i, t] of value.entries()) {
+    const at = `tolerations[${i}]`;
+    if (!isPlainObject(t)) {
+      c.add(at, "must be an object");
+      continue;
+    }
+    c.problems.push(...unknownKeys(t, ["key", "operator", "value", "effect", "tolerationSeconds"], at));
+    if (t.operator !== undefined) c.oneOf(`${at}.operator`, t.operator, ["Exists", "Equal"]);
+    if (t.effect !== undefined)
+      c.oneOf(`${at}.effect`, t.effect, ["NoSchedule", "PreferNoSchedule", "NoExecute"]);
+    if (t.operator === "Exists" && t.value !== undefined)
+      c.add(`${at}.value`, 'must be empty with operator "Exists"');
+    if (t.key !== undefined && (typeof t.key !== "string" || !LABEL_KEY.test(t.key))) {
+      c.add(`${at}.key`, "must be a taint key such as node-role.kubernetes.io/control-plane");
+    }
+    if (t.tolerationSeconds !== undefined && !Number.isInteger(t.tolerationSeconds)) {
+      c.add(`${at}.tolerationSeconds`, "must be a whole number of seconds");
+    }
+  }
+  return value as Toleration[];
+}
+
+function checkResources(c: Checker, value: unknown): ResourceRequirements {
+  if (value === undefined) return DEFAULT_RESOURCES;
+  if (!isPlainObject(value)) {
+    c.add("resources", 'must be { requests?: { cpu: "50m" }, limits?: { memory: "512Mi" } }');
+    return {};
+  }
+  c.problems.push(...unknownKeys(value, ["requests", "limits"], "resources"));
+  for (const part of ["requests", "limits"] as const) {
+    const quantities = value[part];
+    if (quantities === undefined) continue;
+    if (!isPlainObject(quantities)) {
+      c.add(`resources.${part}`, 'must map resource names to quantities, e.g. { memory: "512Mi" }');
+      continue;
+    }
+    for (const [name, q] of Object.entries(quantities)) {
+      if (typeof q !== "string" || !QUANTITY.test(q)) {
+        c.add(
+          `resources.${part}.${name}`,
+          `${JSON.stringify(q)} is not a quantity such as "100m" or "256Mi" (write it as a string)`,
+        );
+      }
+    }
+  }
+  return value as ResourceRequirements;
+}
+
+function groupTraps(c: Checker, value: unknown): { name: string; spec: HivePolicySpec }[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    c.add("traps", 'must be a list of traps such as [{ path: "/etc/shadow" }]');
+    return [];
+  }
+  const groups = new Map<string, HivePolicySpec["traps"]>();
+  value.forEach((trap: unknown, i) => {
+    const at = `traps[${i}]`;
+    const problems = trapProblems(trap, at, ["policy"]);
+    const policy = isPlainObject(trap) && trap.policy !== undefined ? trap.policy : DEFAULT_POLICY;
+    if (!DNS_SUBDOMAIN.test(String(policy)) || typeof policy !== "string") {
+      problems.push({
+        option: `${at}.policy`,
+        message: `${JSON.stringify(policy)} is not a HivePolicy name (a DNS subdomain)`,
+      });
+    }
+    c.problems.push(...problems);
+    if (problems.length > 0) return;
+    const list = groups.get(policy as string) ?? [];
+    list.push(toHiveTrap(trap as never));
+    groups.set(policy as string, list);
+  });
+  for (const [name, traps] of groups) {
+    if (traps.length > 256)
+      c.add("traps", `policy "${name}" has ${traps.length} traps; at most 256 fit one HivePolicy`);
+  }
+  return [...groups].map(([name, traps]) => ({ name, spec: { traps } }));
+}
+
+/** Validate every option and fill in the defaults. */
+export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
+  const c = new Checker();
+  if (!isPlainObject(args)) {
+    return {
+      ok: false,
+      problems: [{ option: "(args)", message: "must be an object with at least { image }" }],
+    };
+  }
+  c.problems.push(...unknownKeys(args, MONITOR_OPTIONS, ""));
+  const namespace = checkNamespace(c, args.namespace);
+  if (typeof args.image !== "string" || !IMAGE.test(args.image)) {
+    c.add(
+      "image",
+      'is required: the agent image built from Hive\'s Dockerfile, e.g. "registry.example.com/hive:0.1.0"',
+    );
+  }
+  const pullPolicy = args.imagePullPolicy ?? "IfNotPresent";
+  c.oneOf("imagePullPolicy", pullPolicy, PULL_POLICIES);
+  const pullSecrets = args.imagePullSecrets ?? [];
+  if (!Array.isArray(pullSecrets)) c.add("imagePullSecrets", "must be a list of Secret names");
+  else
+    for (const [i, s] of pullSecrets.entries())
+      c.name(`imagePullSecrets[${i}]`, s, DNS_SUBDOMAIN, "a Secret name");
+  const callback = checkCallback(c, args.callback);
+  const policies = groupTraps(c, args.traps);
+  const nodeSelector = args.nodeSelector ?? {};
+  c.labels("nodeSelector", nodeSelector);
+  const tolerations = checkTolerations(c, args.tolerations);
+  const resources = checkResources(c, args.resources);
+  if (args.priorityClassName !== undefined) {
+    c.name("priorityClassName", args.priorityClassName, DNS_SUBDOMAIN, "a PriorityClass name");
+  }
+  const logLevel = args.logLevel ?? "info";
+  c.oneOf("logLevel", logLevel, LOG_LEVELS);
+  const metricsPort = args.metricsPort ?? DEFAULT_METRICS_PORT;
+  if (!Number.isInteger(metricsPort) || metricsPort < 1 || metricsPort > 65535) {
+    c.add("metricsPort", `${JSON.stringify(metricsPort)} must be a port number from 1 to 65535`);
+  }
+  const runtimeSocket = args.runtimeSocket ?? DEFAULT_RUNTIME_SOCKET;
+  c.hostPath("runtimeSocket", runtimeSocket);
+  const spoolDir = args.spoolDir ?? DEFAULT_SPOOL_DIR;
+  c.hostPath("spoolDir", spoolDir);
+  const legacy = args.legacyKernelCapabilities ?? false;
+  if (typeof legacy !== "boolean") c.add("legacyKernelCapabilities", "must be true or false");
+
+  if (c.problems.length > 0) return { ok: false, problems: c.problems };
+  return {
+    ok: true,
+    config: {
+      namespace: namespace.name,
+      createNamespace: namespace.create,
+      image: args.image,
+      imagePullPolicy: pullPolicy,
+      imagePullSecrets: pullSecrets,
+      callback,
+      policies,
+      nodeSelector,
+      tolerations,
+      resources,
+      priorityClassName: args.priorityClassName,
+      logLevel,
+      metricsPort,
+      runtimeSocket,
+      spoolDir,
+      legacyKernelCapabilities: legacy,
+    },
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * HiveMonitor: the Pulumi component. It only wires: the objects come from render.ts (the
+ * same builders `hive render` uses), and this class turns each into a Kubernetes resource
+ * with the dependencies that make `pulumi up` converge in one run.
+ */
+import * as k8s from "@pulumi/kubernetes";
+import * as pulumi from "@pulumi/pulumi";
+import type { HiveMonitorArgs } from "./args.ts";
+import type { KubernetesObject } from "./builders/objects.ts";
+import { formatProblems } from "./builders/problems.ts";
+import { resolveConfig } from "./config.ts";
+import { buildManifests } from "./render.ts";
+
+export const HIVE_MONITOR_TYPE = "hive:index:HiveMonitor";
+
+type Opts = pulumi.CustomResourceOptions;
+
+/** One Kubernetes object → the matching typed Pulumi resource, with its object as the inputs. */
+function toResource(name: string, o: KubernetesObject, opts: Opts): pulumi.CustomResource {
+  // The builders' objects are plain data; the typed constructors accept them as their args.
+  const args = o as never;
+  switch (o.kind) {
+    case "Namespace":
+      return new k8s.core.v1.Namespace(name, args, opts);
+    case "CustomResourceDefinition":
+      return new k8s.apiextensions.v1.CustomResourceDefinition(name, args, opts);
+    case "ServiceAccount":
+      return new k8s.core.v1.ServiceAccount(name, args, opts);
+    case "ClusterRole":
+      return new k8s.rbac.v1.ClusterRole(name, args, opts);
+    case "ClusterRoleBinding":
+      return new k8s.rbac.v1.ClusterRoleBinding(name, args, opts);
+    case "Role":
+      return new k8s.rbac.v1.Role(name, args, opts);
+    case "RoleBinding":
+      return new k8s.rbac.v1.RoleBinding(name, args, opts);
+    case "ValidatingAdmissionPolicy":
+      return new k8s.admissionregistration.v1.ValidatingAdmissionPolicy(name, args, opts);
+    case "ValidatingAdmissionPolicyBinding":
+      return new k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(name, args, opts);
+    case "DaemonSet":
+      return new k8s.apps.v1.DaemonSet(name, args, opts);
+    default:
+      // HivePolicy and any other custom resource.
+      return new k8s.apiextensions.CustomResource(name, args, opts);
+  }
+}
+
+/** Logical name of a child: unique per kind and object name. */
+function childName(monitor: string, o: KubernetesObject): string {
+  return `${monitor}-${o.kind.toLowerCase()}-${o.metadata.name}`;
+}
+
+export class HiveMonitor extends pulumi.ComponentResource {
+  /** Namespace of the agent, its HiveData and the monitor's HivePolicies. */
+  readonly namespace: pulumi.Output<string>;
+  /** Name of the agent DaemonSet. */
+  readonly daemonSetName: pulumi.Output<string>;
+  /** Names of the HivePolicies built from `traps` (in the monitor's namespace). */
+  readonly policyNames: pulumi.Output<string[]>;
+
+  constructor(name: string, args: HiveMonitorArgs, opts?: pulumi.ComponentResourceOptions) {
+    super(HIVE_MONITOR_TYPE, name, {}, opts);
+    // Every option is checked before any child exists, so a typo creates nothing.
+    const result = resolveConfig(args);
+    if (!result.ok) {
+      throw new pulumi.ResourceError(
+        `HiveMonitor "${name}" has invalid options:\n${formatProblems(result.problems)}`,
+        this,
+      );
+    }
+    const m = buildManifests(result.config);
+    const child = (o: KubernetesObject, dependsOn: pulumi.Resource[] = []) =>
+      toResource(childName(name, o), o, { parent: this, dependsOn });
+
+    const ns = m.namespace ? child(m.namespace) : undefined;
+    const inNamespace = ns ? [ns] : [];
+    const crds = m.crds.map((o) => child(o));
+    const access = m.access.map((o) => child(o, inNamespace));
+    const admission = m.admission.map((o) => child(o));
+    // The agent starts only once it may do its job (RBAC) and may not overstep it (admission),
+    // and once the kinds it watches exist.
+    const daemonSet = child(m.daemonSet, [
+      ...inNamespace,
+      ...crds,
+      ...access,
+      ...admission,
+    ]) as k8s.apps.v1.DaemonSet;
+    const policies = m.policies.map(
+      (o) => child(o, [...inNamespace, ...crds]) as k8s.apiextensions.CustomResource,
+    );
+
+    this.namespace = ns
+      ? (ns as k8s.core.v1.Namespace).metadata.name
+      : pulumi.output(result.config.namespace);
+    this.daemonSetName = daemonSet.metadata.name;
+    this.policyNames = pulumi.all(policies.map((p) => p.metadata.name));
+    this.registerOutputs({
+      namespace: this.namespace,
+      daemonSetName: this.daemonSetName,
+      policyNames: this.policyNames,
+    });
+  }
+}
