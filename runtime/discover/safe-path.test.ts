@@ -14,7 +14,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { isHiveError } from "../errors.ts";
-import { fileKeyFromStat } from "../kernel/device.ts";
+import { fileKeyFromStat } from "../kernel/layout.ts";
 import { resolveInRoot } from "./safe-path.ts";
 
 let base: string;

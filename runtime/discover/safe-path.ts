@@ -24,7 +24,7 @@ import {
 } from "node:fs";
 import { HiveError } from "../errors.ts";
 import type { FileKey } from "../kernel/contract.ts";
-import { fileKeyFromStat } from "../kernel/device.ts";
+import { fileKeyFromStat } from "../kernel/layout.ts";
 
 /** O_PATH is not in Node's constants; the value is the same on x86-64 and arm64 (asm-generic). */
 const O_PATH = 0o10000000;

@@ -13,7 +13,7 @@ import {
   createFileResolver,
 } from "../../runtime/discover/index.ts";
 import { isHiveError } from "../../runtime/errors.ts";
-import { fileKeyFromStat } from "../../runtime/kernel/device.ts";
+import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { type Containerd, containerSuiteGate, startContainerd } from "./containerd-harness.ts";
 
 const enabled = containerSuiteGate();
