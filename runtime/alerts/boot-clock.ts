@@ -1,0 +1,58 @@
+/**
+ * Kernel event time → wall-clock time.
+ *
+ * The kernel stamps each event with bpf_ktime_get_ns(): CLOCK_MONOTONIC nanoseconds since
+ * boot (suspend excluded). Node's process.hrtime.bigint() reads the same clock (libuv uses
+ * CLOCK_MONOTONIC on Linux), so `wall = ktime + offset` with
+ * `offset = CLOCK_REALTIME − CLOCK_MONOTONIC`, measured once when the pipeline starts.
+ * The offset is sampled several times and the tightest bracket kept, so it is good to a few
+ * microseconds. Computed once on purpose: alerts of one agent stay ordered even if NTP steps
+ * the wall clock later; the cost is that a later step (or a suspend) shifts the alert
+ * timestamps by that step until the agent restarts (call `recalibrate()` to re-measure).
+ */
+export interface BootClock {
+  /** CLOCK_REALTIME − CLOCK_MONOTONIC, in nanoseconds. */
+  readonly offsetNs: bigint;
+  /** RFC 3339 UTC timestamp with microseconds for a kernel ktime. */
+  toIso(ktimeNs: bigint): string;
+  /** Wall-clock milliseconds since the epoch for a kernel ktime. */
+  toEpochMs(ktimeNs: bigint): number;
+  /** Current CLOCK_MONOTONIC (the kernel's ktime scale). */
+  nowKtimeNs(): bigint;
+  recalibrate(): void;
+}
+
+function measureOffsetNs(samples = 7): bigint {
+  let best: { width: bigint; offset: bigint } | undefined;
+  for (let i = 0; i < samples; i++) {
+    const before = process.hrtime.bigint();
+    // performance.timeOrigin + now() is wall-clock time with sub-millisecond resolution.
+    const wallNs = BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6));
+    const after = process.hrtime.bigint();
+    const width = after - before;
+    const offset = wallNs - (before + after) / 2n;
+    if (!best || width < best.width) best = { width, offset };
+  }
+  return (best as { offset: bigint }).offset;
+}
+
+export function createBootClock(offsetNs?: bigint): BootClock {
+  let offset = offsetNs ?? measureOffsetNs();
+  return {
+    get offsetNs() {
+      return offset;
+    },
+    toIso(ktimeNs) {
+      const wallUs = (ktimeNs + offset) / 1000n;
+      const ms = Number(wallUs / 1000n);
+      const micros = Number(wallUs % 1000n);
+      // toISOString gives millisecond precision: append the microseconds before the "Z".
+      return `${new Date(ms).toISOString().slice(0, -1)}${String(micros).padStart(3, "0")}Z`;
+    },
+    toEpochMs: (ktimeNs) => Number((ktimeNs + offset) / 1_000_000n),
+    nowKtimeNs: () => process.hrtime.bigint(),
+    recalibrate() {
+      offset = measureOffsetNs();
+    },
+  };
+}

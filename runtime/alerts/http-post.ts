@@ -1,0 +1,191 @@
+/**
+ * One HTTP POST attempt to a callback, with connect and response timeouts, classified as
+ * data: delivered, retryable (refused, reset, timeouts, DNS, 5xx, 408, 425, 429 with its
+ * Retry-After) or permanent (every other 4xx, bad URL). Never throws.
+ *
+ * Node's http/https with a keep-alive Agent per destination; not global fetch, whose pool
+ * cannot be given a connect timeout without importing undici.
+ */
+import http from "node:http";
+import https from "node:https";
+import type { FailureClass } from "../metrics/metrics.ts";
+
+export interface PostTimeouts {
+  /** TCP (+TLS) connection establishment; default 5 s. */
+  connectTimeoutMs: number;
+  /** From request sent to the whole response read; default 10 s. */
+  responseTimeoutMs: number;
+}
+
+export type PostResult =
+  | { ok: true; status: number }
+  | {
+      ok: false;
+      retryable: boolean;
+      class: FailureClass;
+      status?: number;
+      /** From Retry-After on 429/503, in milliseconds. */
+      retryAfterMs?: number;
+      message: string;
+    };
+
+/** Response bodies are read and discarded; a receiver that streams megabytes is cut off here. */
+const MAX_RESPONSE_BYTES = 64 * 1024;
+
+/** Retry-After as delay-seconds or an HTTP-date (RFC 9110 §10.2.3), in ms; undefined when absent or unreadable. */
+export function parseRetryAfter(value: string | undefined, nowMs: number = Date.now()): number | undefined {
+  if (value === undefined) return undefined;
+  const trimmed = value.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  const date = Date.parse(trimmed);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, date - nowMs);
+}
+
+function classifyError(error: NodeJS.ErrnoException): { class: FailureClass; retryable: boolean } {
+  switch (error.code) {
+    case "ECONNREFUSED":
+      return { class: "refused", retryable: true };
+    case "ECONNRESET":
+    case "EPIPE":
+    case "ECONNABORTED":
+    case "UND_ERR_SOCKET":
+      return { class: "reset", retryable: true };
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return { class: "dns", retryable: true };
+    case "HIVE_CONNECT_TIMEOUT":
+      return { class: "connect_timeout", retryable: true };
+    case "HIVE_RESPONSE_TIMEOUT":
+    case "ETIMEDOUT":
+      return { class: "timeout", retryable: true };
+    default:
+      // Unknown network errors (EHOSTUNREACH, ENETUNREACH, TLS hiccups…) are worth retrying:
+      // a permanent misconfiguration still surfaces in logs and metrics on every attempt.
+      return { class: "other", retryable: true };
+  }
+}
+
+export function classifyStatus(status: number): { ok: boolean; retryable: boolean; class?: FailureClass } {
+  if (status >= 200 && status < 300) return { ok: true, retryable: false };
+  if (status === 429) return { ok: false, retryable: true, class: "http_429" };
+  if (status >= 500) return { ok: false, retryable: true, class: "http_5xx" };
+  // 408 Request Timeout and 425 Too Early invite a retry; other 4xx (and 1xx/3xx, which a
+  // POST callback should not answer) will not change by retrying.
+  if (status === 408 || status === 425) return { ok: false, retryable: true, class: "http_4xx" };
+  return { ok: false, retryable: false, class: "http_4xx" };
+}
+
+function timeoutError(code: string, message: string): NodeJS.ErrnoException {
+  const error: NodeJS.ErrnoException = new Error(message);
+  error.code = code;
+  return error;
+}
+
+export function postOnce(
+  url: URL,
+  body: Buffer,
+  headers: Record<string, string>,
+  agent: http.Agent,
+  timeouts: PostTimeouts,
+): Promise<PostResult> {
+  return new Promise<PostResult>((resolve) => {
+    let settled = false;
+    let connectTimer: NodeJS.Timeout | undefined;
+    let responseTimer: NodeJS.Timeout | undefined;
+    const finish = (result: PostResult) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(connectTimer);
+      clearTimeout(responseTimer);
+      resolve(result);
+    };
+    const fail = (error: NodeJS.ErrnoException) => {
+      const c = classifyError(error);
+      finish({
+        ok: false,
+        retryable: c.retryable,
+        class: c.class,
+        message: error.code ? `${error.code}: ${error.message}` : error.message,
+      });
+    };
+    const client = url.protocol === "https:" ? https : http;
+    let req: http.ClientRequest;
+    try {
+      req = client.request(url, {
+        method: "POST",
+        agent,
+        headers: { ...headers, "content-length": String(body.length) },
+      });
+    } catch (error) {
+      finish({ ok: false, retryable: false, class: "other", message: (error as Error).message });
+      return;
+    }
+    const startResponseTimer = () => {
+      responseTimer = setTimeout(
+        () =>
+          req.destroy(
+            timeoutError(
+              "HIVE_RESPONSE_TIMEOUT",
+              `no complete response within ${timeouts.responseTimeoutMs} ms`,
+            ),
+          ),
+        timeouts.responseTimeoutMs,
+      );
+    };
+    req.on("socket", (socket) => {
+      if (socket.connecting) {
+        connectTimer = setTimeout(
+          () =>
+            req.destroy(
+              timeoutError("HIVE_CONNECT_TIMEOUT", `not connected within ${timeouts.connectTimeoutMs} ms`),
+            ),
+          timeouts.connectTimeoutMs,
+        );
+        socket.once(url.protocol === "https:" ? "secureConnect" : "connect", () => {
+          clearTimeout(connectTimer);
+          startResponseTimer();
+        });
+      } else {
+        startResponseTimer();
+      }
+    });
+    req.on("error", fail);
+    req.on("response", (res) => {
+      let received = 0;
+      res.on("data", (chunk: Buffer) => {
+        received += chunk.length;
+        if (received > MAX_RESPONSE_BYTES) res.destroy();
+      });
+      res.on("error", fail);
+      const done = () => {
+        const status = res.statusCode ?? 0;
+        const c = classifyStatus(status);
+        if (c.ok) {
+          finish({ ok: true, status });
+          return;
+        }
+        const result: PostResult = {
+          ok: false,
+          retryable: c.retryable,
+          class: c.class ?? "other",
+          status,
+          message: `HTTP ${status}${res.statusMessage ? ` ${res.statusMessage}` : ""}`,
+        };
+        if (status === 429 || status === 503) {
+          const header = res.headers["retry-after"];
+          const after = parseRetryAfter(Array.isArray(header) ? header[0] : header);
+          if (after !== undefined) result.retryAfterMs = after;
+        }
+        finish(result);
+      };
+      res.on("end", done);
+      // A body cut off by MAX_RESPONSE_BYTES still has a status: use it.
+      res.on("close", () => {
+        if (!res.complete && received > MAX_RESPONSE_BYTES) done();
+      });
+      res.on("aborted", () => fail(timeoutError("ECONNRESET", "response aborted")));
+    });
+    req.end(body);
+  });
+}

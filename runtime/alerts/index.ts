@@ -1,0 +1,16 @@
+/**
+ * Alerts: build (kernel event + watched file → Alert), print, deliver (spooled, retried,
+ * signed), rate-limit and record as Kubernetes Events. Entry point: createAlertPipeline.
+ */
+export * from "./alert-source.ts";
+export * from "./boot-clock.ts";
+export * from "./build-alert.ts";
+export * from "./cloudevents.ts";
+export * from "./dispatcher.ts";
+export * from "./pipeline.ts";
+export * from "./pod-events.ts";
+export * from "./proc-info.ts";
+export * from "./rate-limit.ts";
+export * from "./secret-headers.ts";
+export * from "./signature.ts";
+export * from "./spool.ts";

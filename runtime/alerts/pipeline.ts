@@ -1,0 +1,153 @@
+/**
+ * The alert pipeline, composed: kernel event + watched file → rate limit → Alert →
+ * stdout line, callback delivery (spooled) and a Kubernetes Event on the pod.
+ * The agent's loader controller and standalone `hive watch` both create one and call
+ * `handle(event, source)` for every decoded kernel event.
+ */
+import type { Alert } from "../../api/alert.ts";
+import { HiveError } from "../errors.ts";
+import type { KernelEvent } from "../kernel/contract.ts";
+import type { Logger } from "../log.ts";
+import type { HiveMetrics } from "../metrics/metrics.ts";
+import { type AlertSource, trapIdOf } from "./alert-source.ts";
+import { type BootClock, createBootClock } from "./boot-clock.ts";
+import { buildAlert } from "./build-alert.ts";
+import { createDispatcher, type Dispatcher, type DispatcherOptions } from "./dispatcher.ts";
+import type { PodEventRecorder } from "./pod-events.ts";
+import { createProcReader, noProcReader, type ProcReader } from "./proc-info.ts";
+import { createTrapRateLimiter, type RateLimitOptions, type TrapRateLimiter } from "./rate-limit.ts";
+import { openSpool, type Spool } from "./spool.ts";
+import { type LineSink, stdoutSink } from "./stdout-sink.ts";
+
+export interface AlertPipelineConfig {
+  logger: Logger;
+  metrics: HiveMetrics;
+  /** The monitor's callback: used for traps without their own. Without either, alerts go to stdout only. */
+  defaultCallback?: string;
+  /** Where each alert's JSON line goes; default stdout. `false` disables it (benchmarks). */
+  lines?: LineSink | false;
+  /** Durable spool (a hostPath directory in the cluster); without it undelivered alerts are kept in memory only. */
+  spool?: { dir: string; maxBytes?: number; segmentBytes?: number; fsyncIntervalMs?: number };
+  /** Delivery tuning and per-URL-prefix secrets/format (see DispatcherOptions). */
+  delivery?: Omit<DispatcherOptions, "logger" | "metrics" | "spool">;
+  /** Per-trap rate limit; `false` disables it. Default 100/s, burst 200. */
+  rateLimit?: RateLimitOptions | false;
+  /** Kubernetes Events on the accessed pod (createPodEventRecorder); optional. */
+  podEvents?: PodEventRecorder;
+  /** Host procfs for exe/ppid (default /proc); `false` never reads procfs. */
+  procRoot?: string | false;
+  proc?: ProcReader;
+  clock?: BootClock;
+  newId?: () => string;
+}
+
+export interface AlertPipeline {
+  /**
+   * One decoded kernel event for a watched file. Synchronous and never throws: returns the
+   * alert produced, or undefined when the trap's rate limit suppressed it.
+   */
+  handle(event: KernelEvent, source: AlertSource): Alert | undefined;
+  /** Waits until every queued alert is delivered or given up (true), or timeoutMs passes (false). */
+  drain(timeoutMs?: number): Promise<boolean>;
+  /** Alerts waiting for delivery. */
+  pending(): number;
+  /** Stops delivery and flushes the spool; undelivered alerts are delivered after the next start. */
+  close(options?: { drainMs?: number }): Promise<void>;
+}
+
+export async function createAlertPipeline(config: AlertPipelineConfig): Promise<AlertPipeline> {
+  const { logger, metrics } = config;
+  const clock = config.clock ?? createBootClock();
+  const proc =
+    config.proc ??
+    (config.procRoot === false
+      ? noProcReader
+      : createProcReader(config.procRoot ? { procRoot: config.procRoot } : {}));
+  const lines = config.lines === false ? undefined : (config.lines ?? stdoutSink());
+  const limiter: TrapRateLimiter | undefined =
+    config.rateLimit === false ? undefined : createTrapRateLimiter(config.rateLimit ?? {});
+
+  let dispatcher: Dispatcher | undefined;
+  let spool: Spool | undefined;
+  if (config.spool) {
+    spool = openSpool({
+      ...config.spool,
+      logger: logger.child({ component: "alert-spool" }),
+      onDrop: (segment) => dispatcher?.spoolSegmentDropped(segment),
+      onCorrupt: () => metrics.spoolCorruptFiles.inc(),
+    });
+  }
+  dispatcher = createDispatcher({
+    ...config.delivery,
+    logger: logger.child({ component: "alert-delivery" }),
+    metrics,
+    ...(spool ? { spool } : {}),
+  });
+
+  const context = { clock, proc, ...(config.newId ? { newId: config.newId } : {}) };
+  let closed = false;
+
+  return {
+    handle(event, source) {
+      try {
+        const trapId = trapIdOf(source);
+        let suppressed = 0;
+        if (limiter) {
+          const decision = limiter.take(trapId);
+          if (!decision.allowed) {
+            metrics.alertsSuppressed.inc({ trap_id: trapId });
+            return undefined;
+          }
+          suppressed = decision.suppressed;
+        }
+        const alert = buildAlert(event, source, context, suppressed);
+        metrics.alerts.inc({
+          policy_namespace: alert.hive_policy_namespace ?? "",
+          policy: alert.hive_policy_name,
+          trap_id: trapId,
+        });
+        const json = JSON.stringify(alert);
+        lines?.(json);
+        const callback = source.annotations.callback || config.defaultCallback;
+        if (callback && !closed) {
+          dispatcher?.enqueue({
+            id: alert.id,
+            url: callback,
+            trapId,
+            createdMs: clock.toEpochMs(event.ktimeNs),
+            body: json,
+          });
+        }
+        config.podEvents?.record(alert);
+        return alert;
+      } catch (error) {
+        // What a container controls (its comm, its pid…) must never crash the agent.
+        logger.error("cannot produce an alert for a kernel event", {
+          error:
+            error instanceof HiveError
+              ? error
+              : new HiveError("DeliveryFailed", "alert pipeline failed", { cause: error }),
+          slot: event.slot,
+          tgid: event.tgid,
+        });
+        return undefined;
+      }
+    },
+    drain: (timeoutMs) => dispatcher.idle(timeoutMs),
+    pending: () => dispatcher.pending(),
+    async close(options = {}) {
+      if (closed) return;
+      closed = true;
+      if (options.drainMs && options.drainMs > 0) await dispatcher.idle(options.drainMs);
+      await dispatcher.close();
+      await config.podEvents?.close();
+      spool?.close();
+      const unreported = limiter?.pending();
+      if (unreported && unreported.size > 0) {
+        logger.info("alerts suppressed by rate limiting and not yet reported in an alert", {
+          traps: Object.fromEntries(unreported),
+        });
+      }
+    },
+  };
+}

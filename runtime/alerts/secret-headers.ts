@@ -1,0 +1,64 @@
+/**
+ * Extra callback headers (e.g. `Authorization: Bearer …`) come from a Kubernetes Secret,
+ * never from plain policy fields: each key of the Secret's data is a header name, its
+ * value the header value. Read once at start-up (and on demand) through the real
+ * client-node CoreV1Api; the pipeline only ever sees resolved values.
+ */
+import type { CoreV1Api } from "@kubernetes/client-node";
+import { HiveError } from "../errors.ts";
+
+/** RFC 9110 token characters: what a header name may be made of. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** Checks header names and values; a CR, LF or NUL in a value could smuggle a header. */
+export function validateHeaders(headers: Record<string, string>, object: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (!HEADER_NAME.test(name)) {
+      throw new HiveError("ConfigInvalid", `"${name}" is not a valid HTTP header name`, {
+        object,
+        hint: "name each key of the Secret after the header it sets, e.g. Authorization",
+      });
+    }
+    if (/[\r\n\0]/.test(value)) {
+      throw new HiveError("ConfigInvalid", `the value of header "${name}" contains a line break or NUL`, {
+        object,
+        hint: "store the header value without a trailing newline (kubectl create secret generic --from-literal)",
+      });
+    }
+    out[name] = value;
+  }
+  return out;
+}
+
+export async function loadSecretHeaders(
+  core: CoreV1Api,
+  namespace: string,
+  name: string,
+): Promise<Record<string, string>> {
+  const object = `secret ${namespace}/${name}`;
+  let secret: Awaited<ReturnType<CoreV1Api["readNamespacedSecret"]>>;
+  try {
+    secret = await core.readNamespacedSecret({ namespace, name });
+  } catch (error) {
+    const code = (error as { code?: number }).code;
+    throw new HiveError(
+      "ApiRequestFailed",
+      code === 404 ? "callback headers Secret not found" : "cannot read the callback headers Secret",
+      {
+        object,
+        hint:
+          code === 404
+            ? "create the Secret in the agent's namespace, or remove headersSecret from the monitor"
+            : "check the agent's RBAC allows get on this Secret",
+        status: code,
+        cause: error,
+      },
+    );
+  }
+  const headers: Record<string, string> = {};
+  for (const [key, value] of Object.entries(secret.data ?? {}))
+    headers[key] = Buffer.from(value, "base64").toString("utf8");
+  for (const [key, value] of Object.entries(secret.stringData ?? {})) headers[key] = value;
+  return validateHeaders(headers, object);
+}

@@ -1,0 +1,202 @@
+/**
+ * Hive's Prometheus metrics: one registry per agent, one place that names every metric,
+ * so the README table, the dashboards and the code cannot disagree. Parts of the agent
+ * receive the `HiveMetrics` object and only increment; they never create metrics.
+ *
+ * Label cardinality is bounded on purpose: `destination` is a URL's origin
+ * (scheme://host:port, never its path or query), `trap_id` is bounded by the traps of the
+ * cluster's policies, `class`/`reason`/`result` are closed sets named below.
+ */
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+
+/** Why an alert was not delivered (the `reason` label of hive_alerts_dropped_total). */
+export const DROP_REASONS = ["spool_full", "permanent_failure", "too_large", "spool_corrupt"] as const;
+export type DropReason = (typeof DROP_REASONS)[number];
+
+/** How one delivery attempt failed (the `class` label of hive_alert_delivery_failures_total). */
+export const FAILURE_CLASSES = [
+  "refused",
+  "reset",
+  "connect_timeout",
+  "timeout",
+  "dns",
+  "http_429",
+  "http_5xx",
+  "http_4xx",
+  "other",
+] as const;
+export type FailureClass = (typeof FAILURE_CLASSES)[number];
+
+/** Cumulative counters the kernel watcher reports (runtime/kernel/contract.ts KernelCounters). */
+export type KernelCountersSource = () => { events: bigint; lost: bigint; watched: number };
+
+export interface HiveMetrics {
+  readonly registry: Registry;
+  /** Alerts produced (after rate limiting), by policy and trap. */
+  readonly alerts: Counter<"policy_namespace" | "policy" | "trap_id">;
+  /** Alerts suppressed by the per-trap rate limit. */
+  readonly alertsSuppressed: Counter<"trap_id">;
+  readonly deliveryAttempts: Counter<"destination">;
+  readonly deliveryFailures: Counter<"destination" | "class">;
+  readonly deliveryRetries: Counter<"destination">;
+  readonly alertsDelivered: Counter<"destination">;
+  /** Seconds from the alert being produced to the receiver's 2xx, retries included. */
+  readonly deliveryLatency: Histogram<"destination">;
+  readonly alertsDropped: Counter<"reason">;
+  /** Alerts waiting for delivery (in the spool, or in memory when no spool is configured). */
+  readonly pendingAlerts: Gauge;
+  readonly spoolBytes: Gauge;
+  readonly spoolCorruptFiles: Counter;
+  readonly watchedFiles: Gauge;
+  readonly reconcileDuration: Histogram<"controller">;
+  readonly kubernetesEvents: Counter<"result">;
+  /** Feed the kernel's cumulative counters (events, ring-buffer losses, watched entries) at scrape time. */
+  observeKernel(source: KernelCountersSource): void;
+}
+
+export interface HiveMetricsOptions {
+  registry?: Registry;
+  /** Also export Node's process metrics (CPU, memory, event-loop lag); default true. */
+  processMetrics?: boolean;
+}
+
+export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics {
+  const registry = options.registry ?? new Registry();
+  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: "hive_" });
+  const registers = [registry];
+
+  let kernelSource: KernelCountersSource | undefined;
+  let seenEvents = 0n;
+  let seenLost = 0n;
+  // Counters must only grow: the kernel's cumulative values are turned into increments.
+  // A smaller value means a new kernel program (counters restarted): count from zero again.
+  const delta = (now: bigint, seen: bigint): number => Number(now >= seen ? now - seen : now);
+
+  new Counter({
+    name: "hive_kernel_events_total",
+    help: "Access events the kernel program emitted into the ring buffer.",
+    registers,
+    collect() {
+      if (!kernelSource) return;
+      const { events } = kernelSource();
+      this.inc(delta(events, seenEvents));
+      seenEvents = events;
+    },
+  });
+  new Counter({
+    name: "hive_kernel_events_lost_total",
+    help: "Access events lost because the kernel ring buffer was full.",
+    registers,
+    collect() {
+      if (!kernelSource) return;
+      const { lost } = kernelSource();
+      this.inc(delta(lost, seenLost));
+      seenLost = lost;
+    },
+  });
+  const watchedFiles = new Gauge({
+    name: "hive_watched_files",
+    help: "Entries in the kernel watch map (trapped files and their parent directories).",
+    registers,
+    collect() {
+      if (kernelSource) this.set(kernelSource().watched);
+    },
+  });
+
+  const latencyBuckets = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
+  ];
+  return {
+    registry,
+    alerts: new Counter({
+      name: "hive_alerts_total",
+      help: "Alerts produced, by policy and trap (after rate limiting).",
+      labelNames: ["policy_namespace", "policy", "trap_id"],
+      registers,
+    }),
+    alertsSuppressed: new Counter({
+      name: "hive_alerts_suppressed_total",
+      help: "Alerts suppressed by the per-trap rate limit (reported as `suppressed` in the trap's next alert).",
+      labelNames: ["trap_id"],
+      registers,
+    }),
+    deliveryAttempts: new Counter({
+      name: "hive_alert_delivery_attempts_total",
+      help: "HTTP POST attempts to alert callbacks, by destination origin.",
+      labelNames: ["destination"],
+      registers,
+    }),
+    deliveryFailures: new Counter({
+      name: "hive_alert_delivery_failures_total",
+      help: "Failed delivery attempts, by destination origin and failure class.",
+      labelNames: ["destination", "class"],
+      registers,
+    }),
+    deliveryRetries: new Counter({
+      name: "hive_alert_delivery_retries_total",
+      help: "Delivery attempts scheduled again after a retryable failure.",
+      labelNames: ["destination"],
+      registers,
+    }),
+    alertsDelivered: new Counter({
+      name: "hive_alerts_delivered_total",
+      help: "Alerts acknowledged (2xx) by their callback, by destination origin.",
+      labelNames: ["destination"],
+      registers,
+    }),
+    deliveryLatency: new Histogram({
+      name: "hive_alert_delivery_latency_seconds",
+      help: "Time from an alert being produced to its callback's 2xx, retries included.",
+      labelNames: ["destination"],
+      buckets: latencyBuckets,
+      registers,
+    }),
+    alertsDropped: new Counter({
+      name: "hive_alerts_dropped_total",
+      help: "Alerts that will never be delivered, by reason.",
+      labelNames: ["reason"],
+      registers,
+    }),
+    pendingAlerts: new Gauge({
+      name: "hive_spool_alerts",
+      help: "Alerts waiting for delivery (spooled on disk, or held in memory without a spool).",
+      registers,
+    }),
+    spoolBytes: new Gauge({
+      name: "hive_spool_bytes",
+      help: "Bytes the alert spool occupies (on disk, or in memory without a spool).",
+      registers,
+    }),
+    spoolCorruptFiles: new Counter({
+      name: "hive_spool_corrupt_files_total",
+      help: "Spool files found corrupt at start-up (the readable part is kept, the rest skipped).",
+      registers,
+    }),
+    watchedFiles,
+    reconcileDuration: new Histogram({
+      name: "hive_reconcile_duration_seconds",
+      help: "Duration of one reconcile, by controller.",
+      labelNames: ["controller"],
+      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30],
+      registers,
+    }),
+    kubernetesEvents: new Counter({
+      name: "hive_kubernetes_events_total",
+      help: "Kubernetes Event writes for alerts, by result (created, patched, failed, throttled).",
+      labelNames: ["result"],
+      registers,
+    }),
+    observeKernel(source) {
+      kernelSource = source;
+    },
+  };
+}
+
+/** The `destination` label of a callback URL: its origin only, so paths and tokens never reach metrics. */
+export function destinationLabel(url: string | URL): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return "invalid";
+  }
+}

@@ -1,0 +1,316 @@
+/**
+ * Alert delivery against a real HTTP receiver on 127.0.0.1 with injected faults. In every
+ * case: each alert arrives at least once, duplicates are counted exactly by alert id,
+ * order within a trap is kept (the dispatcher's promise), every body is a valid Alert, and
+ * the metrics agree with what the receiver saw.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Alert } from "../../api/alert.ts";
+import {
+  type AlertPipeline,
+  type AlertPipelineConfig,
+  createAlertPipeline,
+} from "../../runtime/alerts/pipeline.ts";
+import { createHiveMetrics, type HiveMetrics } from "../../runtime/metrics/metrics.ts";
+import { assertValidAlert, captureLogger, counterValue, makeEvent, makeSource, sleep } from "./fixtures.ts";
+import { type Receiver, startReceiver } from "./receiver.ts";
+
+const FAST = {
+  connectTimeoutMs: 500,
+  responseTimeoutMs: 300,
+  backoffBaseMs: 20,
+  backoffMaxMs: 200,
+  concurrency: 4,
+};
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function setup(
+  options: Partial<AlertPipelineConfig> & { receiver?: Receiver } = {},
+): Promise<{
+  pipeline: AlertPipeline;
+  receiver: Receiver;
+  metrics: HiveMetrics;
+  lines: string[];
+  logs: Record<string, unknown>[];
+}> {
+  const receiver = options.receiver ?? (await startReceiver());
+  if (!options.receiver) cleanups.push(() => receiver.close());
+  const metrics = createHiveMetrics({ processMetrics: false });
+  const lines: string[] = [];
+  const { logger, lines: logs } = captureLogger();
+  const pipeline = await createAlertPipeline({
+    logger,
+    metrics,
+    lines: (l) => lines.push(l),
+    rateLimit: false,
+    procRoot: false,
+    ...options,
+    delivery: { ...FAST, ...options.delivery },
+  });
+  cleanups.push(() => pipeline.close());
+  return { pipeline, receiver, metrics, lines, logs };
+}
+
+/** Produces `perTrap` alerts for each trap, interleaved, and returns their ids per trap in production order. */
+function produce(
+  pipeline: AlertPipeline,
+  url: string,
+  traps: string[],
+  perTrap: number,
+): Map<string, string[]> {
+  const order = new Map<string, string[]>(traps.map((t) => [t, []]));
+  for (let i = 0; i < perTrap; i++) {
+    for (const trap of traps) {
+      const alert = pipeline.handle(makeEvent(i), makeSource(trap, url));
+      if (!alert) throw new Error("alert unexpectedly suppressed");
+      order.get(trap)?.push(alert.id);
+    }
+  }
+  return order;
+}
+
+/** Checks bodies, ids and per-trap order; returns the number of duplicate deliveries. */
+function checkReceived(receiver: Receiver, order: Map<string, string[]>): number {
+  const firstSeen = new Map<string, Alert>();
+  for (const r of receiver.accepted) {
+    const alert = JSON.parse(r.body) as Alert;
+    assertValidAlert(alert);
+    expect(r.headers["hive-alert-id"]).toBe(alert.id);
+    expect(r.headers["content-type"]).toBe("application/json");
+    if (!firstSeen.has(alert.id)) firstSeen.set(alert.id, alert);
+  }
+  const expected = [...order.values()].flat();
+  expect(new Set(firstSeen.keys())).toEqual(new Set(expected));
+  // Order within a trap: the first arrival of each alert follows production order.
+  for (const [trap, ids] of order) {
+    const arrived = [...firstSeen.values()].filter((a) => a.trap_id === trap).map((a) => a.id);
+    expect(arrived, `order of trap ${trap}`).toEqual(ids);
+  }
+  return receiver.accepted.length - firstSeen.size;
+}
+
+async function deliveryTotals(metrics: HiveMetrics, destination: string) {
+  return {
+    attempts: await counterValue(metrics.deliveryAttempts, { destination }),
+    delivered: await counterValue(metrics.alertsDelivered, { destination }),
+    failures: await counterValue(metrics.deliveryFailures, { destination }),
+    retries: await counterValue(metrics.deliveryRetries, { destination }),
+  };
+}
+
+describe("alert delivery to a real receiver", () => {
+  it("delivers every alert exactly once to a healthy receiver, prints each as one JSON line, keeps order per trap", async () => {
+    const { pipeline, receiver, metrics, lines } = await setup();
+    const order = produce(pipeline, receiver.url, ["trap-a", "trap-b", "trap-c"], 20);
+    expect(await pipeline.drain(10_000)).toBe(true);
+    expect(checkReceived(receiver, order)).toBe(0);
+    expect(lines).toHaveLength(60);
+    for (const line of lines) {
+      expect(line.includes("\n")).toBe(false);
+      assertValidAlert(JSON.parse(line));
+    }
+    const origin = new URL(receiver.url).origin;
+    expect(await deliveryTotals(metrics, origin)).toEqual({
+      attempts: 60,
+      delivered: 60,
+      failures: 0,
+      retries: 0,
+    });
+    expect(
+      await counterValue(metrics.alerts, {
+        trap_id: "trap-a",
+        policy: "shadow-watch",
+        policy_namespace: "security",
+      }),
+    ).toBe(20);
+  });
+
+  it("keeps alerts while the receiver is down and delivers them all once it is back", async () => {
+    const { pipeline, receiver, metrics } = await setup();
+    await receiver.down();
+    const order = produce(pipeline, receiver.url, ["trap-a", "trap-b"], 15);
+    await sleep(400);
+    const origin = new URL(receiver.url).origin;
+    expect(pipeline.pending()).toBe(30);
+    expect(
+      await counterValue(metrics.deliveryFailures, { destination: origin, class: "refused" }),
+    ).toBeGreaterThan(0);
+    expect(await counterValue(metrics.alertsDelivered)).toBe(0);
+    await receiver.up();
+    expect(await pipeline.drain(10_000)).toBe(true);
+    expect(checkReceived(receiver, order)).toBe(0);
+    const t = await deliveryTotals(metrics, origin);
+    expect(t.delivered).toBe(30);
+    expect(t.attempts).toBe(t.delivered + t.failures);
+    expect(t.retries).toBe(t.failures);
+    expect(receiver.requests).toBe(30);
+  });
+
+  it("retries 500 responses until they succeed", async () => {
+    const { pipeline, receiver, metrics } = await setup();
+    receiver.fault = (n) => (n <= 10 ? { kind: "status", status: 500 } : { kind: "ok" });
+    const order = produce(pipeline, receiver.url, ["trap-a", "trap-b"], 10);
+    expect(await pipeline.drain(10_000)).toBe(true);
+    expect(checkReceived(receiver, order)).toBe(0);
+    const origin = new URL(receiver.url).origin;
+    expect(await counterValue(metrics.deliveryFailures, { destination: origin, class: "http_5xx" })).toBe(10);
+    expect(await deliveryTotals(metrics, origin)).toEqual({
+      attempts: 30,
+      delivered: 20,
+      failures: 10,
+      retries: 10,
+    });
+  });
+
+  it("honours 429 Retry-After for the whole destination", async () => {
+    const { pipeline, receiver, metrics } = await setup();
+    const rejectedAt: number[] = [];
+    receiver.fault = (n) => {
+      if (n === 1) {
+        rejectedAt.push(Date.now());
+        return { kind: "status", status: 429, headers: { "retry-after": "1" } };
+      }
+      return { kind: "ok" };
+    };
+    // One trap first, so the 429 is the very first request; then more traps while paused.
+    const order = produce(pipeline, receiver.url, ["trap-a"], 1);
+    await sleep(100);
+    const more = produce(pipeline, receiver.url, ["trap-b", "trap-c"], 5);
+    for (const [k, v] of more) order.set(k, v);
+    expect(await pipeline.drain(10_000)).toBe(true);
+    expect(checkReceived(receiver, order)).toBe(0);
+    const firstAccepted = Math.min(...receiver.accepted.map((r) => r.at));
+    expect(firstAccepted - (rejectedAt[0] as number)).toBeGreaterThanOrEqual(950);
+    const origin = new URL(receiver.url).origin;
+    expect(await counterValue(metrics.deliveryFailures, { destination: origin, class: "http_429" })).toBe(1);
+  });
+
+  it("retries a response slower than the timeout, and the receiver can drop the duplicate by id", async () => {
+    const { pipeline, receiver, metrics } = await setup();
+    // The receiver processes (records) these requests but answers after the client's timeout.
+    receiver.fault = (n) => (n <= 3 ? { kind: "delay", ms: 800 } : { kind: "ok" });
+    const order = produce(pipeline, receiver.url, ["trap-a", "trap-b", "trap-c"], 4);
+    expect(await pipeline.drain(10_000)).toBe(true);
+    await sleep(900); // let the slow answers land on the receiver
+    const duplicates = checkReceived(receiver, order);
+    const origin = new URL(receiver.url).origin;
+    const timeouts = await counterValue(metrics.deliveryFailures, { destination: origin, class: "timeout" });
+    expect(timeouts).toBe(3);
+    // Each timed-out request was processed by the receiver and then sent again: exactly one duplicate each.
+    expect(duplicates).toBe(3);
+    const t = await deliveryTotals(metrics, origin);
+    expect(t).toEqual({ attempts: 15, delivered: 12, failures: 3, retries: 3 });
+  });
+
+  it("retries connections reset mid-request", async () => {
+    const { pipeline, receiver, metrics } = await setup();
+    receiver.fault = (n) => (n % 3 === 1 && n < 15 ? { kind: "reset" } : { kind: "ok" });
+    const order = produce(pipeline, receiver.url, ["trap-a", "trap-b"], 8);
+    expect(await pipeline.drain(10_000)).toBe(true);
+    expect(checkReceived(receiver, order)).toBe(0);
+    const origin = new URL(receiver.url).origin;
+    const resets = await counterValue(metrics.deliveryFailures, { destination: origin, class: "reset" });
+    expect(resets).toBe(5);
+    expect(await deliveryTotals(metrics, origin)).toEqual({
+      attempts: 21,
+      delivered: 16,
+      failures: 5,
+      retries: 5,
+    });
+  });
+
+  it("reports a permanent 4xx once and does not retry it, while other alerts flow", async () => {
+    const { pipeline, receiver, metrics, logs } = await setup();
+    let rejectId = "";
+    receiver.fault = (_n, req) =>
+      req.headers["hive-alert-id"] === rejectId ? { kind: "status", status: 403 } : { kind: "ok" };
+    const rejected = pipeline.handle(makeEvent(0), makeSource("trap-x", receiver.url)) as Alert;
+    rejectId = rejected.id;
+    const order = produce(pipeline, receiver.url, ["trap-a"], 5);
+    expect(await pipeline.drain(10_000)).toBe(true);
+    order.set("trap-x", []);
+    expect(checkReceived(receiver, order)).toBe(0);
+    expect(receiver.requests).toBe(6);
+    expect(await counterValue(metrics.alertsDropped, { reason: "permanent_failure" })).toBe(1);
+    expect(await counterValue(metrics.deliveryFailures, { class: "http_4xx" })).toBe(1);
+    const error = logs.find((l) => (l.error as { code?: string } | undefined)?.code === "DeliveryFailed");
+    expect(error?.level).toBe("error");
+    expect((error?.error as { details?: { status?: number } } | undefined)?.details?.status).toBe(403);
+  });
+
+  it("sends alerts of traps without a callback to the monitor's default callback", async () => {
+    const receiver = await startReceiver();
+    cleanups.push(() => receiver.close());
+    const { pipeline } = await setup({ receiver, defaultCallback: receiver.url });
+    const alert = pipeline.handle(makeEvent(1), makeSource("trap-default")) as Alert;
+    expect(await pipeline.drain(5_000)).toBe(true);
+    expect(receiver.accepted.map((r) => r.id)).toEqual([alert.id]);
+  });
+});
+
+describe("spooled delivery across restarts and bounds", () => {
+  const dirs: string[] = [];
+  afterEach(() => {
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
+  const spoolDir = () => {
+    const d = mkdtempSync(join(tmpdir(), "hive-spool-"));
+    dirs.push(d);
+    return d;
+  };
+
+  it("delivers after a restart the alerts spooled during an outage before it", async () => {
+    const dir = spoolDir();
+    const receiver = await startReceiver();
+    cleanups.push(() => receiver.close());
+    await receiver.down();
+    const first = await setup({ receiver, spool: { dir } });
+    const before = produce(first.pipeline, receiver.url, ["trap-a", "trap-b"], 10);
+    await sleep(200);
+    expect(await counterValue(first.metrics.deliveryFailures, { class: "refused" })).toBeGreaterThan(0);
+    await first.pipeline.close();
+
+    await receiver.up();
+    const second = await setup({ receiver, spool: { dir } });
+    expect(second.pipeline.pending()).toBe(20);
+    const after = produce(second.pipeline, receiver.url, ["trap-a", "trap-b"], 3);
+    expect(await second.pipeline.drain(10_000)).toBe(true);
+    const order = new Map([...before].map(([trap, ids]) => [trap, [...ids, ...(after.get(trap) ?? [])]]));
+    expect(checkReceived(receiver, order)).toBe(0);
+    expect(await counterValue(second.metrics.alertsDelivered)).toBe(26);
+    await second.pipeline.close();
+    // Everything delivered: the spool is empty again.
+    const third = await setup({ receiver, spool: { dir } });
+    expect(third.pipeline.pending()).toBe(0);
+  });
+
+  it("drops the oldest alerts when the spool is full, counts them, and delivers the rest", async () => {
+    const dir = spoolDir();
+    const receiver = await startReceiver();
+    cleanups.push(() => receiver.close());
+    await receiver.down();
+    const { pipeline, metrics, logs } = await setup({
+      receiver,
+      spool: { dir, maxBytes: 64 * 1024, segmentBytes: 4096 },
+    });
+    const order = produce(pipeline, receiver.url, ["trap-a"], 200);
+    const ids = order.get("trap-a") as string[];
+    const dropped = await counterValue(metrics.alertsDropped, { reason: "spool_full" });
+    expect(dropped).toBeGreaterThan(0);
+    expect(pipeline.pending()).toBe(200 - dropped);
+    expect(logs.some((l) => (l.error as { code?: string } | undefined)?.code === "SpoolFull")).toBe(true);
+    const gauge = (await metrics.spoolBytes.get()).values[0]?.value ?? 0;
+    expect(gauge).toBeLessThanOrEqual(64 * 1024);
+    await receiver.up();
+    expect(await pipeline.drain(10_000)).toBe(true);
+    // Exactly the newest alerts arrive: the dropped ones are the oldest.
+    expect(checkReceived(receiver, new Map([["trap-a", ids.slice(dropped)]]))).toBe(0);
+  });
+});

@@ -1,0 +1,94 @@
+/**
+ * Shared pieces of the alert tests: kernel events and watched-file records as the loader
+ * would hand them over, a schema validator built from the one Alert definition, a logger
+ * that captures its lines, and metric readers.
+ */
+import { Ajv } from "ajv";
+import type { Counter } from "prom-client";
+import { AlertSchema } from "../../api/alert.ts";
+import { FORMATS } from "../../api/formats.ts";
+import { LABEL_TRAP_ID } from "../../api/meta.ts";
+import type { AlertSource } from "../../runtime/alerts/alert-source.ts";
+import type { KernelEvent } from "../../runtime/kernel/contract.ts";
+import { createLogger, type Logger } from "../../runtime/log.ts";
+
+const ajv = new Ajv({ allErrors: true, strict: false });
+for (const [name, check] of Object.entries(FORMATS)) ajv.addFormat(name, check);
+const validate = ajv.compile(AlertSchema);
+
+/** Throws with ajv's messages when `value` is not a valid Alert. */
+export function assertValidAlert(value: unknown): void {
+  if (!validate(value))
+    throw new Error(
+      `alert does not match the schema: ${ajv.errorsText(validate.errors)}\n${JSON.stringify(value)}`,
+    );
+}
+
+export const KERNEL_ID = "0d9f5c1e-3b7a-4c2e-9f1d-2a6b8c4e0f11";
+
+export function makeEvent(n: number, overrides: Partial<KernelEvent> = {}): KernelEvent {
+  return {
+    ktimeNs: process.hrtime.bigint(),
+    key: { major: 259, minor: 1, ino: 131_073n },
+    mask: 0x24,
+    accesses: ["read", "open"],
+    kind: "file",
+    slot: 3,
+    pid: 4_000 + n,
+    tgid: 4_000 + n,
+    uid: 0,
+    gid: 0,
+    comm: "cat",
+    cgroupId: 9_876n,
+    count: 3,
+    ...overrides,
+  };
+}
+
+export function makeSource(
+  trapId: string,
+  callback?: string,
+  overrides: Partial<AlertSource> = {},
+): AlertSource {
+  return {
+    annotations: {
+      hive_policy_name: "shadow-watch",
+      path: "/etc/shadow",
+      pod_name: "nginx-7d9c",
+      namespace: "default",
+      container_id: "containerd://4f1c2e",
+      container_name: "nginx",
+      node_name: "node-a",
+      pod_ip: "10.0.0.7",
+      ...(callback ? { callback } : {}),
+    },
+    labels: { [LABEL_TRAP_ID]: trapId },
+    policyNamespace: "security",
+    nodeName: "node-a",
+    kernelId: KERNEL_ID,
+    ...overrides,
+  };
+}
+
+export interface CapturedLogger {
+  logger: Logger;
+  lines: Record<string, unknown>[];
+}
+
+export function captureLogger(): CapturedLogger {
+  const lines: Record<string, unknown>[] = [];
+  return { lines, logger: createLogger({}, { level: "debug", sink: (l) => lines.push(JSON.parse(l)) }) };
+}
+
+/** Sum of a counter's values whose labels include `labels`. */
+export async function counterValue(
+  counter: Counter<string>,
+  labels: Record<string, string> = {},
+): Promise<number> {
+  const { values } = await counter.get();
+  return values
+    .filter((v) => Object.entries(labels).every(([k, want]) => v.labels[k] === want))
+    .reduce((sum, v) => sum + v.value, 0);
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
