@@ -5,13 +5,21 @@
  * traps of the watched files it reads from the pinned map. Written atomically (rename).
  */
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
-import { dirname } from "node:path";
+import { basename, dirname } from "node:path";
 import { HiveError } from "../errors.ts";
 import type { AttachMode } from "../kernel/contract.ts";
 import type { WatchTable } from "./watch-plan.ts";
 
-/** Default location: tmpfs, gone at reboot together with the kernel state it describes. */
-export const WATCH_TABLE_FILE = "/run/hive/watch-table.json";
+/** Directory of the tables: tmpfs, gone at reboot together with the kernel state they describe. */
+export const WATCH_TABLE_DIR = "/run/hive";
+
+/** bpffs directory `hive watch` pins its maps under, apart from an agent's (/sys/fs/bpf/hive). */
+export const STANDALONE_PIN_ROOT = "/sys/fs/bpf/hive-standalone";
+
+/** The table describing the maps pinned under `pinRoot`: /run/hive/<basename>.watch-table.json. */
+export function watchTableFileFor(pinRoot: string, dir = WATCH_TABLE_DIR): string {
+  return `${dir}/${basename(pinRoot)}.watch-table.json`;
+}
 
 export interface WatchTableTrap {
   policy: string;
