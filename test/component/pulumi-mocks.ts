@@ -1,0 +1,56 @@
+/**
+ * Runs Pulumi programs offline with `pulumi.runtime.setMocks`: every resource the program
+ * registers is recorded with its type token, name and the inputs Pulumi serialized for it
+ * (what the engine would send to the Kubernetes provider).
+ */
+import * as pulumi from "@pulumi/pulumi";
+
+export interface RecordedResource {
+  type: string;
+  name: string;
+  // biome-ignore lint/suspicious/noExplicitAny: inputs are whatever the program passed
+  inputs: any;
+}
+
+export function installMocks(): RecordedResource[] {
+  const recorded: RecordedResource[] = [];
+  pulumi.runtime.setMocks(
+    {
+      newResource: (args) => {
+        recorded.push({ type: args.type, name: args.name, inputs: args.inputs });
+        return { id: `${args.name}-id`, state: args.inputs };
+      },
+      call: (args) => args.inputs,
+    },
+    "hive",
+    "test",
+    false,
+  );
+  return recorded;
+}
+
+/** The value of an Output, once Pulumi has resolved it. */
+export function resolve<T>(output: pulumi.Output<T>): Promise<T> {
+  return new Promise((done) => output.apply(done));
+}
+
+/** Waits until no new resource has been registered for a few turns of the event loop. */
+export async function settle(recorded: RecordedResource[]): Promise<void> {
+  let last = -1;
+  let stable = 0;
+  while (stable < 5) {
+    await new Promise((r) => setTimeout(r, 10));
+    stable = recorded.length === last ? stable + 1 : 0;
+    last = recorded.length;
+  }
+}
+
+/** The recorded Kubernetes objects (everything but component resources), keyed kind/namespace/name. */
+export function kubernetesObjects(recorded: RecordedResource[]) {
+  return recorded.filter((r) => r.type.startsWith("kubernetes:"));
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: any Kubernetes object
+export function objectKey(o: any): string {
+  return `${o.kind}/${o.metadata?.namespace ?? ""}/${o.metadata?.name}`;
+}
