@@ -4,9 +4,9 @@
  *
  * Serves: core v1 pods, namespaces, nodes, events, secrets, configmaps, serviceaccounts;
  * coordination.k8s.io/v1 leases; events.k8s.io/v1 events; apps/v1 daemonsets;
- * apiextensions.k8s.io/v1 CRDs (creating one serves its kind; deleting it removes its
- * objects); hive-operator.com/v1alpha1 hivepolicies (status subresource) and hivedata,
- * registered up front (option `hiveResources`).
+ * apiextensions.k8s.io/v1 CRDs (creating one serves its kind, validating writes against its
+ * openAPIV3Schema; deleting it removes its objects); Hive's CRDs from api/crd.ts are installed
+ * at start (hivepolicies with the status subresource, hivedata).
  *
  * Semantics (see store.ts): cluster-wide resourceVersion; uid; generation bumped on spec
  * changes only; create/get/list/update/patch (merge, JSON, strategic-as-merge)/delete/
@@ -34,6 +34,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { KubeConfig } from "@kubernetes/client-node";
+import { hiveCrds } from "../../api/crd.ts";
 import { apiVersionOf, type ResourceDef, resourceKey } from "./resources.ts";
 import { ApiError, errors, type StatusBody } from "./status.ts";
 import {
@@ -95,7 +96,10 @@ export interface StartOptions extends StoreOptions {
   port?: number;
   /** Interval between BOOKMARK events on watches that allow them. Default 1000 ms. */
   bookmarkIntervalMs?: number;
-  /** CustomResourceDefinitions to install at start (e.g. Hive's, from api/crd.ts). */
+  /**
+   * CustomResourceDefinitions installed at start; default Hive's own (api/crd.ts), so their
+   * openAPIV3Schema validates every write as a real API server would. `[]` installs none.
+   */
   crds?: unknown[];
 }
 
@@ -210,7 +214,7 @@ function matchesFilter(r: RequestRecord | Omit<RequestRecord, "code" | "time">, 
 
 export async function startApiServer(options: StartOptions = {}): Promise<ApiServer> {
   const store = new Store(options);
-  for (const crd of options.crds ?? []) {
+  for (const crd of options.crds ?? hiveCrds()) {
     store.create(
       store.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions") as ResourceDef,
       undefined,

@@ -116,7 +116,7 @@ export interface StoreOptions {
   continueTtlMs?: number;
   /** Delay before the garbage collector acts on a removal. Default 0 (next tick). */
   gcDelayMs?: number;
-  /** Register Hive's kinds up front, as if their CRDs were installed. Default true. */
+  /** Register Hive's kinds up front without schemas (the server installs the real CRDs instead). Default false. */
   hiveResources?: boolean;
 }
 
@@ -183,7 +183,7 @@ export class Store {
     this.continueTtlMs = options.continueTtlMs ?? 5 * 60_000;
     this.gcDelayMs = options.gcDelayMs ?? 0;
     for (const def of BUILTIN_RESOURCES) this.register(def);
-    if (options.hiveResources ?? true) for (const def of HIVE_RESOURCES) this.register(def);
+    if (options.hiveResources ?? false) for (const def of HIVE_RESOURCES) this.register(def);
     for (const ns of ["default", "kube-system", "kube-public", "kube-node-lease"]) {
       this.create(this.mustDef("", "namespaces"), undefined, { metadata: { name: ns } });
     }
@@ -850,7 +850,7 @@ export class Store {
       const causes = (state.validate.errors ?? []).map((e) => ({
         reason: "FieldValueInvalid",
         message: `Invalid value: ${e.message ?? "invalid"}`,
-        field: e.instancePath.replace(/^\//, "").replace(/\//g, ".") || "<root>",
+        field: fieldPath(e.instancePath),
       }));
       throw errors.invalid(state.def.kind, state.def.group, obj.metadata.name ?? "", causes);
     }
@@ -1097,4 +1097,14 @@ function stripKubernetesKeywords(schema: unknown): unknown {
         : stripKubernetesKeywords(v);
   }
   return out;
+}
+
+/** JSON pointer → the field path Kubernetes prints ("/spec/traps/0/path" → "spec.traps[0].path"). */
+function fieldPath(pointer: string): string {
+  let out = "";
+  for (const part of pointer.split("/").slice(1)) {
+    if (/^\d+$/.test(part)) out += `[${part}]`;
+    else out += out === "" ? part : `.${part}`;
+  }
+  return out || "<root>";
 }

@@ -1,0 +1,6 @@
+/** Kubernetes plumbing of the agent: client configuration, informers, leader election, Hive CRs. */
+export * from "./api-errors.ts";
+export * from "./hive-resources.ts";
+export * from "./informer.ts";
+export * from "./kube-client.ts";
+export * from "./lease.ts";
