@@ -4,7 +4,7 @@
  * composes: each subcommand lives in commands/ and is imported when it runs, so that
  * `hive validate` never loads libbpf and `hive status` never loads Pulumi.
  */
-import { isHiveError } from "../errors.ts";
+import { type HiveError, isHiveError } from "../errors.ts";
 import { type Command, UsageError } from "./command.ts";
 import { EXIT, type ExitCode, exitCodeFor } from "./exit-codes.ts";
 
@@ -14,9 +14,17 @@ interface Entry {
 }
 
 const COMMANDS: Record<string, Entry> = {
+  render: {
+    summary: "print the Kubernetes manifests the Pulumi component creates, as YAML",
+    load: async () => (await import("./commands/render.ts")).renderCommand,
+  },
   validate: {
     summary: "check HivePolicy files; one line per problem",
     load: async () => (await import("./commands/validate.ts")).validateCommand,
+  },
+  status: {
+    summary: "what the local kernel has loaded: program, attach mode, watched files, counters",
+    load: async () => (await import("./commands/status.ts")).statusCommand,
   },
 };
 
@@ -34,6 +42,21 @@ Run \`hive COMMAND --help\` for a command's options.
 Exit codes: 0 ok · 1 invalid policy/config · 2 usage · 3 kernel cannot run Hive ·
 4 nothing to watch / nothing loaded · 5 unreadable input · 70 internal error.
 Logs are JSON lines on stderr (HIVE_LOG_LEVEL=debug|info|warn|error); alerts go to stdout.`;
+
+/**
+ * One line for a one-line error (HiveError.describe); a multi-line one (every problem of a
+ * config, a verifier log) keeps its lines, indented, with the hint last.
+ */
+export function describeError(command: string, error: HiveError): string {
+  const [first = "", ...rest] = error.message.split("\n");
+  if (rest.length === 0 && !error.hint?.includes("\n")) return `hive ${command}: ${error.describe()}`;
+  const on = error.object ? ` (${error.object})` : "";
+  const head = first.endsWith(":") ? `${first.slice(0, -1)}${on}:` : `${first}${on}`;
+  const lines = [`hive ${command}: ${error.code}: ${head}`, ...rest.map((l) => `  ${l}`)];
+  if (error.hint)
+    lines.push(...error.hint.split("\n").map((l, i) => (i === 0 ? `  hint: ${l}` : `    ${l}`)));
+  return lines.join("\n");
+}
 
 /** Runs one command line (without `node main.js`) and returns the exit code. */
 export async function runCli(argv: string[]): Promise<ExitCode> {
@@ -65,7 +88,7 @@ export async function runCli(argv: string[]): Promise<ExitCode> {
       return EXIT.usage;
     }
     if (isHiveError(error)) {
-      process.stderr.write(`hive ${name}: ${error.describe()}\n`);
+      process.stderr.write(`${describeError(name, error)}\n`);
     } else {
       const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
       process.stderr.write(`hive ${name}: internal error, please report it: ${detail}\n`);
