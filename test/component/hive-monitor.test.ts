@@ -59,7 +59,15 @@ function verbsByResource(rules: any[]): Record<string, string[]> {
   return out;
 }
 
-const BASE_CAPABILITIES = ["BPF", "CHOWN", "DAC_READ_SEARCH", "FOWNER", "PERFMON", "SYS_PTRACE", "SYS_RESOURCE"];
+const BASE_CAPABILITIES = [
+  "BPF",
+  "CHOWN",
+  "DAC_READ_SEARCH",
+  "FOWNER",
+  "PERFMON",
+  "SYS_PTRACE",
+  "SYS_RESOURCE",
+];
 
 describe("HiveMonitor with the minimal configuration", () => {
   let result: Run;
@@ -88,7 +96,11 @@ describe("HiveMonitor with the minimal configuration", () => {
   });
 
   it("outputs the namespace it created, the DaemonSet's name and no policies", () => {
-    expect(result.outputs).toEqual({ namespace: "hive-system", daemonSetName: "hive-agent", policyNames: [] });
+    expect(result.outputs).toEqual({
+      namespace: "hive-system",
+      daemonSetName: "hive-agent",
+      policyNames: [],
+    });
     const ns = find(result.resources, "kubernetes:core/v1:Namespace");
     expect(ns.metadata.name).toBe("hive-system");
     // hostPID, hostPath and added capabilities are only admitted at the privileged level.
@@ -97,7 +109,10 @@ describe("HiveMonitor with the minimal configuration", () => {
 
   it("creates both CRDs from the one schema definition", () => {
     const crds = result.resources.filter((r) => r.type.endsWith(":CustomResourceDefinition"));
-    expect(crds.map((c) => c.inputs.metadata.name).sort()).toEqual(["hivedata.hive-operator.com", "hivepolicies.hive-operator.com"]);
+    expect(crds.map((c) => c.inputs.metadata.name).sort()).toEqual([
+      "hivedata.hive-operator.com",
+      "hivepolicies.hive-operator.com",
+    ]);
   });
 
   it("runs the agent with hostPID and exactly the capabilities it needs, never privileged", () => {
@@ -134,7 +149,11 @@ describe("HiveMonitor with the minimal configuration", () => {
     });
     // biome-ignore lint/suspicious/noExplicitAny: mounts from inputs
     const mounts = Object.fromEntries(pod.containers[0].volumeMounts.map((m: any) => [m.name, m]));
-    expect(mounts.bpffs).toEqual({ name: "bpffs", mountPath: "/sys/fs/bpf", mountPropagation: "HostToContainer" });
+    expect(mounts.bpffs).toEqual({
+      name: "bpffs",
+      mountPath: "/sys/fs/bpf",
+      mountPropagation: "HostToContainer",
+    });
     expect(mounts.btf.readOnly).toBe(true);
     expect(mounts["container-runtime"].readOnly).toBe(true);
     expect(mounts.spool.readOnly).toBeUndefined();
@@ -191,23 +210,38 @@ describe("HiveMonitor with the minimal configuration", () => {
 
   it("binds the roles to the agent's ServiceAccount only", () => {
     const subjects = [{ kind: "ServiceAccount", name: "hive-agent", namespace: "hive-system" }];
-    expect(find(result.resources, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding").subjects).toEqual(subjects);
-    expect(find(result.resources, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding").subjects).toEqual(subjects);
+    expect(
+      find(result.resources, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding").subjects,
+    ).toEqual(subjects);
+    expect(find(result.resources, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding").subjects).toEqual(
+      subjects,
+    );
   });
 
   it("keeps the agent to the HiveData of its own node with an admission policy bound to deny", () => {
-    const vap = find(result.resources, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy");
+    const vap = find(
+      result.resources,
+      "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+    );
     expect(vap.spec.failurePolicy).toBe("Fail");
     expect(vap.spec.matchConditions).toEqual([
-      { name: "is-hive-agent", expression: "request.userInfo.username == 'system:serviceaccount:hive-system:hive-agent'" },
+      {
+        name: "is-hive-agent",
+        expression: "request.userInfo.username == 'system:serviceaccount:hive-system:hive-agent'",
+      },
     ]);
     const text = JSON.stringify(vap.spec);
     expect(text).toContain("request.userInfo.extra['authentication.kubernetes.io/node-name']");
     expect(text).toContain(`metadata.labels['${LABEL_NODE}']`);
     // biome-ignore lint/suspicious/noExplicitAny: rules from inputs
-    const dataRule = vap.spec.matchConstraints.resourceRules.find((r: any) => r.resources.includes("hivedata"));
+    const dataRule = vap.spec.matchConstraints.resourceRules.find((r: any) =>
+      r.resources.includes("hivedata"),
+    );
     expect(dataRule.operations).toEqual(["CREATE", "UPDATE", "DELETE"]);
-    const binding = find(result.resources, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding");
+    const binding = find(
+      result.resources,
+      "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+    );
     expect(binding.spec).toEqual({ policyName: vap.metadata.name, validationActions: ["Deny"] });
   });
 
@@ -235,7 +269,9 @@ describe("HiveMonitor with every option set", () => {
 
   it("builds one HivePolicy per group of traps, converting the typed fields", async () => {
     expect(result.outputs.policyNames.sort()).toEqual(["canaries", "default"]);
-    const policies = result.resources.filter((r) => r.type === "kubernetes:hive-operator.com/v1alpha1:HivePolicy");
+    const policies = result.resources.filter(
+      (r) => r.type === "kubernetes:hive-operator.com/v1alpha1:HivePolicy",
+    );
     const byName = Object.fromEntries(policies.map((p) => [p.inputs.metadata.name, p.inputs]));
     expect(byName.default.metadata.namespace).toBe("security");
     expect(byName.default.spec.traps).toEqual([
@@ -286,7 +322,9 @@ describe("HiveMonitor with every option set", () => {
 
   it("lets the agent read exactly the callback Secrets it names", () => {
     const role = find(result.resources, "kubernetes:rbac.authorization.k8s.io/v1:Role");
-    expect(verbsByResource(role.rules)["core/secrets[hive-callback-headers,hive-callback-signing]"]).toEqual(["get"]);
+    expect(verbsByResource(role.rules)["core/secrets[hive-callback-headers,hive-callback-signing]"]).toEqual([
+      "get",
+    ]);
     // biome-ignore lint/suspicious/noExplicitAny: rules from inputs
     const secretRules = role.rules.filter((r: any) => r.resources.includes("secrets"));
     expect(secretRules).toHaveLength(1);
@@ -314,7 +352,10 @@ describe("HiveMonitor with every option set", () => {
   });
 
   it("scopes the admission policy to the agent of this namespace", () => {
-    const vap = find(result.resources, "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy");
+    const vap = find(
+      result.resources,
+      "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+    );
     expect(vap.spec.matchConditions[0].expression).toBe(
       "request.userInfo.username == 'system:serviceaccount:security:hive-agent'",
     );
@@ -343,7 +384,7 @@ describe("HiveMonitor argument errors", () => {
     expect((error as Error).message).toBe(
       [
         'HiveMonitor "broken" has invalid options:',
-        'namespace: "Hive_System" is not a namespace name (lowercase letters, digits and \'-\', at most 63)',
+        "namespace: \"Hive_System\" is not a namespace name (lowercase letters, digits and '-', at most 63)",
         'traps[0].path: must be an absolute path (start with "/")',
         'traps[1].match.containerName: RegExp flags "i" are not supported; write the pattern without flags (e.g. /[Nn]ginx/ instead of /nginx/i)',
         "traps[1].match.ip: must be an IPv4 address such as 10.0.0.7",
@@ -379,9 +420,15 @@ describe("HivePolicy on its own", () => {
       metadata: {
         name: "team-traps",
         namespace: "payments",
-        labels: { "app.kubernetes.io/name": "hive", "app.kubernetes.io/part-of": "hive", "app.kubernetes.io/component": "policy" },
+        labels: {
+          "app.kubernetes.io/name": "hive",
+          "app.kubernetes.io/part-of": "hive",
+          "app.kubernetes.io/component": "policy",
+        },
       },
-      spec: { traps: [{ path: "/app/.env", create: true, mode: "0400", match: { "container-name": "api" } }] },
+      spec: {
+        traps: [{ path: "/app/.env", create: true, mode: "0400", match: { "container-name": "api" } }],
+      },
     });
   });
 
@@ -390,7 +437,11 @@ describe("HivePolicy on its own", () => {
       'HivePolicy "empty" has invalid options:\ntraps: must list at least one trap such as { path: "/etc/shadow" }',
     );
     expect(
-      () => new HivePolicy("bad-cb", { namespace: "payments", traps: [{ path: "/x", callback: "ftp://example.com" }] }),
+      () =>
+        new HivePolicy("bad-cb", {
+          namespace: "payments",
+          traps: [{ path: "/x", callback: "ftp://example.com" }],
+        }),
     ).toThrow("traps[0].callback: must be an http:// or https:// URL");
   });
 });
