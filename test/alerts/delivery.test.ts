@@ -31,9 +31,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function setup(
-  options: Partial<AlertPipelineConfig> & { receiver?: Receiver } = {},
-): Promise<{
+async function setup(options: Partial<AlertPipelineConfig> & { receiver?: Receiver } = {}): Promise<{
   pipeline: AlertPipeline;
   receiver: Receiver;
   metrics: HiveMetrics;

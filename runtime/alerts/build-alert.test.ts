@@ -1,0 +1,69 @@
+import { describe, expect, it } from "vitest";
+import { assertValidAlert, KERNEL_ID, makeEvent, makeSource } from "../../test/alerts/fixtures.ts";
+import { createBootClock } from "./boot-clock.ts";
+import { buildAlert } from "./build-alert.ts";
+import { noProcReader } from "./proc-info.ts";
+
+const context = { clock: createBootClock(1_700_000_000_000_000_000n), proc: noProcReader };
+
+describe("alert builder", () => {
+  it("fills the reference fields and Hive's additions from the event and the watched file", () => {
+    const event = makeEvent(1, { comm: "cat\0\0\0\0", ktimeNs: 5_000_000_000n, mask: 0x24, count: 3 });
+    const alert = buildAlert(
+      event,
+      makeSource("t-1", "http://x/"),
+      { ...context, proc: { read: () => ({ exe: "/usr/bin/cat", ppid: 9 }) } },
+      4,
+    );
+    assertValidAlert(alert);
+    expect(alert).toMatchObject({
+      timestamp: "2023-11-14T22:13:25.000000Z",
+      hive_policy_name: "shadow-watch",
+      hive_policy_namespace: "security",
+      trap_id: "t-1",
+      metadata: {
+        path: "/etc/shadow",
+        inode: 131073,
+        device: "259:1",
+        mask: 0x24,
+        accesses: ["read", "open"],
+        count: 3,
+        kernel_id: KERNEL_ID,
+      },
+      pod: {
+        name: "nginx-7d9c",
+        namespace: "default",
+        container: { id: "containerd://4f1c2e", name: "nginx" },
+      },
+      node: { name: "node-a" },
+      process: {
+        pid: 4001,
+        tgid: 4001,
+        ppid: 9,
+        uid: 0,
+        gid: 0,
+        comm: "cat",
+        exe: "/usr/bin/cat",
+        cgroup_id: 9876,
+      },
+      suppressed: 4,
+    });
+  });
+
+  it("leaves out the pod for a host path (standalone mode) and stays schema-valid", () => {
+    const source = makeSource("t-2");
+    source.annotations = { path: "/etc/passwd", hive_policy_name: "host" };
+    const alert = buildAlert(makeEvent(2), source, context);
+    assertValidAlert(alert);
+    expect(alert.pod).toBeUndefined();
+    expect(alert.suppressed).toBeUndefined();
+    expect(alert.process.exe).toBeUndefined();
+  });
+
+  it("gives every alert its own id", () => {
+    const ids = new Set(
+      Array.from({ length: 100 }, (_, i) => buildAlert(makeEvent(i), makeSource("t"), context).id),
+    );
+    expect(ids.size).toBe(100);
+  });
+});

@@ -1,0 +1,162 @@
+/**
+ * The Kubernetes side of alerts, through the real @kubernetes/client-node over HTTP against
+ * the API server stand-in: the pod Event recorder (create, then JSON-patch the count;
+ * rate-limited) and the Secret header loader.
+ */
+import { CoreV1Api } from "@kubernetes/client-node";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Alert } from "../../api/alert.ts";
+import { createBootClock } from "../../runtime/alerts/boot-clock.ts";
+import { buildAlert } from "../../runtime/alerts/build-alert.ts";
+import { createPodEventRecorder, EVENT_REASON } from "../../runtime/alerts/pod-events.ts";
+import { noProcReader } from "../../runtime/alerts/proc-info.ts";
+import { loadSecretHeaders } from "../../runtime/alerts/secret-headers.ts";
+import { isHiveError } from "../../runtime/errors.ts";
+import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
+import { type ApiServer, startApiServer } from "../apiserver/server.ts";
+import { captureLogger, counterValue, makeEvent, makeSource } from "./fixtures.ts";
+
+async function startApi(): Promise<ApiServer> {
+  const api = await startApiServer({ crds: [] });
+  cleanups.push(() => api.stop());
+  return api;
+}
+
+const eventsOf = (api: ApiServer) =>
+  api.store.all(api.resource("events", "")) as unknown as Record<string, unknown>[];
+const eventWrites = (api: ApiServer) =>
+  api.requests.filter((r) => r.resource === "events" && r.group === "").map((r) => r.verb);
+
+function coreClient(api: ApiServer): CoreV1Api {
+  return api.kubeConfig("node-a").makeApiClient(CoreV1Api);
+}
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const clock = createBootClock();
+function alertFor(pod: string, trap: string, n: number, comm = "cat"): Alert {
+  const source = makeSource(trap);
+  source.annotations.pod_name = pod;
+  return buildAlert(makeEvent(n, { comm, ktimeNs: clock.nowKtimeNs() }), source, {
+    clock,
+    proc: noProcReader,
+  });
+}
+
+describe("Kubernetes Events for alerts", () => {
+  it("creates one Event per pod and trap, then raises its count by patching, as kubectl describe shows it", async () => {
+    const api = await startApi();
+    const metrics = createHiveMetrics({ processMetrics: false });
+    const recorder = createPodEventRecorder({
+      core: coreClient(api),
+      nodeName: "node-a",
+      logger: captureLogger().logger,
+      metrics,
+      flushIntervalMs: 50,
+    });
+    cleanups.push(() => recorder.close());
+    recorder.record(alertFor("nginx-1", "trap-a", 1));
+    await recorder.flush();
+    expect(eventsOf(api)).toHaveLength(1);
+    expect(eventWrites(api)).toEqual(["create"]);
+    expect(eventsOf(api)[0]).toMatchObject({
+      involvedObject: { kind: "Pod", apiVersion: "v1", name: "nginx-1", namespace: "default" },
+      reason: EVENT_REASON,
+      type: "Warning",
+      count: 1,
+      message: "file /etc/shadow read/open by cat (pid 4001) in container nginx",
+      source: { component: "hive-agent", host: "node-a" },
+      reportingInstance: "node-a",
+    });
+    for (let i = 2; i <= 10; i++) recorder.record(alertFor("nginx-1", "trap-a", i, "sh"));
+    await recorder.flush();
+    expect(eventsOf(api)).toHaveLength(1);
+    expect(eventsOf(api)[0]?.count).toBe(10);
+    expect(eventsOf(api)[0]?.message).toBe("file /etc/shadow read/open by sh (pid 4010) in container nginx");
+    const patches = eventWrites(api).filter((v) => v === "patch");
+    expect(patches.length).toBeGreaterThanOrEqual(1);
+    expect(patches.length).toBeLessThan(9);
+    expect(await counterValue(metrics.kubernetesEvents, { result: "created" })).toBe(1);
+  });
+
+  it("limits API writes with a token bucket and aggregates what it could not write yet", async () => {
+    const api = await startApi();
+    const metrics = createHiveMetrics({ processMetrics: false });
+    const recorder = createPodEventRecorder({
+      core: coreClient(api),
+      nodeName: "node-a",
+      logger: captureLogger().logger,
+      metrics,
+      writesPerSecond: 0.001,
+      burst: 3,
+    });
+    cleanups.push(() => recorder.close());
+    for (let p = 0; p < 10; p++)
+      for (let i = 0; i < 5; i++) recorder.record(alertFor(`pod-${p}`, "trap-a", i));
+    await recorder.flush();
+    // Three tokens: pod-0's Event is created at its first alert, then patched with the four
+    // that followed; pod-1's is created with all five. Pods 2-9 wait for tokens, aggregated.
+    expect(eventWrites(api)).toEqual(["create", "patch", "create"]);
+    expect(eventsOf(api).map((e) => e.count)).toEqual([5, 5]);
+    expect(await counterValue(metrics.kubernetesEvents, { result: "throttled" })).toBeGreaterThan(0);
+  });
+
+  it("writes nothing for host alerts without a pod", async () => {
+    const api = await startApi();
+    const recorder = createPodEventRecorder({
+      core: coreClient(api),
+      nodeName: "n",
+      logger: captureLogger().logger,
+    });
+    cleanups.push(() => recorder.close());
+    const alert = alertFor("x", "t", 1);
+    delete alert.pod;
+    recorder.record(alert);
+    await recorder.flush();
+    expect(eventWrites(api)).toEqual([]);
+  });
+});
+
+describe("callback headers from a Secret", () => {
+  it("reads each data key as a header through CoreV1Api", async () => {
+    const api = await startApi();
+    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
+    await admin.createNamespace({ body: { metadata: { name: "hive-system" } } });
+    await admin.createNamespacedSecret({
+      namespace: "hive-system",
+      body: {
+        metadata: { name: "callback-auth" },
+        data: {
+          Authorization: Buffer.from("Bearer abc").toString("base64"),
+          "X-Tenant": Buffer.from("blue").toString("base64"),
+        },
+      },
+    });
+    const headers = await loadSecretHeaders(coreClient(api), "hive-system", "callback-auth");
+    expect(headers).toEqual({ Authorization: "Bearer abc", "X-Tenant": "blue" });
+    expect(api.requests.filter((r) => r.user === "node-a").map((r) => [r.verb, r.resource, r.name])).toEqual([
+      ["get", "secrets", "callback-auth"],
+    ]);
+  });
+
+  it("names the Secret and the fix when it is missing or holds a header-smuggling value", async () => {
+    const api = await startApi();
+    const missing = await loadSecretHeaders(coreClient(api), "hive-system", "nope").catch((e: unknown) => e);
+    expect(isHiveError(missing, "ApiRequestFailed")).toBe(true);
+    expect((missing as Error).message).toContain("not found");
+    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
+    await admin.createNamespace({ body: { metadata: { name: "hive-system" } } });
+    await admin.createNamespacedSecret({
+      namespace: "hive-system",
+      body: {
+        metadata: { name: "bad" },
+        data: { Authorization: Buffer.from("Bearer abc\r\nX-Evil: 1").toString("base64") },
+      },
+    });
+    const bad = await loadSecretHeaders(coreClient(api), "hive-system", "bad").catch((e: unknown) => e);
+    expect(isHiveError(bad, "ConfigInvalid")).toBe(true);
+  });
+});
