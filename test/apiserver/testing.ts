@@ -1,0 +1,57 @@
+/** Small helpers for tests that drive the stand-in through @kubernetes/client-node. */
+
+/** Polls `probe` until it returns a value other than undefined/false, or fails after `timeoutMs`. */
+export async function waitFor<T>(
+  probe: () => T | undefined | false | Promise<T | undefined | false>,
+  options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+): Promise<T> {
+  const deadline = Date.now() + (options.timeoutMs ?? 5000);
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${options.what ?? "condition"}`);
+    await new Promise((r) => setTimeout(r, options.intervalMs ?? 10));
+  }
+}
+
+/** The Kubernetes Status body carried by a client-node ApiException (its body is JSON text). */
+export function statusOf(err: unknown): {
+  kind?: string;
+  reason?: string;
+  code?: number;
+  message?: string;
+  details?: Record<string, unknown>;
+} {
+  const body = (err as { body?: unknown }).body;
+  if (typeof body === "string") return JSON.parse(body);
+  if (body && typeof body === "object") return body as ReturnType<typeof statusOf>;
+  throw new Error(`not an API error: ${String(err)}`);
+}
+
+/** Awaits a promise that must reject, returning the rejection. */
+export async function rejection(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  throw new Error("expected the request to fail, it succeeded");
+}
+
+/** A pod body with one container, optionally on a node and with labels. */
+export function podBody(
+  name: string,
+  options: { node?: string; labels?: Record<string, string>; namespace?: string } = {},
+) {
+  return {
+    metadata: {
+      name,
+      ...(options.namespace ? { namespace: options.namespace } : {}),
+      ...(options.labels ? { labels: options.labels } : {}),
+    },
+    spec: {
+      containers: [{ name: "app", image: "busybox" }],
+      ...(options.node ? { nodeName: options.node } : {}),
+    },
+  };
+}
