@@ -505,8 +505,10 @@ describe("deletion", () => {
       namespace: "doomed",
       body: { ...held, metadata: { ...held.metadata, finalizers: ["example.com/hold"] } },
     });
-    const ns = await core.deleteNamespace({ name: "doomed" });
+    await core.deleteNamespace({ name: "doomed" });
+    const ns = await core.readNamespace({ name: "doomed" });
     expect(ns.status?.phase).toBe("Terminating");
+    expect(ns.metadata?.deletionTimestamp).toBeTruthy();
     // The namespace stays (Terminating) while an object in it still has a finalizer.
     await waitFor(async () => (await core.listNamespacedPod({ namespace: "doomed" })).items.length === 1, {
       what: "namespace emptied",

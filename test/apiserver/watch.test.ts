@@ -21,7 +21,7 @@ let kc: KubeConfig;
 let core: CoreV1Api;
 const controllers: AbortController[] = [];
 
-async function watch(path: string, query: Record<string, unknown>) {
+async function watch(path: string, query: Record<string, string | number | boolean | undefined>) {
   const events: Seen[] = [];
   const done: { err?: unknown; called: boolean } = { called: false };
   const controller = await new Watch(kc).watch(
@@ -97,7 +97,7 @@ describe("watch", () => {
     await relabel("low");
     await waitFor(() => w.events.length >= 2);
     expect(w.events.map((e) => e.type)).toEqual(["ADDED", "DELETED"]);
-    expect((w.events[1]?.object.metadata as { labels: Record<string, string> }).labels.security).toBe("low");
+    expect(w.events[1]?.object.metadata).toMatchObject({ labels: { security: "low" } });
   });
 
   it("sends BOOKMARKs only when asked, carrying the current resourceVersion", async () => {
