@@ -106,7 +106,9 @@ describe("the validation itself", () => {
   const daemonSet = renderManifests(MINIMAL).find((o) => o.kind === "DaemonSet") as KubernetesObject;
 
   it("rejects a value of the wrong type", async () => {
-    const broken = structuredClone(daemonSet) as { spec: { template: { spec: { hostPID: unknown } } } };
+    const broken = structuredClone(daemonSet) as unknown as {
+      spec: { template: { spec: { hostPID: unknown } } };
+    };
     broken.spec.template.spec.hostPID = "yes";
     expect((await problemsOf(broken as unknown as KubernetesObject)).join("\n")).toMatch(
       /hostPID must be boolean/,
@@ -114,7 +116,9 @@ describe("the validation itself", () => {
   });
 
   it("rejects a field Kubernetes does not know", async () => {
-    const typo = structuredClone(daemonSet) as { spec: { template: { spec: Record<string, unknown> } } };
+    const typo = structuredClone(daemonSet) as unknown as {
+      spec: { template: { spec: Record<string, unknown> } };
+    };
     typo.spec.template.spec.hostPid = true;
     expect(await problemsOf(typo as unknown as KubernetesObject)).toEqual([
       "DaemonSet.spec.template.spec.hostPid (not a field of V1PodSpec)",
@@ -123,7 +127,7 @@ describe("the validation itself", () => {
 
   it("rejects a HivePolicy its CRD would not admit", async () => {
     const policy = renderManifests(FULL).find((o) => o.kind === "HivePolicy") as KubernetesObject;
-    const bad = structuredClone(policy) as { spec: { traps: Record<string, unknown>[] } };
+    const bad = structuredClone(policy) as unknown as { spec: { traps: Record<string, unknown>[] } };
     (bad.spec.traps[0] as Record<string, unknown>).paths = "/etc/shadow";
     expect((await problemsOf(bad as unknown as KubernetesObject)).join("\n")).toMatch(
       /must NOT have additional properties/,
