@@ -1,0 +1,242 @@
+/**
+ * One node's agent, composed: discover always runs; the loader role runs where this node
+ * holds the Lease of its kernel (`hive-loader-<boot id>`), the pods role where it holds the
+ * cluster-wide Lease (`hive-pods`). A role's informers and controller live exactly as long
+ * as its leadership: a lost renewal aborts them before another holder can start.
+ * main.ts adds flags, signals and the HTTP endpoints; tests and the benchmark start several
+ * of these in one process, one per simulated node.
+ */
+import type { HiveData } from "../../api/data.ts";
+import { createDiscoverController, type DiscoverController } from "../controllers/discover.ts";
+import {
+  allDataFeed,
+  allPodFeed,
+  type FeedOptions,
+  kernelDataFeed,
+  nodeDataFeed,
+  nodePodFeed,
+  policyFeed,
+  trapErrorFeed,
+} from "../controllers/feeds.ts";
+import {
+  createDataWriter,
+  createPolicyWriter,
+  createTrapErrorReporter,
+  trapErrorFromEvent,
+} from "../controllers/kube-ports.ts";
+import { createLoaderController, type LoaderController } from "../controllers/loader.ts";
+import { createPodsController, type PodsController } from "../controllers/pods.ts";
+import type { FileResolver } from "../discover/file-resolver.ts";
+import type { InformerStats } from "../k8s/informer.ts";
+
+/** What the agent needs of any informer, whatever its object type. */
+export interface RunningInformer {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  readonly stats: InformerStats;
+}
+
+import type { KubeClients } from "../k8s/kube-client.ts";
+import { LeaderElector } from "../k8s/lease.ts";
+import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
+import type { Logger } from "../log.ts";
+
+export interface LeaseTiming {
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+}
+
+export interface NodeAgentOptions {
+  clients: KubeClients;
+  nodeName: string;
+  /** This agent's identity in elections (the pod name). */
+  identity: string;
+  /** Namespace of the Leases (the agent's own namespace). */
+  namespace: string;
+  kernelId: string;
+  resolver: FileResolver;
+  /** Opens the kernel program when this node becomes its kernel's loader. */
+  openKernel: () => Promise<KernelWatcher>;
+  onAccess: (event: KernelEvent, matched: readonly HiveData[]) => void;
+  log: Logger;
+  roles?: { loader?: boolean; pods?: boolean };
+  lease?: Partial<LeaseTiming>;
+  /** Controller tuning (tests shorten these). */
+  orphanGraceMs?: number;
+  retryBaseMs?: number;
+  pageSize?: number;
+}
+
+export interface NodeAgent {
+  readonly discover: DiscoverController;
+  /** The running loader, while this node holds its kernel's Lease. */
+  loader(): LoaderController | undefined;
+  pods(): PodsController | undefined;
+  /** Discover's caches are synced (readiness). */
+  ready(): boolean;
+  informers(): RunningInformer[];
+  /** Stops the roles, releases the Leases (unless `release: false`, as a crash would). */
+  stop(options?: { release?: boolean }): Promise<void>;
+}
+
+export const LOADER_LEASE_PREFIX = "hive-loader-";
+export const PODS_LEASE = "hive-pods";
+
+export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAgent> {
+  const { clients, nodeName, kernelId, log } = options;
+  const feedOptions: FeedOptions = {
+    clients,
+    log,
+    ...(options.pageSize ? { pageSize: options.pageSize } : {}),
+  };
+  const writer = createDataWriter(clients.custom);
+  const discover = createDiscoverController({
+    nodeName,
+    kernelId,
+    resolver: options.resolver,
+    writer,
+    reporter: createTrapErrorReporter(clients.core, nodeName),
+    log: log.child({ controller: "discover" }),
+    ...(options.retryBaseMs ? { retryBaseMs: options.retryBaseMs } : {}),
+  });
+  const discoverInformers: RunningInformer[] = [
+    policyFeed((t, p) => discover.onPolicy(t, p), feedOptions),
+    nodePodFeed(nodeName, (t, p) => discover.onPod(t, p), feedOptions),
+    nodeDataFeed(nodeName, (t, d) => discover.onData(t, d), feedOptions),
+  ];
+  const all: RunningInformer[] = [...discoverInformers];
+  let ready = false;
+  void Promise.all(discoverInformers.map((i) => i.start())).then(() => {
+    ready = true;
+    discover.markSynced();
+  });
+
+  const lease = {
+    leaseDurationMs: options.lease?.leaseDurationMs ?? 15_000,
+    renewDeadlineMs: options.lease?.renewDeadlineMs ?? 10_000,
+    retryPeriodMs: options.lease?.retryPeriodMs ?? 2_000,
+  };
+  const electors: LeaderElector[] = [];
+
+  let loader: LoaderController | undefined;
+  if (options.roles?.loader !== false) {
+    let stopRole: (() => Promise<void>) | undefined;
+    electors.push(
+      new LeaderElector({
+        coordination: clients.coordination,
+        namespace: options.namespace,
+        name: `${LOADER_LEASE_PREFIX}${kernelId}`,
+        identity: options.identity,
+        ...lease,
+        logger: log.child({ role: "loader" }),
+        onStartedLeading: async (signal) => {
+          const kernel = await options.openKernel();
+          const controller = createLoaderController({
+            kernelId,
+            kernel,
+            writer,
+            log: log.child({ controller: "loader" }),
+            onAccess: options.onAccess,
+            ...(options.orphanGraceMs !== undefined ? { orphanGraceMs: options.orphanGraceMs } : {}),
+          });
+          const informers: RunningInformer[] = [
+            policyFeed((t, p) => controller.onPolicy(t, p), feedOptions),
+            kernelDataFeed(kernelId, (t, d) => controller.onData(t, d), feedOptions),
+          ];
+          stopRole = async () => {
+            controller.stop();
+            await Promise.all(informers.map((i) => i.stop()));
+            await kernel.close();
+            if (loader === controller) loader = undefined;
+          };
+          if (signal.aborted) return;
+          loader = controller;
+          await Promise.all(informers.map((i) => i.start()));
+          if (!signal.aborted) controller.markSynced();
+        },
+        onStoppedLeading: async () => {
+          const stop = stopRole;
+          stopRole = undefined;
+          await stop?.();
+        },
+      }),
+    );
+  }
+
+  let pods: PodsController | undefined;
+  if (options.roles?.pods !== false) {
+    let stopRole: (() => Promise<void>) | undefined;
+    electors.push(
+      new LeaderElector({
+        coordination: clients.coordination,
+        namespace: options.namespace,
+        name: PODS_LEASE,
+        identity: options.identity,
+        ...lease,
+        logger: log.child({ role: "pods" }),
+        onStartedLeading: async (signal) => {
+          const controller = createPodsController({
+            writer,
+            policyWriter: createPolicyWriter(clients.custom),
+            log: log.child({ controller: "pods" }),
+            removeErrorReports: async (policy) => {
+              const ns = policy.metadata.namespace ?? "default";
+              const events = await clients.core.listNamespacedEvent({
+                namespace: ns,
+                labelSelector: `app.kubernetes.io/managed-by=hive,hive-operator.com/policy=${policy.metadata.name}`,
+              });
+              for (const ev of events.items) {
+                await clients.core
+                  .deleteNamespacedEvent({ namespace: ns, name: ev.metadata?.name ?? "" })
+                  .catch(() => undefined);
+              }
+            },
+          });
+          const informers: RunningInformer[] = [
+            policyFeed((t, p) => controller.onPolicy(t, p), feedOptions),
+            allPodFeed((t, p) => controller.onPod(t, p), feedOptions),
+            allDataFeed((t, d) => controller.onData(t, d), feedOptions),
+            trapErrorFeed(
+              (t, ev) =>
+                controller.onTrapError(
+                  t,
+                  `${ev.metadata?.namespace}/${ev.metadata?.name}`,
+                  trapErrorFromEvent(ev),
+                ),
+              feedOptions,
+            ),
+          ];
+          stopRole = async () => {
+            controller.stop();
+            await Promise.all(informers.map((i) => i.stop()));
+            if (pods === controller) pods = undefined;
+          };
+          if (signal.aborted) return;
+          pods = controller;
+          await Promise.all(informers.map((i) => i.start()));
+          if (!signal.aborted) controller.markSynced();
+        },
+        onStoppedLeading: async () => {
+          const stop = stopRole;
+          stopRole = undefined;
+          await stop?.();
+        },
+      }),
+    );
+  }
+  for (const e of electors) e.start();
+
+  return {
+    discover,
+    loader: () => loader,
+    pods: () => pods,
+    ready: () => ready,
+    informers: () => all,
+    async stop(stopOptions = {}) {
+      await Promise.all(electors.map((e) => e.stop(stopOptions)));
+      discover.stop();
+      await Promise.all(discoverInformers.map((i) => i.stop()));
+    },
+  };
+}

@@ -1,0 +1,309 @@
+/**
+ * Discover controller (every node): HivePolicies × the pods of THIS node → one HiveData per
+ * trap × matched container, with the inode resolved inside the container. Event-driven:
+ * informer events call the `on*` methods; a serial runner coalesces them into passes.
+ *
+ * A pass resolves every matched container again (cheap: a handful of syscalls each, PIDs
+ * cached per pass) and writes only what changed, so it is idempotent and also serves the
+ * re-resolution a loader asks for when a trapped file's directory changes.
+ */
+import type { V1Pod } from "@kubernetes/client-node";
+import type { HiveData } from "../../api/data.ts";
+import { trapId as computeTrapId, dataName as dataNameFor } from "../../api/ids.ts";
+import { LABEL_NODE } from "../../api/meta.ts";
+import { type HivePolicy, parseMode } from "../../api/policy.ts";
+import type { FileResolver } from "../discover/file-resolver.ts";
+import { HiveError, isHiveError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import { ANNOTATION_RESOLVE_REQUEST, buildHiveData, dataUpToDate } from "./hive-data.ts";
+import { compileMatch, matchContainers } from "./match.ts";
+import {
+  type DataWriter,
+  type NodeTrapError,
+  objectKey,
+  type TrapErrorReporter,
+  type WatchEventType,
+} from "./ports.ts";
+import { createSerialRunner } from "./serial-runner.ts";
+
+/** Failures that go away on their own (the container starts, the runtime answers): retried with backoff. */
+const TRANSIENT = new Set(["ContainerNotReady", "ContainerNotFound", "RuntimeUnavailable"]);
+
+export interface DiscoverOptions {
+  nodeName: string;
+  kernelId: string;
+  resolver: FileResolver;
+  writer: DataWriter;
+  reporter: TrapErrorReporter;
+  log: Logger;
+  /** Backoff for containers not ready: base and cap (ms). */
+  retryBaseMs?: number;
+  retryMaxMs?: number;
+  debounceMs?: number;
+  /** Parallel resolutions / API writes per pass. */
+  concurrency?: number;
+}
+
+export interface DiscoverStats {
+  passes: number;
+  resolved: number;
+  created: number;
+  updated: number;
+  deleted: number;
+  errors: number;
+}
+
+export interface DiscoverController {
+  onPolicy(type: WatchEventType, policy: HivePolicy): void;
+  onPod(type: WatchEventType, pod: V1Pod): void;
+  onData(type: WatchEventType, data: HiveData): void;
+  /** Caches are filled: passes may now delete what is no longer wanted. */
+  markSynced(): void;
+  idle(): Promise<void>;
+  stats(): DiscoverStats;
+  stop(): void;
+}
+
+interface Item {
+  name: string;
+  namespace: string;
+  policy: HivePolicy;
+  trapIndex: number;
+  trapId: string;
+  pod: V1Pod;
+  container: { name: string; containerId: string };
+}
+
+async function inBatches<T>(
+  items: readonly T[],
+  size: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
+  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
+}
+
+export function createDiscoverController(options: DiscoverOptions): DiscoverController {
+  const { nodeName, kernelId, resolver, writer, reporter, log } = options;
+  const retryBaseMs = options.retryBaseMs ?? 500;
+  const retryMaxMs = options.retryMaxMs ?? 60_000;
+  const concurrency = options.concurrency ?? 16;
+  const policies = new Map<string, HivePolicy>();
+  const pods = new Map<string, V1Pod>();
+  const data = new Map<string, HiveData>();
+  const resolveRequests = new Map<string, string>();
+  /** Consecutive transient failures per item, for the backoff. */
+  const attempts = new Map<string, number>();
+  const stats: DiscoverStats = { passes: 0, resolved: 0, created: 0, updated: 0, deleted: 0, errors: 0 };
+  let synced = false;
+
+  async function pass(): Promise<void> {
+    stats.passes += 1;
+    const desired = new Map<string, HiveData>();
+    const keep = new Set<string>();
+    const errors: NodeTrapError[] = [];
+    const items: Item[] = [];
+    const errorFor = (
+      policy: HivePolicy,
+      id: string,
+      e: Omit<NodeTrapError, "policyNamespace" | "policyName" | "trapId">,
+    ) => {
+      const report: NodeTrapError = {
+        ...e,
+        node: nodeName,
+        policyNamespace: policy.metadata.namespace ?? "default",
+        policyName: policy.metadata.name ?? "",
+        trapId: id,
+      };
+      if (policy.metadata.uid) report.policyUid = policy.metadata.uid;
+      errors.push(report);
+    };
+
+    for (const policy of policies.values()) {
+      if (policy.metadata.deletionTimestamp) continue; // being deleted: the pods role removes its HiveData
+      const ref = { namespace: policy.metadata.namespace ?? "default", name: policy.metadata.name ?? "" };
+      policy.spec.traps.forEach((trap, trapIndex) => {
+        const id = computeTrapId(ref, trap);
+        const compiled = compileMatch(trap);
+        if (!compiled.ok) {
+          errorFor(policy, id, { reason: compiled.reason, message: compiled.message });
+          return;
+        }
+        for (const pod of pods.values()) {
+          for (const c of matchContainers(compiled.match, pod)) {
+            if (!c.running || !c.containerId) {
+              // The pod update that starts the container triggers the next pass: no timer needed.
+              errorFor(policy, id, {
+                reason: "ContainerNotReady",
+                message: "container is not running yet",
+                pod: pod.metadata?.name ?? "",
+                container: c.name,
+              });
+              continue;
+            }
+            const container = { name: c.name, containerId: c.containerId };
+            const probe = buildName(id, container.containerId, pod);
+            items.push({
+              name: probe,
+              namespace: pod.metadata?.namespace ?? "default",
+              policy,
+              trapIndex,
+              trapId: id,
+              pod,
+              container,
+            });
+          }
+        }
+      });
+    }
+
+    // PIDs are looked up once per container per pass, however many traps match it.
+    let nextRetryMs = Number.POSITIVE_INFINITY;
+    await inBatches(items, concurrency, async (item) => {
+      const trap = item.policy.spec.traps[item.trapIndex];
+      if (!trap) return;
+      const key = `${item.namespace}/${item.name}`;
+      try {
+        const resolveOptions = trap.create
+          ? { create: true, mode: trap.mode === undefined ? 0o444 : parseMode(trap.mode) }
+          : {};
+        const found = await resolver.resolve(item.container.containerId, trap.path, resolveOptions);
+        stats.resolved += 1;
+        attempts.delete(key);
+        desired.set(
+          key,
+          buildHiveData({
+            policy: item.policy,
+            trap,
+            trapId: item.trapId,
+            pod: item.pod,
+            container: item.container,
+            kernelId,
+            nodeName,
+            file: found.key,
+            parent: found.parent,
+          }),
+        );
+        if (found.created)
+          log.info("created trap file in container", {
+            path: trap.path,
+            pod: item.pod.metadata?.name,
+            container: item.container.name,
+          });
+      } catch (error) {
+        const e = isHiveError(error)
+          ? error
+          : new HiveError("PathInvalid", "unexpected failure while resolving the trap path", {
+              object: trap.path,
+              cause: error,
+            });
+        stats.errors += 1;
+        if (TRANSIENT.has(e.code)) {
+          keep.add(key); // the container restarts or the runtime is slow: keep what we had
+          const n = (attempts.get(key) ?? 0) + 1;
+          attempts.set(key, n);
+          nextRetryMs = Math.min(nextRetryMs, Math.min(retryMaxMs, retryBaseMs * 2 ** (n - 1)));
+        }
+        errorFor(item.policy, item.trapId, {
+          reason: e.code,
+          message: e.describe(),
+          pod: item.pod.metadata?.name ?? "",
+          container: item.container.name,
+        });
+      }
+    });
+    if (nextRetryMs !== Number.POSITIVE_INFINITY) runner.retryIn(nextRetryMs);
+
+    const writes: (() => Promise<void>)[] = [];
+    for (const [key, want] of desired) {
+      const have = data.get(key);
+      if (have && dataUpToDate(have, want)) continue;
+      writes.push(async () => {
+        try {
+          if (have) {
+            want.metadata.resourceVersion = have.metadata.resourceVersion;
+            data.set(key, await writer.replace(want));
+            stats.updated += 1;
+          } else {
+            data.set(key, await writer.create(want));
+            stats.created += 1;
+          }
+        } catch (error) {
+          // Conflict or AlreadyExists: the watch brings the current object, and with it another pass.
+          log.warn("HiveData write failed; retried on the next pass", { name: key, error });
+          runner.retryIn(retryBaseMs);
+        }
+      });
+    }
+    if (synced) {
+      for (const [key, have] of data) {
+        if (desired.has(key) || keep.has(key)) continue;
+        writes.push(async () => {
+          await writer.remove(have.metadata.namespace ?? "default", have.metadata.name ?? "");
+          data.delete(key);
+          stats.deleted += 1;
+        });
+      }
+    }
+    await inBatches(writes, concurrency, async (w) => {
+      try {
+        await w();
+      } catch (error) {
+        log.warn("HiveData delete failed; retried on the next pass", { error });
+        runner.retryIn(retryBaseMs);
+      }
+    });
+    try {
+      await reporter.sync(errors);
+    } catch (error) {
+      log.warn("trap error report failed; retried on the next pass", { error });
+      runner.retryIn(retryBaseMs);
+    }
+  }
+
+  const runner = createSerialRunner(pass, {
+    debounceMs: options.debounceMs ?? 20,
+    onError: (error) => log.error("discover pass failed", { error }),
+  });
+
+  return {
+    onPolicy(type, policy) {
+      if (type === "DELETED") policies.delete(objectKey(policy));
+      else policies.set(objectKey(policy), policy);
+      runner.trigger();
+    },
+    onPod(type, pod) {
+      if (pod.spec?.nodeName !== nodeName && type !== "DELETED") return; // defence: the watch is node-scoped already
+      if (type === "DELETED") pods.delete(objectKey(pod));
+      else pods.set(objectKey(pod), pod);
+      runner.trigger();
+    },
+    onData(type, d) {
+      if (d.metadata.labels?.[LABEL_NODE] !== nodeName) return;
+      const key = objectKey(d);
+      if (type === "DELETED") {
+        data.delete(key);
+        resolveRequests.delete(key);
+        runner.trigger(); // deleted by someone else while still wanted: write it again
+        return;
+      }
+      data.set(key, d);
+      const request = d.metadata.annotations?.[ANNOTATION_RESOLVE_REQUEST];
+      if (request !== undefined && resolveRequests.get(key) !== request) {
+        resolveRequests.set(key, request);
+        log.debug("re-resolving after a change in a trapped file's directory", { name: key });
+        runner.trigger();
+      }
+    },
+    markSynced() {
+      synced = true;
+      runner.trigger();
+    },
+    idle: () => runner.idle(),
+    stats: () => ({ ...stats }),
+    stop: () => runner.stop(),
+  };
+}
+
+function buildName(trapId: string, containerId: string, pod: V1Pod): string {
+  return dataNameFor(trapId, containerId, pod.metadata?.name ?? "");
+}

@@ -1,0 +1,89 @@
+/**
+ * Informers (runtime/k8s) feeding the controllers' `on*` methods. One place that knows
+ * which resource each controller watches and with which selectors: discover watches only
+ * its node's pods (field selector) and HiveData (label selector); a loader only its
+ * kernel's HiveData.
+ */
+import type { CoreV1Event, KubernetesObject, V1Pod } from "@kubernetes/client-node";
+import type { HiveData } from "../../api/data.ts";
+import {
+  GROUP,
+  LABEL_KERNEL_ID,
+  LABEL_MANAGED_BY,
+  LABEL_NODE,
+  MANAGED_BY,
+  PLURAL_DATA,
+  PLURAL_POLICY,
+  VERSION,
+} from "../../api/meta.ts";
+import type { HivePolicy } from "../../api/policy.ts";
+import { createInformer, type Informer, type InformerOptions, type ResourceRef } from "../k8s/informer.ts";
+import type { KubeClients } from "../k8s/kube-client.ts";
+import type { Logger } from "../log.ts";
+import type { WatchEventType } from "./ports.ts";
+
+export const POLICIES: ResourceRef = { group: GROUP, version: VERSION, plural: PLURAL_POLICY };
+export const HIVE_DATA: ResourceRef = { group: GROUP, version: VERSION, plural: PLURAL_DATA };
+export const PODS: ResourceRef = { group: "", version: "v1", plural: "pods" };
+export const EVENTS: ResourceRef = { group: "", version: "v1", plural: "events" };
+
+export type Sink<T> = (type: WatchEventType, obj: T) => void;
+
+export interface FeedOptions {
+  clients: KubeClients;
+  log: Logger;
+  pageSize?: number;
+  watchTimeoutSeconds?: number;
+}
+
+export function feed<T extends KubernetesObject>(
+  resource: ResourceRef,
+  sink: Sink<T>,
+  options: FeedOptions & { labelSelector?: string; fieldSelector?: string },
+): Informer<T> {
+  const informerOptions: InformerOptions<T> = {
+    resource,
+    clients: options.clients,
+    logger: options.log,
+    handlers: {
+      add: (o) => sink("ADDED", o),
+      update: (o) => sink("MODIFIED", o),
+      delete: (o) => sink("DELETED", o),
+    },
+  };
+  if (options.labelSelector) informerOptions.labelSelector = options.labelSelector;
+  if (options.fieldSelector) informerOptions.fieldSelector = options.fieldSelector;
+  if (options.pageSize) informerOptions.pageSize = options.pageSize;
+  if (options.watchTimeoutSeconds) informerOptions.watchTimeoutSeconds = options.watchTimeoutSeconds;
+  return createInformer<T>(informerOptions);
+}
+
+export const policyFeed = (sink: Sink<HivePolicy>, o: FeedOptions) =>
+  feed<HivePolicy & KubernetesObject>(POLICIES, sink as Sink<HivePolicy & KubernetesObject>, o);
+
+/** Only this node's pods: a DaemonSet must never watch every pod of the cluster. */
+export const nodePodFeed = (nodeName: string, sink: Sink<V1Pod>, o: FeedOptions) =>
+  feed<V1Pod>(PODS, sink, { ...o, fieldSelector: `spec.nodeName=${nodeName}` });
+
+export const allPodFeed = (sink: Sink<V1Pod>, o: FeedOptions) => feed<V1Pod>(PODS, sink, o);
+
+export const nodeDataFeed = (nodeName: string, sink: Sink<HiveData>, o: FeedOptions) =>
+  feed<HiveData & KubernetesObject>(HIVE_DATA, sink as Sink<HiveData & KubernetesObject>, {
+    ...o,
+    labelSelector: `${LABEL_NODE}=${nodeName}`,
+  });
+
+export const kernelDataFeed = (kernelId: string, sink: Sink<HiveData>, o: FeedOptions) =>
+  feed<HiveData & KubernetesObject>(HIVE_DATA, sink as Sink<HiveData & KubernetesObject>, {
+    ...o,
+    labelSelector: `${LABEL_KERNEL_ID}=${kernelId}`,
+  });
+
+export const allDataFeed = (sink: Sink<HiveData>, o: FeedOptions) =>
+  feed<HiveData & KubernetesObject>(HIVE_DATA, sink as Sink<HiveData & KubernetesObject>, {
+    ...o,
+    labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY}`,
+  });
+
+export const trapErrorFeed = (sink: Sink<CoreV1Event>, o: FeedOptions) =>
+  feed<CoreV1Event>(EVENTS, sink, { ...o, labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY}` });

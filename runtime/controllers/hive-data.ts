@@ -1,0 +1,122 @@
+/**
+ * Builds the HiveData for one trap × container from what discovery found, and compares
+ * HiveData objects so that writes happen only on change. Deterministic names
+ * (api/ids.ts) make a repeated discovery an idempotent no-op.
+ */
+import type { V1Pod } from "@kubernetes/client-node";
+import type { HiveData } from "../../api/data.ts";
+import { dataName } from "../../api/ids.ts";
+import {
+  ACCESS_KINDS,
+  API_VERSION,
+  type DataAnnotations,
+  KIND_DATA,
+  LABEL_KERNEL_ID,
+  LABEL_MANAGED_BY,
+  LABEL_NODE,
+  LABEL_POLICY,
+  LABEL_POLICY_NAMESPACE,
+  LABEL_TRAP_ID,
+  MANAGED_BY,
+} from "../../api/meta.ts";
+import type { HivePolicy, HiveTrap } from "../../api/policy.ts";
+import type { FileKey } from "../kernel/contract.ts";
+
+/**
+ * The directory holding the trapped file, `major:minor:ino`: the loader watches it so a
+ * rename over the file or a delete + re-create leads to re-resolution.
+ */
+export const ANNOTATION_PARENT = "hive-operator.com/parent";
+/** Set by a loader when the kernel reported a change in the parent directory; the owning node's discover re-resolves. */
+export const ANNOTATION_RESOLVE_REQUEST = "hive-operator.com/resolve-requested";
+
+export function keyText(key: FileKey): string {
+  return `${key.major}:${key.minor}:${key.ino}`;
+}
+
+export function parseKeyText(text: string | undefined): FileKey | undefined {
+  const m = text?.match(/^(\d+):(\d+):(\d+)$/);
+  if (!m) return undefined;
+  return { major: Number(m[1]), minor: Number(m[2]), ino: BigInt(m[3] as string) };
+}
+
+export interface DataInput {
+  policy: HivePolicy;
+  trap: HiveTrap;
+  trapId: string;
+  pod: V1Pod;
+  container: { name: string; containerId: string };
+  kernelId: string;
+  nodeName: string;
+  file: FileKey;
+  parent: FileKey;
+}
+
+export function buildHiveData(input: DataInput): HiveData {
+  const { policy, trap, pod, container } = input;
+  const podName = pod.metadata?.name ?? "";
+  const annotations: DataAnnotations & Record<string, string> = {
+    callback: trap.callback ?? "",
+    container_id: container.containerId,
+    container_name: container.name,
+    hive_policy_name: policy.metadata.name ?? "",
+    namespace: pod.metadata?.namespace ?? "",
+    node_name: input.nodeName,
+    path: trap.path,
+    pod_ip: pod.status?.podIP ?? "",
+    pod_name: podName,
+    [ANNOTATION_PARENT]: keyText(input.parent),
+  };
+  return {
+    apiVersion: API_VERSION as HiveData["apiVersion"],
+    kind: KIND_DATA as HiveData["kind"],
+    metadata: {
+      name: dataName(input.trapId, container.containerId, podName),
+      // Beside its Pod: an ownerReference may only name an owner in the same namespace.
+      namespace: pod.metadata?.namespace ?? "default",
+      labels: {
+        [LABEL_TRAP_ID]: input.trapId,
+        [LABEL_KERNEL_ID]: input.kernelId,
+        [LABEL_NODE]: input.nodeName,
+        [LABEL_POLICY]: policy.metadata.name ?? "",
+        [LABEL_POLICY_NAMESPACE]: policy.metadata.namespace ?? "default",
+        [LABEL_MANAGED_BY]: MANAGED_BY,
+      },
+      annotations,
+      ownerReferences: [
+        {
+          apiVersion: "v1",
+          kind: "Pod",
+          name: podName,
+          uid: pod.metadata?.uid ?? "",
+          blockOwnerDeletion: false,
+        },
+      ],
+    },
+    spec: {
+      "inode-no": Number(input.file.ino),
+      "kernel-id": input.kernelId,
+      device: { major: input.file.major, minor: input.file.minor },
+      accesses: [...(trap.accesses ?? ACCESS_KINDS)],
+    },
+  };
+}
+
+function sameRecord(
+  a: Record<string, string> | undefined,
+  b: Record<string, string> | undefined,
+  ignore: string[] = [],
+): boolean {
+  const ka = Object.keys(a ?? {}).filter((k) => !ignore.includes(k));
+  const kb = Object.keys(b ?? {}).filter((k) => !ignore.includes(k));
+  return ka.length === kb.length && ka.every((k) => a?.[k] === b?.[k]);
+}
+
+/** True when `current` already says everything `desired` says (so no write is needed). */
+export function dataUpToDate(current: HiveData, desired: HiveData): boolean {
+  return (
+    JSON.stringify(current.spec) === JSON.stringify(desired.spec) &&
+    sameRecord(current.metadata.labels, desired.metadata.labels) &&
+    sameRecord(current.metadata.annotations, desired.metadata.annotations, [ANNOTATION_RESOLVE_REQUEST])
+  );
+}

@@ -1,0 +1,222 @@
+/**
+ * Loader controller (one per kernel, elected): keeps the kernel's watch map equal to the
+ * HiveData of its kernel, drops HiveData whose trap no longer exists in any HivePolicy
+ * (the reference's HiveData reconciliation), and routes kernel events: accesses go to the
+ * alert pipeline with the HiveData they matched (an in-memory slot index, no API call per
+ * event); parent-directory changes ask the owning node's discover to re-resolve.
+ */
+import type { HiveData } from "../../api/data.ts";
+import { trapId as computeTrapId } from "../../api/ids.ts";
+import { LABEL_KERNEL_ID, LABEL_TRAP_ID } from "../../api/meta.ts";
+import type { HivePolicy } from "../../api/policy.ts";
+import type { KernelEvent, KernelWatcher, WatchEntry } from "../kernel/contract.ts";
+import type { Logger } from "../log.ts";
+import { ANNOTATION_PARENT, ANNOTATION_RESOLVE_REQUEST, keyText, parseKeyText } from "./hive-data.ts";
+import { type DataWriter, objectKey, type WatchEventType } from "./ports.ts";
+import { createSerialRunner } from "./serial-runner.ts";
+
+export interface LoaderOptions {
+  kernelId: string;
+  kernel: KernelWatcher;
+  writer: DataWriter;
+  log: Logger;
+  /** Called for each access event with the HiveData it matched (several when traps share a file). */
+  onAccess: (event: KernelEvent, matched: readonly HiveData[]) => void;
+  /**
+   * How long a HiveData whose trap is unknown is kept before deletion: a discover on another
+   * node may have seen a new policy before this loader's watch did.
+   */
+  orphanGraceMs?: number;
+  /** Re-resolve requests for one HiveData are sent at most this often. */
+  resolveRequestIntervalMs?: number;
+  debounceMs?: number;
+}
+
+export interface LoaderStats {
+  syncs: number;
+  entries: number;
+  orphansDeleted: number;
+  resolveRequests: number;
+  accessEvents: number;
+  unmatchedEvents: number;
+}
+
+export interface LoaderController {
+  onPolicy(type: WatchEventType, policy: HivePolicy): void;
+  onData(type: WatchEventType, data: HiveData): void;
+  markSynced(): void;
+  /** The HiveData behind a kernel slot (what the alert pipeline enriches from). */
+  lookup(slot: number): readonly HiveData[];
+  idle(): Promise<void>;
+  stats(): LoaderStats;
+  stop(): void;
+}
+
+export function createLoaderController(options: LoaderOptions): LoaderController {
+  const { kernelId, kernel, writer, log } = options;
+  const orphanGraceMs = options.orphanGraceMs ?? 10_000;
+  const resolveIntervalMs = options.resolveRequestIntervalMs ?? 250;
+  const policies = new Map<string, HivePolicy>();
+  const data = new Map<string, HiveData>();
+  const orphanSince = new Map<string, number>();
+  const lastRequest = new Map<string, number>();
+  /** Stable slots per watched key, so events in flight during a resync still map correctly. */
+  const slotOfKey = new Map<string, number>();
+  const freeSlots: number[] = [];
+  let nextSlot = 1;
+  let index = new Map<number, HiveData[]>();
+  let kinds = new Map<number, "file" | "parent">();
+  let synced = false;
+  let stopped = false;
+  const stats: LoaderStats = {
+    syncs: 0,
+    entries: 0,
+    orphansDeleted: 0,
+    resolveRequests: 0,
+    accessEvents: 0,
+    unmatchedEvents: 0,
+  };
+
+  function liveTrapIds(): Set<string> {
+    const ids = new Set<string>();
+    for (const p of policies.values()) {
+      if (p.metadata.deletionTimestamp) continue;
+      const ref = { namespace: p.metadata.namespace ?? "default", name: p.metadata.name ?? "" };
+      for (const trap of p.spec.traps) ids.add(computeTrapId(ref, trap));
+    }
+    return ids;
+  }
+
+  async function pass(): Promise<void> {
+    const live = liveTrapIds();
+    const valid: HiveData[] = [];
+    const now = Date.now();
+    for (const [key, d] of data) {
+      if (live.has(d.metadata.labels?.[LABEL_TRAP_ID] ?? "")) {
+        orphanSince.delete(key);
+        valid.push(d);
+        continue;
+      }
+      if (!synced) continue;
+      const since = orphanSince.get(key) ?? now;
+      orphanSince.set(key, since);
+      if (now - since >= orphanGraceMs) {
+        log.info("deleting HiveData whose trap no longer exists", { name: key });
+        await writer.remove(d.metadata.namespace ?? "default", d.metadata.name ?? "");
+        data.delete(key);
+        orphanSince.delete(key);
+        stats.orphansDeleted += 1;
+      } else {
+        runner.retryIn(orphanGraceMs - (now - since));
+      }
+    }
+
+    // One entry per distinct key; traps sharing a file share its slot (accesses united).
+    const byKey = new Map<string, { entry: WatchEntry; data: HiveData[] }>();
+    const add = (text: string, kind: "file" | "parent", d: HiveData, accesses: readonly string[]) => {
+      const key = parseKeyText(text);
+      if (!key) return;
+      const id = `${kind}:${text}`;
+      let slot = slotOfKey.get(id);
+      if (slot === undefined) {
+        slot = freeSlots.pop() ?? nextSlot++;
+        slotOfKey.set(id, slot);
+      }
+      const have = byKey.get(id);
+      if (have) {
+        have.data.push(d);
+        have.entry = {
+          ...have.entry,
+          accesses: [...new Set([...have.entry.accesses, ...accesses])] as WatchEntry["accesses"],
+        };
+      } else {
+        byKey.set(id, {
+          entry: { key, slot, accesses: accesses as WatchEntry["accesses"], kind },
+          data: [d],
+        });
+      }
+    };
+    for (const d of valid) {
+      const { major, minor } = d.spec.device;
+      add(keyText({ major, minor, ino: BigInt(d.spec["inode-no"]) }), "file", d, d.spec.accesses);
+      const parent = d.metadata.annotations?.[ANNOTATION_PARENT];
+      if (parent) add(parent, "parent", d, ["write"]);
+    }
+    for (const [id, slot] of [...slotOfKey]) {
+      if (!byKey.has(id)) {
+        slotOfKey.delete(id);
+        freeSlots.push(slot);
+      }
+    }
+    const entries = [...byKey.values()].map((v) => v.entry);
+    kernel.sync(entries);
+    index = new Map([...byKey.values()].map((v) => [v.entry.slot, v.data]));
+    kinds = new Map(entries.map((e) => [e.slot, e.kind]));
+    stats.syncs += 1;
+    stats.entries = entries.length;
+  }
+
+  const runner = createSerialRunner(pass, {
+    debounceMs: options.debounceMs ?? 20,
+    onError: (error) => {
+      log.error("loader pass failed; retried", { error });
+      runner.retryIn(1000);
+    },
+  });
+
+  function requestResolve(d: HiveData): void {
+    const key = objectKey(d);
+    const now = Date.now();
+    if (now - (lastRequest.get(key) ?? 0) < resolveIntervalMs) return;
+    lastRequest.set(key, now);
+    stats.resolveRequests += 1;
+    writer
+      .annotate(d.metadata.namespace ?? "default", d.metadata.name ?? "", {
+        [ANNOTATION_RESOLVE_REQUEST]: `${now}`,
+      })
+      .catch((error: unknown) => log.warn("re-resolve request failed", { name: key, error }));
+  }
+
+  kernel.onEvent((event) => {
+    if (stopped) return;
+    const matched = index.get(event.slot) ?? [];
+    if (matched.length === 0) {
+      stats.unmatchedEvents += 1;
+      return;
+    }
+    if (event.kind === "parent" || kinds.get(event.slot) === "parent") {
+      for (const d of matched) requestResolve(d);
+      return;
+    }
+    stats.accessEvents += 1;
+    const wanted = matched.filter(
+      (d) => event.accesses.length === 0 || event.accesses.some((a) => d.spec.accesses.includes(a)),
+    );
+    if (wanted.length > 0) options.onAccess(event, wanted);
+  });
+
+  return {
+    onPolicy(type, policy) {
+      if (type === "DELETED") policies.delete(objectKey(policy));
+      else policies.set(objectKey(policy), policy);
+      runner.trigger();
+    },
+    onData(type, d) {
+      if (d.metadata.labels?.[LABEL_KERNEL_ID] !== kernelId) return;
+      if (type === "DELETED") data.delete(objectKey(d));
+      else data.set(objectKey(d), d);
+      runner.trigger();
+    },
+    markSynced() {
+      synced = true;
+      runner.trigger();
+    },
+    lookup: (slot) => index.get(slot) ?? [],
+    idle: () => runner.idle(),
+    stats: () => ({ ...stats }),
+    stop() {
+      stopped = true;
+      runner.stop();
+    },
+  };
+}

@@ -1,0 +1,84 @@
+/**
+ * Which containers a trap applies to: every `match` filter of the reference design must
+ * hold (pod name, namespace, IPv4, container-name regex, matchLabels); no filter matches
+ * every pod. Pure functions over Pod objects, so the rules are tested without an API server.
+ */
+import type { V1Pod } from "@kubernetes/client-node";
+import { containerNameMatcher, type HiveTrap } from "../../api/policy.ts";
+
+export interface CompiledMatch {
+  trap: HiveTrap;
+  /** Undefined when the trap has no container-name filter. */
+  containerName?: RegExp;
+}
+
+export type CompileResult =
+  | { ok: true; match: CompiledMatch }
+  | { ok: false; reason: "InvalidRegex"; message: string };
+
+/** Compiles a trap's container-name regex once; an invalid one is a trap error, never a crash. */
+export function compileMatch(trap: HiveTrap): CompileResult {
+  const pattern = trap.match?.["container-name"];
+  if (pattern === undefined) return { ok: true, match: { trap } };
+  try {
+    return { ok: true, match: { trap, containerName: containerNameMatcher(pattern) } };
+  } catch (error) {
+    return {
+      ok: false,
+      reason: "InvalidRegex",
+      message: `container-name ${JSON.stringify(pattern)}: ${(error as Error).message}`,
+    };
+  }
+}
+
+export interface MatchedContainer {
+  name: string;
+  /** `containerd://<id>` from the pod status; absent until the runtime created the container. */
+  containerId?: string;
+  /** The container runs, so its root can be reached. */
+  running: boolean;
+}
+
+/** A pod whose containers are gone for good: its HiveData must go too (failures count as terminations). */
+export function isPodFinished(pod: V1Pod): boolean {
+  const phase = pod.status?.phase;
+  return phase === "Succeeded" || phase === "Failed";
+}
+
+function podIps(pod: V1Pod): string[] {
+  const ips = (pod.status?.podIPs ?? []).map((p) => p.ip);
+  if (pod.status?.podIP) ips.push(pod.status.podIP);
+  return ips;
+}
+
+/** Pod-level filters (everything but container-name). */
+export function podMatches(match: HiveTrap["match"], pod: V1Pod): boolean {
+  if (!match) return true;
+  const meta = pod.metadata ?? {};
+  if (match.pod !== undefined && meta.name !== match.pod) return false;
+  if (match.namespace !== undefined && meta.namespace !== match.namespace) return false;
+  if (match.ip !== undefined && !podIps(pod).includes(match.ip)) return false;
+  for (const [key, value] of Object.entries(match.matchLabels ?? {})) {
+    if (meta.labels?.[key] !== value) return false;
+  }
+  return true;
+}
+
+/** The containers of `pod` the trap applies to, with their runtime ids and whether they run. */
+export function matchContainers(compiled: CompiledMatch, pod: V1Pod): MatchedContainer[] {
+  if (isPodFinished(pod) || pod.metadata?.deletionTimestamp) return [];
+  if (!podMatches(compiled.trap.match, pod)) return [];
+  const statuses = new Map((pod.status?.containerStatuses ?? []).map((s) => [s.name, s]));
+  const out: MatchedContainer[] = [];
+  for (const container of pod.spec?.containers ?? []) {
+    if (compiled.containerName && !compiled.containerName.test(container.name)) continue;
+    const status = statuses.get(container.name);
+    const matched: MatchedContainer = {
+      name: container.name,
+      running: Boolean(status?.state?.running && status.containerID),
+    };
+    if (status?.containerID) matched.containerId = status.containerID;
+    out.push(matched);
+  }
+  return out;
+}

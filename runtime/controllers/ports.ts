@@ -1,0 +1,44 @@
+/**
+ * What the controllers need from the Kubernetes API, as narrow interfaces. The real
+ * implementations (kube-ports.ts) use @kubernetes/client-node; the controllers never see
+ * HTTP, so their logic is the same against a cluster and against the test API server.
+ */
+import type { HiveData } from "../../api/data.ts";
+import type { HivePolicy, HivePolicyStatus, TrapError } from "../../api/policy.ts";
+
+export interface DataWriter {
+  /** Creates the object; resolves with the stored object. AlreadyExists rejects (the caller replaces). */
+  create(data: HiveData): Promise<HiveData>;
+  /** Replaces the object (optimistic concurrency on metadata.resourceVersion). */
+  replace(data: HiveData): Promise<HiveData>;
+  /** Deletes; an object that is already gone is not an error. */
+  remove(namespace: string, name: string): Promise<void>;
+  /** Merges annotations (used by a loader to ask a node to re-resolve). */
+  annotate(namespace: string, name: string, annotations: Record<string, string>): Promise<void>;
+}
+
+/** One problem a node found with one trap, as it reports it for the policy status. */
+export interface NodeTrapError extends TrapError {
+  policyNamespace: string;
+  policyName: string;
+  policyUid?: string;
+  trapId: string;
+}
+
+export interface TrapErrorReporter {
+  /** Makes the set of error reports of THIS node equal to `errors` (creates, updates, deletes). */
+  sync(errors: readonly NodeTrapError[]): Promise<void>;
+}
+
+export interface PolicyWriter {
+  /** Writes the status subresource; a conflict rejects (the caller recomputes on the next event). */
+  writeStatus(policy: HivePolicy, status: HivePolicyStatus): Promise<void>;
+  /** Replaces metadata.finalizers (optimistic concurrency on resourceVersion). */
+  setFinalizers(policy: HivePolicy, finalizers: string[]): Promise<void>;
+}
+
+export type WatchEventType = "ADDED" | "MODIFIED" | "DELETED";
+
+export function objectKey(obj: { metadata?: { namespace?: string; name?: string } }): string {
+  return `${obj.metadata?.namespace ?? ""}/${obj.metadata?.name ?? ""}`;
+}

@@ -1,0 +1,332 @@
+/**
+ * Controller tests through the API server stand-in with the real @kubernetes/client-node:
+ * simulated nodes each run the real agent composition (runtime/agent/node-agent.ts). Two
+ * boundaries are replaced, and only those: the container runtime (containers are real
+ * directories under a fake /proc, resolved by the real safe-path code; test/containers/
+ * covers real containerd) and the kernel (a KernelWatcher that records what it is told
+ * to watch and lets a test emit events; the libbpf loader is tested in the kernel suite).
+ */
+import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { CoreV1Api, CustomObjectsApi, type V1Pod } from "@kubernetes/client-node";
+import { hiveCrds } from "../../api/crd.ts";
+import type { HiveData } from "../../api/data.ts";
+import { API_VERSION, GROUP, KIND_POLICY, PLURAL_DATA, PLURAL_POLICY, VERSION } from "../../api/meta.ts";
+import type { HivePolicy, HiveTrap } from "../../api/policy.ts";
+import { type NodeAgent, startNodeAgent } from "../../runtime/agent/node-agent.ts";
+import type { ContainerRuntime } from "../../runtime/discover/container-runtime.ts";
+import { createFileResolver } from "../../runtime/discover/file-resolver.ts";
+import { HiveError } from "../../runtime/errors.ts";
+import { createKubeClients } from "../../runtime/k8s/kube-client.ts";
+import type {
+  KernelCounters,
+  KernelEvent,
+  KernelWatcher,
+  WatchEntry,
+} from "../../runtime/kernel/contract.ts";
+import { createLogger } from "../../runtime/log.ts";
+import { type ApiServer, startApiServer } from "../apiserver/server.ts";
+
+export const AGENT_NS = "hive-system";
+export const POLICY_NS = "hive-system";
+
+/** Records sync() calls; `emit` delivers an event as the ring buffer would. */
+export class RecordingKernel implements KernelWatcher {
+  readonly attachMode = "kprobe" as const;
+  entries: WatchEntry[] = [];
+  syncs = 0;
+  closed = false;
+  private listeners: ((e: KernelEvent) => void)[] = [];
+  sync(entries: readonly WatchEntry[]): void {
+    if (this.closed) throw new Error("sync after close");
+    this.entries = [...entries];
+    this.syncs += 1;
+  }
+  onEvent(listener: (event: KernelEvent) => void): void {
+    this.listeners.push(listener);
+  }
+  counters(): KernelCounters {
+    return { events: 0n, lost: 0n, watched: this.entries.length };
+  }
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+  emit(partial: Partial<KernelEvent> & Pick<KernelEvent, "slot" | "kind">): void {
+    const event: KernelEvent = {
+      ktimeNs: 1n,
+      key: { major: 0, minor: 0, ino: 0n },
+      mask: 4,
+      accesses: ["read"],
+      pid: 1,
+      tgid: 1,
+      uid: 0,
+      gid: 0,
+      comm: "cat",
+      cgroupId: 0n,
+      count: 1,
+      ...partial,
+    };
+    for (const l of this.listeners) l(event);
+  }
+}
+
+/** Containers as directories: <proc>/<pid>/root is the container's root filesystem. */
+export class FakeContainers implements ContainerRuntime {
+  readonly proc: string;
+  private pids = new Map<string, number>();
+  private next = 1000;
+  constructor(base: string) {
+    this.proc = join(base, "proc");
+    mkdirSync(this.proc, { recursive: true });
+  }
+  /** Creates a running container with the given files; returns its containerID as a pod status carries it. */
+  add(id: string, files: Record<string, string> = { "etc/shadow": "root:*:1::::::\n" }): string {
+    const pid = this.next++;
+    const root = this.root(pid);
+    mkdirSync(root, { recursive: true });
+    for (const [p, content] of Object.entries(files)) {
+      mkdirSync(join(root, p, ".."), { recursive: true });
+      writeFileSync(join(root, p), content);
+    }
+    this.pids.set(id, pid);
+    return `containerd://${id}`;
+  }
+  rootOf(id: string): string {
+    const pid = this.pids.get(id);
+    if (pid === undefined) throw new Error(`no container ${id}`);
+    return this.root(pid);
+  }
+  /** What `sed -i` does: write a new file and rename it over the old one. */
+  replaceByRename(id: string, path: string, content: string): void {
+    const target = join(this.rootOf(id), path);
+    writeFileSync(`${target}.tmp`, content);
+    renameSync(`${target}.tmp`, target);
+  }
+  private root(pid: number): string {
+    return join(this.proc, String(pid), "root");
+  }
+  async findProcess(containerId: string) {
+    const id = containerId.replace(/^[a-z]+:\/\//, "");
+    const pid = this.pids.get(id);
+    if (pid === undefined) throw new HiveError("ContainerNotReady", "container not running", { object: id });
+    return { pid, source: "cgroup" as const };
+  }
+  close(): void {}
+}
+
+export interface SimNode {
+  name: string;
+  kernelId: string;
+  agent: NodeAgent;
+  kernels: RecordingKernel[];
+  accesses: { event: KernelEvent; matched: readonly HiveData[] }[];
+  /** The kernel this node's loader has open now, if it is the loader. */
+  activeKernel(): RecordingKernel | undefined;
+}
+
+export const FAST_LEASE = { leaseDurationMs: 1200, renewDeadlineMs: 800, retryPeriodMs: 200 };
+
+export class Cluster {
+  api!: ApiServer;
+  admin!: { core: CoreV1Api; custom: CustomObjectsApi };
+  containers!: FakeContainers;
+  nodes: SimNode[] = [];
+  private base = "";
+  private podSeq = 0;
+
+  static async start(): Promise<Cluster> {
+    const c = new Cluster();
+    c.api = await startApiServer({ crds: hiveCrds() });
+    const kc = c.api.kubeConfig();
+    c.admin = { core: kc.makeApiClient(CoreV1Api), custom: kc.makeApiClient(CustomObjectsApi) };
+    await c.admin.core.createNamespace({ body: { metadata: { name: AGENT_NS } } });
+    c.base = mkdtempSync(join(tmpdir(), "hive-int-"));
+    c.containers = new FakeContainers(c.base);
+    return c;
+  }
+
+  async addNode(
+    name: string,
+    kernelId: string,
+    options: { loader?: boolean; pods?: boolean; identity?: string } = {},
+  ): Promise<SimNode> {
+    const kernels: RecordingKernel[] = [];
+    const accesses: SimNode["accesses"] = [];
+    const clients = createKubeClients({ kubeConfig: this.api.kubeConfig(name) });
+    const agent = await startNodeAgent({
+      clients,
+      nodeName: name,
+      identity: options.identity ?? `hive-agent-${name}`,
+      namespace: AGENT_NS,
+      kernelId,
+      resolver: createFileResolver(this.containers, this.containers.proc),
+      openKernel: async () => {
+        const k = new RecordingKernel();
+        kernels.push(k);
+        return k;
+      },
+      onAccess: (event, matched) => accesses.push({ event, matched }),
+      log: createLogger({ node: name }, { level: (process.env.HIVE_LOG_LEVEL as "debug") ?? "error" }),
+      roles: { loader: options.loader ?? true, pods: options.pods ?? true },
+      lease: FAST_LEASE,
+      orphanGraceMs: 300,
+      retryBaseMs: 100,
+    });
+    const node: SimNode = {
+      name,
+      kernelId,
+      agent,
+      kernels,
+      accesses,
+      activeKernel: () => (agent.loader() ? kernels.at(-1) : undefined),
+    };
+    this.nodes.push(node);
+    return node;
+  }
+
+  /** A pod on `node` whose containers run (status written through the status subresource, as the kubelet does). */
+  async addPod(
+    name: string,
+    node: string,
+    options: {
+      labels?: Record<string, string>;
+      namespace?: string;
+      ip?: string;
+      containers?: string[];
+      files?: Record<string, string>;
+      running?: boolean;
+    } = {},
+  ): Promise<V1Pod> {
+    const namespace = options.namespace ?? "default";
+    const containers = options.containers ?? ["app"];
+    const created = await this.admin.core.createNamespacedPod({
+      namespace,
+      body: {
+        metadata: { name, namespace, ...(options.labels ? { labels: options.labels } : {}) },
+        spec: { nodeName: node, containers: containers.map((c) => ({ name: c, image: "busybox" })) },
+      },
+    });
+    if (options.running === false) return created;
+    return this.runPod(created, options.ip ?? `10.0.0.${++this.podSeq}`, options.files);
+  }
+
+  async runPod(pod: V1Pod, ip: string, files?: Record<string, string>): Promise<V1Pod> {
+    const containerStatuses = (pod.spec?.containers ?? []).map((c) => ({
+      name: c.name,
+      image: "busybox",
+      imageID: "",
+      ready: true,
+      restartCount: 0,
+      containerID: this.containers.add(
+        `${pod.metadata?.name}-${c.name}-${pod.metadata?.uid?.slice(0, 8)}`,
+        files,
+      ),
+      state: { running: { startedAt: new Date() } },
+    }));
+    const fresh = await this.admin.core.readNamespacedPod({
+      name: pod.metadata?.name ?? "",
+      namespace: pod.metadata?.namespace ?? "default",
+    });
+    fresh.status = { phase: "Running", podIP: ip, podIPs: [{ ip }], containerStatuses };
+    return this.admin.core.replaceNamespacedPodStatus({
+      name: pod.metadata?.name ?? "",
+      namespace: pod.metadata?.namespace ?? "default",
+      body: fresh,
+    });
+  }
+
+  async setPodPhase(name: string, phase: "Failed" | "Succeeded", namespace = "default"): Promise<void> {
+    const fresh = await this.admin.core.readNamespacedPod({ name, namespace });
+    fresh.status = { ...fresh.status, phase };
+    await this.admin.core.replaceNamespacedPodStatus({ name, namespace, body: fresh });
+  }
+
+  async createPolicy(name: string, traps: HiveTrap[]): Promise<HivePolicy> {
+    return (await this.admin.custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: POLICY_NS,
+      plural: PLURAL_POLICY,
+      body: { apiVersion: API_VERSION, kind: KIND_POLICY, metadata: { name }, spec: { traps } },
+    })) as HivePolicy;
+  }
+
+  async getPolicy(name: string): Promise<HivePolicy | undefined> {
+    try {
+      return (await this.admin.custom.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: POLICY_NS,
+        plural: PLURAL_POLICY,
+        name,
+      })) as HivePolicy;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async editPolicy(name: string, traps: HiveTrap[]): Promise<void> {
+    const current = (await this.getPolicy(name)) as HivePolicy;
+    await this.admin.custom.replaceNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: POLICY_NS,
+      plural: PLURAL_POLICY,
+      name,
+      body: { ...current, spec: { traps } },
+    });
+  }
+
+  async deletePolicy(name: string): Promise<void> {
+    await this.admin.custom.deleteNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: POLICY_NS,
+      plural: PLURAL_POLICY,
+      name,
+    });
+  }
+
+  /** HiveData as stored in the API server (not any agent's cache). */
+  async data(): Promise<HiveData[]> {
+    const list = (await this.admin.custom.listClusterCustomObject({
+      group: GROUP,
+      version: VERSION,
+      plural: PLURAL_DATA,
+    })) as { items: HiveData[] };
+    return list.items;
+  }
+
+  /** Nodes whose loader is active for `kernelId` right now. */
+  loadersOf(kernelId: string): SimNode[] {
+    return this.nodes.filter((n) => n.kernelId === kernelId && n.agent.loader() !== undefined);
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.agent.stop()));
+    await this.api.stop();
+    rmSync(this.base, { recursive: true, force: true });
+  }
+}
+
+/** Polls until `probe` holds (tests only: the agent itself never polls). */
+export async function eventually<T>(
+  probe: () => Promise<T | undefined | false> | T | undefined | false,
+  what: string,
+  timeoutMs = 8000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await probe();
+      if (v !== undefined && v !== false) return v;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
