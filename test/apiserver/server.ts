@@ -69,6 +69,8 @@ export interface RequestRecord {
   user: string;
   /** HTTP status written (200 for a watch that started). */
   code: number;
+  /** The query string, e.g. "?limit=500&continue=…". */
+  query: string;
 }
 
 export interface RequestFilter {
@@ -89,6 +91,8 @@ export interface FaultRule extends RequestFilter {
   drop?: boolean;
   /** How many matching requests to affect; default unlimited. */
   times?: number;
+  /** Extra condition, e.g. `(r) => r.query.includes("continue=")`. */
+  when?: (request: RequestRecord) => boolean;
 }
 
 export interface StartOptions extends StoreOptions {
@@ -201,7 +205,7 @@ function statusForCode(code: number, message: string): StatusBody {
   };
 }
 
-function matchesFilter(r: RequestRecord | Omit<RequestRecord, "code" | "time">, f: RequestFilter): boolean {
+function matchesFilter(r: RequestRecord, f: RequestFilter): boolean {
   return (
     (f.verb === undefined || r.verb === f.verb) &&
     (f.resource === undefined || r.resource === f.resource) &&
@@ -431,6 +435,7 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
         group: "",
         user,
         code: 200,
+        query: url.search,
       });
       const body = discovery(url.pathname);
       if (typeof body === "string") {
@@ -450,6 +455,7 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
       group: r.def.group,
       user,
       code: 0,
+      query: url.search,
     };
     if (r.namespace !== undefined) record.namespace = r.namespace;
     if (r.name !== undefined) record.name = r.name;
@@ -458,7 +464,7 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
       record.code = res.statusCode;
     });
     for (const f of faults) {
-      if (f.remaining <= 0 || !matchesFilter(record, f)) continue;
+      if (f.remaining <= 0 || !matchesFilter(record, f) || (f.when && !f.when(record))) continue;
       f.remaining -= 1;
       if (f.delayMs) await new Promise((resolve) => setTimeout(resolve, f.delayMs));
       if (f.drop) {

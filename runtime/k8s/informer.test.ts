@@ -1,0 +1,294 @@
+/**
+ * The informer against the API stand-in (real HTTP, real client-node): paginated LIST,
+ * watch from the list's resourceVersion, resume after a dropped connection without a
+ * re-list, re-list on 410 with an exact diff, continue-token expiry, errors with backoff,
+ * handler failures, and custom resources with label selectors.
+ */
+import { CoreV1Api, CustomObjectsApi, type KubernetesObject, type V1Pod } from "@kubernetes/client-node";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type ApiServer, startApiServer } from "../../test/apiserver/server.ts";
+import { podBody, waitFor } from "../../test/apiserver/testing.ts";
+import { createLogger } from "../log.ts";
+import { Informer, type InformerOptions } from "./informer.ts";
+import { createKubeClients } from "./kube-client.ts";
+
+let api: ApiServer;
+let core: CoreV1Api;
+const running: Informer<KubernetesObject>[] = [];
+const quiet = createLogger({}, { level: "error", sink: () => {} });
+
+interface Recorder<T> {
+  adds: string[];
+  updates: string[];
+  deletes: string[];
+  handlers: NonNullable<InformerOptions<T>["handlers"]>;
+}
+
+function recorder<T extends KubernetesObject>(): Recorder<T> {
+  const r: Recorder<T> = {
+    adds: [],
+    updates: [],
+    deletes: [],
+    handlers: {
+      add: (o) => void r.adds.push(o.metadata?.name ?? ""),
+      update: (o) => void r.updates.push(o.metadata?.name ?? ""),
+      delete: (o) => void r.deletes.push(o.metadata?.name ?? ""),
+    },
+  };
+  return r;
+}
+
+function podInformer(namespace: string, extra: Partial<InformerOptions<V1Pod>> = {}, user = "agent") {
+  const clients = createKubeClients({ kubeConfig: api.kubeConfig(user) });
+  const informer = new Informer<V1Pod>({
+    clients,
+    resource: { group: "", version: "v1", plural: "pods", namespace },
+    backoff: { baseMs: 20, maxMs: 200 },
+    logger: quiet,
+    ...extra,
+  });
+  running.push(informer as Informer<KubernetesObject>);
+  return informer;
+}
+
+async function namespaceWithPods(ns: string, count: number, node = "node-a") {
+  await core.createNamespace({ body: { metadata: { name: ns } } });
+  for (let i = 0; i < count; i++) {
+    await core.createNamespacedPod({
+      namespace: ns,
+      body: podBody(`p${String(i).padStart(3, "0")}`, { node }),
+    });
+  }
+}
+
+beforeAll(async () => {
+  api = await startApiServer({ bookmarkIntervalMs: 200 });
+  core = api.kubeConfig().makeApiClient(CoreV1Api);
+});
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((i) => i.stop()));
+});
+afterAll(async () => {
+  await api.stop();
+});
+
+describe("Informer", () => {
+  it("lists in pages of `pageSize` and delivers every object once", async () => {
+    await namespaceWithPods("inf-pages", 25);
+    await core.createNamespacedPod({
+      namespace: "inf-pages",
+      body: podBody("elsewhere", { node: "node-b" }),
+    });
+    const rec = recorder<V1Pod>();
+    const informer = podInformer(
+      "inf-pages",
+      { pageSize: 10, fieldSelector: "spec.nodeName=node-a", handlers: rec.handlers },
+      "pager",
+    );
+    await informer.start();
+    expect(informer.list()).toHaveLength(25);
+    expect(rec.adds).toHaveLength(25);
+    expect(new Set(rec.adds).size).toBe(25);
+    expect(informer.get("elsewhere", "inf-pages")).toBeUndefined();
+    const lists = api.requests.filter((r) => r.user === "pager" && r.verb === "list");
+    expect(lists).toHaveLength(3);
+    expect(
+      lists.every(
+        (r) => r.query.includes("limit=10") && r.query.includes("fieldSelector=spec.nodeName%3Dnode-a"),
+      ),
+    ).toBe(true);
+    expect(lists.filter((r) => r.query.includes("continue=")).length).toBe(2);
+    await waitFor(() => api.countRequests({ user: "pager", verb: "watch" }) === 1);
+    const watchReq = api.requests.find((r) => r.user === "pager" && r.verb === "watch");
+    expect(watchReq?.query).toContain("allowWatchBookmarks=true");
+    expect(watchReq?.query).toContain(`resourceVersion=${informer.resourceVersion()}`);
+  });
+
+  it("applies watch events to the cache and hands the same model classes as the list", async () => {
+    await namespaceWithPods("inf-watch", 1);
+    const rec = recorder<V1Pod>();
+    const informer = podInformer("inf-watch", { handlers: rec.handlers });
+    await informer.start();
+    await waitFor(() => api.watchCount() > 0);
+    await core.createNamespacedPod({
+      namespace: "inf-watch",
+      body: podBody("added", { labels: { a: "1" } }),
+    });
+    await core.patchNamespacedPod({
+      namespace: "inf-watch",
+      name: "added",
+      body: [{ op: "replace", path: "/metadata/labels/a", value: "2" }],
+    });
+    await core.deleteNamespacedPod({ namespace: "inf-watch", name: "p000" });
+    await waitFor(() => rec.deletes.length === 1, { what: "the delete event" });
+    expect(rec.adds).toEqual(["p000", "added"]);
+    expect(rec.updates).toEqual(["added"]);
+    expect(rec.deletes).toEqual(["p000"]);
+    const fromWatch = informer.get("added", "inf-watch");
+    expect(fromWatch?.metadata?.labels).toEqual({ a: "2" });
+    expect(fromWatch?.metadata?.creationTimestamp).toBeInstanceOf(Date);
+    expect(fromWatch?.kind).toBe("Pod");
+  });
+
+  it("resumes from the last resourceVersion after the API server restarts, without re-listing", async () => {
+    await namespaceWithPods("inf-restart", 3);
+    const rec = recorder<V1Pod>();
+    const informer = podInformer("inf-restart", { handlers: rec.handlers }, "restarter");
+    await informer.start();
+    await waitFor(() => api.countRequests({ user: "restarter", verb: "watch" }) === 1);
+    const restarted = api.restart({ downtimeMs: 150 });
+    // Writes while the informer is disconnected (straight into the store: HTTP is down).
+    const pods = api.resource("pods");
+    api.store.create(pods, "inf-restart", podBody("while-down"));
+    api.store.delete(pods, "inf-restart", "p001");
+    await restarted;
+    await waitFor(() => rec.deletes.includes("p001") && rec.adds.includes("while-down"), {
+      what: "missed events",
+    });
+    expect(
+      informer
+        .list()
+        .map((p) => p.metadata?.name)
+        .sort(),
+    ).toEqual(["p000", "p002", "while-down"]);
+    expect(informer.stats.lists).toBe(1);
+    expect(informer.stats.relists).toBe(0);
+    expect(api.countRequests({ user: "restarter", verb: "list" })).toBe(1);
+    // The new watch resumed from where the old one stopped, not from "now".
+    const watches = api.requests.filter((r) => r.user === "restarter" && r.verb === "watch");
+    expect(watches.length).toBeGreaterThanOrEqual(2);
+    expect(watches[1]?.query).toContain(
+      `resourceVersion=${watches[0]?.query.match(/resourceVersion=(\d+)/)?.[1]}`,
+    );
+  });
+
+  it("re-lists on 410 Gone and reports exactly the changes it missed", async () => {
+    await namespaceWithPods("inf-gone", 3);
+    const rec = recorder<V1Pod>();
+    const informer = podInformer("inf-gone", { handlers: rec.handlers }, "gone");
+    await informer.start();
+    await waitFor(() => api.countRequests({ user: "gone", verb: "watch" }) === 1);
+    rec.adds.length = 0;
+    // Hold the next watch request while the world changes and history is compacted away.
+    const release = api.inject({ user: "gone", verb: "watch", delayMs: 300, times: 1 });
+    api.closeWatches();
+    await waitFor(() => api.countRequests({ user: "gone", verb: "watch" }) === 2);
+    await core.createNamespacedPod({ namespace: "inf-gone", body: podBody("new-one") });
+    await core.patchNamespacedPod({
+      namespace: "inf-gone",
+      name: "p000",
+      body: [{ op: "add", path: "/metadata/labels", value: { v: "2" } }],
+    });
+    await core.deleteNamespacedPod({ namespace: "inf-gone", name: "p002" });
+    api.compact();
+    await waitFor(() => informer.stats.relists === 1, { what: "a re-list" });
+    await waitFor(() => rec.deletes.length === 1);
+    release();
+    expect(rec.adds).toEqual(["new-one"]);
+    expect(rec.updates).toEqual(["p000"]);
+    expect(rec.deletes).toEqual(["p002"]);
+    expect(
+      informer
+        .list()
+        .map((p) => p.metadata?.name)
+        .sort(),
+    ).toEqual(["new-one", "p000", "p001"]);
+    expect(informer.stats.lists).toBe(2);
+  });
+
+  it("falls back to one unpaginated LIST when a continue token expires mid-list", async () => {
+    await namespaceWithPods("inf-expire", 6);
+    const held = api.inject({
+      user: "expire",
+      verb: "list",
+      delayMs: 200,
+      times: 1,
+      when: (r) => r.query.includes("continue="),
+    });
+    const informer = podInformer("inf-expire", { pageSize: 2 }, "expire");
+    const started = informer.start();
+    await waitFor(() => api.requests.some((r) => r.user === "expire" && r.query.includes("continue=")));
+    await core.createNamespacedPod({ namespace: "inf-expire", body: podBody("later") }); // history moves on…
+    api.compact(); // …and is compacted past the list's snapshot
+    await started;
+    held();
+    expect(informer.list()).toHaveLength(7);
+    const lists = api.requests.filter((r) => r.user === "expire" && r.verb === "list");
+    expect(lists.map((r) => r.code)).toEqual([200, 410, 200]);
+    expect(lists[2]?.query).not.toContain("limit=");
+  });
+
+  it("retries failed LISTs with backoff and never throws", async () => {
+    await namespaceWithPods("inf-fail", 2);
+    const fail = api.inject({ user: "flaky", verb: "list", status: 500, times: 3 });
+    const informer = podInformer("inf-fail", {}, "flaky");
+    await informer.start();
+    fail();
+    expect(informer.list()).toHaveLength(2);
+    expect(informer.stats.errors).toBe(3);
+    const times = api.requests.filter((r) => r.user === "flaky" && r.verb === "list").map((r) => r.time);
+    expect(times).toHaveLength(4);
+    // Backoff grows: base 20 ms, equal jitter → at least 10, 20, 40 ms between attempts.
+    expect((times[3] ?? 0) - (times[0] ?? 0)).toBeGreaterThanOrEqual(70);
+  });
+
+  it("keeps going when a handler throws or rejects", async () => {
+    await namespaceWithPods("inf-throw", 0);
+    const seen: string[] = [];
+    const informer = podInformer("inf-throw", {
+      handlers: {
+        add: (p) => {
+          seen.push(p.metadata?.name ?? "");
+          if (p.metadata?.name === "bad") throw new Error("handler bug");
+          if (p.metadata?.name === "worse") return Promise.reject(new Error("async handler bug"));
+        },
+      },
+    });
+    await informer.start();
+    await waitFor(() => api.watchCount() > 0);
+    for (const name of ["bad", "worse", "good"])
+      await core.createNamespacedPod({ namespace: "inf-throw", body: podBody(name) });
+    await waitFor(() => seen.length === 3);
+    expect(seen).toEqual(["bad", "worse", "good"]);
+    expect(informer.get("good", "inf-throw")).toBeDefined();
+  });
+
+  it("watches custom resources with a label selector", async () => {
+    const custom = api.kubeConfig().makeApiClient(CustomObjectsApi);
+    await core.createNamespace({ body: { metadata: { name: "inf-cr" } } });
+    const data = (name: string, kernel: string) => ({
+      apiVersion: "hive-operator.com/v1alpha1",
+      kind: "HiveData",
+      metadata: { name, labels: { "hive-operator.com/kernel-id": kernel } },
+      spec: {
+        "inode-no": 42,
+        "kernel-id": "0b5e2c8a-9a4e-4a8e-9d86-3c55d0c1d6a1",
+        device: { major: 8, minor: 1 },
+        accesses: ["read"],
+      },
+    });
+    const G = { group: "hive-operator.com", version: "v1alpha1", plural: "hivedata", namespace: "inf-cr" };
+    await custom.createNamespacedCustomObject({ ...G, body: data("mine-1", "k1") });
+    await custom.createNamespacedCustomObject({ ...G, body: data("other", "k2") });
+    const rec = recorder<KubernetesObject>();
+    const informer = new Informer<KubernetesObject>({
+      clients: createKubeClients({ kubeConfig: api.kubeConfig() }),
+      resource: { group: "hive-operator.com", version: "v1alpha1", plural: "hivedata" },
+      labelSelector: "hive-operator.com/kernel-id=k1",
+      handlers: rec.handlers,
+      logger: quiet,
+    });
+    running.push(informer);
+    await informer.start();
+    await custom.createNamespacedCustomObject({ ...G, body: data("mine-2", "k1") });
+    await custom.createNamespacedCustomObject({ ...G, body: data("other-2", "k2") });
+    await waitFor(() => rec.adds.length === 2);
+    expect(rec.adds).toEqual(["mine-1", "mine-2"]);
+    expect(
+      informer
+        .list()
+        .map((o) => o.metadata?.name)
+        .sort(),
+    ).toEqual(["mine-1", "mine-2"]);
+  });
+});
