@@ -1,0 +1,184 @@
+/**
+ * The package as a user gets it: `npm run build` (compiled JavaScript and .d.ts — Node
+ * refuses to strip types under node_modules), `npm pack`, the tarball unpacked into a fresh
+ * program's node_modules next to only the package's declared dependencies, then that
+ * program type-checks against the shipped .d.ts and runs HiveMonitor under Node 24 with
+ * Pulumi mocks, and the shipped `hive` bin renders the manifests.
+ *
+ * Everything is offline: the dependencies are linked from this repository's node_modules.
+ */
+import { execFile } from "node:child_process";
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, relative } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseAllDocuments } from "yaml";
+
+const exec = promisify(execFile);
+const root = join(import.meta.dirname, "../..");
+const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
+const work = mkdtempSync(join(tmpdir(), "hive-package-"));
+const staging = join(work, "staging");
+const program = join(work, "program");
+const installed = join(program, "node_modules", manifest.name);
+const env = {
+  ...process.env,
+  PATH: `${join(root, "node_modules/.bin")}:${process.env.PATH}`,
+  npm_config_loglevel: "error",
+};
+
+async function sh(file: string, args: string[], cwd: string) {
+  return exec(file, args, { cwd, env, maxBuffer: 64 * 1024 * 1024 });
+}
+
+let build: { stdout: string; stderr: string; code: number };
+
+beforeAll(async () => {
+  // Build with the package's own script into a staging copy, so the repository's dist/ is untouched.
+  mkdirSync(staging, { recursive: true });
+  build = await sh("npm", ["run", "build", "--", "--outDir", join(staging, "dist")], root)
+    .then((r) => ({ ...r, code: 0 }))
+    .catch((e) => ({ stdout: e.stdout ?? "", stderr: e.stderr ?? String(e), code: e.code ?? 1 }));
+  writeFileSync(join(staging, "package.json"), JSON.stringify(manifest, null, 2));
+  for (const entry of manifest.files as string[]) {
+    if (entry !== "dist" && existsSync(join(root, entry)))
+      cpSync(join(root, entry), join(staging, entry), { recursive: true });
+  }
+  const { stdout } = await sh("npm", ["pack", "--json", "--pack-destination", work], staging);
+  const [{ filename }] = JSON.parse(stdout);
+  // A fresh program: the tarball unpacked as npm would, plus links to the declared dependencies only.
+  mkdirSync(installed, { recursive: true });
+  await sh("tar", ["-xzf", join(work, filename), "-C", installed, "--strip-components=1"], work);
+  for (const dep of Object.keys(manifest.dependencies)) {
+    const link = join(program, "node_modules", dep);
+    mkdirSync(dirname(link), { recursive: true });
+    symlinkSync(join(root, "node_modules", dep), link);
+  }
+  writeFileSync(
+    join(program, "package.json"),
+    JSON.stringify({ name: "user-program", type: "module", private: true }),
+  );
+}, 600_000);
+
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+describe("the published package", () => {
+  it("builds with `npm run build` without a compiler error", () => {
+    expect(`${build.stdout}${build.stderr}`.replace(/npm warn.*\n/g, "")).not.toMatch(/error TS\d+/);
+    expect(build.code).toBe(0);
+  });
+
+  it("ships compiled JavaScript and declarations for its entry points, and no TypeScript sources", () => {
+    for (const entry of [
+      "dist/component/index.js",
+      "dist/component/index.d.ts",
+      "dist/api/index.js",
+      "dist/runtime/cli/main.js",
+    ]) {
+      expect(existsSync(join(installed, entry)), entry).toBe(true);
+    }
+    const files = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((d) =>
+        d.isDirectory() ? files(join(dir, d.name)) : [join(dir, d.name)],
+      );
+    const sources = files(installed).filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts"));
+    expect(sources.map((f) => relative(installed, f))).toEqual([]);
+  });
+
+  it("refers to no TypeScript file from its compiled JavaScript (imports and worker/asset URLs)", () => {
+    const offenders: string[] = [];
+    const walk = (dir: string) => {
+      for (const d of readdirSync(dir, { withFileTypes: true })) {
+        const path = join(dir, d.name);
+        if (d.isDirectory()) walk(path);
+        else if (d.name.endsWith(".js")) {
+          const text = readFileSync(path, "utf8");
+          for (const m of text.matchAll(/["'`](\.{1,2}\/[^"'`]*\.ts)["'`]/g))
+            offenders.push(`${relative(installed, path)}: ${m[1]}`);
+        }
+      }
+    };
+    walk(join(installed, "dist"));
+    expect(offenders).toEqual([]);
+  });
+
+  it("type-checks a user's program against the shipped declarations", async () => {
+    writeFileSync(
+      join(program, "index.ts"),
+      `import { HiveMonitor, type HiveMonitorArgs } from "${manifest.name}";
+const args: HiveMonitorArgs = { image: "registry.example.com/hive:0.1.0", traps: [{ path: "/etc/shadow", mode: 0o444, create: true, match: { containerName: /app-.*/ } }] };
+export const monitor = new HiveMonitor("hive", args);
+`,
+    );
+    writeFileSync(
+      join(program, "tsconfig.json"),
+      JSON.stringify({
+        compilerOptions: {
+          module: "nodenext",
+          moduleResolution: "nodenext",
+          target: "es2024",
+          strict: true,
+          noEmit: true,
+          types: [],
+        },
+        files: ["index.ts"],
+      }),
+    );
+    const result = await sh(join(root, "node_modules/.bin/tsc"), ["-p", "tsconfig.json"], program).catch(
+      (e) => e,
+    );
+    expect(`${result.stdout ?? ""}${result.stderr ?? ""}`).toBe("");
+  }, 120_000);
+
+  it("runs HiveMonitor under Node 24 from node_modules, with Pulumi mocks", async () => {
+    writeFileSync(
+      join(program, "run.mjs"),
+      `import * as pulumi from "@pulumi/pulumi";
+const types = [];
+pulumi.runtime.setMocks({ newResource: (a) => { types.push(a.type); return { id: a.name, state: a.inputs }; }, call: (a) => a.inputs }, "p", "s", false);
+const { HiveMonitor, renderManifests } = await import("${manifest.name}");
+const args = { image: "registry.example.com/hive:0.1.0", traps: [{ path: "/etc/shadow", match: { matchLabels: { security: "high" } } }] };
+const m = new HiveMonitor("hive", args);
+const names = await new Promise((r) => m.policyNames.apply(r));
+await new Promise((r) => setTimeout(r, 200));
+console.log(JSON.stringify({ names, types: types.sort(), rendered: renderManifests(args).length }));
+`,
+    );
+    const { stdout } = await sh(process.execPath, ["run.mjs"], program);
+    const out = JSON.parse(stdout);
+    expect(out.names).toEqual(["default"]);
+    expect(out.types).toContain("hive:index:HiveMonitor");
+    expect(out.types).toContain("kubernetes:apps/v1:DaemonSet");
+    expect(out.types).toContain("kubernetes:hive-operator.com/v1alpha1:HivePolicy");
+    // One Pulumi resource per rendered object, plus the component itself.
+    expect(out.types).toHaveLength(out.rendered + 1);
+  }, 60_000);
+
+  it("installs a `hive` bin that renders the quick-start manifests", async () => {
+    const bin = join(installed, manifest.bin.hive);
+    const config = join(program, "hive.yaml");
+    writeFileSync(
+      config,
+      "callback: { url: https://alerts.example.com/hive }\ntraps:\n  - path: /etc/shadow\n    match: { matchLabels: { security: high } }\n",
+    );
+    const { stdout } = await sh(
+      process.execPath,
+      [bin, "render", "--config", config, "--image", "registry.example.com/hive:0.1.0"],
+      program,
+    );
+    const kinds = parseAllDocuments(stdout).map((d) => d.toJS().kind);
+    expect(kinds).toContain("DaemonSet");
+    expect(kinds).toContain("HivePolicy");
+  }, 60_000);
+});
