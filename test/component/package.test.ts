@@ -130,6 +130,7 @@ export const monitor = new HiveMonitor("hive", args);
           target: "es2024",
           strict: true,
           noEmit: true,
+          skipLibCheck: true,
           types: [],
         },
         files: ["index.ts"],
