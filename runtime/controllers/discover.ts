@@ -267,9 +267,16 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
 
   return {
     onPolicy(type, policy) {
-      if (type === "DELETED") policies.delete(objectKey(policy));
-      else policies.set(objectKey(policy), policy);
-      runner.trigger();
+      const key = objectKey(policy);
+      const had = policies.get(key);
+      if (type === "DELETED") policies.delete(key);
+      else policies.set(key, policy);
+      // Status and finalizer writes change neither the traps nor the deletion state: no pass.
+      const unchanged =
+        type === "MODIFIED" &&
+        had?.metadata.generation === policy.metadata.generation &&
+        Boolean(had?.metadata.deletionTimestamp) === Boolean(policy.metadata.deletionTimestamp);
+      if (!unchanged) runner.trigger();
     },
     onPod(type, pod) {
       if (pod.spec?.nodeName !== nodeName && type !== "DELETED") return; // defence: the watch is node-scoped already

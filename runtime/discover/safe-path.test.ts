@@ -121,10 +121,11 @@ describe("resolveInRoot", () => {
     const before = lstatSync(join(host, "shadow"), { bigint: true });
     rmSync(join(root, "etc", "shadow"));
     symlinkSync(join(host, "shadow"), join(root, "etc", "shadow"));
-    // The re-rooted parent directory does not exist in the root: nothing may be created anywhere.
-    expect(code(() => resolveInRoot(root, "/etc/shadow", { create: true, mode: 0o777 }))).toBe(
-      "PathEscapesContainer",
-    );
+    expect(code(() => resolveInRoot(root, "/etc/shadow"))).toBe("PathEscapesContainer");
+    // With create: true the file is made at the re-rooted path, inside the root.
+    const got = resolveInRoot(root, "/etc/shadow", { create: true, mode: 0o777 });
+    expect(got.key.ino).toBe(statSync(join(root, host, "shadow"), { bigint: true }).ino);
+    expect(got.key.ino).not.toBe(before.ino);
     const after = lstatSync(join(host, "shadow"), { bigint: true });
     expect(after.mode).toBe(before.mode);
     expect(after.ctimeNs).toBe(before.ctimeNs);
@@ -183,5 +184,17 @@ describe("resolveInRoot", () => {
       ),
       { numRuns: 150 },
     );
+  });
+});
+
+describe("resolveInRoot creating directories", () => {
+  it("creates missing directories inside the root, never through a symlink to the host", () => {
+    const got = resolveInRoot(root, "/var/lib/hive/trap", { create: true, mode: 0o600 });
+    expect(got.key.ino).toBe(statSync(join(root, "var/lib/hive/trap"), { bigint: true }).ino);
+    expect(statSync(join(root, "var/lib")).mode & 0o777).toBe(0o755);
+    symlinkSync(join(host, "sub"), join(root, "planted-dir"));
+    resolveInRoot(root, "/planted-dir/x", { create: true });
+    expect(existsSync(join(host, "sub"))).toBe(false);
+    expect(existsSync(join(root, host, "sub", "x"))).toBe(true);
   });
 });

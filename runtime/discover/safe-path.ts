@@ -18,6 +18,7 @@ import {
   constants,
   fchmodSync,
   fstatSync,
+  mkdirSync,
   openSync,
   readlinkSync,
   statSync,
@@ -146,6 +147,12 @@ export function resolveInRoot(rootPath: string, path: string, options: ResolveOp
           final = createFile(dir.fd, name, options.mode ?? 0o444, opened);
           break;
         }
+        if (code === "ENOENT" && !isLast && options.create) {
+          // Missing directories on the way are created too (0755); mkdir never follows a planted symlink.
+          createDirectory(dir.fd, name);
+          pending.unshift(name);
+          continue;
+        }
         if (code === "ENOENT" || code === "ENOTDIR") {
           const where = `${currentPath().replace(/\/$/, "")}/${name}`;
           if (leftRoot) {
@@ -233,6 +240,19 @@ export function resolveInRoot(rootPath: string, path: string, options: ResolveOp
     };
   } finally {
     for (const fd of opened) closeSync(fd);
+  }
+}
+
+function createDirectory(dirFd: number, name: string): void {
+  try {
+    mkdirSync(fdPath(dirFd, name), 0o755);
+  } catch (error) {
+    if (errno(error) === "EEXIST") return; // appeared meanwhile: the retried open decides what it is
+    throw new HiveError("PathInvalid", `cannot create directory ${name} in the container (${errno(error)})`, {
+      object: name,
+      hint: "check the container's filesystem is writable",
+      cause: error,
+    });
   }
 }
 

@@ -46,7 +46,9 @@ describe("discover through the API server", () => {
     expect(data?.metadata.labels?.[LABEL_NODE]).toBe("node-1");
     expect(data?.metadata.annotations?.path).toBe("/etc/shadow");
     expect(data?.metadata.annotations?.hive_policy_name).toBe("shadow");
-    expect((data?.metadata.ownerReferences as { kind: string; name: string }[] | undefined)?.[0]).toMatchObject({
+    expect(
+      (data?.metadata.ownerReferences as { kind: string; name: string }[] | undefined)?.[0],
+    ).toMatchObject({
       kind: "Pod",
       name: "high",
     });
@@ -83,5 +85,182 @@ describe("discover through the API server", () => {
       reason: "TrapsWatched",
     });
     expect(policy.status?.traps?.[0]).toMatchObject({ trapId: id, matchedContainers: 1, inodesFound: 1 });
+  });
+
+  it("applies each match filter, and all of them together; no filter matches every pod", async () => {
+    cluster = await Cluster.start();
+    await cluster.admin.core.createNamespace({ body: { metadata: { name: "prod" } } });
+    await cluster.addNode("node-1", KERNEL_A, { loader: false, pods: false });
+    await cluster.addPod("web", "node-1", {
+      containers: ["nginx", "sidecar"],
+      ip: "10.1.0.5",
+      labels: { app: "web" },
+    });
+    await cluster.addPod("db", "node-1", {
+      namespace: "prod",
+      containers: ["postgres"],
+      ip: "10.1.0.6",
+      labels: { app: "db" },
+    });
+    const traps: Record<string, HiveTrap> = {
+      all: { path: "/etc/shadow" },
+      pod: { path: "/etc/shadow", match: { pod: "web" } },
+      namespace: { path: "/etc/shadow", match: { namespace: "prod" } },
+      ip: { path: "/etc/shadow", match: { ip: "10.1.0.6" } },
+      container: { path: "/etc/shadow", match: { "container-name": "side.*" } },
+      labels: { path: "/etc/shadow", match: { matchLabels: { app: "web" } } },
+      combined: {
+        path: "/etc/shadow",
+        match: { namespace: "default", "container-name": "nginx|postgres", matchLabels: { app: "web" } },
+      },
+      nothing: { path: "/etc/shadow", match: { pod: "web", namespace: "prod" } },
+    };
+    await cluster.createPolicy("filters", Object.values(traps));
+    const ids = Object.fromEntries(
+      Object.entries(traps).map(([k, t]) => [k, trapId({ namespace: POLICY_NS, name: "filters" }, t)]),
+    );
+    const c = cluster;
+    await eventually(async () => (await c.data()).length === 11, "eleven HiveData");
+    expect(await podsOf(c, ids.all)).toEqual(["db/postgres", "web/nginx", "web/sidecar"]);
+    expect(await podsOf(c, ids.pod)).toEqual(["web/nginx", "web/sidecar"]);
+    expect(await podsOf(c, ids.namespace)).toEqual(["db/postgres"]);
+    expect(await podsOf(c, ids.ip)).toEqual(["db/postgres"]);
+    expect(await podsOf(c, ids.container)).toEqual(["web/sidecar"]);
+    expect(await podsOf(c, ids.labels)).toEqual(["web/nginx", "web/sidecar"]);
+    expect(await podsOf(c, ids.combined)).toEqual(["web/nginx"]);
+    expect(await podsOf(c, ids.nothing)).toEqual([]);
+    // HiveData lives beside its pod, so the ownerReference is valid.
+    expect(
+      (await c.data())
+        .filter((d) => d.metadata.annotations?.pod_name === "db")
+        .every((d) => d.metadata.namespace === "prod"),
+    ).toBe(true);
+  });
+
+  it("follows pods: created after the policy, deleted, failed; and containers not running yet", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    await c.addNode("node-1", KERNEL_A);
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    const late = await c.addPod("late", "node-1", { running: false });
+    await eventually(async () => {
+      const p = await c.getPolicy("shadow");
+      return p?.status?.traps?.[0]?.errors?.[0]?.reason === "ContainerNotReady" ? p : undefined;
+    }, "waiting reported in status");
+    expect(await c.data()).toHaveLength(0);
+    await c.runPod(late, "10.0.0.9");
+    await eventually(
+      async () => (await podsOf(c)).join() === "late/app",
+      "HiveData of the pod created after the policy",
+    );
+    await c.addPod("job", "node-1");
+    await c.addPod("doomed", "node-1");
+    await eventually(async () => (await c.data()).length === 3, "three HiveData");
+    await c.setPodPhase("job", "Succeeded");
+    await c.admin.core.deleteNamespacedPod({ name: "doomed", namespace: "default" });
+    await eventually(
+      async () => (await podsOf(c)).join() === "late/app",
+      "HiveData of finished and deleted pods removed",
+    );
+    const p = await eventually(async () => {
+      const q = await c.getPolicy("shadow");
+      return q?.status?.traps?.[0]?.inodesFound === 1 && !q.status.traps[0].errors ? q : undefined;
+    }, "status follows");
+    expect(p.status?.conditions?.[0]?.status).toBe("True");
+  });
+
+  it("follows policy edits and deletion (finalizer), and reports bad traps in status", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    const node = await c.addNode("node-1", KERNEL_A);
+    await c.addPod("web", "node-1", { files: { "etc/shadow": "x", "etc/passwd": "y" } });
+    await c.createPolicy("p", [{ path: "/etc/shadow" }]);
+    await eventually(
+      async () => (await c.data())[0]?.metadata.annotations?.path === "/etc/shadow",
+      "first trap",
+    );
+    await c.editPolicy("p", [
+      { path: "/etc/passwd" },
+      { path: "/etc/missing" },
+      { path: "/etc/shadow", match: { "container-name": "(" } },
+      { path: "/var/hive/created", create: true, mode: "0640" },
+    ]);
+    const policy = await eventually(async () => {
+      const q = await c.getPolicy("p");
+      const paths = (await c.data()).map((d) => d.metadata.annotations?.path).sort();
+      return paths.join() === "/etc/passwd,/var/hive/created" &&
+        q?.status?.traps?.length === 4 &&
+        q.status.traps[1]?.errors
+        ? q
+        : undefined;
+    }, "edited policy applied");
+    const [passwd, missing, badRegex, created] = policy.status?.traps ?? [];
+    expect(passwd).toMatchObject({ path: "/etc/passwd", matchedContainers: 1, inodesFound: 1 });
+    expect(missing).toMatchObject({ path: "/etc/missing", matchedContainers: 1, inodesFound: 0 });
+    expect(missing?.errors?.[0]).toMatchObject({
+      reason: "FileNotFound",
+      node: "node-1",
+      pod: "web",
+      container: "app",
+    });
+    expect(badRegex?.errors?.[0]?.reason).toBe("InvalidRegex");
+    expect(created).toMatchObject({ inodesFound: 1 });
+    expect(policy.status?.conditions?.[0]).toMatchObject({ status: "False", reason: "TrapErrors" });
+    const root = c.containers.rootOf(
+      (await c.data())[0]?.metadata.annotations?.container_id?.replace("containerd://", "") ?? "",
+    );
+    expect(statSync(join(root, "var/hive/created")).mode & 0o7777).toBe(0o640);
+    // The kernel map follows: the old /etc/shadow inode is no longer watched.
+    const shadow = fileKeyFromStat(statSync(join(root, "etc/shadow"), { bigint: true }));
+    await eventually(
+      () => node.activeKernel()?.entries.filter((e) => e.kind === "file").length === 2,
+      "kernel map of the edit",
+    );
+    expect(node.activeKernel()?.entries.some((e) => e.kind === "file" && e.key.ino === shadow.ino)).toBe(
+      false,
+    );
+
+    await c.deletePolicy("p");
+    await eventually(async () => (await c.getPolicy("p")) === undefined, "policy gone after its finalizer");
+    expect(await c.data()).toHaveLength(0);
+    await eventually(() => node.activeKernel()?.entries.length === 0, "kernel map emptied");
+    const events = await c.admin.core.listNamespacedEvent({
+      namespace: POLICY_NS,
+      labelSelector: "app.kubernetes.io/managed-by=hive",
+    });
+    expect(events.items).toHaveLength(0);
+  });
+
+  it("re-resolves when the trapped file is replaced by rename (kernel control event on its directory)", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    const node = await c.addNode("node-1", KERNEL_A);
+    await c.addPod("web", "node-1");
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    const [before] = await eventually(async () => {
+      const d = await c.data();
+      return d.length === 1 ? d : undefined;
+    }, "HiveData");
+    const kernel = await eventually(() => {
+      const k = node.activeKernel();
+      return k?.entries.some((e) => e.kind === "parent") ? k : undefined;
+    }, "parent directory watched");
+    const id = before?.metadata.annotations?.container_id?.replace("containerd://", "") ?? "";
+    c.containers.replaceByRename(id, "etc/shadow", "new content\n");
+    const fresh = fileKeyFromStat(statSync(join(c.containers.rootOf(id), "etc/shadow"), { bigint: true }));
+    expect(fresh.ino).not.toBe(BigInt(before?.spec["inode-no"] ?? 0));
+    // Nothing notices without the kernel's report: no polling.
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await c.data())[0]?.spec["inode-no"]).toBe(before?.spec["inode-no"]);
+    const parent = kernel.entries.find((e) => e.kind === "parent");
+    kernel.emit({ slot: parent?.slot ?? -1, kind: "parent", accesses: ["write"] });
+    await eventually(
+      async () => BigInt((await c.data())[0]?.spec["inode-no"] ?? 0) === fresh.ino,
+      "HiveData follows the new inode",
+    );
+    await eventually(
+      () => kernel.entries.some((e) => e.kind === "file" && e.key.ino === fresh.ino),
+      "kernel map follows",
+    );
   });
 });
