@@ -1,0 +1,157 @@
+/**
+ * The agent image cannot be built on these machines (no Docker engine), so its Dockerfile is
+ * checked statically: every path it copies exists (in the build context, or as the product of
+ * an earlier stage), nothing it copies is excluded by .dockerignore, and its entry point is
+ * the agent's real entry point — the one the DaemonSet's arguments continue.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join, posix } from "node:path";
+import { describe, expect, it } from "vitest";
+import { renderManifests } from "../../component/index.ts";
+import { MINIMAL } from "./configs.ts";
+
+const root = join(import.meta.dirname, "../..");
+const read = (path: string) => readFileSync(join(root, path), "utf8");
+
+interface Instruction {
+  op: string;
+  args: string;
+}
+interface Stage {
+  name: string;
+  instructions: Instruction[];
+}
+
+/** Dockerfile → stages of instructions (continuation lines joined, comments dropped). */
+function parseDockerfile(text: string): Stage[] {
+  const lines = text
+    .replace(/\\\n/g, " ")
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l !== "" && !l.startsWith("#"));
+  const stages: Stage[] = [];
+  for (const line of lines) {
+    const [, op = "", args = ""] = /^(\S+)\s+(.*)$/.exec(line) ?? [];
+    if (op.toUpperCase() === "FROM") {
+      stages.push({ name: /\bAS\s+(\S+)/i.exec(args)?.[1] ?? String(stages.length), instructions: [] });
+    }
+    stages.at(-1)?.instructions.push({ op: op.toUpperCase(), args });
+  }
+  return stages;
+}
+
+interface Copy {
+  from: string | undefined;
+  sources: string[];
+  dest: string;
+}
+
+function copies(stage: Stage): Copy[] {
+  return stage.instructions
+    .filter((i) => i.op === "COPY")
+    .map((i) => {
+      const words = i.args.split(/\s+/);
+      const from = words.find((w) => w.startsWith("--from="))?.slice("--from=".length);
+      const paths = words.filter((w) => !w.startsWith("--"));
+      return { from, sources: paths.slice(0, -1), dest: paths.at(-1) as string };
+    });
+}
+
+/** Absolute paths a stage provides: what it copied in, and what its RUN steps produce. */
+function provided(stage: Stage): string[] {
+  const out: string[] = [];
+  let workdir = "/";
+  const buildOutDir = JSON.parse(read("tsconfig.build.json")).compilerOptions.outDir as string;
+  const bpfOut = /^out=(\S+)$/m.exec(read("bpf/build.sh"))?.[1];
+  for (const i of stage.instructions) {
+    if (i.op === "WORKDIR") workdir = posix.resolve(workdir, i.args);
+    if (i.op === "COPY") {
+      const c = copies({ name: "", instructions: [i] })[0] as Copy;
+      const dest = posix.resolve(workdir, c.dest);
+      for (const s of c.sources) out.push(c.dest.endsWith("/") ? posix.join(dest, posix.basename(s)) : dest);
+    }
+    if (i.op === "RUN") {
+      if (/\bnpm ci\b/.test(i.args)) out.push(posix.join(workdir, "node_modules"));
+      if (/\bnpm run build\b/.test(i.args)) out.push(posix.join(workdir, buildOutDir));
+      if (/\bbpf\/build\.sh\b/.test(i.args) && bpfOut) out.push(posix.join(workdir, "bpf", bpfOut));
+    }
+  }
+  return out;
+}
+
+function dockerignored(path: string): boolean {
+  const patterns = read(".dockerignore")
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l !== "" && !l.startsWith("#"));
+  const clean = path.replace(/\/$/, "").replace(/^\.\//, "");
+  return patterns.some((p) => {
+    const re = new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*")}(/|$)`);
+    return re.test(clean);
+  });
+}
+
+const stages = parseDockerfile(read("Dockerfile"));
+const final = stages.at(-1) as Stage;
+
+describe("Dockerfile", () => {
+  it("is multi-stage: the BPF object, the compiled package, then the runtime", () => {
+    expect(stages.map((s) => s.name)).toEqual(["bpf", "build", "2"]);
+    expect(stages[0]?.instructions.some((i) => i.op === "RUN" && /\bclang\b/.test(i.args))).toBe(true);
+    expect(final.instructions[0]?.args).toMatch(/^node:24\b/);
+    // The loader opens Debian's libbpf.so.1 through koffi.
+    expect(final.instructions.some((i) => i.op === "RUN" && /\blibbpf1\b/.test(i.args))).toBe(true);
+    expect(read("runtime/kernel/libbpf-ffi.ts")).toContain("libbpf.so.1");
+  });
+
+  it("copies only paths that exist in the build context and that .dockerignore lets through", () => {
+    const sources = stages.flatMap((s) =>
+      copies(s)
+        .filter((c) => c.from === undefined)
+        .flatMap((c) => c.sources),
+    );
+    expect(sources.length).toBeGreaterThan(0);
+    for (const source of sources) {
+      expect(existsSync(join(root, source)), `${source} exists`).toBe(true);
+      expect(dockerignored(source), `${source} is not in .dockerignore`).toBe(false);
+    }
+  });
+
+  it("copies from earlier stages only what those stages provide", () => {
+    for (const stage of stages) {
+      for (const c of copies(stage).filter((x) => x.from !== undefined)) {
+        const source = stages.find((s) => s.name === c.from);
+        expect(source, `stage ${c.from}`).toBeDefined();
+        const has = provided(source as Stage);
+        for (const path of c.sources) {
+          const wanted = path.replace(/\/$/, "");
+          expect(
+            has.some((p) => wanted === p || wanted.startsWith(`${p}/`)),
+            `${c.from}:${path} in ${has.join(", ")}`,
+          ).toBe(true);
+        }
+      }
+    }
+  });
+
+  it("enters through the compiled `hive` command, whose first argument the DaemonSet supplies", () => {
+    const json = (op: string) => JSON.parse(final.instructions.find((i) => i.op === op)?.args ?? "null");
+    const entrypoint = json("ENTRYPOINT") as string[];
+    expect([...entrypoint, ...json("CMD")]).toEqual(["node", "dist/runtime/cli/main.js", "agent"]);
+    // dist/runtime/cli/main.js is what the build makes of runtime/cli/main.ts, and the package's bin.
+    expect(existsSync(join(root, "runtime/cli/main.ts"))).toBe(true);
+    expect(JSON.parse(read("package.json")).bin.hive).toBe(entrypoint[1]);
+    // The DaemonSet's args replace CMD, so they must start with the same command.
+    const ds = renderManifests(MINIMAL).find((o) => o.kind === "DaemonSet") as {
+      spec: { template: { spec: { containers: { args: string[]; command?: string[] }[] } } };
+    };
+    const container = ds.spec.template.spec.containers[0];
+    expect(container?.command).toBeUndefined();
+    expect(container?.args[0]).toBe("agent");
+  });
+
+  it("names a command the CLI actually has: `hive agent`", () => {
+    // The command table of runtime/cli/main.ts: `name: { summary, load }` entries.
+    expect(read("runtime/cli/main.ts")).toMatch(/^\s*agent:\s*\{/m);
+  });
+});
