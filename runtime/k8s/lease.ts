@@ -121,7 +121,8 @@ export class LeaderElector {
       if (wasLeader) await this.loseLeadership("stopping");
       this.state = "stopped";
       this.lifetime.abort();
-      await this.loop;
+      // Do not let a hung request hold up shutdown: the role is already stopped.
+      await Promise.race([this.loop, sleep(this.opts.retryPeriodMs)]);
       if (wasLeader && (options.release ?? true)) await this.release();
     })();
     return this.stopping;

@@ -1,0 +1,225 @@
+/**
+ * Leader election against the API stand-in. Each candidate talks as its own user, so the
+ * stand-in can cut off or slow down exactly one of them. Every test checks the safety
+ * property from the callbacks' timestamps: no two candidates lead at the same moment.
+ */
+import { CoordinationV1Api } from "@kubernetes/client-node";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type ApiServer, startApiServer } from "../../test/apiserver/server.ts";
+import { waitFor } from "../../test/apiserver/testing.ts";
+import { isHiveError } from "../errors.ts";
+import { createLogger } from "../log.ts";
+import { LeaderElector } from "./lease.ts";
+
+const LEASE_MS = 1000;
+const RENEW_DEADLINE_MS = 700;
+const RETRY_MS = 150;
+const quiet = createLogger({}, { level: "error", sink: () => {} });
+
+interface Term {
+  who: string;
+  start: number;
+  end?: number;
+}
+
+let api: ApiServer;
+let terms: Term[];
+const electors: LeaderElector[] = [];
+
+function candidate(
+  identity: string,
+  lease: string,
+  timings: { leaseDurationMs?: number; renewDeadlineMs?: number; retryPeriodMs?: number } = {},
+) {
+  const elector = new LeaderElector({
+    coordination: api.kubeConfig(identity).makeApiClient(CoordinationV1Api),
+    namespace: "kube-system",
+    name: lease,
+    identity,
+    leaseDurationMs: LEASE_MS,
+    renewDeadlineMs: RENEW_DEADLINE_MS,
+    retryPeriodMs: RETRY_MS,
+    ...timings,
+    logger: quiet,
+    onStartedLeading: () => {
+      terms.push({ who: identity, start: performance.now() });
+    },
+    onStoppedLeading: () => {
+      const open = terms.findLast((t) => t.who === identity && t.end === undefined);
+      if (open) open.end = performance.now();
+    },
+  });
+  electors.push(elector);
+  return elector;
+}
+
+/** At most one leader at any instant: sorted by start, each term ends before the next begins. */
+function expectNoOverlap(): void {
+  const sorted = [...terms].sort((a, b) => a.start - b.start);
+  for (let i = 1; i < sorted.length; i++) {
+    const prev = sorted[i - 1] as Term;
+    const cur = sorted[i] as Term;
+    expect(prev.end, `${prev.who} still leading when ${cur.who} started`).toBeDefined();
+    expect(prev.end as number).toBeLessThanOrEqual(cur.start);
+  }
+}
+
+async function lease(name: string) {
+  return api
+    .kubeConfig()
+    .makeApiClient(CoordinationV1Api)
+    .readNamespacedLease({ namespace: "kube-system", name });
+}
+
+beforeAll(async () => {
+  api = await startApiServer();
+});
+afterEach(async () => {
+  await Promise.all(electors.splice(0).map((e) => e.stop({ release: false })));
+});
+afterAll(async () => {
+  await api.stop();
+});
+
+describe("LeaderElector", () => {
+  it("acquires a new lease, keeps renewing it, and releases it on stop", async () => {
+    terms = [];
+    const a = candidate("node-a", "solo");
+    a.start();
+    await waitFor(() => a.isLeader(), { what: "leadership" });
+    const first = await lease("solo");
+    expect(first.spec?.holderIdentity).toBe("node-a");
+    expect(first.spec?.leaseDurationSeconds).toBe(1);
+    expect(String(first.spec?.renewTime)).toMatch(/\.\d{6}Z$/);
+    await waitFor(
+      async () => String((await lease("solo")).spec?.renewTime) !== String(first.spec?.renewTime),
+      { what: "a renewal" },
+    );
+    const renewed = await lease("solo");
+    expect(String(renewed.spec?.acquireTime)).toBe(String(first.spec?.acquireTime));
+    expect(renewed.spec?.leaseTransitions).toBe(0);
+    await a.stop();
+    expect(terms).toHaveLength(1);
+    expect(terms[0]?.end).toBeDefined();
+    expect((await lease("solo")).spec?.holderIdentity).toBe("");
+  });
+
+  it("renews with one request per period while leading (no read before each write)", async () => {
+    terms = [];
+    const a = candidate("frugal", "frugal");
+    a.start();
+    await waitFor(() => a.isLeader());
+    api.resetRequests();
+    await new Promise((r) => setTimeout(r, 6 * RETRY_MS));
+    const gets = api.countRequests({ user: "frugal", verb: "get" });
+    const updates = api.countRequests({ user: "frugal", verb: "update" });
+    expect(updates).toBeGreaterThanOrEqual(3);
+    expect(gets).toBe(0);
+  });
+
+  it("fails over when the holder dies: another takes over within the lease duration, never both", async () => {
+    terms = [];
+    const a = candidate("node-a", "failover");
+    a.start();
+    await waitFor(() => a.isLeader());
+    const b = candidate("node-b", "failover");
+    b.start();
+    await new Promise((r) => setTimeout(r, 3 * RETRY_MS));
+    expect(b.isLeader()).toBe(false);
+    expect(b.leader()).toBe("node-a");
+    // The holder dies: no release, no more renewals.
+    const lastRenewal = Math.max(
+      ...api.requests.filter((r) => r.user === "node-a" && r.code === 200).map((r) => r.time),
+    );
+    await a.stop({ release: false });
+    await waitFor(() => b.isLeader(), { timeoutMs: 3 * LEASE_MS, what: "takeover" });
+    const takeover = Date.now() - lastRenewal;
+    // B needs up to one retry period to observe the last renewal, then the lease duration, then one more retry.
+    expect(takeover).toBeGreaterThanOrEqual(LEASE_MS - RETRY_MS);
+    expect(takeover).toBeLessThanOrEqual(LEASE_MS + 3 * RETRY_MS * 1.2 + 100);
+    expect((await lease("failover")).spec?.leaseTransitions).toBe(1);
+    expectNoOverlap();
+  });
+
+  it("a leader cut off from the API server stops at its renew deadline, before anyone else starts", async () => {
+    terms = [];
+    const a = candidate("cut-a", "partition");
+    a.start();
+    await waitFor(() => a.isLeader());
+    const b = candidate("cut-b", "partition");
+    b.start();
+    await new Promise((r) => setTimeout(r, 2 * RETRY_MS));
+    const cutAt = performance.now();
+    const heal = api.inject({ user: "cut-a", status: 503 });
+    await waitFor(() => b.isLeader(), { timeoutMs: 4 * LEASE_MS, what: "takeover" });
+    heal();
+    const aTerm = terms.find((t) => t.who === "cut-a");
+    expect(aTerm?.end).toBeDefined();
+    expect((aTerm?.end as number) - cutAt).toBeLessThanOrEqual(RENEW_DEADLINE_MS + 50);
+    expectNoOverlap();
+    // Healed, A stays a follower while B renews.
+    await new Promise((r) => setTimeout(r, 3 * RETRY_MS));
+    expect(a.isLeader()).toBe(false);
+    expect(a.leader()).toBe("cut-b");
+  });
+
+  it("a renewal that hangs past the deadline stops the role without waiting for the answer", async () => {
+    terms = [];
+    const a = candidate("slow-a", "slow");
+    a.start();
+    await waitFor(() => a.isLeader());
+    const b = candidate("slow-b", "slow");
+    b.start();
+    const slowFrom = performance.now();
+    const fix = api.inject({ user: "slow-a", verb: "update", delayMs: 3 * LEASE_MS });
+    await waitFor(() => !a.isLeader(), { timeoutMs: 2 * LEASE_MS, what: "A to step down" });
+    expect(performance.now() - slowFrom).toBeLessThanOrEqual(RENEW_DEADLINE_MS + 50);
+    await waitFor(() => b.isLeader(), { timeoutMs: 4 * LEASE_MS, what: "takeover" });
+    fix();
+    expectNoOverlap();
+  });
+
+  it("hands over at once when the leader releases on shutdown", async () => {
+    terms = [];
+    const a = candidate("rel-a", "release");
+    a.start();
+    await waitFor(() => a.isLeader());
+    const b = candidate("rel-b", "release");
+    b.start();
+    await new Promise((r) => setTimeout(r, 2 * RETRY_MS));
+    const stopAt = performance.now();
+    await a.stop();
+    await waitFor(() => b.isLeader(), { timeoutMs: 2 * LEASE_MS });
+    // Well under the lease duration: B did not wait for expiry.
+    expect(performance.now() - stopAt).toBeLessThan(LEASE_MS - RETRY_MS);
+    expectNoOverlap();
+  });
+
+  it("keeps one leader at a time among several candidates under random faults", async () => {
+    terms = [];
+    const names = ["c1", "c2", "c3", "c4"];
+    for (const n of names) candidate(n, "crowd").start();
+    const until = performance.now() + 3000;
+    while (performance.now() < until) {
+      const victim = names[Math.floor(Math.random() * names.length)] as string;
+      const heal = api.inject(
+        Math.random() < 0.5 ? { user: victim, status: 500 } : { user: victim, verb: "update", delayMs: 900 },
+      );
+      await new Promise((r) => setTimeout(r, 250 + Math.random() * 400));
+      heal();
+    }
+    await Promise.all(electors.splice(0).map((e) => e.stop({ release: false })));
+    expect(terms.length).toBeGreaterThanOrEqual(1);
+    expectNoOverlap();
+  });
+
+  it("refuses timings where a lost renewal could outlive the lease", () => {
+    let err: unknown;
+    try {
+      candidate("bad", "bad", { leaseDurationMs: 1000, renewDeadlineMs: 1000 });
+    } catch (e) {
+      err = e;
+    }
+    expect(isHiveError(err, "ConfigInvalid")).toBe(true);
+  });
+});
