@@ -146,7 +146,7 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
 }
 
-async function pipelineFor(url: string, extra: Partial<AlertPipelineConfig>, spoolDir: string) {
+async function pipelineFor(extra: Partial<AlertPipelineConfig>, spoolDir: string) {
   return createAlertPipeline({
     logger: quiet,
     metrics: createHiveMetrics({ processMetrics: false }),
@@ -176,7 +176,7 @@ function benchBuild(): void {
 
 async function benchThroughput(receiver: ReceiverProcess, dir: string): Promise<void> {
   await receiver.reset();
-  const pipeline = await pipelineFor(receiver.url, {}, dir);
+  const pipeline = await pipelineFor({}, dir);
   const srcs = sources(receiver.url);
   const count = n(100_000);
   const cpu = process.cpuUsage();
@@ -202,7 +202,7 @@ async function benchThroughput(receiver: ReceiverProcess, dir: string): Promise<
 
 async function benchLatency(receiver: ReceiverProcess, dir: string): Promise<void> {
   await receiver.reset(true);
-  const pipeline = await pipelineFor(receiver.url, {}, dir);
+  const pipeline = await pipelineFor({}, dir);
   const srcs = sources(receiver.url);
   const rate = 2_000; // events per second
   const seconds = Math.max(1, Math.round(3 * Math.min(1, SCALE * 2)));
@@ -237,11 +237,7 @@ async function benchBurst(receiver: ReceiverProcess, dir: string, rateLimited: b
   await receiver.reset();
   if (global.gc) global.gc();
   const metrics = createHiveMetrics({ processMetrics: false });
-  const pipeline = await pipelineFor(
-    receiver.url,
-    { metrics, ...(rateLimited ? { rateLimit: {} } : {}) },
-    dir,
-  );
+  const pipeline = await pipelineFor({ metrics, ...(rateLimited ? { rateLimit: {} } : {}) }, dir);
   const srcs = sources(receiver.url);
   const count = n(1_000_000);
   const base = process.memoryUsage();

@@ -6,6 +6,7 @@ export * from "./alert-source.ts";
 export * from "./boot-clock.ts";
 export * from "./build-alert.ts";
 export * from "./cloudevents.ts";
+export * from "./destinations.ts";
 export * from "./dispatcher.ts";
 export * from "./pipeline.ts";
 export * from "./pod-events.ts";

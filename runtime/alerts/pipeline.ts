@@ -8,6 +8,7 @@ import type { Alert } from "../../api/alert.ts";
 import { HiveError } from "../errors.ts";
 import type { KernelEvent } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
+import type { CheckResult } from "../metrics/health.ts";
 import type { HiveMetrics } from "../metrics/metrics.ts";
 import { type AlertSource, trapIdOf } from "./alert-source.ts";
 import { type BootClock, createBootClock } from "./boot-clock.ts";
@@ -51,6 +52,8 @@ export interface AlertPipeline {
   drain(timeoutMs?: number): Promise<boolean>;
   /** Alerts waiting for delivery. */
   pending(): number;
+  /** Readiness check for the metrics server: fails while the spool cannot be written. */
+  health(): CheckResult;
   /** Stops delivery and flushes the spool; undelivered alerts are delivered after the next start. */
   close(options?: { drainMs?: number }): Promise<void>;
 }
@@ -135,6 +138,10 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
     },
     drain: (timeoutMs) => dispatcher.idle(timeoutMs),
     pending: () => dispatcher.pending(),
+    health() {
+      const writeError = spool?.stats().writeError;
+      return writeError ? { ok: false, message: `alert spool not writable: ${writeError}` } : { ok: true };
+    },
     async close(options = {}) {
       if (closed) return;
       closed = true;

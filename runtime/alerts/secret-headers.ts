@@ -62,3 +62,40 @@ export async function loadSecretHeaders(
   for (const [key, value] of Object.entries(secret.stringData ?? {})) headers[key] = value;
   return validateHeaders(headers, object);
 }
+
+/** One value of a Secret (e.g. the HMAC key), decoded; errors name the Secret and key. */
+export async function loadSecretValue(
+  core: CoreV1Api,
+  namespace: string,
+  name: string,
+  key: string,
+): Promise<Buffer> {
+  const object = `secret ${namespace}/${name}`;
+  let secret: Awaited<ReturnType<CoreV1Api["readNamespacedSecret"]>>;
+  try {
+    secret = await core.readNamespacedSecret({ namespace, name });
+  } catch (error) {
+    const code = (error as { code?: number }).code;
+    throw new HiveError(
+      "ApiRequestFailed",
+      code === 404 ? "signing Secret not found" : "cannot read the signing Secret",
+      {
+        object,
+        hint:
+          code === 404
+            ? "create the Secret in the agent's namespace"
+            : "check the agent's RBAC allows get on this Secret",
+        status: code,
+        cause: error,
+      },
+    );
+  }
+  const value = secret.data?.[key];
+  if (value === undefined || value.length === 0) {
+    throw new HiveError("ConfigInvalid", `the Secret has no key "${key}"`, {
+      object,
+      hint: `add the key, e.g. kubectl create secret generic ${name} --from-literal=${key}=<random 32 bytes>`,
+    });
+  }
+  return Buffer.from(value, "base64");
+}

@@ -81,7 +81,8 @@ export interface Spool {
   /** Appends a record; undefined when the record alone is larger than the spool may hold. */
   append(record: SpoolRecord): SpooledRecord | undefined;
   ack(ref: SpoolRef): void;
-  stats(): { bytes: number; pending: number; segments: number };
+  /** `writeError`: why the last write to disk failed, until a later write succeeds. */
+  stats(): { bytes: number; pending: number; segments: number; writeError?: string };
   /** Writes buffered appends and acks, then fdatasyncs. */
   flush(): void;
   close(): void;
@@ -199,6 +200,7 @@ export function openSpool(options: SpoolOptions): Spool {
   let pending = 0;
   let flushScheduled = false;
   let closed = false;
+  let writeError: string | undefined;
   const path = (n: number, ext: "log" | "ack") => join(dir, name(n, ext));
 
   const removeSegment = (seg: Segment) => {
@@ -373,7 +375,9 @@ export function openSpool(options: SpoolOptions): Spool {
       if (!flushScheduled) return;
       try {
         flushWrites();
+        writeError = undefined;
       } catch (error) {
+        writeError = (error as Error).message;
         logger.error("cannot write the alert spool; undelivered alerts are held in memory only", {
           error: new HiveError("DeliveryFailed", "spool write failed", { object: dir, cause: error }),
         });
@@ -451,7 +455,12 @@ export function openSpool(options: SpoolOptions): Spool {
       totalBytes += framed.length;
       scheduleFlush();
     },
-    stats: () => ({ bytes: totalBytes, pending, segments: segments.size }),
+    stats: () => ({
+      bytes: totalBytes,
+      pending,
+      segments: segments.size,
+      ...(writeError ? { writeError } : {}),
+    }),
     flush() {
       flushWrites();
       for (const seg of segments.values()) {

@@ -289,6 +289,26 @@ describe("spooled delivery across restarts and bounds", () => {
     expect(third.pipeline.pending()).toBe(0);
   });
 
+  it("closes promptly while a receiver never answers, and delivers those alerts after the restart", async () => {
+    const dir = spoolDir();
+    const receiver = await startReceiver();
+    cleanups.push(() => receiver.close());
+    receiver.fault = () => ({ kind: "hang" });
+    const first = await setup({ receiver, spool: { dir }, delivery: { responseTimeoutMs: 60_000 } });
+    const order = produce(first.pipeline, receiver.url, ["trap-a", "trap-b", "trap-c"], 2);
+    await sleep(100);
+    expect(receiver.requests).toBe(3);
+    const t0 = Date.now();
+    await first.pipeline.close();
+    expect(Date.now() - t0).toBeLessThan(1_000);
+    expect(first.pipeline.health()).toEqual({ ok: true });
+
+    receiver.fault = () => ({ kind: "ok" });
+    const second = await setup({ receiver, spool: { dir } });
+    expect(await second.pipeline.drain(10_000)).toBe(true);
+    expect(checkReceived(receiver, order)).toBe(0);
+  });
+
   it("drops the oldest alerts when the spool is full, counts them, and delivers the rest", async () => {
     const dir = spoolDir();
     const receiver = await startReceiver();

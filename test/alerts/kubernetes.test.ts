@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
 import { createBootClock } from "../../runtime/alerts/boot-clock.ts";
 import { buildAlert } from "../../runtime/alerts/build-alert.ts";
+import { resolveDestinations } from "../../runtime/alerts/destinations.ts";
 import { createPodEventRecorder, EVENT_REASON } from "../../runtime/alerts/pod-events.ts";
 import { noProcReader } from "../../runtime/alerts/proc-info.ts";
 import { loadSecretHeaders } from "../../runtime/alerts/secret-headers.ts";
@@ -158,5 +159,59 @@ describe("callback headers from a Secret", () => {
     });
     const bad = await loadSecretHeaders(coreClient(api), "hive-system", "bad").catch((e: unknown) => e);
     expect(isHiveError(bad, "ConfigInvalid")).toBe(true);
+  });
+});
+
+describe("callback settings resolved from Secrets", () => {
+  it("binds the headers and the signing key to the default callback's origin only", async () => {
+    const api = await startApi();
+    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
+    await admin.createNamespace({ body: { metadata: { name: "hive-system" } } });
+    await admin.createNamespacedSecret({
+      namespace: "hive-system",
+      body: {
+        metadata: { name: "auth" },
+        data: { Authorization: Buffer.from("Bearer abc").toString("base64") },
+      },
+    });
+    await admin.createNamespacedSecret({
+      namespace: "hive-system",
+      body: { metadata: { name: "sign" }, data: { "hmac-key": Buffer.from("k3y").toString("base64") } },
+    });
+    const destinations = await resolveDestinations(coreClient(api), {
+      defaultCallback: "https://siem.example.com:8443/hive/alerts?tenant=a",
+      headersSecret: { namespace: "hive-system", name: "auth" },
+      signingSecret: { namespace: "hive-system", name: "sign" },
+      format: "cloudevents",
+    });
+    expect(destinations).toEqual([
+      {
+        urlPrefix: "https://siem.example.com:8443/",
+        headers: { Authorization: "Bearer abc" },
+        hmacSecrets: [Buffer.from("k3y")],
+        format: "cloudevents",
+      },
+    ]);
+  });
+
+  it("refuses secrets with no URL to send them to, and names a missing signing key", async () => {
+    const api = await startApi();
+    await expect(
+      resolveDestinations(coreClient(api), { headersSecret: { namespace: "a", name: "b" } }),
+    ).rejects.toMatchObject({
+      code: "ConfigInvalid",
+    });
+    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
+    await admin.createNamespace({ body: { metadata: { name: "hive-system" } } });
+    await admin.createNamespacedSecret({
+      namespace: "hive-system",
+      body: { metadata: { name: "sign" }, data: { other: "eA==" } },
+    });
+    const err = await resolveDestinations(coreClient(api), {
+      defaultCallback: "http://r.example/",
+      signingSecret: { namespace: "hive-system", name: "sign" },
+    }).catch((e: unknown) => e);
+    expect(isHiveError(err, "ConfigInvalid")).toBe(true);
+    expect((err as Error).message).toContain('"hmac-key"');
   });
 });
