@@ -1,0 +1,117 @@
+/**
+ * Several nodes against one API server stand-in: one loader per kernel (nodes sharing a
+ * kernel elect one; two kernels get two), failover when the loader's node dies, and an
+ * API server restart in the middle of every watch.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { LABEL_KERNEL_ID } from "../../api/meta.ts";
+import { Cluster, eventually, FAST_LEASE } from "./harness.ts";
+
+const KERNEL_A = "aaaaaaaa-1111-4111-8111-111111111111";
+const KERNEL_B = "bbbbbbbb-2222-4222-8222-222222222222";
+
+let cluster: Cluster | undefined;
+afterEach(async () => {
+  await cluster?.stop();
+  cluster = undefined;
+});
+
+const fileSlots = (c: Cluster, kernelId: string) =>
+  c
+    .loadersOf(kernelId)[0]
+    ?.activeKernel()
+    ?.entries.filter((e) => e.kind === "file").length ?? -1;
+
+describe("elections and resilience", () => {
+  it("elects one loader for nodes sharing a kernel and one per kernel, each watching only its kernel's HiveData", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    await c.addNode("node-1", KERNEL_A);
+    await c.addNode("node-2", KERNEL_A);
+    await c.addNode("node-3", KERNEL_B);
+    for (const n of ["node-1", "node-2", "node-3"]) await c.addPod(`pod-${n}`, n);
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    await eventually(async () => (await c.data()).length === 3, "three HiveData");
+    await eventually(
+      () => fileSlots(c, KERNEL_A) === 2 && fileSlots(c, KERNEL_B) === 1,
+      "both kernels synced",
+    );
+    expect(c.loadersOf(KERNEL_A)).toHaveLength(1);
+    expect(c.loadersOf(KERNEL_B).map((n) => n.name)).toEqual(["node-3"]);
+    const data = await c.data();
+    expect(data.filter((d) => d.metadata.labels?.[LABEL_KERNEL_ID] === KERNEL_A)).toHaveLength(2);
+    // Exactly one pods-role holder in the cluster.
+    expect(c.nodes.filter((n) => n.agent.pods() !== undefined)).toHaveLength(1);
+  });
+
+  it("fails over the loader and the pods role when the holder dies, never running two at once", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    const first = await c.addNode("node-1", KERNEL_A);
+    await eventually(
+      () => first.agent.loader() !== undefined && first.agent.pods() !== undefined,
+      "first node leads",
+    );
+    const second = await c.addNode("node-2", KERNEL_A);
+    await c.addPod("web", "node-2");
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    await eventually(() => fileSlots(c, KERNEL_A) === 1, "kernel synced by the first loader");
+
+    let overlap = 0;
+    const sampler = setInterval(() => {
+      if (c.loadersOf(KERNEL_A).length > 1) overlap += 1;
+    }, 5);
+    // A crash: the roles stop without releasing the Leases, so the other node must wait them out.
+    const died = Date.now();
+    await first.agent.stop({ release: false });
+    await eventually(
+      () => second.agent.loader() !== undefined && second.agent.pods() !== undefined,
+      "second node takes over",
+      6000,
+    );
+    const tookOver = Date.now() - died;
+    clearInterval(sampler);
+    expect(overlap).toBe(0);
+    expect(tookOver).toBeGreaterThanOrEqual(FAST_LEASE.leaseDurationMs - 100);
+    expect(tookOver).toBeLessThan(FAST_LEASE.leaseDurationMs * 3);
+    // The new loader syncs its kernel from the HiveData alone.
+    await eventually(
+      () => second.activeKernel()?.entries.some((e) => e.kind === "file"),
+      "new loader synced",
+    );
+    // A clean shutdown hands over at once (Lease released).
+    const third = await c.addNode("node-3", KERNEL_A);
+    const t0 = Date.now();
+    await second.agent.stop();
+    await eventually(() => third.agent.loader() !== undefined, "third node takes over after release");
+    expect(Date.now() - t0).toBeLessThan(FAST_LEASE.leaseDurationMs);
+  });
+
+  it("keeps working across an API server restart mid-watch", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    const node = await c.addNode("node-1", KERNEL_A);
+    await c.addPod("before", "node-1");
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    await eventually(async () => (await c.data()).length === 1, "first HiveData");
+    await c.api.restart({ downtimeMs: 300 });
+    await c.addPod("after", "node-1");
+    await eventually(
+      async () => (await c.data()).length === 2,
+      "HiveData of a pod created after the restart",
+    );
+    await eventually(
+      () => node.activeKernel()?.entries.filter((e) => e.kind === "file").length === 2,
+      "kernel map after restart",
+    );
+    // Watch history lost as well (410 Gone): informers re-list and still converge.
+    c.api.compact();
+    c.api.closeWatches();
+    await c.admin.core.deleteNamespacedPod({ name: "before", namespace: "default" });
+    await eventually(async () => (await c.data()).length === 1, "deletion seen after re-list");
+    await eventually(
+      () => node.activeKernel()?.entries.filter((e) => e.kind === "file").length === 1,
+      "kernel map after re-list",
+    );
+  });
+});
