@@ -113,6 +113,14 @@ describe("the published package", () => {
     expect(offenders).toEqual([]);
   });
 
+  it("points the compiled loader at the BPF object where the package ships it", async () => {
+    // package.json "files" ships bpf/hive.bpf.o at the package root; the loader's default must find it there.
+    expect(manifest.files).toContain("bpf/hive.bpf.o");
+    const script = `const m = await import(${JSON.stringify(join(installed, "dist/runtime/kernel/loader.js"))}); console.log(m.DEFAULT_OBJECT_PATH);`;
+    const { stdout } = await sh(process.execPath, ["--input-type=module", "-e", script], program);
+    expect(stdout.trim()).toBe(join(installed, "bpf/hive.bpf.o"));
+  }, 60_000);
+
   it("type-checks a user's program against the shipped declarations", async () => {
     writeFileSync(
       join(program, "index.ts"),
