@@ -1,0 +1,162 @@
+/**
+ * Agent configuration from flags and environment. The DaemonSet passes the node and pod
+ * identity through the downward API (NODE_NAME, POD_NAME, POD_NAMESPACE); every flag has an
+ * environment twin so the manifest can use either.
+ */
+import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { parseArgs } from "node:util";
+import { HiveError } from "../errors.ts";
+
+export interface AgentConfig {
+  nodeName: string;
+  podName: string;
+  namespace: string;
+  /** Kubernetes access: a kubeconfig file, or a URL (+ token), else in-cluster. */
+  kubeconfig?: string;
+  server?: string;
+  token?: string;
+  runtimeSocket: string;
+  containerdNamespaces: string[];
+  procRoot: string;
+  bootIdPath: string;
+  metricsPort: number;
+  callback?: string;
+  spoolDir?: string;
+  attachMode: "kprobe" | "fentry";
+  bpfObject?: string;
+  roles: { loader: boolean; pods: boolean };
+  lease: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
+}
+
+export const AGENT_USAGE = `hive agent — the node agent (DaemonSet): discover on every node, loader per kernel, pods per cluster
+
+Options (environment in brackets):
+  --node-name NAME          this node [NODE_NAME] (required; downward API spec.nodeName)
+  --pod-name NAME           this agent's identity in elections [POD_NAME] (default: hostname)
+  --namespace NS            namespace of the agent's Leases [POD_NAMESPACE] (default: hive-system)
+  --kubeconfig FILE         kubeconfig [KUBECONFIG] (default: in-cluster service account)
+  --server URL              API server URL (with --token) [HIVE_API_SERVER]
+  --token TOKEN             bearer token for --server [HIVE_API_TOKEN]
+  --runtime-socket PATH     container runtime socket [HIVE_RUNTIME_SOCKET] (default: /run/containerd/containerd.sock)
+  --containerd-namespace NS containerd namespaces to search, comma-separated [HIVE_CONTAINERD_NAMESPACES] (default: k8s.io)
+  --proc-root DIR           the host's /proc (hostPID) [HIVE_PROC_ROOT] (default: /proc)
+  --metrics-port PORT       /metrics /healthz /readyz [HIVE_METRICS_PORT] (default: 9090; 0 = any)
+  --callback URL            default alert callback [HIVE_CALLBACK]
+  --spool-dir DIR           durable alert spool [HIVE_SPOOL_DIR]
+  --attach MODE             kprobe | fentry [HIVE_ATTACH] (default: kprobe)
+  --bpf-object FILE         compiled program [HIVE_BPF_OBJECT]
+  --no-loader / --no-pods   never run that role on this node
+  --lease-duration MS       [HIVE_LEASE_DURATION_MS] (default 15000; renew deadline 2/3 of it, retry 2/15)`;
+
+function positiveInt(name: string, text: string | undefined, fallback: number): number {
+  if (text === undefined || text === "") return fallback;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 0) {
+    throw new HiveError("ConfigInvalid", `${name} must be a whole number`, {
+      object: text,
+      hint: `e.g. ${name}=${fallback}`,
+    });
+  }
+  return n;
+}
+
+export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): AgentConfig {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      strict: true,
+      options: {
+        "node-name": { type: "string" },
+        "pod-name": { type: "string" },
+        namespace: { type: "string" },
+        kubeconfig: { type: "string" },
+        server: { type: "string" },
+        token: { type: "string" },
+        "runtime-socket": { type: "string" },
+        "containerd-namespace": { type: "string" },
+        "proc-root": { type: "string" },
+        "metrics-port": { type: "string" },
+        callback: { type: "string" },
+        "spool-dir": { type: "string" },
+        attach: { type: "string" },
+        "bpf-object": { type: "string" },
+        "no-loader": { type: "boolean" },
+        "no-pods": { type: "boolean" },
+        "lease-duration": { type: "string" },
+      },
+    }));
+  } catch (error) {
+    throw new HiveError("ConfigInvalid", (error as Error).message, {
+      object: argv.join(" "),
+      hint: "run `hive agent --help`",
+    });
+  }
+  const str = (flag: string, envName: string): string | undefined =>
+    (values[flag] as string | undefined) ?? env[envName] ?? undefined;
+  const nodeName = str("node-name", "NODE_NAME");
+  if (!nodeName) {
+    throw new HiveError("ConfigInvalid", "the node name is not set", {
+      object: "NODE_NAME",
+      hint: "set env NODE_NAME from the downward API (fieldRef spec.nodeName) or pass --node-name",
+    });
+  }
+  const attach = str("attach", "HIVE_ATTACH") ?? "kprobe";
+  if (attach !== "kprobe" && attach !== "fentry") {
+    throw new HiveError("ConfigInvalid", "attach mode must be kprobe or fentry", { object: attach });
+  }
+  const callback = str("callback", "HIVE_CALLBACK");
+  if (callback !== undefined && !/^https?:\/\//.test(callback)) {
+    throw new HiveError("ConfigInvalid", "the callback must be an http(s) URL", { object: callback });
+  }
+  const leaseDurationMs = positiveInt(
+    "--lease-duration",
+    str("lease-duration", "HIVE_LEASE_DURATION_MS"),
+    15_000,
+  );
+  const config: AgentConfig = {
+    nodeName,
+    podName: str("pod-name", "POD_NAME") ?? hostname(),
+    namespace: str("namespace", "POD_NAMESPACE") ?? "hive-system",
+    runtimeSocket: str("runtime-socket", "HIVE_RUNTIME_SOCKET") ?? "/run/containerd/containerd.sock",
+    containerdNamespaces: (str("containerd-namespace", "HIVE_CONTAINERD_NAMESPACES") ?? "k8s.io")
+      .split(",")
+      .filter(Boolean),
+    procRoot: str("proc-root", "HIVE_PROC_ROOT") ?? "/proc",
+    bootIdPath: "/proc/sys/kernel/random/boot_id",
+    metricsPort: positiveInt("--metrics-port", str("metrics-port", "HIVE_METRICS_PORT"), 9090),
+    attachMode: attach,
+    roles: { loader: !values["no-loader"], pods: !values["no-pods"] },
+    lease: {
+      leaseDurationMs,
+      renewDeadlineMs: Math.floor((leaseDurationMs * 2) / 3),
+      retryPeriodMs: Math.floor((leaseDurationMs * 2) / 15),
+    },
+  };
+  const optional: [keyof AgentConfig, string | undefined][] = [
+    ["kubeconfig", str("kubeconfig", "KUBECONFIG")],
+    ["server", str("server", "HIVE_API_SERVER")],
+    ["token", str("token", "HIVE_API_TOKEN")],
+    ["callback", callback],
+    ["spoolDir", str("spool-dir", "HIVE_SPOOL_DIR")],
+    ["bpfObject", str("bpf-object", "HIVE_BPF_OBJECT")],
+  ];
+  for (const [k, v] of optional) if (v !== undefined) (config as unknown as Record<string, unknown>)[k] = v;
+  return config;
+}
+
+/** The kernel's identity: boot_id, read once at start (it changes only with a reboot). */
+export function readBootId(path = "/proc/sys/kernel/random/boot_id"): string {
+  try {
+    const id = readFileSync(path, "utf8").trim();
+    if (!/^[0-9a-f-]{36}$/.test(id)) throw new Error(`unexpected content ${JSON.stringify(id)}`);
+    return id;
+  } catch (error) {
+    throw new HiveError("ConfigInvalid", "cannot read the kernel's boot_id", {
+      object: path,
+      cause: error,
+      hint: "the agent needs the host's procfs",
+    });
+  }
+}

@@ -1,0 +1,134 @@
+/**
+ * `hive agent`: the DaemonSet's process. Composes configuration, the Kubernetes clients,
+ * the container runtime, the kernel program (opened only while this node is its kernel's
+ * loader), the alert pipeline and /metrics /healthz /readyz; runs until SIGTERM, then stops
+ * the roles, releases the Leases, detaches the kernel program and drains alerts.
+ */
+import type { HiveData } from "../../api/data.ts";
+import { alertSourceFromHiveData, createAlertPipeline } from "../alerts/index.ts";
+import { createContainerRuntime } from "../discover/container-runtime.ts";
+import { createFileResolver } from "../discover/file-resolver.ts";
+import { isHiveError } from "../errors.ts";
+import { createKubeClients, type KubeConfigSource } from "../k8s/kube-client.ts";
+import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
+import { openKernelWatcher } from "../kernel/loader.ts";
+import { createLogger, type Logger } from "../log.ts";
+import { createHealth, createHiveMetrics, startMetricsServer } from "../metrics/index.ts";
+import { AGENT_USAGE, type AgentConfig, parseAgentConfig, readBootId } from "./config.ts";
+import { startNodeAgent } from "./node-agent.ts";
+
+export interface AgentHooks {
+  /** Replaces the libbpf loader (tests on machines whose kernel cannot attach kprobes). */
+  openKernel?: () => Promise<KernelWatcher>;
+  /** Resolves to end the agent (default: the first SIGTERM/SIGINT). */
+  until?: Promise<unknown>;
+  /** Boot id override (tests simulating several kernels on one machine). */
+  kernelId?: string;
+  log?: Logger;
+  /** Called once everything is started, with the metrics URL. */
+  onStarted?: (info: { metricsUrl: string; config: AgentConfig }) => void;
+}
+
+function untilSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const stop = (signal: NodeJS.Signals) => {
+      process.off("SIGTERM", stop);
+      process.off("SIGINT", stop);
+      resolve(signal);
+    };
+    process.on("SIGTERM", stop);
+    process.on("SIGINT", stop);
+  });
+}
+
+/** Entry point of `hive agent`: returns the process exit code. */
+export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<number> {
+  if (argv.includes("--help") || argv.includes("-h")) {
+    process.stdout.write(`${AGENT_USAGE}\n`);
+    return 0;
+  }
+  const base = hooks.log ?? createLogger({ component: "hive-agent" });
+  let config: AgentConfig;
+  try {
+    config = parseAgentConfig(argv);
+  } catch (error) {
+    base.error("invalid configuration", { error });
+    if (isHiveError(error)) process.stderr.write(`hive agent: ${error.describe()}\n`);
+    return 2;
+  }
+  const log = base.child({ node: config.nodeName, pod: config.podName });
+  const kernelId = hooks.kernelId ?? readBootId(config.bootIdPath);
+  const source: KubeConfigSource = config.server
+    ? { url: config.server, ...(config.token ? { token: config.token } : {}) }
+    : config.kubeconfig
+      ? { kubeconfigPath: config.kubeconfig }
+      : {};
+  const clients = createKubeClients(source);
+  const metrics = createHiveMetrics();
+  const health = createHealth();
+  const alerts = await createAlertPipeline({
+    logger: log.child({ component: "alerts" }),
+    metrics,
+    ...(config.callback ? { defaultCallback: config.callback } : {}),
+    ...(config.spoolDir ? { spool: { dir: config.spoolDir } } : {}),
+    procRoot: config.procRoot,
+  });
+  const runtime = createContainerRuntime({
+    socket: config.runtimeSocket,
+    namespaces: config.containerdNamespaces,
+    procRoot: config.procRoot,
+  });
+  let kernel: KernelWatcher | undefined;
+  const openKernel =
+    hooks.openKernel ??
+    (async () =>
+      openKernelWatcher({
+        attachMode: config.attachMode,
+        logger: log.child({ component: "kernel" }),
+        ...(config.bpfObject ? { objectPath: config.bpfObject } : {}),
+      }));
+  const onAccess = (event: KernelEvent, matched: readonly HiveData[]) => {
+    for (const d of matched)
+      alerts.handle(event, alertSourceFromHiveData(d, { nodeName: config.nodeName, kernelId }));
+  };
+  const agent = await startNodeAgent({
+    clients,
+    nodeName: config.nodeName,
+    identity: config.podName,
+    namespace: config.namespace,
+    kernelId,
+    resolver: createFileResolver(runtime, config.procRoot),
+    openKernel: async () => {
+      kernel = await openKernel();
+      metrics.observeKernel(() => kernel?.counters() ?? { events: 0n, lost: 0n, watched: 0 });
+      return kernel;
+    },
+    onAccess,
+    log,
+    roles: config.roles,
+    lease: config.lease,
+  });
+  health.addReadinessCheck("discover-synced", () => ({
+    ok: agent.ready(),
+    message: "waiting for the first list of policies, pods and HiveData",
+  }));
+  health.addLivenessCheck("event-loop", () => true);
+  const server = await startMetricsServer({
+    registry: metrics.registry,
+    health,
+    port: config.metricsPort,
+    logger: log,
+  });
+  log.info("agent started", { kernelId, metrics: server.url, roles: config.roles });
+  hooks.onStarted?.({ metricsUrl: server.url, config });
+
+  const reason = await (hooks.until ?? untilSignal());
+  log.info("shutting down", { reason: String(reason) });
+  // Roles first (the loader detaches the kernel program), then Leases are released inside stop().
+  await agent.stop();
+  runtime.close();
+  await alerts.close({ drainMs: 5000 });
+  await server.close();
+  log.info("agent stopped");
+  return 0;
+}

@@ -1,0 +1,185 @@
+/**
+ * The agent as `hive agent` runs it (runAgent: flags, clients, runtime socket, elections,
+ * metrics server, shutdown) against the API server stand-in, with real containers from a
+ * private containerd. The kernel boundary is the one replaced part (this machine's kernel
+ * cannot attach kprobes; the libbpf loader is exercised in the QEMU kernel suite).
+ */
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hiveCrds } from "../../api/crd.ts";
+import type { HiveData } from "../../api/data.ts";
+import { API_VERSION, GROUP, PLURAL_DATA, PLURAL_POLICY, VERSION } from "../../api/meta.ts";
+import { runAgent } from "../../runtime/agent/main.ts";
+import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
+import { createLogger } from "../../runtime/log.ts";
+import { type ApiServer, startApiServer } from "../apiserver/server.ts";
+import { eventually, RecordingKernel } from "../integration/harness.ts";
+import { type Containerd, containerSuiteGate, startContainerd } from "./containerd-harness.ts";
+
+const enabled = containerSuiteGate();
+const KERNEL = "cccccccc-3333-4333-8333-333333333333";
+const NODE = "node-e2e";
+
+describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
+  let cd: Containerd;
+  let api: ApiServer;
+  let core: CoreV1Api;
+  let custom: CustomObjectsApi;
+  let stop: () => void = () => undefined;
+  let exited: Promise<number>;
+  const kernels: RecordingKernel[] = [];
+  let metricsUrl = "";
+
+  beforeAll(async () => {
+    cd = await startContainerd();
+    api = await startApiServer({ crds: hiveCrds() });
+    const kc = api.kubeConfig();
+    core = kc.makeApiClient(CoreV1Api);
+    custom = kc.makeApiClient(CustomObjectsApi);
+    await core.createNamespace({ body: { metadata: { name: "hive-system" } } });
+    const until = new Promise((resolve) => {
+      stop = () => resolve("test done");
+    });
+    let started: () => void = () => undefined;
+    const startedP = new Promise<void>((r) => {
+      started = r;
+    });
+    const argv = [
+      "--node-name",
+      NODE,
+      "--pod-name",
+      "hive-agent-e2e",
+      "--namespace",
+      "hive-system",
+      "--server",
+      api.url,
+      "--token",
+      NODE,
+    ];
+    argv.push(
+      "--runtime-socket",
+      cd.socket,
+      "--containerd-namespace",
+      `k8s.io,${cd.namespace}`,
+      "--metrics-port",
+      "0",
+      "--lease-duration",
+      "1500",
+    );
+    exited = runAgent(argv, {
+      kernelId: KERNEL,
+      until,
+      log: createLogger({}, { level: "error" }),
+      openKernel: async () => {
+        const k = new RecordingKernel();
+        kernels.push(k);
+        return k;
+      },
+      onStarted: (info) => {
+        metricsUrl = info.metricsUrl;
+        started();
+      },
+    });
+    await startedP;
+  });
+
+  afterAll(async () => {
+    stop();
+    await exited;
+    await api?.stop();
+    await cd?.stop();
+  });
+
+  it("discovers a real container's file, follows a rename inside it, and cleans up after the pod", async () => {
+    const rootfs = cd.makeRootfs("web", { "etc/shadow": "root:*:1::::::\n" });
+    await cd.start("e2e-web", rootfs);
+    const pod = await core.createNamespacedPod({
+      namespace: "default",
+      body: {
+        metadata: { name: "web", labels: { security: "high" } },
+        spec: { nodeName: NODE, containers: [{ name: "app", image: "busybox" }] },
+      },
+    });
+    pod.status = {
+      phase: "Running",
+      podIP: "10.2.0.1",
+      containerStatuses: [
+        {
+          name: "app",
+          image: "busybox",
+          imageID: "",
+          ready: true,
+          restartCount: 0,
+          containerID: "containerd://e2e-web",
+          state: { running: {} },
+        },
+      ],
+    };
+    await core.replaceNamespacedPodStatus({ name: "web", namespace: "default", body: pod });
+    await custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: "hive-system",
+      plural: PLURAL_POLICY,
+      body: {
+        apiVersion: API_VERSION,
+        kind: "HivePolicy",
+        metadata: { name: "shadow" },
+        spec: { traps: [{ path: "/etc/shadow", match: { matchLabels: { security: "high" } } }] },
+      },
+    });
+    const list = async () =>
+      (
+        (await custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL_DATA })) as {
+          items: HiveData[];
+        }
+      ).items;
+    const [data] = await eventually(async () => {
+      const items = await list();
+      return items.length === 1 ? items : undefined;
+    }, "HiveData for the real container");
+    const file = fileKeyFromStat(statSync(join(rootfs, "etc/shadow"), { bigint: true }));
+    expect(BigInt(data?.spec["inode-no"] ?? 0)).toBe(file.ino);
+    expect(data?.spec.device).toEqual({ major: file.major, minor: file.minor });
+    expect((await fetch(`${metricsUrl}/readyz`)).status).toBe(200);
+
+    const kernel = await eventually(() => {
+      const k = kernels.at(-1);
+      return k?.entries.some((e) => e.kind === "file" && e.key.ino === file.ino) ? k : undefined;
+    }, "kernel map has the file");
+
+    // sed -i style replacement inside the container, then the kernel's parent-directory report.
+    await cd.exec("e2e-web", [
+      "/bin/busybox",
+      "sh",
+      "-c",
+      "echo changed > /etc/shadow.new && mv /etc/shadow.new /etc/shadow",
+    ]);
+    const fresh = fileKeyFromStat(statSync(join(rootfs, "etc/shadow"), { bigint: true }));
+    const parent = kernel.entries.find((e) => e.kind === "parent");
+    kernel.emit({ slot: parent?.slot ?? -1, kind: "parent", accesses: ["write"] });
+    await eventually(
+      async () => BigInt((await list())[0]?.spec["inode-no"] ?? 0) === fresh.ino,
+      "HiveData follows the rename",
+    );
+    await eventually(
+      () => kernel.entries.some((e) => e.kind === "file" && e.key.ino === fresh.ino),
+      "kernel follows the rename",
+    );
+
+    await core.deleteNamespacedPod({ name: "web", namespace: "default" });
+    await eventually(async () => (await list()).length === 0, "HiveData removed with the pod");
+  });
+
+  it("releases its Leases on shutdown", async () => {
+    stop();
+    expect(await exited).toBe(0);
+    const coordination = api.kubeConfig().makeApiClient(CoordinationV1Api);
+    const leases = await coordination.listNamespacedLease({ namespace: "hive-system" });
+    expect(leases.items.map((l) => l.metadata?.name).sort()).toEqual([`hive-loader-${KERNEL}`, "hive-pods"]);
+    for (const l of leases.items) expect(l.spec?.holderIdentity ?? "").toBe("");
+    expect(kernels.every((k) => k.closed)).toBe(true);
+  });
+});
