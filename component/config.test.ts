@@ -1,0 +1,137 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import type { HiveMonitorArgs } from "./args.ts";
+import { formatProblems } from "./builders/problems.ts";
+import { resolveConfig } from "./config.ts";
+
+const image = "registry.example.com/hive:0.1.0";
+
+function problems(args: unknown): string {
+  const result = resolveConfig(args as HiveMonitorArgs);
+  return result.ok ? "" : formatProblems(result.problems);
+}
+
+describe("resolveConfig", () => {
+  it("fills every default for the minimal configuration", () => {
+    const result = resolveConfig({ image });
+    expect(result).toEqual({
+      ok: true,
+      config: {
+        namespace: "hive-system",
+        createNamespace: true,
+        image,
+        imagePullPolicy: "IfNotPresent",
+        imagePullSecrets: [],
+        callback: undefined,
+        policies: [],
+        nodeSelector: {},
+        tolerations: [
+          { key: "node-role.kubernetes.io/control-plane", operator: "Exists", effect: "NoSchedule" },
+        ],
+        resources: { requests: { cpu: "50m", memory: "128Mi" }, limits: { memory: "512Mi" } },
+        priorityClassName: undefined,
+        logLevel: "info",
+        metricsPort: 9464,
+        runtimeSocket: "/run/containerd/containerd.sock",
+        spoolDir: "/var/lib/hive/spool",
+        legacyKernelCapabilities: false,
+      },
+    });
+  });
+
+  it("groups traps into one policy per name, keeping their order", () => {
+    const result = resolveConfig({
+      image,
+      traps: [{ path: "/a" }, { path: "/b", policy: "other" }, { path: "/c" }],
+    });
+    expect(result.ok && result.config.policies).toEqual([
+      { name: "default", spec: { traps: [{ path: "/a" }, { path: "/c" }] } },
+      { name: "other", spec: { traps: [{ path: "/b" }] } },
+    ]);
+  });
+
+  it.each([
+    [
+      { image: "has space" },
+      'image: is required: the agent image built from Hive\'s Dockerfile, e.g. "registry.example.com/hive:0.1.0"',
+    ],
+    [
+      { image, imagePullPolicy: "Sometimes" },
+      'imagePullPolicy: "Sometimes" is not one of Always, IfNotPresent, Never',
+    ],
+    [{ image, imagePullSecrets: ["Bad_Name"] }, 'imagePullSecrets[0]: "Bad_Name" is not a Secret name'],
+    [
+      { image, namespace: { existing: "x", create: true } },
+      "namespace.create: is not a known option (known: existing)",
+    ],
+    [
+      { image, namespace: 7 },
+      'namespace: must be a name to create ("hive-system") or { existing: "name" } to use one that exists',
+    ],
+    [{ image, callback: { url: "ftp://x" } }, 'callback.url: "ftp://x" must be an http:// or https:// URL'],
+    [
+      { image, callback: { url: "https://x", signingSecret: { name: "s" } } },
+      "callback.signingSecret.key: undefined is not a key of a Secret (letters, digits, - _ .)",
+    ],
+    [
+      { image, callback: { url: "https://x", headers: { a: "b" } } },
+      "callback.headers: is not a known option (known: url, headersSecret, signingSecret)",
+    ],
+    [{ image, traps: { path: "/x" } }, 'traps: must be a list of traps such as [{ path: "/etc/shadow" }]'],
+    [
+      { image, traps: [{ path: "/x", policy: "Not A Name" }] },
+      'traps[0].policy: "Not A Name" is not a HivePolicy name (a DNS subdomain)',
+    ],
+    [
+      { image, traps: [{ path: "/x", mode: 0o10000, create: true }] },
+      'traps[0].mode: 4096 is not permission bits; write an octal literal such as 0o444 or a string such as "0444"',
+    ],
+    [
+      { image, traps: [{ path: "/x", mode: "0999", create: true }] },
+      'traps[0].mode: must be an octal permission mode such as 444 or "0644"',
+    ],
+    [{ image, traps: [{ path: "/x/../etc/shadow" }] }, "traps[0].path: must not contain '..' components"],
+    [{ image, traps: [{ path: "/x", accesses: ["peek"] }] }, "traps[0].accesses[0]: "],
+    [
+      { image, traps: [{ path: "/x", match: { labels: { a: "b" } } }] },
+      "traps[0].match.labels: is not a known option (known: pod, namespace, ip, containerName, matchLabels)",
+    ],
+    [
+      { image, nodeSelector: { "bad key!": "x" } },
+      "nodeSelector.bad key!: the key is not a valid label name",
+    ],
+    [
+      { image, tolerations: [{ operator: "Exists", value: "x" }] },
+      'tolerations[0].value: must be empty with operator "Exists"',
+    ],
+    [
+      { image, tolerations: [{ effect: "Sometimes" }] },
+      'tolerations[0].effect: "Sometimes" is not one of NoSchedule, PreferNoSchedule, NoExecute',
+    ],
+    [
+      { image, resources: { limits: { memory: 512 } } },
+      'resources.limits.memory: 512 is not a quantity such as "100m" or "256Mi" (write it as a string)',
+    ],
+    [{ image, logLevel: "trace" }, 'logLevel: "trace" is not one of debug, info, warn, error'],
+    [{ image, metricsPort: 8080.5 }, "metricsPort: 8080.5 must be a port number from 1 to 65535"],
+    [
+      { image, runtimeSocket: "run/containerd.sock" },
+      'runtimeSocket: "run/containerd.sock" must be an absolute host path (not "/", no ".." components)',
+    ],
+    [{ image, spoolDir: "/" }, 'spoolDir: "/" must be an absolute host path (not "/", no ".." components)'],
+    [{ image, legacyKernelCapabilities: "yes" }, "legacyKernelCapabilities: must be true or false"],
+  ])("names the option and the fix for %j", (args, expected) => {
+    expect(problems(args)).toContain(expected);
+  });
+
+  it("never throws, whatever it is given", () => {
+    fc.assert(
+      fc.property(fc.anything(), fc.anything(), (traps, rest) => {
+        const args = { image, traps, ...(typeof rest === "object" && rest !== null ? rest : {}) };
+        const result = resolveConfig(args as HiveMonitorArgs);
+        expect(typeof result.ok).toBe("boolean");
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
