@@ -142,7 +142,7 @@ describe("Dockerfile", () => {
     expect(existsSync(join(root, "runtime/cli/main.ts"))).toBe(true);
     expect(JSON.parse(read("package.json")).bin.hive).toBe(entrypoint[1]);
     // The DaemonSet's args replace CMD, so they must start with the same command.
-    const ds = renderManifests(MINIMAL).find((o) => o.kind === "DaemonSet") as {
+    const ds = renderManifests(MINIMAL).find((o) => o.kind === "DaemonSet") as unknown as {
       spec: { template: { spec: { containers: { args: string[]; command?: string[] }[] } } };
     };
     const container = ds.spec.template.spec.containers[0];
