@@ -38,21 +38,34 @@ function measureOffsetNs(samples = 7): bigint {
 
 export function createBootClock(offsetNs?: bigint): BootClock {
   let offset = offsetNs ?? measureOffsetNs();
+  // Hot path in plain numbers: BigInt division per event is measurably slow. Wall-clock
+  // microseconds since the epoch (~1.8e15) are exact in a double.
+  let baseK = 0n;
+  let baseWallUs = 0;
+  const rebase = () => {
+    // Align the base to a whole wall-clock microsecond so that one floor() below is exact.
+    const now = process.hrtime.bigint();
+    baseK = now - ((((now + offset) % 1000n) + 1000n) % 1000n);
+    baseWallUs = Number((baseK + offset) / 1000n);
+  };
+  rebase();
+  const wallUs = (ktimeNs: bigint): number => baseWallUs + Math.floor(Number(ktimeNs - baseK) / 1000);
   return {
     get offsetNs() {
       return offset;
     },
     toIso(ktimeNs) {
-      const wallUs = (ktimeNs + offset) / 1000n;
-      const ms = Number(wallUs / 1000n);
-      const micros = Number(wallUs % 1000n);
+      const us = wallUs(ktimeNs);
+      const ms = Math.floor(us / 1000);
+      const micros = us - ms * 1000;
       // toISOString gives millisecond precision: append the microseconds before the "Z".
       return `${new Date(ms).toISOString().slice(0, -1)}${String(micros).padStart(3, "0")}Z`;
     },
-    toEpochMs: (ktimeNs) => Number((ktimeNs + offset) / 1_000_000n),
+    toEpochMs: (ktimeNs) => Math.floor(wallUs(ktimeNs) / 1000),
     nowKtimeNs: () => process.hrtime.bigint(),
     recalibrate() {
       offset = measureOffsetNs();
+      rebase();
     },
   };
 }

@@ -155,7 +155,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
 
   const destinations = new Map<string, Destination>();
   const resolved = new Map<string, ResolvedOptions>();
-  /** Every queued item, oldest first, for drop-oldest; compacted as items complete. */
+  /** Every queued item, oldest first, for drop-oldest; `doneInAll` counts finished ones at or after allHead. */
   let all: Item[] = [];
   let allHead = 0;
   let doneInAll = 0;
@@ -217,6 +217,9 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const complete = (item: Item) => {
     if (item.done) return;
     item.done = true;
+    // A finished item may stay referenced for a while (a lane waiting out a backoff keeps
+    // its queue): release the body now so only a small shell remains.
+    item.rec = { ...item.rec, body: "" };
     doneInAll++;
     pendingCount--;
     pendingBytes -= item.bytes;
@@ -226,7 +229,12 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       waiters = [];
       for (const resolve of w) resolve();
     }
-    if (doneInAll > 4096 && doneInAll * 2 > all.length - allHead) {
+  };
+
+  /** Forgets completed items in `all` once they are the majority (called between iterations only). */
+  const compact = () => {
+    const finished = allHead + doneInAll;
+    if (finished > 4096 && finished * 2 > all.length) {
       all = all.slice(allHead).filter((i) => !i.done);
       allHead = 0;
       doneInAll = 0;
@@ -273,6 +281,13 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       lane.head = 0;
     }
     return undefined;
+  };
+  /** A lane that never empties would keep its consumed slots forever: cut them off now and then. */
+  const trimLane = (lane: Lane) => {
+    if (lane.head > 1024 && lane.head * 2 > lane.items.length) {
+      lane.items = lane.items.slice(lane.head);
+      lane.head = 0;
+    }
   };
 
   const makeReady = (dest: Destination, lane: Lane) => {
@@ -330,7 +345,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     let result: PostResult;
     try {
       const { body, headers } = buildRequest(item);
-      result = await postOnce(new URL(item.rec.url), body, headers, dest.agent, timeouts);
+      result = await postOnce(parse(item.rec.url) as URL, body, headers, dest.agent, timeouts);
     } catch (error) {
       // Only an undecodable spooled body gets here: retrying cannot help.
       result = { ok: false, retryable: false, class: "other", message: (error as Error).message };
@@ -411,12 +426,25 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     pump(dest);
   };
 
-  const enqueueItem = (rec: SpoolRecord, ref: SpoolRef | undefined, bytes: number) => {
-    let url: URL;
+  const parsed = new Map<string, URL | undefined>();
+  const parse = (raw: string): URL | undefined => {
+    if (parsed.has(raw)) return parsed.get(raw);
+    let url: URL | undefined;
     try {
-      url = new URL(rec.url);
-      if (url.protocol !== "http:" && url.protocol !== "https:") throw new TypeError("not an http(s) URL");
+      url = new URL(raw);
+      if (url.protocol !== "http:" && url.protocol !== "https:") url = undefined;
     } catch {
+      url = undefined;
+    }
+    // Callback URLs come from policies: few, but bound the cache anyway.
+    if (parsed.size > 10_000) parsed.clear();
+    parsed.set(raw, url);
+    return url;
+  };
+
+  const enqueueItem = (rec: SpoolRecord, ref: SpoolRef | undefined, bytes: number) => {
+    const url = parse(rec.url);
+    if (!url) {
       logger.error("alert callback URL is invalid; alert not delivered", {
         error: new HiveError("DeliveryFailed", "invalid callback URL", { object: rec.url, alertId: rec.id }),
       });
@@ -424,6 +452,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       if (ref && spool) spool.ack(ref);
       return;
     }
+    compact();
     const item: Item = { rec, ref, bytes, attempts: 0, inFlight: false, done: false };
     all.push(item);
     pendingCount++;
@@ -434,6 +463,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       lane = { items: [], head: 0, busy: false, queued: false, timer: undefined };
       dest.lanes.set(rec.trapId, lane);
     }
+    trimLane(lane);
     lane.items.push(item);
     makeReady(dest, lane);
     pump(dest);

@@ -7,6 +7,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
 import {
@@ -16,7 +17,7 @@ import {
 } from "../../runtime/alerts/pipeline.ts";
 import { createHiveMetrics, type HiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { assertValidAlert, captureLogger, counterValue, makeEvent, makeSource, sleep } from "./fixtures.ts";
-import { type Receiver, startReceiver } from "./receiver.ts";
+import { type FaultAction, type Receiver, startReceiver } from "./receiver.ts";
 
 const FAST = {
   connectTimeoutMs: 500,
@@ -243,6 +244,21 @@ describe("alert delivery to a real receiver", () => {
     expect((error?.error as { details?: { status?: number } } | undefined)?.details?.status).toBe(403);
   });
 
+  it("without a spool, bounds memory by dropping the oldest undelivered alerts and counting them", async () => {
+    const { pipeline, receiver, metrics } = await setup({ delivery: { maxPendingBytes: 16 * 1024 } });
+    await receiver.down();
+    const order = produce(pipeline, receiver.url, ["trap-a"], 100);
+    const dropped = await counterValue(metrics.alertsDropped, { reason: "spool_full" });
+    expect(dropped).toBeGreaterThan(50);
+    expect(pipeline.pending()).toBe(100 - dropped);
+    expect((await metrics.spoolBytes.get()).values[0]?.value).toBeLessThanOrEqual(16 * 1024);
+    await receiver.up();
+    expect(await pipeline.drain(10_000)).toBe(true);
+    expect(
+      checkReceived(receiver, new Map([["trap-a", (order.get("trap-a") as string[]).slice(dropped)]])),
+    ).toBe(0);
+  });
+
   it("sends alerts of traps without a callback to the monitor's default callback", async () => {
     const receiver = await startReceiver();
     cleanups.push(() => receiver.close());
@@ -251,6 +267,48 @@ describe("alert delivery to a real receiver", () => {
     expect(await pipeline.drain(5_000)).toBe(true);
     expect(receiver.accepted.map((r) => r.id)).toEqual([alert.id]);
   });
+});
+
+describe("delivery under random fault sequences", () => {
+  const fault = fc.constantFrom<FaultAction>(
+    { kind: "ok" },
+    { kind: "status", status: 500 },
+    { kind: "status", status: 503, headers: { "retry-after": "0" } },
+    { kind: "reset" },
+    { kind: "delay", ms: 200 },
+  );
+
+  it("delivers every alert, keeps order per trap, and the metrics and duplicates add up exactly", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fault, { minLength: 1, maxLength: 40 }), async (faults) => {
+        const { pipeline, receiver, metrics } = await setup({ delivery: { responseTimeoutMs: 120 } });
+        try {
+          // The scripted faults answer the first requests; every later request succeeds.
+          receiver.fault = (n) => faults[n - 1] ?? { kind: "ok" };
+          const order = produce(pipeline, receiver.url, ["trap-a", "trap-b", "trap-c"], 6);
+          expect(await pipeline.drain(20_000)).toBe(true);
+          await sleep(250); // late answers of the slow requests
+          const duplicates = checkReceived(receiver, order);
+          const origin = new URL(receiver.url).origin;
+          const t = await deliveryTotals(metrics, origin);
+          const timeouts = await counterValue(metrics.deliveryFailures, {
+            destination: origin,
+            class: "timeout",
+          });
+          expect(t.delivered).toBe(18);
+          expect(t.attempts).toBe(t.delivered + t.failures);
+          expect(t.attempts).toBe(receiver.requests);
+          expect(t.retries).toBe(t.failures);
+          // A slow request was processed by the receiver before the client gave up: one duplicate each.
+          expect(duplicates).toBe(timeouts);
+        } finally {
+          await pipeline.close();
+          await receiver.close();
+        }
+      }),
+      { numRuns: 8 },
+    );
+  }, 60_000);
 });
 
 describe("spooled delivery across restarts and bounds", () => {
