@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { renderManifests } from "../../component/index.ts";
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, "../..");
@@ -52,5 +53,13 @@ describe("Pulumi.yaml", () => {
     const [ds] = byType("kubernetes:apps/v1:DaemonSet");
     expect(ds.inputs.spec.template.spec.containers[0].args).toContain("--default-callback");
     expect(outputs).toEqual({ namespace: "hive-system", daemonSet: "hive-agent", policies: ["default"] });
+    // The kubectl quick start (hive render --config examples/quickstart/hive.yaml) is the same monitor.
+    const rendered = renderManifests(parse(readFileSync(join(root, project.main, "hive.yaml"), "utf8")));
+    // biome-ignore lint/suspicious/noExplicitAny: recorded inputs
+    const applied = resources.filter((r: any) => r.type.startsWith("kubernetes:")).map((r: any) => r.inputs);
+    const key = (o: { kind: string; metadata: { name: string } }) => `${o.kind}/${o.metadata.name}`;
+    expect(Object.fromEntries(applied.map((o: (typeof rendered)[0]) => [key(o), o]))).toEqual(
+      Object.fromEntries(rendered.map((o) => [key(o), o])),
+    );
   }, 60_000);
 });
