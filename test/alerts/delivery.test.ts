@@ -131,6 +131,17 @@ describe("alert delivery to a real receiver", () => {
     ).toBe(20);
   });
 
+  it("keeps at most `concurrency` requests open per destination, over reused keep-alive connections", async () => {
+    const { pipeline, receiver } = await setup();
+    receiver.fault = () => ({ kind: "delay", ms: 30 }); // answered in time, but held open a while
+    const traps = Array.from({ length: 8 }, (_, i) => `trap-${i}`);
+    const order = produce(pipeline, receiver.url, traps, 5);
+    expect(await pipeline.drain(10_000)).toBe(true);
+    expect(checkReceived(receiver, order)).toBe(0);
+    expect(receiver.maxConcurrent).toBe(4);
+    expect(receiver.connections).toBe(4);
+  });
+
   it("keeps alerts while the receiver is down and delivers them all once it is back", async () => {
     const { pipeline, receiver, metrics } = await setup();
     await receiver.down();

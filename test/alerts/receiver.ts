@@ -30,6 +30,10 @@ export interface Receiver {
   readonly accepted: Received[];
   /** Every request that reached the server (whatever the answer). */
   readonly requests: number;
+  /** TCP connections accepted so far (keep-alive reuse keeps this low). */
+  readonly connections: number;
+  /** Most requests open at the same time (arrival to answer). */
+  readonly maxConcurrent: number;
   fault: (n: number, req: http.IncomingMessage) => FaultAction;
   down(): Promise<void>;
   up(): Promise<void>;
@@ -42,6 +46,9 @@ export async function startReceiver(port = 0): Promise<Receiver> {
   const accepted: Received[] = [];
   const sockets = new Set<Socket>();
   let requests = 0;
+  let connections = 0;
+  let open = 0;
+  let maxConcurrent = 0;
   const waiters: { count: number; resolve: () => void }[] = [];
   const distinct = () => new Set(accepted.map((r) => r.id)).size;
   const notify = () => {
@@ -60,6 +67,12 @@ export async function startReceiver(port = 0): Promise<Receiver> {
     accepted,
     get requests() {
       return requests;
+    },
+    get connections() {
+      return connections;
+    },
+    get maxConcurrent() {
+      return maxConcurrent;
     },
     fault: () => ({ kind: "ok" }),
     down: async () => {},
@@ -84,6 +97,9 @@ export async function startReceiver(port = 0): Promise<Receiver> {
   };
 
   const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
+    open++;
+    maxConcurrent = Math.max(maxConcurrent, open);
+    res.on("close", () => open--);
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
@@ -128,6 +144,7 @@ export async function startReceiver(port = 0): Promise<Receiver> {
       const s = http.createServer(handler);
       s.keepAliveTimeout = 30_000;
       s.on("connection", (socket) => {
+        connections++;
         sockets.add(socket);
         socket.on("close", () => sockets.delete(socket));
       });
