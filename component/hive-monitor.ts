@@ -86,8 +86,10 @@ export class HiveMonitor extends pulumi.ComponentResource {
       ...access,
       ...admission,
     ]) as k8s.apps.v1.DaemonSet;
+    // Policies depend on the agent so that `pulumi destroy` deletes them while the agent still
+    // runs to remove its finalizer (dependents are deleted first); otherwise deletion would hang.
     const policies = m.policies.map(
-      (o) => child(o, [...inNamespace, ...crds]) as k8s.apiextensions.CustomResource,
+      (o) => child(o, [...inNamespace, ...crds, daemonSet]) as k8s.apiextensions.CustomResource,
     );
 
     this.namespace = ns
