@@ -497,6 +497,50 @@ describe("deletion", () => {
     expect(kept.metadata.ownerReferences).toBeUndefined();
   });
 
+  it("foreground deletion keeps the owner (foregroundDeletion finalizer) until its dependents are gone", async () => {
+    const owner = await core.createNamespacedPod({ namespace: "rest", body: podBody("fg-owner") });
+    const dep = podBody("fg-dep");
+    await core.createNamespacedPod({
+      namespace: "rest",
+      body: {
+        ...dep,
+        metadata: {
+          ...dep.metadata,
+          finalizers: ["example.com/hold"],
+          ownerReferences: [
+            { apiVersion: "v1", kind: "Pod", name: "fg-owner", uid: owner.metadata?.uid as string },
+          ],
+        },
+      },
+    });
+    await core.deleteNamespacedPod({ namespace: "rest", name: "fg-owner", propagationPolicy: "Foreground" });
+    const waiting = await core.readNamespacedPod({ namespace: "rest", name: "fg-owner" });
+    expect(waiting.metadata?.finalizers).toContain("foregroundDeletion");
+    expect(waiting.metadata?.deletionTimestamp).toBeTruthy();
+    await waitFor(
+      async () =>
+        Boolean(
+          (await core.readNamespacedPod({ namespace: "rest", name: "fg-dep" })).metadata?.deletionTimestamp,
+        ),
+      {
+        what: "the dependent to be deleting",
+      },
+    );
+    await core.patchNamespacedPod({
+      namespace: "rest",
+      name: "fg-dep",
+      body: [{ op: "remove", path: "/metadata/finalizers" }],
+    });
+    await waitFor(
+      async () =>
+        (await core.listNamespacedPod({ namespace: "rest", fieldSelector: "metadata.name=fg-owner" })).items
+          .length === 0,
+      {
+        what: "the owner to go",
+      },
+    );
+  });
+
   it("empties a deleted namespace, then removes it", async () => {
     await core.createNamespace({ body: { metadata: { name: "doomed" } } });
     await core.createNamespacedPod({ namespace: "doomed", body: podBody("inside") });
@@ -550,7 +594,17 @@ describe("CRDs and leases", () => {
               schema: {
                 openAPIV3Schema: {
                   type: "object",
-                  properties: { spec: { type: "object", properties: { size: { type: "integer" } } } },
+                  properties: {
+                    spec: {
+                      type: "object",
+                      properties: {
+                        size: { type: "integer" },
+                        // client-node's model spells these `_default` and `x_kubernetes_…` (it sends the real names).
+                        color: { type: "string", _default: "blue" },
+                        extra: { type: "object", x_kubernetes_preserve_unknown_fields: true },
+                      },
+                    },
+                  },
                 },
               },
             },
@@ -559,10 +613,19 @@ describe("CRDs and leases", () => {
       },
     });
     const w = { group: "example.com", version: "v1", plural: "widgets", namespace: "rest" };
-    await custom.createNamespacedCustomObject({
+    const created = (await custom.createNamespacedCustomObject({
       ...w,
-      body: { apiVersion: "example.com/v1", kind: "Widget", metadata: { name: "w1" }, spec: { size: 3 } },
-    });
+      body: {
+        apiVersion: "example.com/v1",
+        kind: "Widget",
+        metadata: { name: "w1" },
+        spec: { size: 3, undeclared: true, extra: { anything: 1 } },
+        topLevel: "x",
+      },
+    })) as Record<string, unknown>;
+    // Structural schema: undeclared fields pruned, defaults applied, preserve-unknown-fields kept.
+    expect(created.spec).toEqual({ size: 3, color: "blue", extra: { anything: 1 } });
+    expect(created.topLevel).toBeUndefined();
     const listed = (await custom.listNamespacedCustomObject(w)) as {
       items: { metadata: { name: string } }[];
     };

@@ -532,7 +532,9 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
 
   async function listen(): Promise<void> {
     server = createServer(onRequest);
-    server.keepAliveTimeout = 60_000;
+    // client-node 2.x makes a new undici Agent (a new connection) per request on this URL: close
+    // idle connections soon, or a busy test runs out of file descriptors.
+    server.keepAliveTimeout = 1000;
     server.on("connection", (socket) => {
       sockets.add(socket);
       socket.on("close", () => sockets.delete(socket));

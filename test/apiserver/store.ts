@@ -26,6 +26,7 @@ import {
   parseLabelSelector,
 } from "./selectors.ts";
 import { ApiError, errors } from "./status.ts";
+import { pruneObject } from "./structural.ts";
 
 export interface ObjectMeta {
   name?: string;
@@ -176,6 +177,14 @@ export class Store {
   private readonly continueTtlMs: number;
   private readonly gcDelayMs: number;
   private gcTimer: NodeJS.Timeout | undefined;
+  /** ownerReference uid → ids ("resource\0namespace/name") of the objects that name it. */
+  private readonly dependentsIndex = new Map<string, Set<string>>();
+  /** Objects whose owners may all be gone. */
+  private readonly gcCandidates = new Set<string>();
+  /** Objects being deleted in the foreground (waiting for their dependents). */
+  private readonly foreground = new Set<string>();
+  /** Namespaces being deleted. */
+  private readonly terminating = new Set<string>();
   private readonly ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
 
   constructor(options: StoreOptions = {}) {
@@ -271,17 +280,14 @@ export class Store {
     } else {
       const labels = parseLabelSelector(query.labelSelector);
       const fields = parseFieldSelector(query.fieldSelector, supportedFields(def));
-      const items: KubeObject[] = [];
+      const matched: [string, KubeObject][] = [];
       for (const [key, obj] of this.state(def).objects) {
         if (def.namespaced && namespace !== undefined && !key.startsWith(`${namespace}/`)) continue;
-        if (matches(obj, def, namespace, labels, fields)) items.push(obj);
+        if (matches(obj, def, namespace, labels, fields)) matched.push([key, obj]);
       }
-      items.sort((a, b) =>
-        keyOf(a.metadata.namespace, a.metadata.name ?? "") <
-        keyOf(b.metadata.namespace, b.metadata.name ?? "")
-          ? -1
-          : 1,
-      );
+      // etcd returns keys in order: namespace/name.
+      matched.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+      const items = matched.map((m) => m[1]);
       snap = { rv: this.rv, items, createdAt: Date.now() };
     }
     const limit = query.limit && query.limit > 0 ? query.limit : Number.POSITIVE_INFINITY;
@@ -355,6 +361,7 @@ export class Store {
     obj.apiVersion = apiVersionOf(def);
     obj.kind = def.kind;
     this.prepareForCreate(def, obj);
+    this.prune(state, obj);
     this.validate(state, obj);
     this.commit(state, "ADDED", obj);
     if (def.group === "apiextensions.k8s.io" && def.plural === "customresourcedefinitions")
@@ -427,6 +434,7 @@ export class Store {
       this.checkUpdate(def, existing, next);
     }
     next.metadata.resourceVersion = existing.metadata.resourceVersion;
+    this.prune(state, next);
     if (equalJson(next, existing)) return existing; // a no-op write is not stored: no new resourceVersion, no event
     const ignored = def.statusSubresource ? ["metadata", "status"] : ["metadata"];
     if (!equalJson(without(next, ...ignored), without(existing, ...ignored))) {
@@ -585,8 +593,17 @@ export class Store {
         watcher.close();
         return watcher;
       }
-      for (const entry of this.history) {
-        if (entry.rv > from && entry.res === res) watcher.deliver(entry);
+      // History is ordered by resourceVersion: find the first entry after `from`.
+      let lo = 0;
+      let hi = this.history.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if ((this.history[mid]?.rv ?? 0) <= from) lo = mid + 1;
+        else hi = mid;
+      }
+      for (let i = lo; i < this.history.length; i++) {
+        const entry = this.history[i] as HistoryEntry;
+        if (entry.res === res) watcher.deliver(entry);
       }
     }
     this.watchers.add(watcher);
@@ -616,6 +633,7 @@ export class Store {
       if (obj.metadata.uid)
         this.uids.set(obj.metadata.uid, { res: resourceKey(state.def.group, state.def.plural), key });
     }
+    this.index(state, type, obj, prev);
     const entry: HistoryEntry = {
       rv: this.rv,
       res: resourceKey(state.def.group, state.def.plural),
@@ -624,7 +642,9 @@ export class Store {
     };
     if (prev) entry.prev = prev;
     this.history.push(entry);
-    if (this.history.length > this.historyLimit) {
+    // Trim in batches (a slice per write would copy the whole window each time); the window
+    // holds between historyLimit and historyLimit + batch events.
+    if (this.history.length > this.historyLimit + Math.max(1, Math.floor(this.historyLimit / 10))) {
       const drop = this.history.length - this.historyLimit;
       const last = this.history[drop - 1];
       if (last) this.compactedRv = last.rv;
@@ -843,6 +863,14 @@ export class Store {
     }
   }
 
+  /** Prunes undeclared fields and applies defaults, in place (custom resources with a schema). */
+  private prune(state: ResourceState, obj: KubeObject): void {
+    if (state.def.schema === undefined) return;
+    const pruned = pruneObject(obj, state.def.schema);
+    for (const k of Object.keys(obj)) if (!(k in pruned)) delete obj[k];
+    Object.assign(obj, pruned);
+  }
+
   private validate(state: ResourceState, obj: KubeObject): void {
     if (!state.validate) return;
     const body = without(obj, "metadata", "apiVersion", "kind");
@@ -871,27 +899,61 @@ export class Store {
     this.resources.delete(resourceKey(def.group, def.plural));
   }
 
-  private dependents(): Map<string, { state: ResourceState; obj: KubeObject }[]> {
-    const out = new Map<string, { state: ResourceState; obj: KubeObject }[]>();
-    for (const state of this.resources.values()) {
-      for (const obj of state.objects.values()) {
-        for (const ref of obj.metadata.ownerReferences ?? []) {
-          if (!ref.uid) continue;
-          const list = out.get(ref.uid) ?? [];
-          if (list.length === 0) out.set(ref.uid, list);
-          list.push({ state, obj });
-        }
-      }
+  /** Live dependents of an owner uid (from the ownerReferences index). */
+  private dependents(uid: string): { state: ResourceState; obj: KubeObject }[] {
+    const out: { state: ResourceState; obj: KubeObject }[] = [];
+    for (const id of this.dependentsIndex.get(uid) ?? []) {
+      const found = this.lookupId(id);
+      if (found) out.push(found);
     }
     return out;
   }
 
+  private lookupId(id: string): { state: ResourceState; obj: KubeObject } | undefined {
+    const cut = id.indexOf("\u0000");
+    const state = this.resources.get(id.slice(0, cut));
+    const obj = state?.objects.get(id.slice(cut + 1));
+    return state && obj ? { state, obj } : undefined;
+  }
+
+  /** Keeps the GC's indexes current; called for every committed change. */
+  private index(state: ResourceState, type: EventType, obj: KubeObject, prev: KubeObject | undefined): void {
+    const id = `${resourceKey(state.def.group, state.def.plural)}\u0000${keyOf(obj.metadata.namespace, obj.metadata.name ?? "")}`;
+    for (const ref of prev?.metadata.ownerReferences ?? []) {
+      const set = ref.uid ? this.dependentsIndex.get(ref.uid) : undefined;
+      set?.delete(id);
+      if (set && set.size === 0 && ref.uid) this.dependentsIndex.delete(ref.uid);
+    }
+    if (type === "DELETED") {
+      this.foreground.delete(id);
+      if (this.isNamespace(state.def)) this.terminating.delete(obj.metadata.name ?? "");
+      // Its dependents may now be orphans.
+      for (const dep of this.dependentsIndex.get(obj.metadata.uid ?? "") ?? []) this.gcCandidates.add(dep);
+      return;
+    }
+    const refs = obj.metadata.ownerReferences ?? [];
+    for (const ref of refs) {
+      if (!ref.uid) continue;
+      const set = this.dependentsIndex.get(ref.uid) ?? new Set<string>();
+      set.add(id);
+      this.dependentsIndex.set(ref.uid, set);
+    }
+    if (refs.some((r) => !r.uid || !this.uids.has(r.uid))) this.gcCandidates.add(id);
+    if (obj.metadata.deletionTimestamp && (obj.metadata.finalizers ?? []).includes(FOREGROUND))
+      this.foreground.add(id);
+    else this.foreground.delete(id);
+    if (this.isNamespace(state.def) && obj.metadata.deletionTimestamp)
+      this.terminating.add(obj.metadata.name ?? "");
+    if (this.gcCandidates.size > 0 || this.foreground.size > 0 || this.terminating.size > 0)
+      this.scheduleGc();
+  }
+
   private hasDependents(uid: string): boolean {
-    return (this.dependents().get(uid) ?? []).length > 0;
+    return this.dependents(uid).length > 0;
   }
 
   private orphanDependents(uid: string): void {
-    for (const { state, obj } of this.dependents().get(uid) ?? []) {
+    for (const { state, obj } of this.dependents(uid)) {
       const refs = (obj.metadata.ownerReferences ?? []).filter((r) => r.uid !== uid);
       const next: KubeObject = { ...obj, metadata: { ...obj.metadata, ownerReferences: refs } };
       if (refs.length === 0) delete next.metadata.ownerReferences;
@@ -909,74 +971,75 @@ export class Store {
   }
 
   /**
-   * One pass of what kube-controller-manager's garbage collector and namespace controller do:
-   * delete dependents whose owners are all gone (background), finish foreground deletions,
-   * empty terminating namespaces and remove them when empty.
+   * What kube-controller-manager's garbage collector and namespace controller do: delete
+   * dependents whose owners are all gone (background), finish foreground deletions, empty
+   * terminating namespaces and remove them once empty. Works from indexes, not full scans.
    */
   collectGarbage(): void {
-    let changed = true;
-    for (let round = 0; changed && round < 50; round++) {
-      changed = false;
-      const deps = this.dependents();
-      for (const state of [...this.resources.values()]) {
-        for (const obj of [...state.objects.values()]) {
-          const name = obj.metadata.name ?? "";
-          const refs = obj.metadata.ownerReferences ?? [];
-          if (
-            refs.length > 0 &&
-            !obj.metadata.deletionTimestamp &&
-            refs.every((r) => !r.uid || !this.uids.has(r.uid))
-          ) {
-            this.delete(state.def, obj.metadata.namespace, name);
+    for (let round = 0; round < 100; round++) {
+      let changed = false;
+      const candidates = [...this.gcCandidates];
+      this.gcCandidates.clear();
+      for (const id of candidates) {
+        const found = this.lookupId(id);
+        if (!found) continue;
+        const { state, obj } = found;
+        const refs = obj.metadata.ownerReferences ?? [];
+        if (
+          refs.length > 0 &&
+          !obj.metadata.deletionTimestamp &&
+          refs.every((r) => !r.uid || !this.uids.has(r.uid))
+        ) {
+          this.delete(state.def, obj.metadata.namespace, obj.metadata.name ?? "");
+          changed = true;
+        }
+      }
+      for (const id of [...this.foreground]) {
+        const found = this.lookupId(id);
+        if (!found) {
+          this.foreground.delete(id);
+          continue;
+        }
+        const { state, obj } = found;
+        const live = this.dependents(obj.metadata.uid ?? "");
+        for (const d of live) {
+          if (!d.obj.metadata.deletionTimestamp) {
+            this.delete(d.state.def, d.obj.metadata.namespace, d.obj.metadata.name ?? "", {
+              propagationPolicy: "Foreground",
+            });
             changed = true;
-            continue;
           }
-          const uid = obj.metadata.uid ?? "";
-          if (obj.metadata.deletionTimestamp && (obj.metadata.finalizers ?? []).includes(FOREGROUND)) {
-            const live = (deps.get(uid) ?? []).filter(
-              (d) =>
-                d.state.objects.get(keyOf(d.obj.metadata.namespace, d.obj.metadata.name ?? "")) === d.obj,
-            );
-            for (const d of live) {
-              if (!d.obj.metadata.deletionTimestamp) {
-                this.delete(d.state.def, d.obj.metadata.namespace, d.obj.metadata.name ?? "", {
-                  propagationPolicy: "Foreground",
-                });
-                changed = true;
-              }
-            }
-            if (live.length === 0) {
-              const current = state.objects.get(keyOf(obj.metadata.namespace, name));
-              if (current) {
-                const finalizers = (current.metadata.finalizers ?? []).filter((f) => f !== FOREGROUND);
-                this.update(state.def, current.metadata.namespace, name, {
-                  ...current,
-                  metadata: { ...current.metadata, finalizers },
-                });
-                changed = true;
-              }
-            }
-          }
-          if (this.isNamespace(state.def) && obj.metadata.deletionTimestamp) {
-            let remaining = 0;
-            for (const other of this.resources.values()) {
-              if (!other.def.namespaced) continue;
-              for (const child of [...other.objects.values()]) {
-                if (child.metadata.namespace !== name) continue;
-                remaining++;
-                if (!child.metadata.deletionTimestamp) {
-                  this.delete(other.def, name, child.metadata.name ?? "");
-                  changed = true;
-                }
-              }
-            }
-            if (remaining === 0 && this.isHeldNamespace(state.def, obj)) {
-              this.remove(state, obj);
+        }
+        if (live.length === 0) {
+          const finalizers = (obj.metadata.finalizers ?? []).filter((f) => f !== FOREGROUND);
+          this.update(state.def, obj.metadata.namespace, obj.metadata.name ?? "", {
+            ...obj,
+            metadata: { ...obj.metadata, finalizers },
+          });
+          changed = true;
+        }
+      }
+      for (const ns of [...this.terminating]) {
+        let remaining = 0;
+        for (const other of [...this.resources.values()]) {
+          if (!other.def.namespaced) continue;
+          for (const [key, child] of [...other.objects]) {
+            if (!key.startsWith(`${ns}/`)) continue;
+            remaining++;
+            if (!child.metadata.deletionTimestamp) {
+              this.delete(other.def, ns, child.metadata.name ?? "");
               changed = true;
             }
           }
         }
+        const nsState = this.resources.get(resourceKey("", "namespaces"));
+        const nsObj = nsState?.objects.get(keyOf(undefined, ns));
+        if (remaining === 0 && nsState && nsObj && this.isHeldNamespace(nsState.def, nsObj)) {
+          this.remove(nsState, nsObj);
+          changed = true;
+        }
       }
+      if (!changed && this.gcCandidates.size === 0) return;
     }
   }
 
