@@ -14,6 +14,10 @@ interface Entry {
 }
 
 const COMMANDS: Record<string, Entry> = {
+  watch: {
+    summary: "standalone: watch the files of HivePolicy files on this machine",
+    load: async () => (await import("./commands/watch.ts")).watchCommand,
+  },
   render: {
     summary: "print the Kubernetes manifests the Pulumi component creates, as YAML",
     load: async () => (await import("./commands/render.ts")).renderCommand,
@@ -100,5 +104,7 @@ export async function runCli(argv: string[]): Promise<ExitCode> {
 // Run only as the program itself, not when a test imports runCli.
 const invoked = process.argv[1];
 if (invoked !== undefined && import.meta.filename === (await import("node:fs")).realpathSync(invoked)) {
-  process.exitCode = await runCli(process.argv.slice(2));
+  // Exit explicitly: a detached watcher or a closed HTTP pool must not keep the process alive
+  // (stdout and stderr are synchronous for files and pipes on Linux, so nothing is cut off).
+  process.exit(await runCli(process.argv.slice(2)));
 }

@@ -1,0 +1,204 @@
+/**
+ * `hive watch` — standalone mode: HivePolicy files instead of the Kubernetes API, the same
+ * kernel program, the same alert pipeline (stdout JSON lines + callbacks) as the agent.
+ * Runs until Ctrl-C / SIGTERM, then detaches: program unloaded, pins and the watch table
+ * removed, alerts in flight delivered (bounded wait).
+ */
+import { readFileSync, statfsSync } from "node:fs";
+import { dirname } from "node:path";
+import { createAlertPipeline } from "../../alerts/index.ts";
+import { HiveError } from "../../errors.ts";
+import type { AttachMode, KernelWatcher } from "../../kernel/contract.ts";
+import { openKernelWatcher } from "../../kernel/index.ts";
+import { createLogger } from "../../log.ts";
+import { createHiveMetrics } from "../../metrics/index.ts";
+import { CONTAINERD_SOCKET, openContainerLister } from "../../standalone/local-containers.ts";
+import { assertNoProblems, readPolicyFiles } from "../../standalone/policy-files.ts";
+import { startStandalone } from "../../standalone/standalone.ts";
+import { STANDALONE_PIN_ROOT, watchTableFileFor } from "../../standalone/watch-table-file.ts";
+import { type Command, parseCommandArgs, UsageError } from "../command.ts";
+import { EXIT } from "../exit-codes.ts";
+
+const help = `Usage: hive watch --policy FILE… [--callback URL] [--attach kprobe|fentry]
+
+Standalone mode: watches the traps of HivePolicy files on this machine, with the same kernel
+program and the same alerts as the in-cluster agent. A trap without \`match\` watches the
+host's own path; a trap with \`match\` watches the path inside each matching running
+container of the local containerd (container-name, namespace, pod and matchLabels are read
+from the container's labels; ip never matches outside a cluster).
+
+Alerts are printed on stdout, one JSON document per line, and POSTed to the trap's callback
+or to --callback. Logs are JSON lines on stderr; the line {"msg":"ready",…} says the traps
+are armed. Ctrl-C or SIGTERM detaches cleanly; SIGHUP re-scans containers and paths.
+Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE) and a kernel with BTF.
+
+Options:
+  --policy FILE       HivePolicy YAML file (repeat for several; several documents per file)
+  --callback URL      where alerts of traps without their own callback are POSTed
+  --attach MODE       kprobe (default, any kernel with kprobes) or fentry (faster; 5.5+ with
+                      BPF trampolines)
+  --containerd SOCKET containerd socket for traps with match (default ${CONTAINERD_SOCKET})
+  --no-containers     watch host paths only; do not ask containerd
+  --pin-root DIR      bpffs directory for the maps (default ${STANDALONE_PIN_ROOT})
+  --node-name NAME    alert node.name (default: this host's name)
+
+Exit codes: 0 detached after Ctrl-C/SIGTERM · 1 invalid policy file · 2 usage ·
+3 this kernel cannot run the program (not root, no BTF, no kprobes: try --attach fentry) ·
+4 no trapped file could be resolved · 5 a policy file could not be read.`;
+
+function readBootId(): string {
+  try {
+    return readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+  } catch {
+    // Without procfs the alert still carries a kernel id, just not a comparable one.
+    return "unknown";
+  }
+}
+
+/** statfs f_type of the BPF filesystem (include/uapi/linux/magic.h BPF_FS_MAGIC). */
+const BPF_FS_MAGIC = 0xcafe4a11;
+
+/** The pin root's parent is a mounted bpffs (pinning anywhere else cannot work). */
+function onBpffs(pinRoot: string): boolean {
+  try {
+    return statfsSync(dirname(pinRoot)).type === BPF_FS_MAGIC;
+  } catch {
+    return false;
+  }
+}
+
+function parseAttach(value: string | undefined): AttachMode {
+  if (value === undefined || value === "kprobe" || value === "fentry") return value ?? "kprobe";
+  throw new UsageError(`--attach must be kprobe or fentry, not "${value}"`);
+}
+
+function parseCallback(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new UsageError(`--callback must be an http(s) URL, not "${value}"`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new UsageError(`--callback must be an http(s) URL, not "${value}"`);
+  }
+  return value;
+}
+
+/** Resolves on the first SIGINT/SIGTERM; a second one ends the process at once (exit 130). */
+function untilSignal(onHangup: () => void): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    let stopping = false;
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) process.exit(130);
+      stopping = true;
+      resolve(signal);
+    };
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+    process.on("SIGHUP", onHangup);
+  });
+}
+
+export const watchCommand: Command = {
+  name: "watch",
+  summary: "standalone: watch the files of HivePolicy files on this machine",
+  help,
+  async run(args) {
+    const { values } = parseCommandArgs(
+      args,
+      {
+        policy: { type: "string", multiple: true },
+        callback: { type: "string" },
+        attach: { type: "string" },
+        containerd: { type: "string" },
+        "no-containers": { type: "boolean" },
+        "pin-root": { type: "string" },
+        "node-name": { type: "string" },
+      },
+      false,
+    );
+    const files = values.policy ?? [];
+    if (files.length === 0) throw new UsageError("watch needs at least one --policy FILE");
+    const attachMode = parseAttach(values.attach);
+    const defaultCallback = parseCallback(values.callback);
+    const pinRoot = values["pin-root"] ?? STANDALONE_PIN_ROOT;
+
+    const policies = await readPolicyFiles(files);
+    assertNoProblems(policies);
+    if (process.getuid?.() !== 0) {
+      throw new HiveError("PermissionDenied", "hive watch loads a BPF program into the kernel", {
+        object: `uid ${process.getuid?.()}`,
+        hint: "run it as root (sudo), or with CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE",
+      });
+    }
+
+    const logger = createLogger({ component: "hive-watch" });
+    const kernelId = readBootId();
+    // Without a mounted bpffs nothing can be pinned: run unpinned (only `hive status` is blind to it).
+    const pinned = onBpffs(pinRoot);
+    if (!pinned) {
+      logger.warn(
+        "no BPF filesystem mounted; running without pinned maps, so `hive status` cannot see this watch",
+        {
+          pinRoot,
+          hint: "mount it with: mount -t bpf bpf /sys/fs/bpf",
+        },
+      );
+    }
+    const watcher: KernelWatcher = openKernelWatcher({
+      attachMode,
+      pinRoot: pinned ? pinRoot : null,
+      logger,
+    });
+    const metrics = createHiveMetrics({ processMetrics: false });
+    const alerts = await createAlertPipeline({
+      logger,
+      metrics,
+      ...(defaultCallback === undefined ? {} : { defaultCallback }),
+    });
+    const lister = values["no-containers"] ? undefined : openContainerLister({ socket: values.containerd });
+    if (values.containerd !== undefined && lister === undefined) {
+      logger.warn("no containerd socket; traps with match will match nothing", { socket: values.containerd });
+    }
+    const stopAll = async () => {
+      lister?.close();
+      await alerts.close({ drainMs: 5000 });
+      await watcher.close();
+    };
+
+    let standalone: Awaited<ReturnType<typeof startStandalone>>;
+    try {
+      standalone = await startStandalone({
+        documents: policies.documents,
+        watcher,
+        alerts,
+        logger,
+        kernelId,
+        ...(pinned ? { watchTableFile: watchTableFileFor(pinRoot) } : {}),
+        ...(lister ? { listContainers: () => lister.list() } : {}),
+        ...(values["node-name"] === undefined ? {} : { nodeName: values["node-name"] }),
+        ...(defaultCallback === undefined ? {} : { defaultCallback }),
+      });
+    } catch (error) {
+      await stopAll();
+      throw error;
+    }
+    const signal = untilSignal(() => void standalone.replan("SIGHUP"));
+    logger.info("ready", {
+      attachMode: watcher.attachMode,
+      pinRoot,
+      watching: standalone.plan.files.length,
+      notWatched: standalone.plan.unresolved.length + standalone.plan.unmatched.length,
+      kernelId,
+    });
+    const received = await signal;
+    logger.info("detaching", { signal: received });
+    await standalone.close();
+    const counters = watcher.counters();
+    await stopAll();
+    logger.info("detached", { events: counters.events, lost: counters.lost });
+    return EXIT.ok;
+  },
+};
