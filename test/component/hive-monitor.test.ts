@@ -445,3 +445,26 @@ describe("HivePolicy on its own", () => {
     ).toThrow("traps[0].callback: must be an http:// or https:// URL");
   });
 });
+
+describe("HiveMonitor ordering", () => {
+  it("starts the agent after its permissions, admission policy and CRDs, and the policies after the agent", async () => {
+    const { resources } = await run("order", { ...MINIMAL, traps: [{ path: "/etc/shadow" }] });
+    const byKind = (kind: string) => resources.filter((r) => r.type.endsWith(`:${kind}`));
+    const ds = byKind("DaemonSet")[0];
+    for (const kind of [
+      "Namespace",
+      "CustomResourceDefinition",
+      "ServiceAccount",
+      "ClusterRole",
+      "ClusterRoleBinding",
+      "Role",
+      "RoleBinding",
+      "ValidatingAdmissionPolicy",
+      "ValidatingAdmissionPolicyBinding",
+    ]) {
+      for (const r of byKind(kind)) expect(ds?.dependsOn, `DaemonSet after ${r.name}`).toContain(r.name);
+    }
+    // Deleted before the agent on destroy, so the agent can still remove its finalizer.
+    expect(byKind("HivePolicy")[0]?.dependsOn).toContain(ds?.name);
+  });
+});

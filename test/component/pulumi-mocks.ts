@@ -8,16 +8,24 @@ import * as pulumi from "@pulumi/pulumi";
 export interface RecordedResource {
   type: string;
   name: string;
+  /** Names of the resources this one was registered as depending on (dependsOn and parent-less inputs). */
+  dependsOn: string[];
   // biome-ignore lint/suspicious/noExplicitAny: inputs are whatever the program passed
   inputs: any;
 }
 
 export function installMocks(): RecordedResource[] {
   const recorded: RecordedResource[] = [];
+  const dependencies = new Map<string, string[]>();
   pulumi.runtime.setMocks(
     {
       newResource: (args) => {
-        recorded.push({ type: args.type, name: args.name, inputs: args.inputs });
+        recorded.push({
+          type: args.type,
+          name: args.name,
+          inputs: args.inputs,
+          dependsOn: dependencies.get(args.name) ?? [],
+        });
         return { id: `${args.name}-id`, state: args.inputs };
       },
       call: (args) => args.inputs,
@@ -26,7 +34,25 @@ export function installMocks(): RecordedResource[] {
     "test",
     false,
   );
+  // The mocks API does not pass dependencies to newResource; read them from the registration
+  // request the SDK sends to the (mock) resource monitor, before it reaches newResource.
+  const monitor = pulumi.runtime.getMonitor() as unknown as {
+    registerResource(req: RegisterRequest, callback: unknown): unknown;
+  };
+  const register = monitor.registerResource.bind(monitor);
+  monitor.registerResource = (req, callback) => {
+    dependencies.set(
+      req.getName(),
+      req.getDependenciesList().map((urn) => urn.slice(urn.lastIndexOf("::") + 2)),
+    );
+    return register(req, callback);
+  };
   return recorded;
+}
+
+interface RegisterRequest {
+  getName(): string;
+  getDependenciesList(): string[];
 }
 
 /** The value of an Output, once Pulumi has resolved it. */
