@@ -80,6 +80,8 @@ function byVerb(c: Cluster, user: string): Record<string, number> {
 }
 
 const KERNEL = "dddddddd-4444-4444-8444-444444444444";
+/** The agent's defaults (the tests' short leases flap under benchmark load). */
+const PRODUCTION_LEASE = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
 
 async function singleNode(): Promise<void> {
   const pods = Math.max(1, Math.round(110 * scale));
@@ -92,7 +94,7 @@ async function singleNode(): Promise<void> {
     seedPods(c, "node-1", pods, "pod", files);
     global.gc?.();
     const heap0 = process.memoryUsage().heapUsed;
-    const node = await c.addNode("node-1", KERNEL);
+    const node = await c.addNode("node-1", KERNEL, { lease: PRODUCTION_LEASE });
     await until(
       () => node.agent.ready() && node.agent.loader() !== undefined && node.agent.pods() !== undefined,
       20_000,
@@ -150,7 +152,8 @@ async function manyNodes(): Promise<void> {
     for (const n of names) seedPods(c, n, perNode, `${n}-pod`, { "etc/shadow": "x\n" });
     global.gc?.();
     const heap0 = process.memoryUsage().heapUsed;
-    for (const n of names) await c.addNode(n, KERNEL, { loader: false, pods: false });
+    for (const n of names)
+      await c.addNode(n, KERNEL, { loader: false, pods: false, lease: PRODUCTION_LEASE });
     await until(() => c.nodes.every((n) => n.agent.ready()), 120_000, "all discover controllers synced");
     const heapIdle = process.memoryUsage().heapUsed;
     c.api.resetRequests();

@@ -142,6 +142,24 @@ describe("alert spool", () => {
     again.close();
   });
 
+  it("syncs in the background while segments rotate and are deleted, losing nothing", async () => {
+    const { dir, logger, logs } = setup();
+    const spool = openSpool({ dir, logger, segmentBytes: 4096, fsyncIntervalMs: 2 });
+    const kept: string[] = [];
+    for (let n = 0; n < 600; n++) {
+      const r = spool.append(record(n));
+      if (n % 3 === 0) kept.push(record(n).id);
+      else if (r) spool.ack(r.ref);
+      if (n % 20 === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    spool.close();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(logs.filter((l) => l.level !== "debug" && l.level !== "info")).toEqual([]);
+    const again = openSpool({ dir, logger, segmentBytes: 4096 });
+    expect(again.recovered.map((r) => r.id)).toEqual(kept);
+    again.close();
+  });
+
   it("refuses a record larger than a quarter of the bound", () => {
     const { dir, logger } = setup();
     const spool = openSpool({ dir, logger, maxBytes: 16 * 1024 });

@@ -20,11 +20,12 @@
  * granularity is one segment (maxBytes / 16 by default).
  *
  * Durability: appends are written (write(2)) at the end of the current event-loop turn,
- * which survives a crash of the agent process; fdatasync runs every `fsyncIntervalMs`
- * (default 1 s; 0 = after every write), which bounds what a machine crash can lose.
+ * which survives a crash of the agent process; fdatasync runs every `fsyncIntervalMs` on
+ * the thread pool (default 1 s; 0 = after every write), which bounds what a machine crash can lose.
  */
 import {
   closeSync,
+  fdatasync,
   fdatasyncSync,
   mkdirSync,
   openSync,
@@ -203,8 +204,27 @@ export function openSpool(options: SpoolOptions): Spool {
   let writeError: string | undefined;
   const path = (n: number, ext: "log" | "ack") => join(dir, name(n, ext));
 
+  // The periodic fdatasync runs on libuv's thread pool so a slow disk never stalls the
+  // event loop (and with it delivery). An fd is not closed while such a sync is pending,
+  // so its number cannot be reused under the sync.
+  const syncing = new Map<number, number>();
+  const closeAfterSync = new Set<number>();
+  const closeFd = (fd: number) => {
+    if (syncing.has(fd)) closeAfterSync.add(fd);
+    else closeSync(fd);
+  };
+  const syncInBackground = (fd: number) => {
+    if (syncing.has(fd)) return;
+    syncing.set(fd, 1);
+    fdatasync(fd, (error) => {
+      syncing.delete(fd);
+      if (closeAfterSync.delete(fd)) closeSync(fd);
+      if (error) logger.warn("alert spool fdatasync failed", { error });
+    });
+  };
+
   const removeSegment = (seg: Segment) => {
-    for (const fd of [seg.logFd, seg.ackFd]) if (fd !== undefined) closeSync(fd);
+    for (const fd of [seg.logFd, seg.ackFd]) if (fd !== undefined) closeFd(fd);
     seg.logFd = undefined;
     seg.ackFd = undefined;
     for (const ext of ["log", "ack"] as const) {
@@ -336,7 +356,7 @@ export function openSpool(options: SpoolOptions): Spool {
           for (const seg of segments.values()) {
             if (!seg.dirty) continue;
             seg.dirty = false;
-            for (const fd of [seg.logFd, seg.ackFd]) if (fd !== undefined) fdatasyncSync(fd);
+            for (const fd of [seg.logFd, seg.ackFd]) if (fd !== undefined) syncInBackground(fd);
           }
         }, fsyncIntervalMs)
       : undefined;
@@ -388,7 +408,7 @@ export function openSpool(options: SpoolOptions): Spool {
   const newSegment = (): Segment => {
     if (current && current.logBuf.length > 0) flushWrites();
     if (current?.logFd !== undefined) {
-      closeSync(current.logFd);
+      closeFd(current.logFd);
       current.logFd = undefined;
     }
     const previous = current;
@@ -475,7 +495,7 @@ export function openSpool(options: SpoolOptions): Spool {
       closed = true;
       clearInterval(fsyncTimer);
       for (const seg of segments.values()) {
-        for (const fd of [seg.logFd, seg.ackFd]) if (fd !== undefined) closeSync(fd);
+        for (const fd of [seg.logFd, seg.ackFd]) if (fd !== undefined) closeFd(fd);
         seg.logFd = undefined;
         seg.ackFd = undefined;
       }
