@@ -74,12 +74,16 @@ interface Item {
   container: { name: string; containerId: string };
 }
 
-async function inBatches<T>(
-  items: readonly T[],
-  size: number,
-  fn: (item: T) => Promise<void>,
-): Promise<void> {
-  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
+/** A bounded worker pool: at most `size` calls in flight, a new one starts as soon as one ends. */
+async function inPool<T>(items: readonly T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      await fn(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(size, items.length) }, worker));
 }
 
 export function createDiscoverController(options: DiscoverOptions): DiscoverController {
@@ -158,7 +162,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
 
     // PIDs are looked up once per container per pass, however many traps match it.
     let nextRetryMs = Number.POSITIVE_INFINITY;
-    await inBatches(items, concurrency, async (item) => {
+    await inPool(items, concurrency, async (item) => {
       const trap = item.policy.spec.traps[item.trapIndex];
       if (!trap) return;
       const key = `${item.namespace}/${item.name}`;
@@ -244,7 +248,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         });
       }
     }
-    await inBatches(writes, concurrency, async (w) => {
+    await inPool(writes, concurrency, async (w) => {
       try {
         await w();
       } catch (error) {

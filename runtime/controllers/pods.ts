@@ -138,7 +138,8 @@ export function createPodsController(options: PodsOptions): PodsController {
   }
 
   const runner = createSerialRunner(pass, {
-    debounceMs: options.debounceMs ?? 100,
+    // Status is a summary: one write per half second at most while HiveData streams in.
+    debounceMs: options.debounceMs ?? 500,
     onError: (error) => {
       log.error("pods pass failed; retried", { error });
       runner.retryIn(1000);

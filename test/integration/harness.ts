@@ -149,7 +149,7 @@ export class Cluster {
   async addNode(
     name: string,
     kernelId: string,
-    options: { loader?: boolean; pods?: boolean; identity?: string } = {},
+    options: { loader?: boolean; pods?: boolean; identity?: string; lease?: typeof FAST_LEASE } = {},
   ): Promise<SimNode> {
     const kernels: RecordingKernel[] = [];
     const accesses: SimNode["accesses"] = [];
@@ -169,7 +169,7 @@ export class Cluster {
       onAccess: (event, matched) => accesses.push({ event, matched }),
       log: createLogger({ node: name }, { level: (process.env.HIVE_LOG_LEVEL as "debug") ?? "error" }),
       roles: { loader: options.loader ?? true, pods: options.pods ?? true },
-      lease: FAST_LEASE,
+      lease: options.lease ?? FAST_LEASE,
       orphanGraceMs: 300,
       retryBaseMs: 100,
     });

@@ -1,0 +1,45 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { isHiveError } from "../errors.ts";
+import { parseAgentConfig, readBootId } from "./config.ts";
+
+describe("agent configuration", () => {
+  it("takes the node and pod identity from the downward API environment", () => {
+    const c = parseAgentConfig([], { NODE_NAME: "n1", POD_NAME: "hive-agent-x", POD_NAMESPACE: "hive" });
+    expect(c).toMatchObject({
+      nodeName: "n1",
+      podName: "hive-agent-x",
+      namespace: "hive",
+      runtimeSocket: "/run/containerd/containerd.sock",
+    });
+    expect(c.lease.renewDeadlineMs).toBeLessThan(c.lease.leaseDurationMs);
+  });
+  it("lets flags win over the environment and rejects what it cannot use", () => {
+    expect(parseAgentConfig(["--node-name", "n2", "--no-pods"], { NODE_NAME: "n1" })).toMatchObject({
+      nodeName: "n2",
+      roles: { loader: true, pods: false },
+    });
+    for (const [argv, env] of [
+      [[], {}],
+      [["--attach", "lsm"], { NODE_NAME: "n" }],
+      [["--callback", "ftp://x"], { NODE_NAME: "n" }],
+      [["--bogus"], { NODE_NAME: "n" }],
+      [["--metrics-port", "-1"], { NODE_NAME: "n" }],
+    ] as [string[], NodeJS.ProcessEnv][]) {
+      expect(() => parseAgentConfig(argv, env)).toThrow(expect.objectContaining({ code: "ConfigInvalid" }));
+    }
+  });
+  it("reads the kernel's boot id once, and refuses garbage", () => {
+    expect(readBootId()).toMatch(/^[0-9a-f-]{36}$/);
+    const f = join(mkdtempSync(join(tmpdir(), "hive-boot-")), "boot_id");
+    writeFileSync(f, "not an id\n");
+    try {
+      readBootId(f);
+      throw new Error("accepted");
+    } catch (e) {
+      expect(isHiveError(e, "ConfigInvalid")).toBe(true);
+    }
+  });
+});

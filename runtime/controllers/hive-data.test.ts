@@ -1,0 +1,60 @@
+import { describe, expect, it } from "vitest";
+import { dataName, trapId } from "../../api/ids.ts";
+import { validateData } from "../../api/validate.ts";
+import {
+  ANNOTATION_RESOLVE_REQUEST,
+  buildHiveData,
+  dataUpToDate,
+  keyText,
+  parseKeyText,
+} from "./hive-data.ts";
+
+const input = {
+  policy: {
+    apiVersion: "hive-operator.com/v1alpha1" as const,
+    kind: "HivePolicy" as const,
+    metadata: { name: "p", namespace: "hive" },
+    spec: { traps: [{ path: "/etc/shadow" }] },
+  },
+  trap: { path: "/etc/shadow", callback: "http://receiver/alerts" },
+  trapId: trapId({ namespace: "hive", name: "p" }, { path: "/etc/shadow" }),
+  pod: { metadata: { name: "web", namespace: "prod", uid: "u-1" }, status: { podIP: "10.0.0.1" } },
+  container: { name: "app", containerId: "containerd://abc" },
+  kernelId: "eeeeeeee-5555-4555-8555-555555555555",
+  nodeName: "node-1",
+  file: { major: 0, minor: 50, ino: 1234n },
+  parent: { major: 0, minor: 50, ino: 12n },
+};
+
+describe("HiveData for one trap × container", () => {
+  it("is valid, deterministic, lives beside its pod and is owned by it", () => {
+    const d = buildHiveData(input);
+    expect(validateData(d)).toMatchObject({ ok: true });
+    expect(d.metadata.name).toBe(dataName(input.trapId, "containerd://abc", "web"));
+    expect(d.metadata.namespace).toBe("prod");
+    expect(d.metadata.ownerReferences).toEqual([
+      { apiVersion: "v1", kind: "Pod", name: "web", uid: "u-1", blockOwnerDeletion: false },
+    ]);
+    expect(d.metadata.annotations?.callback).toBe("http://receiver/alerts");
+    expect(d.spec.accesses).toEqual(["read", "write", "exec", "append", "open"]);
+    expect(buildHiveData(input)).toEqual(d);
+  });
+  it("needs a write only when something the loader or the alert uses changed", () => {
+    const d = buildHiveData(input);
+    const stored = {
+      ...d,
+      metadata: {
+        ...d.metadata,
+        resourceVersion: "7",
+        annotations: { ...d.metadata.annotations, [ANNOTATION_RESOLVE_REQUEST]: "1" },
+      },
+    };
+    expect(dataUpToDate(stored, d)).toBe(true);
+    expect(dataUpToDate(stored, buildHiveData({ ...input, file: { ...input.file, ino: 99n } }))).toBe(false);
+    expect(dataUpToDate(stored, buildHiveData({ ...input, trap: { path: "/etc/shadow" } }))).toBe(false);
+  });
+  it("writes file keys as text and reads them back", () => {
+    expect(parseKeyText(keyText(input.file))).toEqual(input.file);
+    expect(parseKeyText("x:1:2")).toBeUndefined();
+  });
+});

@@ -1,0 +1,108 @@
+import { describe, expect, it } from "vitest";
+import type { HiveData } from "../../api/data.ts";
+import { trapId } from "../../api/ids.ts";
+import { LABEL_KERNEL_ID, LABEL_TRAP_ID } from "../../api/meta.ts";
+import type { HivePolicy } from "../../api/policy.ts";
+import { RecordingKernel } from "../../test/integration/harness.ts";
+import { createLogger } from "../log.ts";
+import { ANNOTATION_PARENT, ANNOTATION_RESOLVE_REQUEST } from "./hive-data.ts";
+import { createLoaderController } from "./loader.ts";
+import type { DataWriter } from "./ports.ts";
+
+const KERNEL = "eeeeeeee-5555-4555-8555-555555555555";
+const policy: HivePolicy = {
+  apiVersion: "hive-operator.com/v1alpha1",
+  kind: "HivePolicy",
+  metadata: { name: "p", namespace: "hive", generation: 1 },
+  spec: { traps: [{ path: "/etc/shadow" }, { path: "/etc/passwd", accesses: ["write"] }] },
+};
+const idOf = (i: number) => trapId({ namespace: "hive", name: "p" }, policy.spec.traps[i] ?? { path: "" });
+
+function data(
+  name: string,
+  trap: string,
+  ino: number,
+  accesses: HiveData["spec"]["accesses"],
+  kernel = KERNEL,
+): HiveData {
+  return {
+    apiVersion: "hive-operator.com/v1alpha1",
+    kind: "HiveData",
+    metadata: {
+      name,
+      namespace: "default",
+      labels: { [LABEL_TRAP_ID]: trap, [LABEL_KERNEL_ID]: kernel },
+      annotations: { [ANNOTATION_PARENT]: "8:1:2" },
+    },
+    spec: { "inode-no": ino, "kernel-id": kernel, device: { major: 8, minor: 1 }, accesses },
+  };
+}
+
+/** The API side is recorded (a port, not the logic under test). */
+function recordingWriter() {
+  const removed: string[] = [];
+  const annotated: [string, Record<string, string>][] = [];
+  const writer: DataWriter = {
+    create: async (d) => d,
+    replace: async (d) => d,
+    remove: async (_ns, name) => {
+      removed.push(name);
+    },
+    annotate: async (_ns, name, a) => {
+      annotated.push([name, a]);
+    },
+  };
+  return { writer, removed, annotated };
+}
+
+describe("loader controller", () => {
+  it("keeps the kernel map equal to its kernel's HiveData, shares slots, routes events and deletes orphans", async () => {
+    const kernel = new RecordingKernel();
+    const { writer, removed, annotated } = recordingWriter();
+    const accesses: string[][] = [];
+    const loader = createLoaderController({
+      kernelId: KERNEL,
+      kernel,
+      writer,
+      log: createLogger({}, { level: "error" }),
+      onAccess: (_e, matched) => accesses.push(matched.map((d) => d.metadata.name ?? "")),
+      orphanGraceMs: 50,
+      debounceMs: 1,
+    });
+    loader.onPolicy("ADDED", policy);
+    loader.onData("ADDED", data("a", idOf(0), 100, ["read"]));
+    loader.onData("ADDED", data("b", idOf(1), 100, ["write"])); // same file, another trap
+    loader.onData("ADDED", data("c", idOf(0), 200, ["read"]));
+    loader.onData(
+      "ADDED",
+      data("other-kernel", idOf(0), 300, ["read"], "ffffffff-0000-4000-8000-000000000000"),
+    );
+    loader.onData("ADDED", data("orphan", "0000000000000000000000000000000000000000", 400, ["read"]));
+    loader.markSynced();
+    await loader.idle();
+    const files = kernel.entries.filter((e) => e.kind === "file");
+    expect(files.map((e) => Number(e.key.ino)).sort()).toEqual([100, 200]);
+    const shared = files.find((e) => e.key.ino === 100n);
+    expect([...(shared?.accesses ?? [])].sort()).toEqual(["read", "write"]);
+    expect(kernel.entries.filter((e) => e.kind === "parent")).toHaveLength(1);
+    // A read on the shared file goes to the trap that wants reads only.
+    kernel.emit({ slot: shared?.slot ?? -1, kind: "file", accesses: ["read"] });
+    expect(accesses).toEqual([["a"]]);
+    // A parent-directory report asks the owning nodes to re-resolve every file in it.
+    const parent = kernel.entries.find((e) => e.kind === "parent");
+    kernel.emit({ slot: parent?.slot ?? -1, kind: "parent", accesses: ["write"] });
+    expect(annotated.map(([n]) => n).sort()).toEqual(["a", "b", "c"]);
+    expect(Object.keys(annotated[0]?.[1] ?? {})).toEqual([ANNOTATION_RESOLVE_REQUEST]);
+    // The orphan goes after its grace period, never before.
+    expect(removed).toEqual([]);
+    await new Promise((r) => setTimeout(r, 80));
+    await loader.idle();
+    expect(removed).toEqual(["orphan"]);
+    // Deleting the policy makes all of its HiveData orphans.
+    loader.onPolicy("DELETED", policy);
+    await new Promise((r) => setTimeout(r, 80));
+    await loader.idle();
+    expect(removed.sort()).toEqual(["a", "b", "c", "orphan"]);
+    loader.stop();
+  });
+});
