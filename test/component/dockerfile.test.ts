@@ -117,6 +117,18 @@ describe("Dockerfile", () => {
     }
   });
 
+  it("gives the build stage every folder the package build compiles", () => {
+    const build = stages.find((s) =>
+      s.instructions.some((i) => i.op === "RUN" && /\bnpm run build\b/.test(i.args)),
+    );
+    const copied = copies(build as Stage).flatMap((c) => c.sources.map((src) => src.replace(/\/$/, "")));
+    const config = JSON.parse(read("tsconfig.build.json"));
+    for (const dir of config.include as string[]) expect(copied, `COPY ${dir}/`).toContain(dir);
+    for (const file of ["package.json", "package-lock.json", "tsconfig.json", "tsconfig.build.json"]) {
+      expect(copied, `COPY ${file}`).toContain(file);
+    }
+  });
+
   it("copies from earlier stages only what those stages provide", () => {
     for (const stage of stages) {
       for (const c of copies(stage).filter((x) => x.from !== undefined)) {
