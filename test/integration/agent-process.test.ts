@@ -1,0 +1,74 @@
+/**
+ * `hive agent` as a process: started with flags, ready on /readyz, and on SIGTERM it stops
+ * its roles, releases its Lease and exits 0.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { CoordinationV1Api, CoreV1Api } from "@kubernetes/client-node";
+import { afterEach, describe, expect, it } from "vitest";
+import { hiveCrds } from "../../api/crd.ts";
+import { type ApiServer, startApiServer } from "../apiserver/server.ts";
+import { eventually } from "./harness.ts";
+
+let api: ApiServer | undefined;
+let child: ChildProcess | undefined;
+afterEach(async () => {
+  if (child && child.exitCode === null) child.kill("SIGKILL");
+  await api?.stop();
+});
+
+describe("the agent process", () => {
+  it("becomes ready, and on SIGTERM releases its Lease and exits 0", async () => {
+    api = await startApiServer({ crds: hiveCrds() });
+    await api
+      .kubeConfig()
+      .makeApiClient(CoreV1Api)
+      .createNamespace({ body: { metadata: { name: "hive-system" } } });
+    const script =
+      "const m = await import('./runtime/agent/main.ts'); process.exitCode = await m.runAgent(process.argv.slice(1));";
+    const args = [
+      "--input-type=module",
+      "-e",
+      script,
+      "--",
+      "--node-name",
+      "node-p",
+      "--pod-name",
+      "agent-p",
+      "--namespace",
+      "hive-system",
+    ];
+    args.push(
+      "--server",
+      api.url,
+      "--token",
+      "node-p",
+      "--metrics-port",
+      "0",
+      "--no-loader",
+      "--runtime-socket",
+      "/nonexistent.sock",
+    );
+    let stderr = "";
+    child = spawn(process.execPath, args, {
+      cwd: process.cwd(),
+      stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, HIVE_LOG_LEVEL: "info" },
+    });
+    child.stderr?.on("data", (b: Buffer) => {
+      stderr += b.toString();
+    });
+    const url = await eventually(() => /"metrics":"(http:[^"]+)"/.exec(stderr)?.[1], "agent started", 15_000);
+    await eventually(async () => (await fetch(`${url}/readyz`)).status === 200, "ready");
+    const coordination = api.kubeConfig().makeApiClient(CoordinationV1Api);
+    await eventually(async () => {
+      const l = await coordination.readNamespacedLease({ name: "hive-pods", namespace: "hive-system" });
+      return l.spec?.holderIdentity === "agent-p";
+    }, "pods Lease held");
+    const exited = new Promise<number | null>((resolve) => child?.once("exit", (code) => resolve(code)));
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+    const lease = await coordination.readNamespacedLease({ name: "hive-pods", namespace: "hive-system" });
+    expect(lease.spec?.holderIdentity ?? "").toBe("");
+    expect(stderr).toContain('"msg":"agent stopped"');
+  });
+});
