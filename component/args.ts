@@ -119,6 +119,13 @@ export interface HiveMonitorArgs {
    * CAP_PERFMON and demand CAP_SYS_ADMIN for bpf() and perf_event_open(). Default: false.
    */
   legacyKernelCapabilities?: boolean;
+  /**
+   * Create the ValidatingAdmissionPolicy that keeps each agent to its own node's HiveData.
+   * It needs admissionregistration.k8s.io/v1 and the node name in service-account tokens
+   * (Kubernetes 1.30 or later). Turn it off only for older clusters: a compromised node could
+   * then forge or delete the HiveData of every node. Default: true.
+   */
+  admissionPolicy?: boolean;
 }
 
 /** The options HiveMonitorArgs knows, to reject typos by name. */
@@ -138,6 +145,7 @@ export const MONITOR_OPTIONS = [
   "runtimeSocket",
   "spoolDir",
   "legacyKernelCapabilities",
+  "admissionPolicy",
 ] as const satisfies readonly (keyof HiveMonitorArgs)[];
 
 export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const satisfies readonly LogLevel[];

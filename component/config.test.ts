@@ -35,6 +35,7 @@ describe("resolveConfig", () => {
         runtimeSocket: "/run/containerd/containerd.sock",
         spoolDir: "/var/lib/hive/spool",
         legacyKernelCapabilities: false,
+        admissionPolicy: true,
       },
     });
   });
@@ -120,6 +121,7 @@ describe("resolveConfig", () => {
     ],
     [{ image, spoolDir: "/" }, 'spoolDir: "/" must be an absolute host path (not "/", no ".." components)'],
     [{ image, legacyKernelCapabilities: "yes" }, "legacyKernelCapabilities: must be true or false"],
+    [{ image, admissionPolicy: "off" }, "admissionPolicy: must be true or false"],
   ])("names the option and the fix for %j", (args, expected) => {
     expect(problems(args)).toContain(expected);
   });

@@ -56,6 +56,7 @@ export interface HiveConfig {
   runtimeSocket: string;
   spoolDir: string;
   legacyKernelCapabilities: boolean;
+  admissionPolicy: boolean;
 }
 
 export type ConfigResult = { ok: true; config: HiveConfig } | { ok: false; problems: ArgProblem[] };
@@ -304,6 +305,8 @@ export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
   c.hostPath("spoolDir", spoolDir);
   const legacy = args.legacyKernelCapabilities ?? false;
   if (typeof legacy !== "boolean") c.add("legacyKernelCapabilities", "must be true or false");
+  const admissionPolicy = args.admissionPolicy ?? true;
+  if (typeof admissionPolicy !== "boolean") c.add("admissionPolicy", "must be true or false");
 
   if (c.problems.length > 0) return { ok: false, problems: c.problems };
   return {
@@ -325,6 +328,7 @@ export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
       runtimeSocket,
       spoolDir,
       legacyKernelCapabilities: legacy,
+      admissionPolicy,
     },
   };
 }

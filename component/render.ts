@@ -23,7 +23,7 @@ export interface MonitorManifests {
   crds: KubernetesObject[];
   /** ServiceAccount, ClusterRole/Role and their bindings. */
   access: KubernetesObject[];
-  /** The ValidatingAdmissionPolicy and its binding. */
+  /** The ValidatingAdmissionPolicy and its binding (none when `admissionPolicy: false`). */
   admission: KubernetesObject[];
   daemonSet: KubernetesObject;
   /** One HivePolicy per group of traps. */
@@ -36,7 +36,7 @@ export function buildManifests(config: HiveConfig): MonitorManifests {
     namespace: config.createNamespace ? namespaceManifest(config.namespace) : undefined,
     crds: crdManifests(),
     access: [serviceAccountManifest(config.namespace), ...rbacManifests(config.namespace, config.callback)],
-    admission: admissionManifests(config.namespace),
+    admission: config.admissionPolicy ? admissionManifests(config.namespace) : [],
     daemonSet: daemonSetManifest(config),
     policies: config.policies.map((p) => policyManifest(p.name, config.namespace, p.spec)),
   };

@@ -16,8 +16,8 @@ interface Rule {
   message: string;
 }
 
-const [version] = hivePolicyCrd().spec.versions as { schema: { openAPIV3Schema: Schema } }[];
-const trapSchema = ((version?.schema.openAPIV3Schema.properties as Schema).spec as Schema)
+const [version] = hivePolicyCrd().spec.versions as [{ schema: { openAPIV3Schema: Schema } }];
+const trapSchema = ((version.schema.openAPIV3Schema.properties as Schema).spec as Schema)
   .properties as Schema;
 const trapNode = (trapSchema.traps as Schema).items as Schema;
 

@@ -446,6 +446,14 @@ describe("HivePolicy on its own", () => {
   });
 });
 
+describe("HiveMonitor on clusters without ValidatingAdmissionPolicy v1", () => {
+  it("leaves the admission policy out only when told to, and keeps everything else", async () => {
+    const { resources } = await run("old-cluster", { ...MINIMAL, admissionPolicy: false });
+    expect(resources.filter((r) => r.type.includes("ValidatingAdmissionPolicy"))).toEqual([]);
+    expect(resources.filter((r) => r.type === "kubernetes:apps/v1:DaemonSet")).toHaveLength(1);
+  });
+});
+
 describe("HiveMonitor ordering", () => {
   it("starts the agent after its permissions, admission policy and CRDs, and the policies after the agent", async () => {
     const { resources } = await run("order", { ...MINIMAL, traps: [{ path: "/etc/shadow" }] });
