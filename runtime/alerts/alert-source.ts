@@ -4,7 +4,7 @@
  * not carry itself. Building an alert never calls the API server.
  */
 import type { HiveData, HiveDataSpec } from "../../api/data.ts";
-import { type DataAnnotations, LABEL_TRAP_ID } from "../../api/meta.ts";
+import { type DataAnnotations, LABEL_POLICY_NAMESPACE, LABEL_TRAP_ID } from "../../api/meta.ts";
 
 export interface AlertSource {
   /** The HiveData's annotations (api/meta.ts DATA_ANNOTATIONS); missing ones are left out of the alert. */
@@ -18,6 +18,11 @@ export interface AlertSource {
   nodeName: string;
   /** boot_id of the kernel that reported the access (alert `metadata.kernel_id`). */
   kernelId: string;
+  /**
+   * UID of the accessed pod, for the Kubernetes Event's involvedObject: `kubectl describe pod`
+   * only lists Events whose involvedObject carries the pod's UID. Not part of the alert.
+   */
+  podUid?: string;
 }
 
 /** The trap id of a source: the `trap-id` label (falls back to "unknown" so an alert is never lost for it). */
@@ -26,9 +31,9 @@ export function trapIdOf(source: AlertSource): string {
 }
 
 /**
- * An AlertSource from a HiveData object as the loader's index holds it. The policy
- * namespace is `context.policyNamespace` when given, else the HiveData's own namespace
- * (HiveData lives beside its HivePolicy).
+ * An AlertSource from a HiveData object as the loader's index holds it. HiveData lives in
+ * its pod's namespace, so the policy namespace comes from the `hive-operator.com/policy-namespace`
+ * label (or `context.policyNamespace`); the pod UID from the HiveData's Pod ownerReference.
  */
 export function alertSourceFromHiveData(
   data: Pick<HiveData, "metadata" | "spec">,
@@ -42,7 +47,15 @@ export function alertSourceFromHiveData(
     nodeName: context.nodeName,
     kernelId: context.kernelId ?? data.spec["kernel-id"],
   };
-  const policyNamespace = context.policyNamespace ?? data.metadata.namespace;
+  const policyNamespace = context.policyNamespace ?? labels[LABEL_POLICY_NAMESPACE];
   if (policyNamespace !== undefined) source.policyNamespace = policyNamespace;
+  const owner = (data.metadata.ownerReferences ?? []).find(
+    (ref): ref is { kind: string; uid: string } =>
+      typeof ref === "object" &&
+      ref !== null &&
+      (ref as { kind?: unknown }).kind === "Pod" &&
+      typeof (ref as { uid?: unknown }).uid === "string",
+  );
+  if (owner?.uid) source.podUid = owner.uid;
   return source;
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { assertValidAlert, KERNEL_ID, makeEvent, makeSource } from "../../test/alerts/fixtures.ts";
+import { alertSourceFromHiveData } from "./alert-source.ts";
 import { createBootClock } from "./boot-clock.ts";
 import { buildAlert } from "./build-alert.ts";
 import { noProcReader } from "./proc-info.ts";
@@ -65,5 +66,41 @@ describe("alert builder", () => {
       Array.from({ length: 100 }, (_, i) => buildAlert(makeEvent(i), makeSource("t"), context).id),
     );
     expect(ids.size).toBe(100);
+  });
+});
+
+describe("alert source from a HiveData", () => {
+  it("takes the policy namespace from its label and the pod UID from its Pod owner", () => {
+    const source = alertSourceFromHiveData(
+      {
+        metadata: {
+          name: "d-1",
+          namespace: "default",
+          labels: { "trap-id": "t-9", "hive-operator.com/policy-namespace": "security" },
+          annotations: {
+            hive_policy_name: "shadow-watch",
+            path: "/etc/shadow",
+            pod_name: "p",
+            namespace: "default",
+          },
+          ownerReferences: [{ apiVersion: "v1", kind: "Pod", name: "p", uid: "uid-123" }],
+        },
+        spec: { "inode-no": 5, "kernel-id": KERNEL_ID, device: { major: 8, minor: 1 }, accesses: ["read"] },
+      },
+      { nodeName: "node-a" },
+    );
+    expect(source).toMatchObject({
+      policyNamespace: "security",
+      podUid: "uid-123",
+      kernelId: KERNEL_ID,
+      nodeName: "node-a",
+    });
+    const alert = buildAlert(makeEvent(1), source, context);
+    assertValidAlert(alert);
+    expect(alert).toMatchObject({
+      trap_id: "t-9",
+      hive_policy_namespace: "security",
+      pod: { name: "p", namespace: "default" },
+    });
   });
 });

@@ -121,7 +121,7 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
             body: json,
           });
         }
-        config.podEvents?.record(alert);
+        config.podEvents?.record(alert, source.podUid);
         return alert;
       } catch (error) {
         // What a container controls (its comm, its pid…) must never crash the agent.

@@ -34,7 +34,8 @@ export interface PodEventRecorderOptions {
 }
 
 export interface PodEventRecorder {
-  record(alert: Alert): void;
+  /** `podUid` makes the Event show in `kubectl describe pod` (it filters on the pod's UID). */
+  record(alert: Alert, podUid?: string): void;
   /** Writes what is pending (subject to the rate limit) and waits for it. */
   flush(): Promise<void>;
   close(): Promise<void>;
@@ -43,6 +44,7 @@ export interface PodEventRecorder {
 interface Group {
   namespace: string;
   pod: string;
+  podUid: string | undefined;
   name: string;
   created: boolean;
   /** Count the API object holds. */
@@ -92,7 +94,13 @@ export function createPodEventRecorder(options: PodEventRecorderOptions): PodEve
   const create = async (g: Group, count: number): Promise<boolean> => {
     const body: CoreV1Event = {
       metadata: { name: g.name, namespace: g.namespace, labels: { "app.kubernetes.io/managed-by": "hive" } },
-      involvedObject: { apiVersion: "v1", kind: "Pod", name: g.pod, namespace: g.namespace },
+      involvedObject: {
+        apiVersion: "v1",
+        kind: "Pod",
+        name: g.pod,
+        namespace: g.namespace,
+        ...(g.podUid ? { uid: g.podUid } : {}),
+      },
       reason: EVENT_REASON,
       message: g.message,
       type: "Warning",
@@ -186,9 +194,10 @@ export function createPodEventRecorder(options: PodEventRecorderOptions): PodEve
   timer.unref();
 
   return {
-    record(alert) {
+    record(alert, podUid) {
       if (closed || !alert.pod) return;
-      const key = `${alert.pod.namespace}/${alert.pod.name}/${alert.trap_id}`;
+      // The UID is part of the key: a pod deleted and re-created under its name is another object.
+      const key = `${alert.pod.namespace}/${alert.pod.name}/${podUid ?? ""}/${alert.trap_id}`;
       let g = groups.get(key);
       const at = new Date(Date.parse(alert.timestamp) || Date.now());
       if (!g) {
@@ -207,6 +216,7 @@ export function createPodEventRecorder(options: PodEventRecorderOptions): PodEve
         g = {
           namespace: alert.pod.namespace,
           pod: alert.pod.name,
+          podUid,
           // Event names follow kubectl's <object>.<suffix> convention; 253 characters at most.
           name: `${alert.pod.name.slice(0, 200)}.hive-${suffix}`,
           created: false,

@@ -83,6 +83,31 @@ describe("Kubernetes Events for alerts", () => {
     expect(await counterValue(metrics.kubernetesEvents, { result: "created" })).toBe(1);
   });
 
+  it("is found the way kubectl describe pod searches: by the pod's kind, name, namespace and UID", async () => {
+    const api = await startApi();
+    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
+    const pod = await admin.createNamespacedPod({
+      namespace: "default",
+      body: { metadata: { name: "nginx-1" }, spec: { containers: [{ name: "nginx", image: "nginx" }] } },
+    });
+    const uid = pod.metadata?.uid as string;
+    const recorder = createPodEventRecorder({
+      core: coreClient(api),
+      nodeName: "node-a",
+      logger: captureLogger().logger,
+    });
+    cleanups.push(() => recorder.close());
+    recorder.record(alertFor("nginx-1", "trap-a", 1), uid);
+    await recorder.flush();
+    const found = await admin.listNamespacedEvent({
+      namespace: "default",
+      fieldSelector: `involvedObject.name=nginx-1,involvedObject.namespace=default,involvedObject.kind=Pod,involvedObject.uid=${uid}`,
+    });
+    expect(found.items.map((e) => e.message)).toEqual([
+      "file /etc/shadow read/open by cat (pid 4001) in container nginx",
+    ]);
+  });
+
   it("limits API writes with a token bucket and aggregates what it could not write yet", async () => {
     const api = await startApi();
     const metrics = createHiveMetrics({ processMetrics: false });
