@@ -3,6 +3,7 @@
  * cluster, from a kubeconfig file, or from a URL and token (tests against the stand-in),
  * and the typed clients Hive uses.
  */
+import { createHash } from "node:crypto";
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from "@kubernetes/client-node";
 import { HiveError } from "../errors.ts";
 
@@ -56,6 +57,47 @@ export function loadKubeConfig(
   return kc;
 }
 
+type DispatcherFactory = (
+  cluster: { server?: string; proxyUrl?: string } | null,
+  options: Record<string, unknown>,
+) => unknown;
+
+/**
+ * client-node 2.0.1 builds a new undici Agent — so a new TCP (and TLS) connection — for every
+ * request (KubeConfig.applySecurityAuthentication → createDispatcher), and never closes it.
+ * This makes requests through `kc` share one dispatcher per distinct TLS setting, so they reuse
+ * keep-alive connections. It patches that one private method on this instance only; if a
+ * client-node release renames it, the function does nothing and requests work as before.
+ */
+export function shareConnections(kc: KubeConfig): KubeConfig {
+  const target = kc as unknown as { createDispatcher?: DispatcherFactory; hiveSharedDispatchers?: boolean };
+  if (typeof target.createDispatcher !== "function" || target.hiveSharedDispatchers) return kc;
+  const original = target.createDispatcher.bind(kc);
+  const cache = new Map<string, unknown>();
+  target.createDispatcher = (cluster, options) => {
+    const { ca, cert, key, pfx, passphrase, rejectUnauthorized, servername } = options;
+    const id = createHash("sha256")
+      .update(
+        JSON.stringify([
+          cluster?.server,
+          cluster?.proxyUrl,
+          ca,
+          cert,
+          key,
+          pfx,
+          passphrase,
+          rejectUnauthorized,
+          servername,
+        ]),
+      )
+      .digest("hex");
+    if (!cache.has(id)) cache.set(id, original(cluster, options));
+    return cache.get(id);
+  };
+  target.hiveSharedDispatchers = true;
+  return kc;
+}
+
 export interface KubeClients {
   kubeConfig: KubeConfig;
   core: CoreV1Api;
@@ -64,8 +106,12 @@ export interface KubeClients {
   watch: Watch;
 }
 
-export function createKubeClients(source: KubeConfigSource = {}): KubeClients {
+/** Typed clients over one KubeConfig; connections are shared (see shareConnections) unless disabled. */
+export function createKubeClients(
+  source: KubeConfigSource & { shareConnections?: boolean } = {},
+): KubeClients {
   const kubeConfig = loadKubeConfig(source);
+  if (source.shareConnections ?? true) shareConnections(kubeConfig);
   return {
     kubeConfig,
     core: kubeConfig.makeApiClient(CoreV1Api),

@@ -129,6 +129,8 @@ export interface ApiServer {
   compact(): void;
   /** Number of open watch streams. */
   watchCount(): number;
+  /** TCP connections accepted since start (restarts included). */
+  connectionCount(): number;
   /** Look up a served resource by plural (and group). */
   resource(plural: string, group?: string): ResourceDef;
   stop(): Promise<void>;
@@ -232,6 +234,7 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
   const watchStreams = new Set<{ watcher: Watcher | undefined; res: ServerResponse; end: () => void }>();
   let server: Server;
   let port = options.port ?? 0;
+  let connections = 0;
 
   function route(path: string): Route | "discovery" {
     const parts = path.split("/").filter((p) => p !== "");
@@ -532,10 +535,12 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
 
   async function listen(): Promise<void> {
     server = createServer(onRequest);
-    // client-node 2.x makes a new undici Agent (a new connection) per request on this URL: close
-    // idle connections soon, or a busy test runs out of file descriptors.
-    server.keepAliveTimeout = 1000;
+    // client-node 2.x makes a new undici Agent (a new connection) per request unless shared:
+    // close idle connections after 5 s (Node's default), or a busy test runs out of file
+    // descriptors. Shorter breaks reuse: undici drops sockets whose keep-alive hint is < 2 s.
+    server.keepAliveTimeout = 5000;
     server.on("connection", (socket) => {
+      connections += 1;
       sockets.add(socket);
       socket.on("close", () => sockets.delete(socket));
     });
@@ -604,6 +609,9 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
     },
     watchCount() {
       return watchStreams.size;
+    },
+    connectionCount() {
+      return connections;
     },
     resource(plural, group = "") {
       const def = store.definitions().find((d) => d.plural === plural && d.group === group);
