@@ -12,12 +12,19 @@
  * The stand-in runs in the same process, so memory figures include its store; the heap
  * growth per HiveData is reported as well. HIVE_BENCH_SCALE=0.2 shrinks the pod counts.
  */
+import { cpus, loadavg } from "node:os";
 import { GROUP, PLURAL_DATA } from "../api/meta.ts";
 import type { HiveTrap } from "../api/policy.ts";
 import { Cluster } from "../test/integration/harness.ts";
 
 const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
 const mib = (n: number) => `${(n / 1048576).toFixed(1)} MiB`;
+const cpuText = (u: NodeJS.CpuUsage) =>
+  `${((u.user + u.system) / 1e6).toFixed(2)} s (user ${(u.user / 1e6).toFixed(2)}, system ${(u.system / 1e6).toFixed(2)})`;
+const loadText = () =>
+  `load average ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(" ")} on ${cpus().length} CPUs`;
 
 async function until(probe: () => boolean, timeoutMs: number, what: string): Promise<number> {
   const deadline = Date.now() + timeoutMs;
@@ -104,6 +111,7 @@ async function singleNode(): Promise<void> {
     const traps: HiveTrap[] = Array.from({ length: trapCount }, (_, i) => ({ path: `/etc/trap-${i}` }));
     const dataDef = c.api.resource(PLURAL_DATA, GROUP);
     const expected = pods * trapCount;
+    const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     await c.createPolicy("bench", traps);
     const tData = await until(() => c.api.store.all(dataDef).length === expected, 300_000, "all HiveData");
@@ -123,6 +131,7 @@ async function singleNode(): Promise<void> {
       300_000,
       "policy status",
     );
+    const cpu = process.cpuUsage(cpu0);
     const mem = process.memoryUsage();
     console.log(`1. one node, ${pods} pods × ${trapCount} traps = ${expected} HiveData`);
     console.log(
@@ -130,6 +139,7 @@ async function singleNode(): Promise<void> {
     );
     console.log(`   policy created → kernel map synced:      ${((tKernel - t0) / 1000).toFixed(2)} s`);
     console.log(`   policy created → status shows all inodes: ${((tStatus - t0) / 1000).toFixed(2)} s`);
+    console.log(`   CPU used meanwhile (agent + stand-in + client): ${cpuText(cpu)}`);
     console.log(`   API requests of the node by verb: ${JSON.stringify(byVerb(c, "node-1"))}`);
     console.log(
       `   discover passes: ${node.agent.discover.stats().passes}, loader syncs: ${node.agent.loader()?.stats().syncs}`,
@@ -159,9 +169,11 @@ async function manyNodes(): Promise<void> {
     c.api.resetRequests();
     const expected = perNode * nodeCount;
     const dataDef = c.api.resource(PLURAL_DATA, GROUP);
+    const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
     const tData = await until(() => c.api.store.all(dataDef).length === expected, 600_000, "all HiveData");
+    const cpu = process.cpuUsage(cpu0);
     const mem = process.memoryUsage();
     const verbs = new Map<string, number[]>();
     for (const n of names)
@@ -174,6 +186,7 @@ async function manyNodes(): Promise<void> {
     );
     console.log(`2. ${nodeCount} nodes' discover controllers, ${expected} pods, one trap`);
     console.log(`   policy created → all HiveData written: ${((tData - t0) / 1000).toFixed(2)} s`);
+    console.log(`   CPU used meanwhile (100 agents + stand-in in one process): ${cpuText(cpu)}`);
     console.log(`   API requests per node by verb (after the policy): ${JSON.stringify(summary)}`);
     console.log(
       `   open watches on the stand-in: ${c.api.watchCount()} (3 per node: policies, own pods, own HiveData)`,
@@ -190,8 +203,10 @@ export async function run(): Promise<void> {
   console.log(
     `(scale ${scale}; reproduce: npm run bench -- controllers, or HIVE_BENCH_SCALE=${scale} node --expose-gc bench/controllers.ts)`,
   );
+  console.log(`machine: ${loadText()} (wall times stretch on a shared machine; CPU seconds do not)`);
   await singleNode();
   await manyNodes();
+  console.log(`machine after: ${loadText()}`);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

@@ -157,7 +157,8 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   }
 
   const runner = createSerialRunner(pass, {
-    debounceMs: options.debounceMs ?? 20,
+    // Each sync diffs the whole set: coalesce bursts of HiveData events (at most ~10 syncs a second).
+    debounceMs: options.debounceMs ?? 100,
     onError: (error) => {
       log.error("loader pass failed; retried", { error });
       runner.retryIn(1000);
