@@ -1,0 +1,109 @@
+/**
+ * `hive watch` and `hive status` as a user runs them, on a stock Debian kernel under QEMU
+ * (this project's kernel harness): one boot runs test/cli/guest/watch-scenario.ts, which
+ * reads a trapped and an untrapped file from other processes while watch runs, and asks
+ * status meanwhile and afterwards. The assertions here are on what it reports.
+ */
+import { beforeAll, describe, expect, it } from "vitest";
+import { validateAlert } from "../../api/index.ts";
+import { bootVm } from "../kernel/vm.ts";
+import { cliVmKernel } from "./vm-gate.ts";
+
+interface Scenario {
+  ready: boolean;
+  delivered: boolean;
+  readerPid: number;
+  otherReaderPid: number;
+  trapped: string;
+  other: string;
+  watch: { code: number | null; stdout: string; stderr: string };
+  received: { headers: Record<string, string>; body: string }[];
+  statusText: { code: number; stdout: string; stderr: string };
+  statusJson: { code: number; stdout: string; stderr: string };
+  statusAfter: { code: number; stdout: string; stderr: string };
+}
+
+const kernel = cliVmKernel();
+
+describe.runIf(kernel !== undefined)(`hive watch and hive status on Linux ${kernel?.series}`, () => {
+  let s: Scenario;
+  let output = "";
+
+  beforeAll(async () => {
+    if (!kernel) return;
+    const result = await bootVm({
+      kernel,
+      command: `${process.execPath} test/cli/guest/watch-scenario.ts`,
+      // Node caches compiled modules across the guest's several hive processes (emulated CPU: it matters).
+      env: { NODE_COMPILE_CACHE: "/tmp/hive-node-cache" },
+      timeoutMs: 240_000,
+    });
+    output = result.output;
+    const line = output.split("\n").find((l) => l.startsWith("HIVE-SCENARIO "));
+    if (!line)
+      throw new Error(
+        `the guest scenario printed no result (exit ${result.exitCode}):\n${output.slice(-4000)}`,
+      );
+    s = JSON.parse(line.slice("HIVE-SCENARIO ".length)) as Scenario;
+  }, 300_000);
+
+  it("arms the traps and says so", () => {
+    expect(s.ready, s.watch.stderr).toBe(true);
+  });
+
+  it("alerts once for a read of the trapped file, by the process that read it", () => {
+    const alerts = s.watch.stdout
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(alerts).toHaveLength(1);
+    const alert = alerts[0] as {
+      hive_policy_name: string;
+      metadata: { path: string; accesses: string[] };
+      process: { tgid: number; comm: string };
+      pod?: unknown;
+    };
+    expect(validateAlert(alert).ok).toBe(true);
+    expect(alert.hive_policy_name).toBe("cli-test");
+    expect(alert.metadata.path).toBe(s.trapped);
+    expect(alert.metadata.accesses).toContain("read");
+    expect(alert.process.tgid).toBe(s.readerPid);
+    expect(alert.process.comm).toBe("cat");
+    expect(alert.pod).toBeUndefined();
+  });
+
+  it("posts the same alert to the callback, and nothing for the untrapped file", () => {
+    expect(s.delivered).toBe(true);
+    expect(s.received).toHaveLength(1);
+    const posted = JSON.parse(s.received[0]?.body ?? "{}") as { id: string; process: { tgid: number } };
+    const printed = JSON.parse(s.watch.stdout.split("\n")[0] ?? "{}") as { id: string };
+    expect(posted.id).toBe(printed.id);
+    expect(s.received[0]?.headers["hive-alert-id"]).toBe(posted.id);
+    expect(posted.process.tgid).not.toBe(s.otherReaderPid);
+  });
+
+  it("shows the trap in hive status while watch runs", () => {
+    expect(s.statusText.code, s.statusText.stderr).toBe(0);
+    expect(s.statusText.stdout).toMatch(/\/sys\/fs\/bpf\/hive-standalone — hive watch pid \d+/);
+    expect(s.statusText.stdout).toContain("attached by kprobe");
+    expect(s.statusText.stdout).toMatch(
+      /file\s+\S+\s+\d+\s+read,write,exec,append,open\s+cli-test \S+trapped\.txt \(host\)/,
+    );
+    const [root] = JSON.parse(s.statusJson.stdout) as {
+      attachMode: string;
+      watched: { kind: string; traps: { policy: string; path: string }[] }[];
+      counters: { lost: number };
+    }[];
+    expect(root?.attachMode).toBe("kprobe");
+    const file = root?.watched.find((w) => w.kind === "file");
+    expect(file?.traps).toEqual([expect.objectContaining({ policy: "cli-test", path: s.trapped })]);
+    expect(root?.counters.lost).toBe(0);
+  });
+
+  it("detaches cleanly on Ctrl-C: exit 0, nothing left loaded", () => {
+    expect(s.watch.code).toBe(0);
+    expect(s.watch.stderr).toMatch(/"msg":"detached"/);
+    expect(s.statusAfter.code).toBe(4);
+    expect(s.statusAfter.stderr).toMatch(/^hive status: NotLoaded: no Hive program is loaded on this kernel/);
+  });
+});
