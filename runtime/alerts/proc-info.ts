@@ -19,24 +19,25 @@ export interface ProcReader {
   read(tgid: number, comm: string): ProcInfo;
 }
 
-/** Parent pid from the text of /proc/<pid>/stat, or undefined when it is not well formed. */
-export function parseStatPpid(stat: string): number | undefined {
-  // "pid (comm) state ppid ...": comm may itself contain ") ", so split at the LAST ")".
+/**
+ * Field `n` (1-based, as in proc(5)) of /proc/<pid>/stat, for n ≥ 3. "pid (comm) state ppid ...":
+ * comm may itself contain ") " and spaces, so the fields after it are found from the LAST ")".
+ */
+export function parseStatField(stat: string, n: number): string | undefined {
   const close = stat.lastIndexOf(")");
-  if (close < 0) return undefined;
+  if (close < 0 || n < 3) return undefined;
   const fields = stat
     .slice(close + 1)
     .trim()
     .split(" ");
-  const ppid = fields[1];
-  if (
-    fields[0] === undefined ||
-    !/^[A-Za-z]$/.test(fields[0]) ||
-    ppid === undefined ||
-    !/^\d{1,10}$/.test(ppid)
-  ) {
-    return undefined;
-  }
+  if (fields[0] === undefined || !/^[A-Za-z]$/.test(fields[0])) return undefined;
+  return fields[n - 3];
+}
+
+/** Parent pid from the text of /proc/<pid>/stat, or undefined when it is not well formed. */
+export function parseStatPpid(stat: string): number | undefined {
+  const ppid = parseStatField(stat, 4);
+  if (ppid === undefined || !/^\d{1,10}$/.test(ppid)) return undefined;
   const value = Number(ppid);
   return value <= 0x7fffffff ? value : undefined;
 }

@@ -160,6 +160,19 @@ describe("alert spool", () => {
     again.close();
   });
 
+  it("refuses a directory another live process holds, and takes over a lock left by a dead one", () => {
+    const { dir, logger } = setup();
+    const spool = openSpool({ dir, logger });
+    expect(() => openSpool({ dir, logger })).toThrow(expect.objectContaining({ code: "ConfigInvalid" }));
+    spool.close();
+    // A lock naming a pid that does not run (or runs with another start time) is stale.
+    writeFileSync(join(dir, "spool.lock"), JSON.stringify({ pid: process.pid, start: "1" }));
+    const again = openSpool({ dir, logger });
+    again.append(record(1));
+    again.close();
+    expect(readdirSync(dir)).not.toContain("spool.lock");
+  });
+
   it("refuses a record larger than a quarter of the bound", () => {
     const { dir, logger } = setup();
     const spool = openSpool({ dir, logger, maxBytes: 16 * 1024 });
