@@ -251,6 +251,10 @@ describe("Informer", () => {
     await waitFor(() => seen.length === 3);
     expect(seen).toEqual(["bad", "worse", "good"]);
     expect(informer.get("good", "inf-throw")).toBeDefined();
+    // stop() closes the stream: the server sees the watch go away.
+    const before = api.watchCount();
+    await informer.stop();
+    await waitFor(() => api.watchCount() === before - 1, { what: "the server to drop the watch" });
   });
 
   it("watches custom resources with a label selector", async () => {

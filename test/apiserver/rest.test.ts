@@ -14,7 +14,7 @@ import {
 } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServer, startApiServer } from "./server.ts";
-import { podBody, rejection, statusOf, waitFor } from "./testing.ts";
+import { podBody, rejection, setPodRunning, statusOf, waitFor } from "./testing.ts";
 
 let api: ApiServer;
 let core: CoreV1Api;
@@ -249,6 +249,12 @@ describe("updates", () => {
       body: { ...pod, status: { phase: "Running", podIP: "10.0.0.9" } },
     });
     expect(running.status?.phase).toBe("Running");
+    const viaHelper = await setPodRunning(core, "rest", "st-pod", {
+      podIP: "10.0.0.10",
+      containerIds: { app: "containerd://abc" },
+    });
+    expect(viaHelper.status?.containerStatuses?.[0]?.containerID).toBe("containerd://abc");
+    expect(viaHelper.metadata?.generation).toBe(1);
   });
 
   it("applies JSON patch (client-node's default), merge patch and strategic merge patch", async () => {

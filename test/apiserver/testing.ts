@@ -1,4 +1,5 @@
 /** Small helpers for tests that drive the stand-in through @kubernetes/client-node. */
+import type { CoreV1Api } from "@kubernetes/client-node";
 
 /** Polls `probe` until it returns a value other than undefined/false, or fails after `timeoutMs`. */
 export async function waitFor<T>(
@@ -54,4 +55,40 @@ export function podBody(
       ...(options.node ? { nodeName: options.node } : {}),
     },
   };
+}
+
+/**
+ * Sets a pod's status the way a kubelet reports it (through the status subresource): phase,
+ * pod IP and one ready, running containerStatus per container with the given container ids.
+ */
+export async function setPodRunning(
+  core: CoreV1Api,
+  namespace: string,
+  name: string,
+  options: { podIP?: string; containerIds?: Record<string, string>; phase?: string } = {},
+) {
+  const pod = await core.readNamespacedPod({ namespace, name });
+  const containers = pod.spec?.containers ?? [];
+  return core.replaceNamespacedPodStatus({
+    namespace,
+    name,
+    body: {
+      ...pod,
+      status: {
+        ...pod.status,
+        phase: options.phase ?? "Running",
+        ...(options.podIP ? { podIP: options.podIP, podIPs: [{ ip: options.podIP }] } : {}),
+        containerStatuses: containers.map((c) => ({
+          name: c.name,
+          image: c.image ?? "",
+          imageID: "",
+          ready: true,
+          restartCount: 0,
+          started: true,
+          state: { running: { startedAt: new Date() } },
+          ...(options.containerIds?.[c.name] ? { containerID: options.containerIds[c.name] } : {}),
+        })),
+      },
+    },
+  });
 }

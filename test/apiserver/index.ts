@@ -1,0 +1,11 @@
+/** The API server stand-in for tests (see server.ts for what it implements). */
+export {
+  type ApiServer,
+  type FaultRule,
+  type RequestFilter,
+  type RequestRecord,
+  type StartOptions,
+  startApiServer,
+  type Verb,
+} from "./server.ts";
+export { podBody, rejection, setPodRunning, statusOf, waitFor } from "./testing.ts";
