@@ -39,6 +39,7 @@ import { join } from "node:path";
 import { crc32 } from "node:zlib";
 import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
+import { acquireSpoolLock } from "./spool-lock.ts";
 
 export interface SpoolRecord {
   id: string;
@@ -194,6 +195,8 @@ export function openSpool(options: SpoolOptions): Spool {
       cause: error,
     });
   }
+
+  const releaseLock = acquireSpoolLock(dir);
 
   const segments = new Map<number, Segment>(); // insertion order = oldest first
   let current: Segment | undefined;
@@ -500,6 +503,7 @@ export function openSpool(options: SpoolOptions): Spool {
         seg.ackFd = undefined;
       }
       if (current && current.records === current.acked.size) removeSegment(current);
+      releaseLock();
     },
   };
 }
