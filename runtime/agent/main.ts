@@ -11,7 +11,6 @@ import { createFileResolver } from "../discover/file-resolver.ts";
 import { isHiveError } from "../errors.ts";
 import { createKubeClients, type KubeConfigSource } from "../k8s/kube-client.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
-import { openKernelWatcher } from "../kernel/loader.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { createHealth, createHiveMetrics, startMetricsServer } from "../metrics/index.ts";
 import { AGENT_USAGE, type AgentConfig, parseAgentConfig, readBootId } from "./config.ts";
@@ -81,8 +80,9 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   let kernel: KernelWatcher | undefined;
   const openKernel =
     hooks.openKernel ??
+    // Imported when this node becomes a loader: nodes that never load the program never touch libbpf.
     (async () =>
-      openKernelWatcher({
+      (await import("../kernel/loader.ts")).openKernelWatcher({
         attachMode: config.attachMode,
         logger: log.child({ component: "kernel" }),
         ...(config.bpfObject ? { objectPath: config.bpfObject } : {}),
@@ -112,6 +112,10 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     ok: agent.ready(),
     message: "waiting for the first list of policies, pods and HiveData",
   }));
+  health.addReadinessCheck("kernel-program", () => {
+    const failure = agent.loaderFailure();
+    return failure === undefined ? { ok: true } : { ok: false, message: failure };
+  });
   health.addLivenessCheck("event-loop", () => true);
   const server = await startMetricsServer({
     registry: metrics.registry,

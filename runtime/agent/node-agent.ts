@@ -36,6 +36,7 @@ export interface RunningInformer {
   readonly stats: InformerStats;
 }
 
+import { isHiveError } from "../errors.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
 import { LeaderElector } from "../k8s/lease.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
@@ -75,6 +76,8 @@ export interface NodeAgent {
   pods(): PodsController | undefined;
   /** Discover's caches are synced (readiness). */
   ready(): boolean;
+  /** Why this node, elected loader, could not load the kernel program (readiness). */
+  loaderFailure(): string | undefined;
   informers(): RunningInformer[];
   /** Stops the roles, releases the Leases (unless `release: false`, as a crash would). */
   stop(options?: { release?: boolean }): Promise<void>;
@@ -120,6 +123,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   const electors: LeaderElector[] = [];
 
   let loader: LoaderController | undefined;
+  let loaderFailure: string | undefined;
   if (options.roles?.loader !== false) {
     let stopRole: (() => Promise<void>) | undefined;
     electors.push(
@@ -131,7 +135,17 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
         ...lease,
         logger: log.child({ role: "loader" }),
         onStartedLeading: async (signal) => {
-          const kernel = await options.openKernel();
+          let kernel: KernelWatcher;
+          try {
+            kernel = await options.openKernel();
+            loaderFailure = undefined;
+          } catch (error) {
+            // The kernel refuses the program (no BTF, no kprobes, no privileges): the same on every node of
+            // this kernel, so the Lease is kept and the failure is reported by readiness and the log.
+            loaderFailure = isHiveError(error) ? error.describe() : String(error);
+            log.error("cannot load the kernel program; this kernel's files are not watched", { error });
+            return;
+          }
           const controller = createLoaderController({
             kernelId,
             kernel,
@@ -232,6 +246,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     loader: () => loader,
     pods: () => pods,
     ready: () => ready,
+    loaderFailure: () => loaderFailure,
     informers: () => all,
     async stop(stopOptions = {}) {
       await Promise.all(electors.map((e) => e.stop(stopOptions)));

@@ -114,4 +114,15 @@ describe("elections and resilience", () => {
       "kernel map after re-list",
     );
   });
+
+  it("reports a kernel that refuses the program, and keeps discovering", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    const node = await c.addNode("node-1", KERNEL_A, { kernelFails: true });
+    await c.addPod("web", "node-1");
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    await eventually(() => node.agent.loaderFailure(), "loader failure reported");
+    expect(node.agent.loaderFailure()).toContain("KprobeUnsupported");
+    await eventually(async () => (await c.data()).length === 1, "HiveData still written");
+  });
 });

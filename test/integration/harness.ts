@@ -149,7 +149,13 @@ export class Cluster {
   async addNode(
     name: string,
     kernelId: string,
-    options: { loader?: boolean; pods?: boolean; identity?: string; lease?: typeof FAST_LEASE } = {},
+    options: {
+      loader?: boolean;
+      pods?: boolean;
+      identity?: string;
+      lease?: typeof FAST_LEASE;
+      kernelFails?: boolean;
+    } = {},
   ): Promise<SimNode> {
     const kernels: RecordingKernel[] = [];
     const accesses: SimNode["accesses"] = [];
@@ -162,6 +168,10 @@ export class Cluster {
       kernelId,
       resolver: createFileResolver(this.containers, this.containers.proc),
       openKernel: async () => {
+        if (options.kernelFails)
+          throw new HiveError("KprobeUnsupported", "kprobes are not available", {
+            object: "inode_permission",
+          });
         const k = new RecordingKernel();
         kernels.push(k);
         return k;
