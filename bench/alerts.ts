@@ -248,6 +248,7 @@ async function benchBurst(receiver: ReceiverProcess, dir: string, rateLimited: b
     peakRss = Math.max(peakRss, m.rss);
     peakHeap = Math.max(peakHeap, m.heapUsed);
   }, 50);
+  const cpu = process.cpuUsage();
   const t0 = performance.now();
   for (let i = 0; i < count; i++) {
     pipeline.handle(event(i), srcs[i % TRAPS] as AlertSource);
@@ -256,6 +257,7 @@ async function benchBurst(receiver: ReceiverProcess, dir: string, rateLimited: b
   const produced = performance.now();
   await pipeline.drain(600_000);
   const secs = (performance.now() - t0) / 1000;
+  const cpuS = cpuSeconds(cpu);
   clearInterval(sample);
   await pipeline.close();
   const report = await receiver.report();
@@ -263,7 +265,7 @@ async function benchBurst(receiver: ReceiverProcess, dir: string, rateLimited: b
   const suppressed = (await metrics.alertsSuppressed.get()).values.reduce((s, v) => s + v.value, 0);
   console.log(
     `burst:      ${count.toLocaleString("en")} events, ${rateLimited ? "default rate limit (100/s, burst 200 per trap)" : "no rate limit, 64 MiB spool"}: ` +
-      `handled in ${((produced - t0) / 1000).toFixed(1)} s, drained in ${secs.toFixed(1)} s; delivered ${report.distinct.toLocaleString("en")}, ` +
+      `handled in ${((produced - t0) / 1000).toFixed(1)} s, drained in ${secs.toFixed(1)} s (${cpuS.toFixed(1)} CPU-s); delivered ${report.distinct.toLocaleString("en")}, ` +
       `suppressed ${suppressed.toLocaleString("en")}, dropped (spool bound) ${dropped.toLocaleString("en")}; ` +
       `peak RSS ${mb(peakRss)} MiB (+${mb(peakRss - base.rss)}), peak heap ${mb(peakHeap)} MiB`,
   );
