@@ -12,7 +12,7 @@ import type { HiveData } from "../../api/data.ts";
 import { trapId as computeTrapId, dataName as dataNameFor } from "../../api/ids.ts";
 import { LABEL_NODE } from "../../api/meta.ts";
 import { type HivePolicy, parseMode } from "../../api/policy.ts";
-import type { FileResolver } from "../discover/file-resolver.ts";
+import type { ContainerFiles, FileResolver } from "../discover/file-resolver.ts";
 import { HiveError, isHiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { ANNOTATION_RESOLVE_REQUEST, buildHiveData, dataUpToDate } from "./hive-data.ts";
@@ -162,6 +162,16 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
 
     // PIDs are looked up once per container per pass, however many traps match it.
     let nextRetryMs = Number.POSITIVE_INFINITY;
+    const containers = new Map<string, Promise<ContainerFiles>>();
+    const openContainer = (id: string) => {
+      let opened = containers.get(id);
+      if (!opened) {
+        opened = resolver.openContainer(id);
+        opened.catch(() => undefined); // each item awaiting it handles the failure
+        containers.set(id, opened);
+      }
+      return opened;
+    };
     await inPool(items, concurrency, async (item) => {
       const trap = item.policy.spec.traps[item.trapIndex];
       if (!trap) return;
@@ -170,7 +180,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         const resolveOptions = trap.create
           ? { create: true, mode: trap.mode === undefined ? 0o444 : parseMode(trap.mode) }
           : {};
-        const found = await resolver.resolve(item.container.containerId, trap.path, resolveOptions);
+        const found = (await openContainer(item.container.containerId)).resolve(trap.path, resolveOptions);
         stats.resolved += 1;
         attempts.delete(key);
         desired.set(
