@@ -196,6 +196,28 @@ describe("Informer", () => {
     expect(informer.stats.lists).toBe(2);
   });
 
+  it("advances its resourceVersion from bookmarks, so a quiet informer resumes after compaction without re-listing", async () => {
+    await namespaceWithPods("inf-quiet", 1);
+    const informer = podInformer("inf-quiet", {}, "quiet");
+    await informer.start();
+    const listed = Number(informer.resourceVersion());
+    // Other resources move the cluster's resourceVersion; this informer sees no events.
+    for (let i = 0; i < 3; i++)
+      await core.createNamespacedConfigMap({
+        namespace: "inf-quiet",
+        body: { metadata: { name: `cm${i}` } },
+      });
+    const latest = Number(api.store.currentResourceVersion());
+    await waitFor(() => Number(informer.resourceVersion()) >= latest, { what: "a bookmark" });
+    expect(listed).toBeLessThan(latest);
+    api.compact();
+    await api.restart();
+    await core.createNamespacedPod({ namespace: "inf-quiet", body: podBody("after") });
+    await waitFor(() => informer.get("after", "inf-quiet") !== undefined, { what: "the new pod" });
+    expect(informer.stats.relists).toBe(0);
+    expect(api.countRequests({ user: "quiet", verb: "list" })).toBe(1);
+  });
+
   it("falls back to one unpaginated LIST when a continue token expires mid-list", async () => {
     await namespaceWithPods("inf-expire", 6);
     const held = api.inject({

@@ -136,7 +136,7 @@ describe("LeaderElector", () => {
     const takeover = Date.now() - lastRenewal;
     // B needs up to one retry period to observe the last renewal, then the lease duration, then one more retry.
     expect(takeover).toBeGreaterThanOrEqual(LEASE_MS - RETRY_MS);
-    expect(takeover).toBeLessThanOrEqual(LEASE_MS + 3 * RETRY_MS * 1.2 + 100);
+    expect(takeover).toBeLessThanOrEqual(LEASE_MS + 3 * RETRY_MS * 1.2 + 300);
     expect((await lease("failover")).spec?.leaseTransitions).toBe(1);
     expectNoOverlap();
   });
@@ -155,7 +155,8 @@ describe("LeaderElector", () => {
     heal();
     const aTerm = terms.find((t) => t.who === "cut-a");
     expect(aTerm?.end).toBeDefined();
-    expect((aTerm?.end as number) - cutAt).toBeLessThanOrEqual(RENEW_DEADLINE_MS + 50);
+    // The deadline counts from the last renewal sent before the cut; allow for timer lateness.
+    expect((aTerm?.end as number) - cutAt).toBeLessThanOrEqual(RENEW_DEADLINE_MS + 150);
     expectNoOverlap();
     // Healed, A stays a follower while B renews.
     await new Promise((r) => setTimeout(r, 3 * RETRY_MS));
@@ -173,10 +174,22 @@ describe("LeaderElector", () => {
     const slowFrom = performance.now();
     const fix = api.inject({ user: "slow-a", verb: "update", delayMs: 3 * LEASE_MS });
     await waitFor(() => !a.isLeader(), { timeoutMs: 2 * LEASE_MS, what: "A to step down" });
-    expect(performance.now() - slowFrom).toBeLessThanOrEqual(RENEW_DEADLINE_MS + 50);
+    expect(performance.now() - slowFrom).toBeLessThanOrEqual(RENEW_DEADLINE_MS + 150);
     await waitFor(() => b.isLeader(), { timeoutMs: 4 * LEASE_MS, what: "takeover" });
     fix();
     expectNoOverlap();
+  });
+
+  it("keeps leading through an API server restart shorter than the renew deadline", async () => {
+    terms = [];
+    const a = candidate("steady", "restart");
+    a.start();
+    await waitFor(() => a.isLeader());
+    await api.restart({ downtimeMs: 200 });
+    await new Promise((r) => setTimeout(r, 4 * RETRY_MS));
+    expect(a.isLeader()).toBe(true);
+    expect(terms).toHaveLength(1);
+    expect(terms[0]?.end).toBeUndefined();
   });
 
   it("hands over at once when the leader releases on shutdown", async () => {
