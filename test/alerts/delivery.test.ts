@@ -272,6 +272,18 @@ describe("alert delivery to a real receiver", () => {
     ).toBe(0);
   });
 
+  it("reports an alert whose callback is not an http(s) URL as undeliverable, without crashing", async () => {
+    const { pipeline, metrics, lines, logs } = await setup();
+    const alert = pipeline.handle(makeEvent(1), makeSource("trap-bad", "ftp://files.example/alerts"));
+    expect(alert).toBeDefined();
+    expect(lines).toHaveLength(1);
+    expect(pipeline.pending()).toBe(0);
+    expect(await counterValue(metrics.alertsDropped, { reason: "permanent_failure" })).toBe(1);
+    expect(logs.some((l) => (l.error as { code?: string } | undefined)?.code === "DeliveryFailed")).toBe(
+      true,
+    );
+  });
+
   it("sends alerts of traps without a callback to the monitor's default callback", async () => {
     const receiver = await startReceiver();
     cleanups.push(() => receiver.close());
