@@ -16,10 +16,15 @@
  * resourceVersion, and an ERROR event with a 410 Expired Status when it is older than the
  * retained history (`historyLimit`, or `compact()`); finalizers and deletionTimestamp;
  * namespace termination; ownerReference garbage collection (background, foreground, orphan);
- * the status subresource; Status error bodies as kube-apiserver writes them. Pods are deleted
- * at once (no kubelet grace period); a new pod's status is reset to Pending as the real
- * server does, so tests set pod status through `/status`. dryRun and server-side apply are
- * refused (400/415).
+ * the status subresource; custom resources pruned, defaulted and validated by their CRD
+ * schema (CEL rules are not evaluated); Lease times must be MicroTime (six fractional digits);
+ * Status error bodies as kube-apiserver writes them (a too-old resourceVersion is reason
+ * "Expired", code 410, as upstream). Pods are deleted at once (no kubelet grace period; give a
+ * pod a finalizer to hold it in Terminating); a new pod's status is reset to Pending as the real
+ * server does, so tests set it through `/status` (testing.ts setPodRunning). Namespaces
+ * default, kube-system, kube-public, kube-node-lease exist; creating in a missing namespace is
+ * 404 as upstream. dryRun and server-side apply are refused (400/415). List items of built-in
+ * kinds carry no kind/apiVersion, as upstream.
  *
  * Start it:
  *   const api = await startApiServer();            // options: StartOptions below
@@ -28,8 +33,11 @@
  *   api.requests / api.countRequests({ verb: "list", user: "node-a" })
  *   await api.restart();   // drop every connection and watch mid-stream, keep all state
  *   api.compact();         // forget watch history: older resourceVersions get 410
- *   api.inject({ verb: "update", resource: "leases", status: 500, times: 1 })
+ *   api.inject({ verb: "update", resource: "leases", status: 500, times: 1 })  // or delayMs, drop
+ *   api.store.create(api.resource("pods"), "default", body)  // write while HTTP is down
+ *   api.connectionCount(); api.watchCount(); api.closeWatches()
  *   await api.stop();
+ * test/apiserver/index.ts re-exports this and the helpers of testing.ts.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
