@@ -12,9 +12,15 @@
  * The stand-in runs in the same process, so memory figures include its store; the heap
  * growth per HiveData is reported as well. HIVE_BENCH_SCALE=0.2 shrinks the pod counts.
  */
-import { cpus, loadavg } from "node:os";
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { CoreV1Api } from "@kubernetes/client-node";
+import { hiveCrds } from "../api/crd.ts";
 import { GROUP, PLURAL_DATA } from "../api/meta.ts";
 import type { HiveTrap } from "../api/policy.ts";
+import { startApiServer } from "../test/apiserver/server.ts";
 import { Cluster } from "../test/integration/harness.ts";
 
 const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
@@ -199,6 +205,154 @@ async function manyNodes(): Promise<void> {
   }
 }
 
+function procStatusKiB(pid: number, field: "VmRSS" | "VmHWM"): number {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return Number(m?.[1] ?? 0);
+}
+
+/**
+ * 3. The agent as `hive agent` runs it, in its own process, so its memory is its own: the
+ * containers are a procfs-shaped tree (`--proc-root`: <pid>/cgroup names the container,
+ * <pid>/root holds its files), found by the cgroup scan; no kernel (--no-loader).
+ */
+async function agentProcess(): Promise<void> {
+  const pods = Math.max(1, Math.round(110 * scale));
+  const trapCount = 20;
+  const api = await startApiServer({ crds: hiveCrds() });
+  const base = mkdtempSync(join(tmpdir(), "hive-bench-proc-"));
+  try {
+    const core = api.kubeConfig().makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: "hive-system" } } });
+    const def = api.resource("pods", "");
+    for (let i = 0; i < pods; i++) {
+      const id = `c${String(i).padStart(8, "0")}`;
+      const pid = 10_000 + i;
+      mkdirSync(join(base, String(pid), "root", "etc"), { recursive: true });
+      writeFileSync(join(base, String(pid), "cgroup"), `0::/kubepods.slice/cri-containerd-${id}.scope\n`);
+      for (let t = 0; t < trapCount; t++)
+        writeFileSync(join(base, String(pid), "root", "etc", `trap-${t}`), "x");
+      const created = api.store.create(def, "default", {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: `pod-${i}`, namespace: "default" },
+        spec: { nodeName: "node-1", containers: [{ name: "app", image: "busybox" }] },
+      });
+      api.store.update(
+        def,
+        "default",
+        `pod-${i}`,
+        {
+          ...created,
+          status: {
+            phase: "Running",
+            podIP: `10.9.${i >> 8}.${i & 255}`,
+            containerStatuses: [
+              {
+                name: "app",
+                image: "",
+                imageID: "",
+                ready: true,
+                restartCount: 0,
+                containerID: `containerd://${id}`,
+                state: { running: {} },
+              },
+            ],
+          },
+        },
+        "status",
+      );
+    }
+    const script =
+      "const m = await import('./runtime/agent/main.ts'); process.exitCode = await m.runAgent(process.argv.slice(1));";
+    const args = [
+      "--input-type=module",
+      "-e",
+      script,
+      "--",
+      "--node-name",
+      "node-1",
+      "--pod-name",
+      "agent-1",
+      "--namespace",
+      "hive-system",
+    ];
+    args.push(
+      "--server",
+      api.url,
+      "--token",
+      "node-1",
+      "--metrics-port",
+      "0",
+      "--no-loader",
+      "--runtime-socket",
+      "",
+      "--proc-root",
+      base,
+    );
+    const child = spawn(process.execPath, args, {
+      stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, HIVE_LOG_LEVEL: "info" },
+    });
+    let log = "";
+    child.stderr?.on("data", (b: Buffer) => {
+      log = (log + b.toString()).slice(-20_000);
+    });
+    const pid = child.pid ?? 0;
+    await until(() => log.includes('"msg":"agent started"'), 60_000, "agent process started");
+    const url = /"metrics":"(http:[^"]+)"/.exec(log)?.[1];
+    const readyDeadline = Date.now() + 60_000;
+    while ((await fetch(`${url}/readyz`)).status !== 200) {
+      if (Date.now() > readyDeadline) throw new Error("agent process not ready");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const idleRss = procStatusKiB(pid, "VmRSS");
+    api.resetRequests();
+    const dataDef = api.resource(PLURAL_DATA, GROUP);
+    const expected = pods * trapCount;
+    const t0 = performance.now();
+    await api
+      .kubeConfig()
+      .makeApiClient((await import("@kubernetes/client-node")).CustomObjectsApi)
+      .createNamespacedCustomObject({
+        group: GROUP,
+        version: "v1alpha1",
+        namespace: "hive-system",
+        plural: "hivepolicies",
+        body: {
+          apiVersion: "hive-operator.com/v1alpha1",
+          kind: "HivePolicy",
+          metadata: { name: "bench" },
+          spec: { traps: Array.from({ length: trapCount }, (_, t) => ({ path: `/etc/trap-${t}` })) },
+        },
+      });
+    const tData = await until(
+      () => api.store.all(dataDef).length === expected,
+      300_000,
+      "all HiveData (agent process)",
+    );
+    await new Promise((r) => setTimeout(r, 1000)); // status writes settle
+    const rss = procStatusKiB(pid, "VmRSS");
+    const peak = procStatusKiB(pid, "VmHWM");
+    const verbs: Record<string, number> = {};
+    for (const r of api.requests)
+      if (r.user === "node-1") verbs[`${r.verb} ${r.resource}`] = (verbs[`${r.verb} ${r.resource}`] ?? 0) + 1;
+    const exited = new Promise((r) => child.once("exit", r));
+    child.kill("SIGTERM");
+    await exited;
+    console.log(
+      `3. the agent as its own process (discover + pods roles), ${pods} pods × ${trapCount} traps = ${expected} HiveData`,
+    );
+    console.log(`   policy created → all HiveData written: ${((tData - t0) / 1000).toFixed(2)} s`);
+    console.log(
+      `   agent RSS: ${(idleRss / 1024).toFixed(1)} MiB ready and idle, ${(rss / 1024).toFixed(1)} MiB after, peak ${(peak / 1024).toFixed(1)} MiB`,
+    );
+    console.log(`   API requests of the agent by verb and resource: ${JSON.stringify(verbs)}`);
+  } finally {
+    await api.stop();
+    rmSync(base, { recursive: true, force: true });
+  }
+}
+
 export async function run(): Promise<void> {
   console.log(
     `(scale ${scale}; reproduce: npm run bench -- controllers, or HIVE_BENCH_SCALE=${scale} node --expose-gc bench/controllers.ts)`,
@@ -206,6 +360,7 @@ export async function run(): Promise<void> {
   console.log(`machine: ${loadText()} (wall times stretch on a shared machine; CPU seconds do not)`);
   await singleNode();
   await manyNodes();
+  await agentProcess();
   console.log(`machine after: ${loadText()}`);
 }
 
