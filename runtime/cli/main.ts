@@ -14,6 +14,10 @@ interface Entry {
 }
 
 const COMMANDS: Record<string, Entry> = {
+  agent: {
+    summary: "run the node agent (what the DaemonSet runs)",
+    load: async () => (await import("./commands/agent.ts")).agentCommand,
+  },
   watch: {
     summary: "standalone: watch the files of HivePolicy files on this machine",
     load: async () => (await import("./commands/watch.ts")).watchCommand,

@@ -70,7 +70,7 @@ describe("hive validate", () => {
 
 describe("hive", () => {
   it("prints help for every command and exits 0", async () => {
-    for (const command of ["validate"]) {
+    for (const command of ["agent", "watch", "render", "validate", "status"]) {
       const run = await runHive([command, "--help"]);
       expect(run.stdout).toMatch(new RegExp(`^Usage: hive ${command}`));
       expect(run.code).toBe(0);
