@@ -90,6 +90,10 @@ export function libcFns() {
   libc.lib ??= koffi.load("libc.so.6");
   return {
     vsnprintf: libc.lib.func("int vsnprintf(_Out_ char *buf, size_t size, const char *fmt, void *args)"),
+    mmap: libc.lib.func("void *mmap(void *addr, size_t length, int prot, int flags, int fd, int64_t offset)"),
+    munmap: libc.lib.func("int munmap(void *addr, size_t length)"),
+    poll: libc.lib.func("int poll(void *fds, uint64_t nfds, int timeout)"),
+    sysconf: libc.lib.func("long sysconf(int name)"),
     strerror: libc.lib.func("const char *strerror(int errnum)"),
   };
 }

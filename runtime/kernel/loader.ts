@@ -5,7 +5,7 @@
  * events from a worker thread. Maps (and the link, where the kernel can pin it) live under
  * a bpffs directory so that a restarted agent adopts them.
  */
-import { existsSync, mkdirSync, readdirSync, rmdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
@@ -140,6 +140,13 @@ interface Stored {
 export class LibbpfKernelWatcher implements KernelWatcher {
   readonly attachMode: AttachMode;
   readonly signature: InodePermissionSignature;
+  /**
+   * False when the kernel's own calls for directory-entry changes bypass the hooked symbol
+   * (Debian's 5.10 build split inode_permission into inode_permission.part.0, which
+   * may_create/may_delete call directly): parent watches then report nothing and the
+   * agent must re-resolve trapped paths by polling.
+   */
+  readonly parentEvents: boolean;
   /** True when an earlier agent's pinned link was adopted instead of attaching anew. */
   readonly adopted: boolean;
   readonly programFd: number;
@@ -153,8 +160,11 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   private bitmap: BigUint64Array = new BigUint64Array(BITMAP_WORDS);
   private readonly listeners: Array<(event: KernelEvent) => void> = [];
   private worker: Worker | null = null;
+  private ready: Promise<void> = Promise.resolve();
   private readonly control = new SharedArrayBuffer(4);
   private delivered = 0n;
+  /** Bursts opened before this agent started (adopted maps), not this agent's to deliver. */
+  private deliveredBase = 0n;
   private readonly ncpus: number;
   private readonly logger: Logger | undefined;
   private readonly options: KernelWatcherOptions;
@@ -173,6 +183,15 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       });
     }
     this.signature = inodePermissionSignature();
+    this.parentEvents = !(this.signature.inodeArg === 0 && hasSplitInodePermission());
+    if (!this.parentEvents) {
+      this.logger?.warn(
+        "this kernel bypasses inode_permission for directory-entry checks; parent watches are inert",
+        {
+          symbol: "inode_permission.part.0",
+        },
+      );
+    }
     captureLibbpfLog();
     this.ncpus = this.lib.libbpf_num_possible_cpus() as number;
 
@@ -227,6 +246,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         fds[name] = check(this.lib.bpf_map__fd(maps[name]) as number, "bpf_map__fd", { object: name });
       this.fds = fds;
       this.readCurrent();
+      const before = readCounters(this.fds.hive_counters, this.ncpus);
+      this.deliveredBase = before.bursts - before.lost;
       this.adopted = options.attach === false ? false : this.attach(prog);
     } catch (error) {
       this.lib.bpf_object__close(this.obj);
@@ -408,6 +429,20 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       control: this.control,
     };
     const worker = new Worker(new URL("./ring-worker.ts", import.meta.url), { workerData: data });
+    this.ready = new Promise<void>((resolve, reject) => {
+      worker.on("message", (message: RingWorkerMessage) => {
+        if (message.type === "ready") resolve();
+        if (message.type === "error") {
+          reject(
+            new HiveError("BpfCallFailed", `ring buffer consumer failed: ${message.message}`, {
+              object: "hive_events",
+            }),
+          );
+        }
+      });
+      worker.on("exit", () => resolve());
+    });
+    this.ready.catch(() => undefined); // surfaced by whenReady()/flush(); logged below
     worker.on("message", (message: RingWorkerMessage) => {
       if (message.type === "events") {
         for (const raw of message.events) {
@@ -420,22 +455,28 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       }
     });
     worker.on("error", (error) => this.logger?.error("ring buffer worker crashed", { error: String(error) }));
-    worker.unref();
+    // Stays referenced: an open watcher keeps the process alive until close().
     this.worker = worker;
   }
 
-  /** Waits until the consumer has drained everything submitted so far (tests, shutdown). */
-  async flush(timeoutMs = 2000): Promise<void> {
+  /** Resolves once the ring-buffer consumer runs (events before that wait in the ring buffer). */
+  whenReady(): Promise<void> {
+    return this.ready;
+  }
+
+  /**
+   * Waits until every burst the kernel opened so far is delivered or counted lost (idle
+   * bursts are swept after 2× the gap), or `timeoutMs` passes. For tests and shutdown.
+   */
+  async flush(timeoutMs = 5000): Promise<void> {
+    await this.ready;
     const deadline = Date.now() + timeoutMs;
-    let last = -1n;
-    let stableSince = Date.now();
-    const gapMs = (this.options.burstGapMs ?? 5) * 2 + (this.options.sweepIntervalMs ?? 10) * 3;
+    const settleMs = (this.options.burstGapMs ?? 5) * 2 + (this.options.sweepIntervalMs ?? 10) * 2;
+    await new Promise((resolve) => setTimeout(resolve, settleMs));
     while (Date.now() < deadline) {
+      const { bursts, lost } = readCounters(this.fds.hive_counters, this.ncpus);
+      if (this.delivered + lost >= bursts - this.deliveredBase) return;
       await new Promise((resolve) => setTimeout(resolve, 5));
-      if (this.delivered !== last) {
-        last = this.delivered;
-        stableSince = Date.now();
-      } else if (Date.now() - stableSince > gapMs) return;
     }
   }
 
@@ -448,6 +489,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         worker.on("message", (m: RingWorkerMessage) => m.type === "stopped" && resolve());
         worker.on("exit", () => resolve());
       });
+      worker.ref(); // keep the process alive until the consumer has stopped
       Atomics.store(new Int32Array(this.control), 0, 1);
       await done;
       await worker.terminate();
@@ -466,6 +508,15 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     if (!keep && this.pinRoot && existsSync(this.pinRoot) && readdirSync(this.pinRoot).length === 0) {
       rmdirSync(this.pinRoot);
     }
+  }
+}
+
+/** Whether GCC split inode_permission (a local .part clone the kernel calls directly). */
+function hasSplitInodePermission(): boolean {
+  try {
+    return /\sinode_permission\.part\.\d+$/m.test(readFileSync("/proc/kallsyms", "utf8"));
+  } catch {
+    return false; // no kallsyms: assume the hook sees every call
   }
 }
 

@@ -1,15 +1,15 @@
 /**
- * Worker thread that drains the ring buffer so Node's event loop never blocks: it calls
- * ring_buffer__poll with a short timeout, decodes events (layout.ts) and posts them in
- * batches. It also ends idle bursts: a burst stays pending in hive_bursts until its thread
+ * Worker thread that drains the ring buffer so Node's event loop never blocks: it reads
+ * the mapped ring (ring-reader.ts), waits in poll(2) with a short timeout, decodes events
+ * (layout.ts) and posts them in batches. It also ends idle bursts: a burst stays pending in hive_bursts until its thread
  * next hits a watched file, so bursts idle for longer than the gap are read from the map
  * and posted here; when the kernel later emits the same burst (same thread id and
  * first-check time) the duplicate is dropped. Stopped through a shared flag.
  */
 import { parentPort, workerData } from "node:worker_threads";
-import koffi from "koffi";
 import { decodeEvent, EVENT_LAYOUT, type RawKernelEvent } from "./layout.ts";
-import { errnoName, libbpf } from "./libbpf-ffi.ts";
+import { libbpf } from "./libbpf-ffi.ts";
+import { RingReader } from "./ring-reader.ts";
 
 export interface RingWorkerData {
   eventsFd: number;
@@ -24,6 +24,7 @@ export interface RingWorkerData {
 
 export type RingWorkerMessage =
   | { type: "events"; events: RawKernelEvent[]; swept: number; duplicates: number }
+  | { type: "ready" }
   | { type: "error"; message: string }
   | { type: "stopped" };
 
@@ -37,23 +38,17 @@ function run(data: RingWorkerData, post: (message: RingWorkerMessage) => void): 
   // Bursts posted by the sweep, by thread id → first-check time.
   const delivered = new Map<number, bigint>();
 
-  const callback = koffi.register((_ctx: unknown, ptr: bigint, size: number | bigint) => {
-    const event = decodeEvent(new Uint8Array(koffi.view(ptr, Number(size)).slice(0)));
+  const reader = new RingReader(data.eventsFd);
+  const onRecord = (record: Uint8Array) => {
+    const event = decodeEvent(record);
     if (delivered.get(event.pid) === event.ktimeNs) {
       delivered.delete(event.pid);
       duplicates++;
-      return 0;
+      return;
     }
     batch.push(event);
-    return 0;
-  }, koffi.pointer(lib.sampleFn));
-  const ring = lib.ring_buffer__new(data.eventsFd, callback, null, null) as bigint | null;
-  if (!ring) {
-    post({ type: "error", message: `ring_buffer__new failed: ${errnoName(koffi.errno())}` });
-    koffi.unregister(callback);
-    return;
-  }
-
+  };
+  post({ type: "ready" });
   const counterBuf = Buffer.alloc(ncpus * 32);
   const zeroKey = Buffer.alloc(4);
   const burstsOpened = (): bigint => {
@@ -101,10 +96,9 @@ function run(data: RingWorkerData, post: (message: RingWorkerMessage) => void): 
   let lastSweep = 0;
   try {
     while (Atomics.load(control, 0) === 0) {
-      const n = lib.ring_buffer__poll(ring, data.sweepIntervalMs) as number;
-      if (n < 0 && n !== -4 /* EINTR */) {
-        post({ type: "error", message: `ring_buffer__poll failed: ${errnoName(n)}` });
-        break;
+      if (reader.consume(onRecord) === 0) {
+        reader.wait(data.sweepIntervalMs);
+        reader.consume(onRecord);
       }
       const nowMs = performance.now();
       if (nowMs - lastSweep >= data.sweepIntervalMs) {
@@ -123,11 +117,10 @@ function run(data: RingWorkerData, post: (message: RingWorkerMessage) => void): 
       }
     }
     // Drain what is left before stopping.
-    lib.ring_buffer__poll(ring, 0);
+    reader.consume(onRecord);
     if (batch.length > 0) post({ type: "events", events: batch, swept, duplicates });
   } finally {
-    lib.ring_buffer__free(ring);
-    koffi.unregister(callback);
+    reader.close();
   }
 }
 

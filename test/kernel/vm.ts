@@ -67,7 +67,14 @@ function moduleClosure(modulesDir: string, names: string[]): string[] {
     if (mod) deps.set(mod, (rest ?? "").trim().split(/\s+/).filter(Boolean));
   }
   const byName = new Map<string, string>();
-  for (const mod of deps.keys()) byName.set(mod.replace(/^.*\//, "").replace(/\.ko(\.\w+)?$/, "").replace(/-/g, "_"), mod);
+  for (const mod of deps.keys())
+    byName.set(
+      mod
+        .replace(/^.*\//, "")
+        .replace(/\.ko(\.\w+)?$/, "")
+        .replace(/-/g, "_"),
+      mod,
+    );
   const order: string[] = [];
   const visit = (mod: string) => {
     if (order.includes(mod)) return;
@@ -127,7 +134,8 @@ export function buildInitramfs(kernel: KernelImage): string {
   const modulesDir = join(kernel.root, "lib/modules", kernel.version);
   const staging = join(WORK_DIR, `initramfs-${kernel.version}`);
   rmSync(staging, { recursive: true, force: true });
-  for (const dir of ["bin", "dev", "proc", "sys", "modules"]) mkdirSync(join(staging, dir), { recursive: true });
+  for (const dir of ["bin", "dev", "proc", "sys", "modules"])
+    mkdirSync(join(staging, dir), { recursive: true });
   const order: string[] = [];
   for (const mod of moduleClosure(modulesDir, BOOT_MODULES)) {
     const base = mod.replace(/^.*\//, "");
@@ -142,7 +150,10 @@ export function buildInitramfs(kernel: KernelImage): string {
   spawnSyncChecked("cp", ["/bin/busybox", join(staging, "bin/busybox")]);
   writeFileSync(join(staging, "init"), INIT, { mode: 0o755 });
   writeFileSync(join(staging, "stage2.sh"), STAGE2, { mode: 0o755 });
-  spawnSyncChecked("sh", ["-c", `cd '${staging}' && find . | cpio -o -H newc --quiet | gzip -1 > '${out}.tmp' && mv '${out}.tmp' '${out}'`]);
+  spawnSyncChecked("sh", [
+    "-c",
+    `cd '${staging}' && find . | cpio -o -H newc --quiet | gzip -1 > '${out}.tmp' && mv '${out}.tmp' '${out}'`,
+  ]);
   rmSync(staging, { recursive: true, force: true });
   return out;
 }
@@ -200,17 +211,27 @@ export async function bootVm(options: BootOptions): Promise<BootResult> {
   writeFileSync(join(outDir, "run.sh"), `${modulesLink}${exports}\ncd '${REPO_ROOT}'\n${options.command}\n`);
 
   const args = [
-    "-machine", "accel=tcg",
-    "-cpu", "max",
-    "-smp", "1",
-    "-m", String(options.memoryMb ?? 2048),
+    "-machine",
+    "accel=tcg",
+    "-cpu",
+    "max",
+    "-smp",
+    "1",
+    "-m",
+    String(options.memoryMb ?? 2048),
     ...(options.icount ? ["-icount", "shift=0"] : []),
-    "-nographic", "-no-reboot",
-    "-kernel", kernel.vmlinuz,
-    "-initrd", initramfs,
-    "-append", "console=ttyS0 quiet panic=-1 rdinit=/init",
-    "-virtfs", "local,path=/,mount_tag=hiveroot,security_model=passthrough,readonly=on,multidevs=remap",
-    "-virtfs", `local,path=${outDir},mount_tag=hiveout,security_model=passthrough`,
+    "-nographic",
+    "-no-reboot",
+    "-kernel",
+    kernel.vmlinuz,
+    "-initrd",
+    initramfs,
+    "-append",
+    "console=ttyS0 quiet panic=-1 rdinit=/init",
+    "-virtfs",
+    "local,path=/,mount_tag=hiveroot,security_model=passthrough,readonly=on,multidevs=remap",
+    "-virtfs",
+    `local,path=${outDir},mount_tag=hiveout,security_model=passthrough`,
   ];
   const started = Date.now();
   const child = spawn("qemu-system-x86_64", args, { stdio: ["ignore", "pipe", "pipe"] });
@@ -230,24 +251,38 @@ export async function bootVm(options: BootOptions): Promise<BootResult> {
   }, timeoutMs);
   const code = await new Promise<number | null>((resolve, reject) => {
     child.on("error", (error) =>
-      reject(new HiveError("QemuUnavailable", `cannot start qemu: ${error.message}`, { object: kernel.vmlinuz, cause: error })),
+      reject(
+        new HiveError("QemuUnavailable", `cannot start qemu: ${error.message}`, {
+          object: kernel.vmlinuz,
+          cause: error,
+        }),
+      ),
     );
     child.on("exit", (status) => resolve(status));
   });
   clearTimeout(timer);
-  const read = (name: string) => (existsSync(join(outDir, name)) ? readFileSync(join(outDir, name), "utf8") : "");
+  const read = (name: string) =>
+    existsSync(join(outDir, name)) ? readFileSync(join(outDir, name), "utf8") : "";
   const exitText = read("exit-code").trim();
   if (timedOut && !exitText) {
-    throw new HiveError("QemuUnavailable", `the ${kernel.series} guest did not finish within ${timeoutMs} ms`, {
-      object: kernel.vmlinuz,
-      hint: `console tail:\n${consoleText.slice(-3000)}\noutput tail:\n${read("output.log").slice(-3000)}`,
-    });
+    throw new HiveError(
+      "QemuUnavailable",
+      `the ${kernel.series} guest did not finish within ${timeoutMs} ms`,
+      {
+        object: kernel.vmlinuz,
+        hint: `console tail:\n${consoleText.slice(-3000)}\noutput tail:\n${read("output.log").slice(-3000)}`,
+      },
+    );
   }
   if (code !== 0 && !exitText) {
-    throw new HiveError("QemuUnavailable", `the ${kernel.series} guest stopped before running the command (qemu exit ${code})`, {
-      object: kernel.vmlinuz,
-      hint: `console tail:\n${consoleText.slice(-3000)}`,
-    });
+    throw new HiveError(
+      "QemuUnavailable",
+      `the ${kernel.series} guest stopped before running the command (qemu exit ${code})`,
+      {
+        object: kernel.vmlinuz,
+        hint: `console tail:\n${consoleText.slice(-3000)}`,
+      },
+    );
   }
   return {
     output: read("output.log"),

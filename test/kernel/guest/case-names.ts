@@ -1,0 +1,29 @@
+/** The kernel cases, in run order: the guest runs them, the host suite lists one test each. */
+export const KERNEL_CASES = [
+  "a read of a watched file gives exactly one event with the reader's pid, tgid, uid, gid, comm and mask",
+  "a write gives a write event",
+  "an append gives an append event",
+  "an exec gives an exec event",
+  "an open for writing is reported when only writes are wanted, and reads are dropped in the kernel",
+  "an unwatched file gives no event",
+  "repeated checks by one thread collapse into one event with a count",
+  "a file reached through a symlink, a hard link and a bind mount is reported",
+  "of two files with the same inode number on two filesystems only the watched one reports",
+  "a file inside a separate mount namespace and chroot, keyed through /proc/PID/root, is reported",
+  "entry changes in a watched file's directory are reported as control events",
+  "removing an entry from the map stops its events",
+  "10,000 watched files: each read reports its own slot",
+  "100,000 accesses: every burst is delivered or counted as lost",
+  "pinned maps survive an agent restart and are adopted; a clean shutdown removes them",
+  "fentry mode reports reads too",
+] as const;
+
+export type KernelCaseName = (typeof KERNEL_CASES)[number];
+
+export interface KernelCaseResult {
+  name: string;
+  ok: boolean;
+  error?: string;
+  durationMs: number;
+  details?: Record<string, unknown>;
+}

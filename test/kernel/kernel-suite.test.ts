@@ -1,0 +1,70 @@
+/**
+ * The kernel suite: boots each stock Debian kernel once (test/kernel/vm.ts), runs every
+ * case of test/kernel/guest/cases.ts inside against the real program and loader, and
+ * reports each case here as its own test. 6.1, 6.12 and 5.10 cover the three
+ * inode_permission signatures. Needs root and qemu; kernels come from
+ * test/kernel/fetch-kernels.sh. Locally a missing prerequisite skips loudly; under
+ * CI=true it fails.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { KERNEL_CASES, type KernelCaseResult } from "./guest/case-names.ts";
+import { type BootResult, bootVm, findKernels, REPO_ROOT, vmUnavailable } from "./vm.ts";
+
+const SERIES = ["6.1", "6.12", "5.10"] as const;
+const isCI = process.env.CI === "true";
+const unavailable = vmUnavailable();
+const { found } = findKernels();
+const wanted = process.env.HIVE_KERNELS?.split(",") ?? [...SERIES];
+
+for (const series of SERIES) {
+  if (!wanted.includes(series)) continue;
+  const kernel = found.find((k) => k.series === series);
+  const reason =
+    unavailable ?? (kernel ? null : `kernel ${series} not fetched (sh test/kernel/fetch-kernels.sh)`);
+  if (reason && !isCI) {
+    console.warn(`!!! kernel suite on Linux ${series} SKIPPED: ${reason} (under CI=true this fails)`);
+  }
+  const runIt = reason && !isCI ? it.skip : it;
+
+  describe(`on Linux ${series}`, () => {
+    let boot: BootResult | undefined;
+    let results = new Map<string, KernelCaseResult>();
+    let bootError: unknown;
+
+    beforeAll(async () => {
+      if (reason || !kernel) return;
+      try {
+        boot = await bootVm({
+          kernel,
+          command: `export PATH='${join(REPO_ROOT, "node_modules/.bin")}':$PATH\nnode test/kernel/guest/cases.ts`,
+          timeoutMs: 420_000,
+        });
+        const file = join(boot.outDir, "results.json");
+        if (existsSync(file)) {
+          const list = JSON.parse(readFileSync(file, "utf8")) as KernelCaseResult[];
+          results = new Map(list.map((r) => [r.name, r]));
+        }
+        console.log(`Linux ${series}: guest run took ${Math.round(boot.durationMs / 1000)} s`);
+      } catch (error) {
+        bootError = error;
+      }
+    }, 480_000);
+
+    for (const name of KERNEL_CASES) {
+      runIt(name, () => {
+        if (reason) throw new Error(`cannot run the kernel suite: ${reason}`);
+        if (bootError) throw bootError;
+        const result = results.get(name);
+        if (!result) {
+          throw new Error(
+            `no result from the guest (exit ${boot?.exitCode}); guest output tail:\n${boot?.output.slice(-4000)}`,
+          );
+        }
+        expect(result.error ?? "", `guest failure on Linux ${series}`).toBe("");
+        expect(result.ok).toBe(true);
+      });
+    }
+  });
+}
