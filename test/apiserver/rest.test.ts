@@ -641,6 +641,32 @@ describe("CRDs and leases", () => {
     expect(statusOf(err).code).toBe(404);
   });
 
+  it("refuses an Event whose involvedObject is in another namespace", async () => {
+    const err = await rejection(
+      core.createNamespacedEvent({
+        namespace: "rest",
+        body: {
+          metadata: { name: "ev1" },
+          involvedObject: { kind: "Pod", name: "p", namespace: "default" },
+          reason: "Test",
+          message: "m",
+        },
+      }),
+    );
+    expect(statusOf(err)).toMatchObject({ reason: "Invalid", code: 422 });
+    expect(statusOf(err).message).toContain("involvedObject.namespace");
+    const ok = await core.createNamespacedEvent({
+      namespace: "rest",
+      body: {
+        metadata: { name: "ev2" },
+        involvedObject: { kind: "Pod", name: "p", namespace: "rest" },
+        reason: "Test",
+        message: "m",
+      },
+    });
+    expect(ok.metadata?.name).toBe("ev2");
+  });
+
   it("accepts Lease times as MicroTime and refuses millisecond timestamps, like kube-apiserver", async () => {
     const coordination = api.kubeConfig().makeApiClient(CoordinationV1Api);
     const ok = await coordination.createNamespacedLease({

@@ -113,6 +113,11 @@ export interface StartOptions extends StoreOptions {
    * openAPIV3Schema validates every write as a real API server would. `[]` installs none.
    */
   crds?: unknown[];
+  /**
+   * Authorization, like RBAC: return false to answer 403 Forbidden with upstream's message.
+   * Default: everything allowed. Faults (inject) apply first.
+   */
+  authorize?: (request: RequestRecord) => boolean;
 }
 
 export interface ApiServer {
@@ -491,6 +496,28 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
         );
         return;
       }
+    }
+    if (options.authorize && !options.authorize(record)) {
+      const where =
+        record.namespace !== undefined ? ` in the namespace "${record.namespace}"` : " at the cluster scope";
+      const [resource, sub] = record.resource.split("/");
+      const qualified = r.def.group === "" ? (resource ?? "") : `${resource}.${r.def.group}`;
+      const named = record.name !== undefined ? ` "${record.name}"` : "";
+      send(res, 403, {
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Failure",
+        message: `${qualified}${named} is forbidden: User "${user}" cannot ${verb} resource "${resource}"${sub ? ` with subresource "${sub}"` : ""} in API group "${r.def.group}"${where}`,
+        reason: "Forbidden",
+        details: {
+          ...(record.name !== undefined ? { name: record.name } : {}),
+          ...(r.def.group ? { group: r.def.group } : {}),
+          kind: resource,
+        },
+        code: 403,
+      });
+      return;
     }
     if (q.get("dryRun")) throw errors.badRequest("dryRun is not supported by the API stand-in");
     const ns = r.def.namespaced ? r.namespace : undefined;

@@ -800,6 +800,22 @@ export class Store {
       delete obj.status; // custom resources with a status subresource ignore status on create
     }
     if (def.group === "coordination.k8s.io" && def.plural === "leases") this.checkLease(def, obj);
+    if (def.group === "" && def.plural === "events") this.checkEvent(def, obj);
+  }
+
+  /** core/v1 Event validation that a writer can get wrong: the involved object's namespace. */
+  private checkEvent(def: ResourceDef, obj: KubeObject): void {
+    const involved = isObject(obj.involvedObject) ? obj.involvedObject : undefined;
+    const ns = typeof involved?.namespace === "string" ? involved.namespace : "";
+    if (ns !== "" && ns !== obj.metadata.namespace) {
+      throw errors.invalid(def.kind, def.group, obj.metadata.name ?? "", [
+        {
+          reason: "FieldValueInvalid",
+          message: `Invalid value: "${ns}": does not match event.namespace`,
+          field: "involvedObject.namespace",
+        },
+      ]);
+    }
   }
 
   private checkUpdate(def: ResourceDef, existing: KubeObject, next: KubeObject): void {

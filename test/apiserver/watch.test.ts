@@ -200,4 +200,29 @@ describe("request accounting and faults", () => {
     expect(performance.now() - t0).toBeGreaterThanOrEqual(140);
     slow();
   });
+
+  it("answers 403 Forbidden as RBAC would when `authorize` refuses", async () => {
+    const guarded = await startApiServer({
+      crds: [],
+      authorize: (r) => r.user !== "node-x" || (r.verb !== "delete" && r.resource !== "secrets"),
+    });
+    try {
+      const node = guarded.kubeConfig("node-x").makeApiClient(CoreV1Api);
+      await node.listNamespacedPod({ namespace: "default" });
+      const err = await rejection(node.readNamespacedSecret({ namespace: "default", name: "s" }));
+      expect(statusOf(err)).toEqual({
+        kind: "Status",
+        apiVersion: "v1",
+        metadata: {},
+        status: "Failure",
+        message:
+          'secrets "s" is forbidden: User "node-x" cannot get resource "secrets" in API group "" in the namespace "default"',
+        reason: "Forbidden",
+        details: { name: "s", kind: "secrets" },
+        code: 403,
+      });
+    } finally {
+      await guarded.stop();
+    }
+  });
 });
