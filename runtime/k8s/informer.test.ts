@@ -218,6 +218,23 @@ describe("Informer", () => {
     expect(api.countRequests({ user: "quiet", verb: "list" })).toBe(1);
   });
 
+  it("resumes at once when a quiet watch ends at its timeout (no backoff)", async () => {
+    await namespaceWithPods("inf-timeout", 1);
+    const informer = podInformer(
+      "inf-timeout",
+      { watchTimeoutSeconds: 1, backoff: { baseMs: 5000, maxMs: 5000 } },
+      "timeout",
+    );
+    await informer.start();
+    // The server ends each watch after 1 s with no events; the next one must follow at once.
+    await waitFor(() => api.countRequests({ user: "timeout", verb: "watch" }) >= 2, {
+      timeoutMs: 2500,
+      what: "a second watch",
+    });
+    expect(informer.stats.errors).toBe(0);
+    expect(informer.stats.relists).toBe(0);
+  });
+
   it("falls back to one unpaginated LIST when a continue token expires mid-list", async () => {
     await namespaceWithPods("inf-expire", 6);
     const held = api.inject({

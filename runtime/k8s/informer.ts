@@ -171,6 +171,9 @@ function keyOf(obj: KubernetesObject): string {
 
 type WatchOutcome = { kind: "gone" } | { kind: "error"; err: unknown } | { kind: "closed"; idle: boolean };
 
+/** A watch that ends sooner than this having delivered nothing counts as a failure (no hot loop). */
+const MIN_HEALTHY_WATCH_MS = 1000;
+
 export class Informer<T extends KubernetesObject> {
   readonly stats: InformerStats = { lists: 0, listPages: 0, watches: 0, relists: 0, errors: 0, events: 0 };
   private cache = new Map<string, T>();
@@ -335,13 +338,20 @@ export class Informer<T extends KubernetesObject> {
       let gone = false;
       let delivered = 0;
       let settled = false;
+      const startedAt = performance.now();
       const finish = (err: unknown) => {
         if (settled) return;
         settled = true;
         this.abortWatch = undefined;
         if (gone || (err && isGone(err))) resolve({ kind: "gone" });
         else if (err && !isBenignEnd(err)) resolve({ kind: "error", err });
-        else resolve({ kind: "closed", idle: delivered === 0 });
+        // A watch that ran its course (server timeout, client inactivity timeout, quiet resource)
+        // resumes at once; only one that ends immediately with nothing to show is paced.
+        else
+          resolve({
+            kind: "closed",
+            idle: delivered === 0 && performance.now() - startedAt < MIN_HEALTHY_WATCH_MS,
+          });
       };
       const base = this.opts.watchTimeoutSeconds ?? 300;
       const query: Record<string, string | number | boolean> = {
