@@ -14,6 +14,9 @@ interface Scenario {
   delivered: boolean;
   readerPid: number;
   otherReaderPid: number;
+  rewatched: boolean;
+  replacedReaderPid: number;
+  deliveredAgain: boolean;
   trapped: string;
   other: string;
   watch: { code: number | null; stdout: string; stderr: string };
@@ -51,12 +54,13 @@ describe.runIf(kernel !== undefined)(`hive watch and hive status on Linux ${kern
     expect(s.ready, s.watch.stderr).toBe(true);
   });
 
-  it("alerts once for a read of the trapped file, by the process that read it", () => {
+  it("alerts for a read of the trapped file, by the process that read it, and for nothing else", () => {
     const alerts = s.watch.stdout
       .split("\n")
       .filter(Boolean)
       .map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(alerts).toHaveLength(1);
+    // One for the first read, one for the read after the file was replaced; none for other.txt.
+    expect(alerts).toHaveLength(2);
     const alert = alerts[0] as {
       hive_policy_name: string;
       metadata: { path: string; accesses: string[] };
@@ -70,16 +74,30 @@ describe.runIf(kernel !== undefined)(`hive watch and hive status on Linux ${kern
     expect(alert.process.tgid).toBe(s.readerPid);
     expect(alert.process.comm).toBe("cat");
     expect(alert.pod).toBeUndefined();
+    expect(alerts.map((a) => (a as { process: { tgid: number } }).process.tgid)).not.toContain(
+      s.otherReaderPid,
+    );
   });
 
-  it("posts the same alert to the callback, and nothing for the untrapped file", () => {
+  it("keeps watching the path when the file is replaced by a rename over it", () => {
+    expect(s.rewatched, s.watch.stderr).toBe(true);
+    expect(s.deliveredAgain).toBe(true);
+    const [first, second] = s.watch.stdout
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { metadata: { path: string; inode: number }; process: { tgid: number } });
+    expect(second?.metadata.path).toBe(s.trapped);
+    expect(second?.process.tgid).toBe(s.replacedReaderPid);
+    expect(second?.metadata.inode).not.toBe(first?.metadata.inode);
+  });
+
+  it("posts the same alerts to the callback", () => {
     expect(s.delivered).toBe(true);
-    expect(s.received).toHaveLength(1);
+    expect(s.received).toHaveLength(2);
     const posted = JSON.parse(s.received[0]?.body ?? "{}") as { id: string; process: { tgid: number } };
     const printed = JSON.parse(s.watch.stdout.split("\n")[0] ?? "{}") as { id: string };
     expect(posted.id).toBe(printed.id);
     expect(s.received[0]?.headers["hive-alert-id"]).toBe(posted.id);
-    expect(posted.process.tgid).not.toBe(s.otherReaderPid);
   });
 
   it("shows the trap in hive status while watch runs", () => {

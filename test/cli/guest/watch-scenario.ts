@@ -112,6 +112,18 @@ async function main(): Promise<void> {
   // Give a stray alert (e.g. for the untrapped read) time to show up before judging.
   await new Promise((r) => setTimeout(r, 1500));
 
+  // Replace the trapped file the way editors and `sed -i` do (write a new file, rename it
+  // over the old one): the kernel reports the directory change, watch re-resolves the path,
+  // and a read of the new file must alert too.
+  const replacement = `${dir}/trapped.txt.new`;
+  writeFileSync(replacement, "the replaced file\n");
+  spawnSync("mv", [replacement, trapped]);
+  const rewatched = await waitFor(() => /"reason":"directory changed"/.test(stderr), 20_000);
+  mark("rewatched");
+  const readReplaced = spawnSync("cat", [trapped], { encoding: "utf8" });
+  const deliveredAgain = await waitFor(() => received.length >= 2, 20_000);
+  mark("delivered again");
+
   watch.kill("SIGINT");
   const watchCode = await exited;
   const statusAfter = hive(["status"]);
@@ -123,6 +135,9 @@ async function main(): Promise<void> {
     delivered,
     readerPid,
     otherReaderPid: readOther.pid,
+    rewatched,
+    replacedReaderPid: readReplaced.pid,
+    deliveredAgain,
     trapped,
     other,
     watch: { code: watchCode, stdout, stderr },
