@@ -5,6 +5,7 @@
  * the roles, releases the Leases, detaches the kernel program and drains alerts.
  */
 import type { HiveData } from "../../api/data.ts";
+import { LABEL_POLICY_NAMESPACE } from "../../api/meta.ts";
 import { alertSourceFromHiveData, createAlertPipeline } from "../alerts/index.ts";
 import { createContainerRuntime } from "../discover/container-runtime.ts";
 import { createFileResolver } from "../discover/file-resolver.ts";
@@ -88,8 +89,16 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
         ...(config.bpfObject ? { objectPath: config.bpfObject } : {}),
       }));
   const onAccess = (event: KernelEvent, matched: readonly HiveData[]) => {
-    for (const d of matched)
-      alerts.handle(event, alertSourceFromHiveData(d, { nodeName: config.nodeName, kernelId }));
+    for (const d of matched) {
+      // HiveData lives beside its pod; the policy's namespace is in a label.
+      const policyNamespace = d.metadata.labels?.[LABEL_POLICY_NAMESPACE];
+      const context = {
+        nodeName: config.nodeName,
+        kernelId,
+        ...(policyNamespace ? { policyNamespace } : {}),
+      };
+      alerts.handle(event, alertSourceFromHiveData(d, context));
+    }
   };
   const agent = await startNodeAgent({
     clients,

@@ -5,6 +5,7 @@
  * cannot attach kprobes; the libbpf loader is exercised in the QEMU kernel suite).
  */
 import { statSync } from "node:fs";
+import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -31,8 +32,22 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
   let exited: Promise<number>;
   const kernels: RecordingKernel[] = [];
   let metricsUrl = "";
+  let receiver: Server;
+  const received: Record<string, unknown>[] = [];
 
   beforeAll(async () => {
+    receiver = createServer((req, res) => {
+      let body = "";
+      req.on("data", (c: Buffer) => {
+        body += c.toString();
+      });
+      req.on("end", () => {
+        received.push(JSON.parse(body) as Record<string, unknown>);
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
+    const callback = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/alerts`;
     cd = await startContainerd();
     api = await startApiServer({ crds: hiveCrds() });
     const kc = api.kubeConfig();
@@ -59,6 +74,8 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
       NODE,
     ];
     argv.push(
+      "--callback",
+      callback,
       "--runtime-socket",
       cd.socket,
       "--containerd-namespace",
@@ -71,7 +88,7 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
     exited = runAgent(argv, {
       kernelId: KERNEL,
       until,
-      log: createLogger({}, { level: "error" }),
+      log: createLogger({}, { level: (process.env.HIVE_LOG_LEVEL as "debug") ?? "error" }),
       openKernel: async () => {
         const k = new RecordingKernel();
         kernels.push(k);
@@ -90,6 +107,7 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
     await exited;
     await api?.stop();
     await cd?.stop();
+    receiver?.close();
   });
 
   it("discovers a real container's file, follows a rename inside it, and cleans up after the pod", async () => {
@@ -149,6 +167,26 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
       const k = kernels.at(-1);
       return k?.entries.some((e) => e.kind === "file" && e.key.ino === file.ino) ? k : undefined;
     }, "kernel map has the file");
+
+    // An access: the alert reaches the callback, enriched from the HiveData alone.
+    const slot = kernel.entries.find((e) => e.kind === "file")?.slot ?? -1;
+    kernel.emit({
+      slot,
+      kind: "file",
+      key: file,
+      accesses: ["read"],
+      pid: process.pid,
+      tgid: process.pid,
+      comm: "cat",
+    });
+    const alert = await eventually(() => received[0], "alert delivered to the callback");
+    expect(alert).toMatchObject({
+      hive_policy_name: "shadow",
+      hive_policy_namespace: "hive-system",
+      metadata: { path: "/etc/shadow", kernel_id: KERNEL },
+      pod: { name: "web", namespace: "default", container: { id: "containerd://e2e-web", name: "app" } },
+      node: { name: NODE },
+    });
 
     // sed -i style replacement inside the container, then the kernel's parent-directory report.
     await cd.exec("e2e-web", [
