@@ -235,6 +235,32 @@ describe("Informer", () => {
     expect(informer.stats.relists).toBe(0);
   });
 
+  it("starts the backoff afresh after a watch that worked for a while", async () => {
+    await namespaceWithPods("inf-fresh", 1);
+    const failing = api.inject({ user: "fresh", verb: "watch", status: 500, times: 6 });
+    const informer = podInformer("inf-fresh", { backoff: { baseMs: 20, maxMs: 5000 } }, "fresh");
+    await informer.start();
+    // Six failures in a row: the next delay would be 320–640 ms.
+    await waitFor(
+      () => api.requests.some((r) => r.user === "fresh" && r.verb === "watch" && r.code === 200),
+      {
+        timeoutMs: 5000,
+        what: "a working watch",
+      },
+    );
+    failing();
+    await core.createNamespacedPod({ namespace: "inf-fresh", body: podBody("event") });
+    await waitFor(() => informer.get("event", "inf-fresh") !== undefined);
+    await new Promise((r) => setTimeout(r, 1100));
+    const before = api.countRequests({ user: "fresh", verb: "watch" });
+    const t0 = performance.now();
+    await api.restart();
+    await waitFor(() => api.countRequests({ user: "fresh", verb: "watch" }) > before, {
+      what: "the resumed watch",
+    });
+    expect(performance.now() - t0).toBeLessThan(250);
+  });
+
   it("falls back to one unpaginated LIST when a continue token expires mid-list", async () => {
     await namespaceWithPods("inf-expire", 6);
     const held = api.inject({

@@ -169,7 +169,10 @@ function keyOf(obj: KubernetesObject): string {
   return `${obj.metadata?.namespace ?? ""}/${obj.metadata?.name ?? ""}`;
 }
 
-type WatchOutcome = { kind: "gone" } | { kind: "error"; err: unknown } | { kind: "closed"; idle: boolean };
+type WatchOutcome =
+  | { kind: "gone" }
+  | { kind: "error"; err: unknown; healthy: boolean }
+  | { kind: "closed"; idle: boolean };
 
 /** A watch that ends sooner than this having delivered nothing counts as a failure (no hot loop). */
 const MIN_HEALTHY_WATCH_MS = 1000;
@@ -261,6 +264,7 @@ export class Informer<T extends KubernetesObject> {
       } else if (outcome.kind === "error") {
         this.stats.errors++;
         this.log.warn("watch failed; resuming", { error: apiFailure(outcome.err), resourceVersion: this.rv });
+        if (outcome.healthy) this.attempt = 0; // a watch that worked for a while starts the backoff afresh
         await this.pause();
       } else if (outcome.idle) {
         await this.pause(); // closed at once with nothing delivered: do not spin against the server
@@ -344,7 +348,13 @@ export class Informer<T extends KubernetesObject> {
         settled = true;
         this.abortWatch = undefined;
         if (gone || (err && isGone(err))) resolve({ kind: "gone" });
-        else if (err && !isBenignEnd(err)) resolve({ kind: "error", err });
+        else if (err && !isBenignEnd(err)) {
+          resolve({
+            kind: "error",
+            err,
+            healthy: delivered > 0 || performance.now() - startedAt >= MIN_HEALTHY_WATCH_MS,
+          });
+        }
         // A watch that ran its course (server timeout, client inactivity timeout, quiet resource)
         // resumes at once; only one that ends immediately with nothing to show is paced.
         else
