@@ -331,6 +331,8 @@ async function agentProcess(): Promise<void> {
       "all HiveData (agent process)",
     );
     await new Promise((r) => setTimeout(r, 1000)); // status writes settle
+    const scrape = await (await fetch(`${url}/metrics`)).text();
+    const heapUsed = Number(/^hive_nodejs_heap_size_used_bytes (\S+)/m.exec(scrape)?.[1] ?? Number.NaN);
     const rss = procStatusKiB(pid, "VmRSS");
     const peak = procStatusKiB(pid, "VmHWM");
     const verbs: Record<string, number> = {};
@@ -344,7 +346,7 @@ async function agentProcess(): Promise<void> {
     );
     console.log(`   policy created → all HiveData written: ${((tData - t0) / 1000).toFixed(2)} s`);
     console.log(
-      `   agent RSS: ${(idleRss / 1024).toFixed(1)} MiB ready and idle, ${(rss / 1024).toFixed(1)} MiB after, peak ${(peak / 1024).toFixed(1)} MiB`,
+      `   agent RSS: ${(idleRss / 1024).toFixed(1)} MiB ready and idle, ${(rss / 1024).toFixed(1)} MiB after, peak ${(peak / 1024).toFixed(1)} MiB; JS heap in use after: ${mib(heapUsed)} (its /metrics)`,
     );
     console.log(`   API requests of the agent by verb and resource: ${JSON.stringify(verbs)}`);
   } finally {
