@@ -324,7 +324,15 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const buildRequest = (item: Item): { body: Buffer; headers: Record<string, string> } => {
     const opts = optionsFor(item.rec.url);
     const cloud = opts.format === "cloudevents";
-    const body = Buffer.from(cloud ? cloudEventBody(item.rec.body) : item.rec.body, "utf8");
+    // With a spool the body is not kept in memory: it is read back for each attempt.
+    const alertJson =
+      item.rec.body !== "" ? item.rec.body : item.ref && spool ? spool.read(item.ref) : undefined;
+    if (alertJson === undefined) {
+      throw new HiveError("SpoolCorrupt", "a queued alert is missing from the spool", {
+        object: item.rec.id,
+      });
+    }
+    const body = Buffer.from(cloud ? cloudEventBody(alertJson) : alertJson, "utf8");
     const headers: Record<string, string> = {
       ...opts.headers,
       "content-type": cloud ? CLOUDEVENTS_CONTENT_TYPE : "application/json",
@@ -341,15 +349,32 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     item.inFlight = true;
     item.attempts++;
     const label = { destination: dest.origin };
-    metrics.deliveryAttempts.inc(label);
-    let result: PostResult;
+    let request: { body: Buffer; headers: Record<string, string> };
     try {
-      const { body, headers } = buildRequest(item);
-      result = await postOnce(parse(item.rec.url) as URL, body, headers, dest.agent, timeouts);
+      request = buildRequest(item);
     } catch (error) {
-      // Only an undecodable spooled body gets here: retrying cannot help.
-      result = { ok: false, retryable: false, class: "other", message: (error as Error).message };
+      // The spooled bytes are damaged: no request is made, retrying cannot help.
+      logger.error("a spooled alert cannot be read back; it is dropped", { error, alertId: item.rec.id });
+      item.inFlight = false;
+      dest.inFlight--;
+      if (!item.done) {
+        metrics.alertsDropped.inc({ reason: "spool_corrupt" });
+        complete(item);
+      }
+      lane.busy = false;
+      updateGauges();
+      makeReady(dest, lane);
+      queueMicrotask(() => pump(dest));
+      return;
     }
+    metrics.deliveryAttempts.inc(label);
+    const result: PostResult = await postOnce(
+      parse(item.rec.url) as URL,
+      request.body,
+      request.headers,
+      dest.agent,
+      timeouts,
+    );
     item.inFlight = false;
     dest.inFlight--;
     if (result.ok) {
@@ -470,7 +495,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   };
 
   // Alerts spooled before a restart go first, in their original order.
-  if (spool) for (const r of spool.recovered) enqueueItem(r, r.ref, r.bytes);
+  if (spool) for (const r of spool.recovered) enqueueItem({ ...r, body: "" }, r.ref, r.bytes);
   updateGauges();
 
   return {
@@ -486,6 +511,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
           return;
         }
         ref = spooled.ref;
+        rec = { ...rec, body: "" }; // on disk now; read back when sent
       } else if (pendingBytes + bytes > maxPendingBytes) {
         let free = pendingBytes + bytes - maxPendingBytes;
         dropOldest((item) => {

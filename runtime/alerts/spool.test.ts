@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { createLogger } from "../log.ts";
-import { openSpool, type SpoolRecord, spoolDiskBytes } from "./spool.ts";
+import { openSpool, type SpoolRecord, type SpoolRef, spoolDiskBytes } from "./spool.ts";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -42,7 +42,7 @@ describe("alert spool", () => {
     expect(again.recovered.map((r) => r.id)).toEqual(
       Array.from({ length: 50 }, (_, i) => record(i * 2 + 1).id),
     );
-    expect(again.recovered[0]?.body).toBe(record(1).body);
+    expect(again.read(again.recovered[0]?.ref as SpoolRef)).toBe(record(1).body);
     expect(again.stats().pending).toBe(50);
     again.close();
   });

@@ -31,6 +31,7 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  readSync,
   statSync,
   unlinkSync,
   writeSync,
@@ -54,11 +55,20 @@ export interface SpoolRecord {
 export interface SpoolRef {
   segment: number;
   index: number;
+  /** Byte offset and length of the record's payload in its segment file (for read-back). */
+  offset: number;
+  length: number;
 }
 
 export interface SpooledRecord extends SpoolRecord {
   ref: SpoolRef;
   /** Bytes the record occupies on disk. */
+  bytes: number;
+}
+
+/** A recovered record: its body stays on disk until `read` (memory stays small after a long outage). */
+export interface RecoveredRecord extends Omit<SpoolRecord, "body"> {
+  ref: SpoolRef;
   bytes: number;
 }
 
@@ -78,10 +88,16 @@ export interface SpoolOptions {
 }
 
 export interface Spool {
-  /** Undelivered records found at open, oldest first. */
-  readonly recovered: readonly SpooledRecord[];
+  /** Undelivered records found at open, oldest first (bodies left on disk: use `read`). */
+  readonly recovered: readonly RecoveredRecord[];
   /** Appends a record; undefined when the record alone is larger than the spool may hold. */
   append(record: SpoolRecord): SpooledRecord | undefined;
+  /**
+   * The body of a spooled record, read back from disk (checksum verified). Undefined when
+   * the record is gone (acknowledged, or dropped by the bound); throws a SpoolCorrupt
+   * HiveError when the bytes on disk no longer match.
+   */
+  read(ref: SpoolRef): string | undefined;
   ack(ref: SpoolRef): void;
   /** `writeError`: why the last write to disk failed, until a later write succeeds. */
   stats(): { bytes: number; pending: number; segments: number; writeError?: string };
@@ -110,43 +126,60 @@ function frame(type: number, payload: Buffer): Buffer {
 }
 
 export type FrameScan =
-  | { ok: true; payloads: Buffer[] }
-  | { ok: false; payloads: Buffer[]; torn: boolean; offset: number; reason: string };
+  | { ok: true; payloads: Buffer[]; offsets: number[] }
+  | { ok: false; payloads: Buffer[]; offsets: number[]; torn: boolean; offset: number; reason: string };
 
 /** Reads framed records of one type; stops at the first bad one and says whether it is a torn tail. */
 export function scanFrames(data: Buffer, type: number): FrameScan {
   const payloads: Buffer[] = [];
+  const offsets: number[] = [];
   let offset = 0;
   while (offset < data.length) {
     const left = data.length - offset;
     if (left < HEADER_BYTES)
-      return { ok: false, payloads, torn: true, offset, reason: "incomplete record header" };
+      return { ok: false, payloads, offsets, torn: true, offset, reason: "incomplete record header" };
     if (
       data[offset] !== MAGIC0 ||
       data[offset + 1] !== MAGIC1 ||
       data[offset + 2] !== VERSION ||
       data[offset + 3] !== type
     ) {
-      return { ok: false, payloads, torn: false, offset, reason: "bad record header" };
+      return { ok: false, payloads, offsets, torn: false, offset, reason: "bad record header" };
     }
     const length = data.readUInt32LE(offset + 4);
     const end = offset + HEADER_BYTES + length;
     if (end > data.length)
-      return { ok: false, payloads, torn: true, offset, reason: "record runs past the end of the file" };
+      return {
+        ok: false,
+        payloads,
+        offsets,
+        torn: true,
+        offset,
+        reason: "record runs past the end of the file",
+      };
     const payload = data.subarray(offset + HEADER_BYTES, end);
     if (crc32(payload) !== data.readUInt32LE(offset + 8)) {
       // A checksum failure on the last record is what a torn page write looks like.
-      return { ok: false, payloads, torn: end === data.length, offset, reason: "checksum mismatch" };
+      return { ok: false, payloads, offsets, torn: end === data.length, offset, reason: "checksum mismatch" };
     }
     payloads.push(payload);
+    offsets.push(offset + HEADER_BYTES);
     offset = end;
   }
-  return { ok: true, payloads };
+  return { ok: true, payloads, offsets };
 }
 
 function encodeRecord(record: SpoolRecord): Buffer {
   const head = JSON.stringify({ i: record.id, u: record.url, t: record.trapId, c: record.createdMs });
   return Buffer.from(`${head}\n${record.body}`, "utf8");
+}
+
+function decodeRecordSafe(payload: Buffer): SpoolRecord | undefined {
+  try {
+    return decodeRecord(payload);
+  } catch {
+    return undefined;
+  }
 }
 
 function decodeRecord(payload: Buffer): SpoolRecord | undefined {
@@ -176,6 +209,9 @@ interface Segment {
   logBuf: Buffer[];
   ackBuf: Buffer[];
   dirty: boolean;
+  /** Log bytes already written to the file (the rest is in logBuf). */
+  flushed: number;
+  readFd: number | undefined;
 }
 
 const SEGMENT_FILE = /^seg-(\d{1,16})\.log$/;
@@ -227,9 +263,10 @@ export function openSpool(options: SpoolOptions): Spool {
   };
 
   const removeSegment = (seg: Segment) => {
-    for (const fd of [seg.logFd, seg.ackFd]) if (fd !== undefined) closeFd(fd);
+    for (const fd of [seg.logFd, seg.ackFd, seg.readFd]) if (fd !== undefined) closeFd(fd);
     seg.logFd = undefined;
     seg.ackFd = undefined;
+    seg.readFd = undefined;
     for (const ext of ["log", "ack"] as const) {
       try {
         unlinkSync(path(seg.n, ext));
@@ -245,7 +282,7 @@ export function openSpool(options: SpoolOptions): Spool {
   };
 
   // ---- recovery --------------------------------------------------------------------
-  const recovered: SpooledRecord[] = [];
+  const recovered: RecoveredRecord[] = [];
   let nextSegment = 1;
   const found = readdirSync(dir)
     .map((f) => SEGMENT_FILE.exec(f))
@@ -265,6 +302,8 @@ export function openSpool(options: SpoolOptions): Spool {
       logBuf: [],
       ackBuf: [],
       dirty: false,
+      flushed: 0,
+      readFd: undefined,
     };
     let logData: Buffer;
     try {
@@ -274,6 +313,7 @@ export function openSpool(options: SpoolOptions): Spool {
       continue;
     }
     seg.logBytes = logData.length;
+    seg.flushed = logData.length;
     const scan = scanFrames(logData, TYPE_ALERT);
     const records: (SpoolRecord | undefined)[] = [];
     let corrupt = !scan.ok && !scan.torn;
@@ -340,11 +380,15 @@ export function openSpool(options: SpoolOptions): Spool {
       continue;
     }
     records.forEach((record, index) => {
+      const payload = scan.payloads[index] as Buffer;
       if (record && !seg.acked.has(index)) {
         recovered.push({
-          ...record,
-          ref: { segment: n, index },
-          bytes: HEADER_BYTES + Buffer.byteLength(record.body),
+          id: record.id,
+          url: record.url,
+          trapId: record.trapId,
+          createdMs: record.createdMs,
+          ref: { segment: n, index, offset: scan.offsets[index] as number, length: payload.length },
+          bytes: HEADER_BYTES + payload.length,
         });
       }
     });
@@ -379,6 +423,7 @@ export function openSpool(options: SpoolOptions): Spool {
       seg.logFd ??= openSync(path(seg.n, "log"), "a", 0o600);
       writeAll(seg.logFd, seg.logBuf);
       seg.logBuf = [];
+      seg.flushed = seg.logBytes;
       seg.dirty = true;
       if (fsyncIntervalMs === 0) fdatasyncSync(seg.logFd);
     }
@@ -426,6 +471,8 @@ export function openSpool(options: SpoolOptions): Spool {
       logBuf: [],
       ackBuf: [],
       dirty: false,
+      flushed: 0,
+      readFd: undefined,
     };
     segments.set(seg.n, seg);
     current = seg;
@@ -453,12 +500,48 @@ export function openSpool(options: SpoolOptions): Spool {
       let seg = current;
       if (!seg || seg.logBytes >= segmentBytes) seg = newSegment();
       const index = seg.records++;
+      const offset = seg.logBytes + HEADER_BYTES;
       seg.logBuf.push(framed);
       seg.logBytes += framed.length;
       totalBytes += framed.length;
       pending++;
       scheduleFlush();
-      return { ...record, ref: { segment: seg.n, index }, bytes: framed.length };
+      return {
+        ...record,
+        ref: { segment: seg.n, index, offset, length: framed.length - HEADER_BYTES },
+        bytes: framed.length,
+      };
+    },
+    read(ref) {
+      const seg = segments.get(ref.segment);
+      if (!seg || seg.acked.has(ref.index) || ref.index >= seg.records) return undefined;
+      if (ref.offset + ref.length > seg.flushed) flushWrites();
+      const file = name(seg.n, "log");
+      const buf = Buffer.allocUnsafe(HEADER_BYTES + ref.length);
+      let got = 0;
+      try {
+        seg.readFd ??= openSync(path(seg.n, "log"), "r");
+        while (got < buf.length) {
+          const r = readSync(seg.readFd, buf, got, buf.length - got, ref.offset - HEADER_BYTES + got);
+          if (r === 0) break;
+          got += r;
+        }
+      } catch (error) {
+        throw new HiveError("SpoolCorrupt", "cannot read an alert back from the spool", {
+          object: file,
+          cause: error,
+        });
+      }
+      const scan = scanFrames(buf.subarray(0, got), TYPE_ALERT);
+      const record = scan.payloads.length === 1 ? decodeRecordSafe(scan.payloads[0] as Buffer) : undefined;
+      if (!record) {
+        throw new HiveError("SpoolCorrupt", "an alert changed on disk after it was spooled", {
+          object: file,
+          hint: "the disk or another process damaged the spool; this alert cannot be delivered",
+          offset: ref.offset,
+        });
+      }
+      return record.body;
     },
     ack(ref) {
       const seg = segments.get(ref.segment);
@@ -498,9 +581,10 @@ export function openSpool(options: SpoolOptions): Spool {
       closed = true;
       clearInterval(fsyncTimer);
       for (const seg of segments.values()) {
-        for (const fd of [seg.logFd, seg.ackFd]) if (fd !== undefined) closeFd(fd);
+        for (const fd of [seg.logFd, seg.ackFd, seg.readFd]) if (fd !== undefined) closeFd(fd);
         seg.logFd = undefined;
         seg.ackFd = undefined;
+        seg.readFd = undefined;
       }
       if (current && current.records === current.acked.size) removeSegment(current);
       releaseLock();

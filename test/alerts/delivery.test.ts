@@ -4,7 +4,7 @@
  * order within a trap is kept (the dispatcher's promise), every body is a valid Alert, and
  * the metrics agree with what the receiver saw.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
@@ -390,6 +390,29 @@ describe("spooled delivery across restarts and bounds", () => {
     const second = await setup({ receiver, spool: { dir } });
     expect(await second.pipeline.drain(10_000)).toBe(true);
     expect(checkReceived(receiver, order)).toBe(0);
+  });
+
+  it("drops and reports an alert whose spooled bytes were damaged before delivery, and delivers the rest", async () => {
+    const dir = spoolDir();
+    const receiver = await startReceiver();
+    cleanups.push(() => receiver.close());
+    await receiver.down();
+    const { pipeline, metrics, logs } = await setup({ receiver, spool: { dir } });
+    const order = produce(pipeline, receiver.url, ["trap-a", "trap-b"], 3);
+    await sleep(50); // spooled to disk
+    const damaged = (order.get("trap-a") as string[])[1] as string;
+    const [segment] = readdirSync(dir).filter((f) => f.endsWith(".log"));
+    const file = join(dir, segment as string);
+    const data = readFileSync(file);
+    const at = data.indexOf(damaged) + 200; // inside that alert's body
+    data[at] = (data[at] as number) ^ 0x20;
+    writeFileSync(file, data);
+    await receiver.up();
+    expect(await pipeline.drain(10_000)).toBe(true);
+    const expected = new Map([...order].map(([trap, ids]) => [trap, ids.filter((id) => id !== damaged)]));
+    expect(checkReceived(receiver, expected)).toBe(0);
+    expect(await counterValue(metrics.alertsDropped, { reason: "spool_corrupt" })).toBe(1);
+    expect(logs.some((l) => (l.error as { code?: string } | undefined)?.code === "SpoolCorrupt")).toBe(true);
   });
 
   it("drops the oldest alerts when the spool is full, counts them, and delivers the rest", async () => {
