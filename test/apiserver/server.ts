@@ -376,7 +376,9 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
   }
 
   function startWatch(r: Route, q: URLSearchParams, req: IncomingMessage, res: ServerResponse): void {
-    // Parse selectors before committing to a 200 stream, so a bad selector is a 400 like upstream.
+    // The client may be gone already (a delayed request across restart()): subscribe nothing.
+    if (res.destroyed || req.socket.destroyed) return;
+    // store.watch parses selectors before the 200 is written, so a bad selector is a 400 like upstream.
     const bookmarks = q.get("allowWatchBookmarks") === "true";
     const timeoutSeconds = Number(q.get("timeoutSeconds") ?? "0");
     const timers: NodeJS.Timeout[] = [];

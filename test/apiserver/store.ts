@@ -122,7 +122,7 @@ export interface StoreOptions {
 }
 
 const FOREGROUND = "foregroundDeletion";
-const MAX_SNAPSHOTS = 1000;
+const MAX_SNAPSHOTS = 256;
 const NAMESPACE_FINALIZER = "kubernetes";
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
