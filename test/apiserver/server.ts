@@ -21,7 +21,9 @@
  * Status error bodies as kube-apiserver writes them (a too-old resourceVersion is reason
  * "Expired", code 410, as upstream). Pods are deleted at once (no kubelet grace period; give a
  * pod a finalizer to hold it in Terminating); a new pod's status is reset to Pending as the real
- * server does, so tests set it through `/status` (testing.ts setPodRunning). Namespaces
+ * server does, so tests set it through `/status` (testing.ts setPodRunning). With
+ * `podTerminationMs`, deleting a pod bound to a node first sets deletionTimestamp, and the pod
+ * goes that long later, as a kubelet would (gracePeriodSeconds=0 forces). Namespaces
  * default, kube-system, kube-public, kube-node-lease exist; creating in a missing namespace is
  * 404 as upstream. dryRun and server-side apply are refused (400/415). List items of built-in
  * kinds carry no kind/apiVersion, as upstream.
@@ -679,6 +681,13 @@ function deleteOptions(q: URLSearchParams, body: unknown): DeleteOptions {
   } else if (q.get("orphanDependents") === "true" || b.orphanDependents === true)
     out.propagationPolicy = "Orphan";
   if (b.preconditions) out.preconditions = b.preconditions;
+  const grace = q.get("gracePeriodSeconds") ?? (b as { gracePeriodSeconds?: number }).gracePeriodSeconds;
+  if (grace !== undefined && grace !== null) {
+    const n = Number(grace);
+    if (!Number.isInteger(n) || n < 0)
+      throw errors.badRequest(`gracePeriodSeconds: Invalid value: ${String(grace)}`);
+    out.gracePeriodSeconds = n;
+  }
   return out;
 }
 

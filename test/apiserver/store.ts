@@ -103,6 +103,8 @@ export interface ListResult {
 export interface DeleteOptions {
   propagationPolicy?: "Orphan" | "Background" | "Foreground";
   preconditions?: { uid?: string; resourceVersion?: string };
+  /** 0 forces immediate removal of a terminating pod (kubectl delete --grace-period=0 --force). */
+  gracePeriodSeconds?: number;
 }
 
 export interface Watcher {
@@ -117,6 +119,12 @@ export interface StoreOptions {
   continueTtlMs?: number;
   /** Delay before the garbage collector acts on a removal. Default 0 (next tick). */
   gcDelayMs?: number;
+  /**
+   * Simulate the kubelet's graceful termination: deleting a pod bound to a node sets
+   * deletionTimestamp (MODIFIED) and the pod goes away this many ms later (or when its last
+   * finalizer goes, if later). Default: undefined, pods are removed at once.
+   */
+  podTerminationMs?: number;
   /** Register Hive's kinds up front without schemas (the server installs the real CRDs instead). Default false. */
   hiveResources?: boolean;
 }
@@ -176,6 +184,9 @@ export class Store {
   private readonly historyLimit: number;
   private readonly continueTtlMs: number;
   private readonly gcDelayMs: number;
+  private readonly podTerminationMs: number | undefined;
+  /** Pods in graceful termination (uid → kubelet timer): not removed before the timer fires. */
+  private readonly terminatingPods = new Map<string, NodeJS.Timeout>();
   private gcTimer: NodeJS.Timeout | undefined;
   /** ownerReference uid → ids ("resource\0namespace/name") of the objects that name it. */
   private readonly dependentsIndex = new Map<string, Set<string>>();
@@ -191,6 +202,7 @@ export class Store {
     this.historyLimit = options.historyLimit ?? 50_000;
     this.continueTtlMs = options.continueTtlMs ?? 5 * 60_000;
     this.gcDelayMs = options.gcDelayMs ?? 0;
+    this.podTerminationMs = options.podTerminationMs;
     for (const def of BUILTIN_RESOURCES) this.register(def);
     if (options.hiveResources ?? false) for (const def of HIVE_RESOURCES) this.register(def);
     for (const ns of ["default", "kube-system", "kube-public", "kube-node-lease"]) {
@@ -444,7 +456,8 @@ export class Store {
     if (
       next.metadata.deletionTimestamp &&
       (next.metadata.finalizers ?? []).length === 0 &&
-      !this.isHeldNamespace(def, next)
+      !this.isHeldNamespace(def, next) &&
+      !this.terminatingPods.has(next.metadata.uid ?? "")
     ) {
       return this.remove(state, next);
     }
@@ -496,6 +509,27 @@ export class Store {
       );
     }
     const uid = existing.metadata.uid ?? "";
+    if (this.isPod(def) && this.terminatingPods.has(uid)) {
+      if (options.gracePeriodSeconds !== 0) return { object: existing, removed: false };
+      this.finishTermination(uid); // forced: the kubelet's grace period is cut short
+      const current = state.objects.get(keyOf(existing.metadata.namespace, name));
+      return current ? { object: current, removed: false } : { object: existing, removed: true };
+    }
+    if (this.gracefulPod(def, existing, options)) {
+      const next: KubeObject = {
+        ...existing,
+        metadata: {
+          ...existing.metadata,
+          deletionTimestamp: now(),
+          deletionGracePeriodSeconds: options.gracePeriodSeconds ?? podGraceSeconds(existing),
+        },
+      };
+      this.commit(state, "MODIFIED", next, existing);
+      const timer = setTimeout(() => this.finishTermination(uid), this.podTerminationMs);
+      timer.unref?.();
+      this.terminatingPods.set(uid, timer);
+      return { object: next, removed: false };
+    }
     if (options.propagationPolicy === "Orphan") this.orphanDependents(uid);
     let finalizers = existing.metadata.finalizers ?? [];
     if (
@@ -660,6 +694,34 @@ export class Store {
       this.unregisterCrd(gone);
     this.scheduleGc();
     return gone;
+  }
+
+  private isPod(def: ResourceDef): boolean {
+    return def.group === "" && def.plural === "pods";
+  }
+
+  private gracefulPod(def: ResourceDef, pod: KubeObject, options: DeleteOptions): boolean {
+    const nodeName = isObject(pod.spec) ? pod.spec.nodeName : undefined;
+    return (
+      this.isPod(def) &&
+      this.podTerminationMs !== undefined &&
+      typeof nodeName === "string" &&
+      nodeName !== "" &&
+      options.gracePeriodSeconds !== 0 &&
+      !pod.metadata.deletionTimestamp
+    );
+  }
+
+  /** The kubelet is done with a terminating pod: remove it unless finalizers still hold it. */
+  private finishTermination(uid: string): void {
+    const timer = this.terminatingPods.get(uid);
+    if (timer) clearTimeout(timer);
+    this.terminatingPods.delete(uid);
+    const where = this.uids.get(uid);
+    const state = where ? this.resources.get(where.res) : undefined;
+    const pod = where ? state?.objects.get(where.key) : undefined;
+    if (!state || !pod || (pod.metadata.finalizers ?? []).length > 0) return;
+    this.remove(state, pod);
   }
 
   private isNamespace(def: ResourceDef): boolean {
@@ -1061,6 +1123,8 @@ export class Store {
 
   /** Cancels the garbage collector's timer (server shutdown). */
   dispose(): void {
+    for (const t of this.terminatingPods.values()) clearTimeout(t);
+    this.terminatingPods.clear();
     if (this.gcTimer) clearTimeout(this.gcTimer);
     this.gcTimer = undefined;
     this.closeAllWatches();
@@ -1186,4 +1250,10 @@ function fieldPath(pointer: string): string {
     else out += out === "" ? part : `.${part}`;
   }
   return out || "<root>";
+}
+
+/** The grace period a pod asks for (spec.terminationGracePeriodSeconds, default 30 s). */
+function podGraceSeconds(pod: KubeObject): number {
+  const v = isObject(pod.spec) ? pod.spec.terminationGracePeriodSeconds : undefined;
+  return typeof v === "number" ? v : 30;
 }

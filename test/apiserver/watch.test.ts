@@ -7,7 +7,7 @@
 import { CoreV1Api, type KubeConfig, Watch } from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type ApiServer, startApiServer } from "./server.ts";
-import { podBody, rejection, statusOf, waitFor } from "./testing.ts";
+import { podBody, rejection, setPodRunning, statusOf, waitFor } from "./testing.ts";
 
 interface Seen {
   type: string;
@@ -223,6 +223,47 @@ describe("request accounting and faults", () => {
       });
     } finally {
       await guarded.stop();
+    }
+  });
+
+  it("with podTerminationMs, a bound pod terminates gracefully: deletionTimestamp first, gone later", async () => {
+    const kubelet = await startApiServer({ crds: [], podTerminationMs: 300 });
+    try {
+      const c = kubelet.kubeConfig().makeApiClient(CoreV1Api);
+      await c.createNamespacedPod({ namespace: "default", body: podBody("bound", { node: "n1" }) });
+      await c.createNamespacedPod({ namespace: "default", body: podBody("forced", { node: "n1" }) });
+      await c.createNamespacedPod({ namespace: "default", body: podBody("unbound") });
+      const rv = (await c.listNamespacedPod({ namespace: "default" })).metadata?.resourceVersion;
+      const events: string[] = [];
+      const controller = await new Watch(kubelet.kubeConfig()).watch(
+        "/api/v1/namespaces/default/pods",
+        { resourceVersion: rv },
+        (type, o) =>
+          events.push(`${type} ${o.metadata.name}${o.metadata.deletionTimestamp ? " terminating" : ""}`),
+        () => {},
+      );
+      controllers.push(controller);
+      const t0 = performance.now();
+      await c.deleteNamespacedPod({ namespace: "default", name: "bound" });
+      const terminating = await c.readNamespacedPod({ namespace: "default", name: "bound" });
+      expect(terminating.metadata?.deletionGracePeriodSeconds).toBe(30);
+      // The kubelet still reports status while the pod terminates; that does not remove it early.
+      await setPodRunning(c, "default", "bound", { phase: "Running" });
+      await c.deleteNamespacedPod({ namespace: "default", name: "unbound" });
+      await c.deleteNamespacedPod({ namespace: "default", name: "forced" });
+      await c.deleteNamespacedPod({ namespace: "default", name: "forced", gracePeriodSeconds: 0 });
+      await waitFor(() => events.includes("DELETED bound terminating"), { what: "the kubelet to finish" });
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(280);
+      expect(events).toEqual([
+        "MODIFIED bound terminating",
+        "MODIFIED bound terminating",
+        "DELETED unbound",
+        "MODIFIED forced terminating",
+        "DELETED forced terminating",
+        "DELETED bound terminating",
+      ]);
+    } finally {
+      await kubelet.stop();
     }
   });
 });
