@@ -19,8 +19,8 @@
  * the status subresource; custom resources pruned, defaulted and validated by their CRD
  * schema (CEL rules are not evaluated); Lease times must be MicroTime (six fractional digits);
  * Status error bodies as kube-apiserver writes them (a too-old resourceVersion is reason
- * "Expired", code 410, as upstream). Pods are deleted at once (no kubelet grace period; give a
- * pod a finalizer to hold it in Terminating); a new pod's status is reset to Pending as the real
+ * "Expired", code 410, as upstream). By default pods are deleted at once (no kubelet; a
+ * finalizer holds one in Terminating); a new pod's status is reset to Pending as the real
  * server does, so tests set it through `/status` (testing.ts setPodRunning). With
  * `podTerminationMs`, deleting a pod bound to a node first sets deletionTimestamp, and the pod
  * goes that long later, as a kubelet would (gracePeriodSeconds=0 forces). Namespaces
