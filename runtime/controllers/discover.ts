@@ -15,7 +15,7 @@ import { type HivePolicy, parseMode } from "../../api/policy.ts";
 import type { ContainerFiles, FileResolver } from "../discover/file-resolver.ts";
 import { HiveError, isHiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { ANNOTATION_RESOLVE_REQUEST, buildHiveData, dataUpToDate } from "./hive-data.ts";
+import { ANNOTATION_RESOLVE_REQUEST, buildHiveData, dataUpToDate, markMissing } from "./hive-data.ts";
 import { compileMatch, matchContainers } from "./match.ts";
 import {
   type DataWriter,
@@ -211,7 +211,12 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
               cause: error,
             });
         stats.errors += 1;
-        if (TRANSIENT.has(e.code)) {
+        const had = data.get(key);
+        if (had && (e.code === "FileNotFound" || e.code === "PathEscapesContainer")) {
+          // Deleted (perhaps to be re-created): stop watching the old inode but keep the HiveData, so its
+          // directory stays watched and the re-creation is noticed without polling.
+          desired.set(key, markMissing(had));
+        } else if (TRANSIENT.has(e.code)) {
           keep.add(key); // the container restarts or the runtime is slow: keep what we had
           const n = (attempts.get(key) ?? 0) + 1;
           attempts.set(key, n);

@@ -30,6 +30,31 @@ export const ANNOTATION_PARENT = "hive-operator.com/parent";
 /** Set by a loader when the kernel reported a change in the parent directory; the owning node's discover re-resolves. */
 export const ANNOTATION_RESOLVE_REQUEST = "hive-operator.com/resolve-requested";
 
+/**
+ * "true" while the trapped file is missing from its container (deleted, maybe about to be
+ * re-created): the loader watches only the directory; the alert path ignores the object.
+ */
+export const ANNOTATION_MISSING = "hive-operator.com/file-missing";
+
+export function isMissing(d: HiveData): boolean {
+  return d.metadata.annotations?.[ANNOTATION_MISSING] === "true";
+}
+
+/** The HiveData as it must look while its file is missing (same identity, same directory). */
+export function markMissing(d: HiveData): HiveData {
+  const { [ANNOTATION_RESOLVE_REQUEST]: _request, ...annotations } = d.metadata.annotations ?? {};
+  return {
+    ...d,
+    metadata: {
+      name: d.metadata.name,
+      namespace: d.metadata.namespace,
+      labels: d.metadata.labels,
+      annotations: { ...annotations, [ANNOTATION_MISSING]: "true" },
+      ownerReferences: d.metadata.ownerReferences,
+    } as HiveData["metadata"],
+  };
+}
+
 export function keyText(key: FileKey): string {
   return `${key.major}:${key.minor}:${key.ino}`;
 }

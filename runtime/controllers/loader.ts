@@ -11,7 +11,13 @@ import { LABEL_KERNEL_ID, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import type { KernelEvent, KernelWatcher, WatchEntry } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
-import { ANNOTATION_PARENT, ANNOTATION_RESOLVE_REQUEST, keyText, parseKeyText } from "./hive-data.ts";
+import {
+  ANNOTATION_PARENT,
+  ANNOTATION_RESOLVE_REQUEST,
+  isMissing,
+  keyText,
+  parseKeyText,
+} from "./hive-data.ts";
 import { type DataWriter, objectKey, type WatchEventType } from "./ports.ts";
 import { createSerialRunner } from "./serial-runner.ts";
 
@@ -138,7 +144,8 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     };
     for (const d of valid) {
       const { major, minor } = d.spec.device;
-      add(keyText({ major, minor, ino: BigInt(d.spec["inode-no"]) }), "file", d, d.spec.accesses);
+      if (!isMissing(d))
+        add(keyText({ major, minor, ino: BigInt(d.spec["inode-no"]) }), "file", d, d.spec.accesses);
       const parent = d.metadata.annotations?.[ANNOTATION_PARENT];
       if (parent) add(parent, "parent", d, ["write"]);
     }

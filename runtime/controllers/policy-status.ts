@@ -8,6 +8,7 @@ import type { HiveData } from "../../api/data.ts";
 import { trapId as computeTrapId } from "../../api/ids.ts";
 import { type Condition, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy, HivePolicyStatus, TrapError, TrapStatus } from "../../api/policy.ts";
+import { isMissing } from "./hive-data.ts";
 import { compileMatch } from "./match.ts";
 import type { NodeTrapError } from "./ports.ts";
 
@@ -26,7 +27,8 @@ export function computePolicyStatus(
   let pending = 0;
   for (const trap of policy.spec.traps) {
     const id = computeTrapId(ref, trap);
-    const found = dataByTrap.get(id) ?? [];
+    const all = dataByTrap.get(id) ?? [];
+    const found = all.filter((d) => !isMissing(d));
     const reported = [...(errorsByTrap.get(id) ?? [])];
     const compiled = compileMatch(trap);
     // Invalid regex is decided by the spec alone: computed here, whatever the nodes said.

@@ -2,7 +2,7 @@
  * Discover, loader and pods controllers end to end through the API server stand-in:
  * the user story, each match filter, pods and policies coming and going, status.
  */
-import { statSync } from "node:fs";
+import { rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { trapId } from "../../api/ids.ts";
@@ -262,5 +262,49 @@ describe("discover through the API server", () => {
       () => kernel.entries.some((e) => e.kind === "file" && e.key.ino === fresh.ino),
       "kernel map follows",
     );
+  });
+
+  it("keeps the directory watched while a trapped file is deleted, and follows its re-creation", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    const node = await c.addNode("node-1", KERNEL_A);
+    await c.addPod("web", "node-1");
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    const [before] = await eventually(async () => {
+      const d = await c.data();
+      return d.length === 1 ? d : undefined;
+    }, "HiveData");
+    const kernel = await eventually(() => {
+      const k = node.activeKernel();
+      return k?.entries.some((e) => e.kind === "file") ? k : undefined;
+    }, "file watched");
+    const id = before?.metadata.annotations?.container_id?.replace("containerd://", "") ?? "";
+    const file = join(c.containers.rootOf(id), "etc/shadow");
+    const parentSlot = () => kernel.entries.find((e) => e.kind === "parent")?.slot ?? -1;
+
+    rmSync(file);
+    kernel.emit({ slot: parentSlot(), kind: "parent", accesses: ["write"] });
+    await eventually(
+      () => kernel.entries.length === 1 && kernel.entries[0]?.kind === "parent",
+      "only the directory stays watched",
+    );
+    const missing = await eventually(async () => {
+      const p = await c.getPolicy("shadow");
+      return p?.status?.traps?.[0]?.errors?.[0]?.reason === "FileNotFound" ? p : undefined;
+    }, "status reports the missing file");
+    expect(missing.status?.traps?.[0]).toMatchObject({ matchedContainers: 1, inodesFound: 0 });
+    expect(await c.data()).toHaveLength(1);
+
+    writeFileSync(file, "re-created\n");
+    const fresh = statSync(file, { bigint: true }).ino;
+    kernel.emit({ slot: parentSlot(), kind: "parent", accesses: ["write"] });
+    await eventually(
+      () => kernel.entries.some((e) => e.kind === "file" && e.key.ino === fresh),
+      "the re-created file is watched",
+    );
+    await eventually(async () => {
+      const p = await c.getPolicy("shadow");
+      return p?.status?.traps?.[0]?.inodesFound === 1 && !p.status.traps[0].errors;
+    }, "status recovers");
   });
 });
