@@ -1,11 +1,12 @@
 /**
  * `npm run demo` exactly as the README tells a user to run it (through scripts/bootstrap.sh),
- * with its output checked: the alert the callback receiver got, for the demo's trap, from
- * the process that read the file. Boots a VM here (this kernel has no kprobes).
+ * with its output checked: the alerts the callback receiver got, for the demo's traps, from
+ * the processes that read the files (on the host, and inside a real container). Boots a VM here (this kernel has no kprobes).
  */
 import { spawn } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { validateAlert } from "../../api/index.ts";
+import { containersAvailable } from "../containers/containerd-harness.ts";
 import { REPO } from "./run-hive.ts";
 import { cliVmKernel } from "./vm-gate.ts";
 
@@ -28,7 +29,7 @@ function npmRunDemo(): Promise<{ code: number | null; stdout: string; stderr: st
 }
 
 describe.runIf(kernel !== undefined)("npm run demo", () => {
-  it("shows the alert the callback receiver got for the read of the trapped file, and exits 0", {
+  it("shows the alerts the callback receiver got for reads of the trapped files, and exits 0", {
     timeout: 300_000,
   }, async () => {
     const run = await npmRunDemo();
@@ -37,21 +38,38 @@ describe.runIf(kernel !== undefined)("npm run demo", () => {
     const reader = /\[demo\] process (\d+) ran: cat \/run\/hive-demo-secret/.exec(run.stdout);
     expect(reader).not.toBeNull();
     expect(run.stdout).toMatch(
-      /\[demo\] the receiver got POST \/hive-alerts\n {2}content-type: application\/json\n {2}hive-alert-id: [0-9a-f-]{36}\n/,
+      /\[demo\] alert 1: the receiver got POST \/hive-alerts\n {2}content-type: application\/json\n {2}hive-alert-id: [0-9a-f-]{36}\n/,
     );
-    // The pretty-printed alert runs from the line "{" to the line "}".
-    const body = /\n(\{\n[\s\S]*?\n\})\n/.exec(run.stdout)?.[1];
-    expect(body).toBeDefined();
-    const alert = JSON.parse(body ?? "{}") as {
-      hive_policy_name: string;
-      metadata: { path: string; accesses: string[] };
-      process: { tgid: number; comm: string };
-    };
-    expect(validateAlert(alert).ok).toBe(true);
-    expect(alert.hive_policy_name).toBe("demo-secret");
-    expect(alert.metadata.path).toBe("/run/hive-demo-secret");
-    expect(alert.metadata.accesses).toContain("read");
-    expect(alert.process).toMatchObject({ tgid: Number(reader?.[1]), comm: "cat" });
+    // Each pretty-printed alert runs from a line "{" to a line "}".
+    const alerts = [...run.stdout.matchAll(/\n(\{\n[\s\S]*?\n\})\n/g)].map(
+      (m) =>
+        JSON.parse(m[1] ?? "{}") as {
+          hive_policy_name: string;
+          metadata: { path: string; accesses: string[] };
+          process: { tgid: number; comm: string };
+          pod?: unknown;
+        },
+    );
+    for (const alert of alerts) expect(validateAlert(alert).ok).toBe(true);
+    const [host, container] = alerts;
+    expect(host?.hive_policy_name).toBe("demo-secret");
+    expect(host?.metadata.path).toBe("/run/hive-demo-secret");
+    expect(host?.metadata.accesses).toContain("read");
+    expect(host?.process).toMatchObject({ tgid: Number(reader?.[1]), comm: "cat" });
+    expect(host?.pod).toBeUndefined();
+    // The guest runs this machine's binaries: a container part exactly when containerd and runc are here.
+    if (containersAvailable().ok) {
+      expect(alerts).toHaveLength(2);
+      expect(container?.metadata.path).toBe("/etc/hive-demo-secret");
+      expect(container?.pod).toEqual({
+        name: "hive-demo-web",
+        namespace: "default",
+        container: { id: "hive-demo-web", name: "hive-demo-web" },
+      });
+    } else {
+      expect(run.stdout).toContain("[demo] no container part:");
+      expect(alerts).toHaveLength(1);
+    }
     expect(run.stdout).toMatch(/\[demo\] Ctrl-C: hive watch detached and exited 0/);
   });
 });
