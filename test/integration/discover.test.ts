@@ -307,4 +307,23 @@ describe("discover through the API server", () => {
       return p?.status?.traps?.[0]?.inodesFound === 1 && !p.status.traps[0].errors;
     }, "status recovers");
   });
+
+  it("moves to the new container when a container restarts", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    await c.addNode("node-1", KERNEL_A, { loader: false, pods: false });
+    const pod = await c.addPod("web", "node-1");
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    const [first] = await eventually(async () => {
+      const d = await c.data();
+      return d.length === 1 ? d : undefined;
+    }, "HiveData of the first container");
+    await c.runPod(pod, "10.0.0.50"); // the kubelet reports a new container id for "app"
+    const [second] = await eventually(async () => {
+      const d = await c.data();
+      return d.length === 1 && d[0]?.metadata.name !== first?.metadata.name ? d : undefined;
+    }, "HiveData of the restarted container only");
+    expect(second?.metadata.annotations?.container_id).not.toBe(first?.metadata.annotations?.container_id);
+    expect(second?.metadata.annotations?.pod_ip).toBe("10.0.0.50");
+  });
 });

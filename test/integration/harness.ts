@@ -134,6 +134,7 @@ export class Cluster {
   nodes: SimNode[] = [];
   private base = "";
   private podSeq = 0;
+  private containerSeq = 0;
 
   static async start(): Promise<Cluster> {
     const c = new Cluster();
@@ -229,7 +230,7 @@ export class Cluster {
       ready: true,
       restartCount: 0,
       containerID: this.containers.add(
-        `${pod.metadata?.name}-${c.name}-${pod.metadata?.uid?.slice(0, 8)}`,
+        `${pod.metadata?.name}-${c.name}-${pod.metadata?.uid?.slice(0, 8)}-${++this.containerSeq}`,
         files,
       ),
       state: { running: { startedAt: new Date() } },
