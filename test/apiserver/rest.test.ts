@@ -133,6 +133,36 @@ describe("Status errors", () => {
     expect(s.message).toContain("spec.traps[0].path");
   });
 
+  it("evaluates the CRD's CEL rules (x-kubernetes-validations) on writes", async () => {
+    const escape = await rejection(
+      custom.createNamespacedCustomObject({
+        ...G,
+        plural: "hivepolicies",
+        namespace: "rest",
+        body: policy("cel-dotdot", "/etc/../shadow"),
+      }),
+    );
+    expect(statusOf(escape)).toMatchObject({ reason: "Invalid", code: 422 });
+    expect(statusOf(escape).message).toContain(
+      "spec.traps[0].path: Invalid value: path must not contain '..' components",
+    );
+    const mode = await rejection(
+      custom.createNamespacedCustomObject({
+        ...G,
+        plural: "hivepolicies",
+        namespace: "rest",
+        body: { ...policy("cel-mode"), spec: { traps: [{ path: "/x", mode: 644 }] } },
+      }),
+    );
+    expect(statusOf(mode).message).toContain("mode only applies with create: true");
+    await custom.createNamespacedCustomObject({
+      ...G,
+      plural: "hivepolicies",
+      namespace: "rest",
+      body: { ...policy("cel-ok"), spec: { traps: [{ path: "/x", create: true, mode: "0644" }] } },
+    });
+  });
+
   it("answers 400 for a malformed label selector and for an unsupported field selector", async () => {
     const bad = await rejection(core.listNamespacedPod({ namespace: "rest", labelSelector: "a in (b" }));
     expect(statusOf(bad)).toMatchObject({ reason: "BadRequest", code: 400 });

@@ -17,7 +17,7 @@
  * retained history (`historyLimit`, or `compact()`); finalizers and deletionTimestamp;
  * namespace termination; ownerReference garbage collection (background, foreground, orphan);
  * the status subresource; custom resources pruned, defaulted and validated by their CRD
- * schema (CEL rules are not evaluated); Lease times must be MicroTime (six fractional digits);
+ * schema, including its CEL rules (x-kubernetes-validations; transition rules skipped); Lease times must be MicroTime (six fractional digits);
  * Status error bodies as kube-apiserver writes them (a too-old resourceVersion is reason
  * "Expired", code 410, as upstream). By default pods are deleted at once (no kubelet; a
  * finalizer holds one in Terminating); a new pod's status is reset to Pending as the real

@@ -7,6 +7,7 @@
  * snapshots and history can share references.
  */
 import { randomUUID } from "node:crypto";
+import { parse as parseCel } from "@marcbachmann/cel-js";
 import { Ajv, type ValidateFunction } from "ajv";
 import { applyPatch } from "./patch.ts";
 import {
@@ -26,7 +27,7 @@ import {
   parseLabelSelector,
 } from "./selectors.ts";
 import { ApiError, errors } from "./status.ts";
-import { pruneObject } from "./structural.ts";
+import { celFailures, pruneObject } from "./structural.ts";
 
 export interface ObjectMeta {
   name?: string;
@@ -949,16 +950,31 @@ export class Store {
     Object.assign(obj, pruned);
   }
 
+  /** OpenAPI schema first (types, patterns), then the CRD's CEL rules, as kube-apiserver reports them. */
   private validate(state: ResourceState, obj: KubeObject): void {
-    if (!state.validate) return;
+    if (state.def.schema === undefined) return;
     const body = without(obj, "metadata", "apiVersion", "kind");
-    if (!state.validate(body)) {
+    const name = obj.metadata.name ?? "";
+    if (state.validate && !state.validate(body)) {
       const causes = (state.validate.errors ?? []).map((e) => ({
         reason: "FieldValueInvalid",
         message: `Invalid value: ${e.message ?? "invalid"}`,
         field: fieldPath(e.instancePath),
       }));
-      throw errors.invalid(state.def.kind, state.def.group, obj.metadata.name ?? "", causes);
+      throw errors.invalid(state.def.kind, state.def.group, name, causes);
+    }
+    const failed = celFailures(
+      body,
+      state.def.schema,
+      (expr) => parseCel(expr) as (ctx: Record<string, unknown>) => unknown,
+    );
+    if (failed.length > 0) {
+      const causes = failed.map((f) => ({
+        reason: "FieldValueInvalid",
+        message: `Invalid value: ${f.message}`,
+        field: f.field,
+      }));
+      throw errors.invalid(state.def.kind, state.def.group, name, causes);
     }
   }
 

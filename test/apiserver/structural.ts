@@ -50,3 +50,68 @@ export function pruneObject<T extends Record<string, unknown>>(obj: T, schema: u
   delete pruned.kind;
   return { ...pruned, metadata, apiVersion, kind } as unknown as T;
 }
+
+export interface CelFailure {
+  field: string;
+  message: string;
+}
+
+/** CEL's view of a JSON value: integers are int64 (BigInt in cel-js). */
+function celValue(value: unknown): unknown {
+  if (typeof value === "number" && Number.isInteger(value)) return BigInt(value);
+  if (Array.isArray(value)) return value.map(celValue);
+  if (isObject(value)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, celValue(v)]));
+  return value;
+}
+
+const compiled = new Map<string, (ctx: Record<string, unknown>) => unknown>();
+
+/**
+ * Runs the schema's `x-kubernetes-validations` rules (CEL) against `value`, as kube-apiserver
+ * does: a rule runs only where its field is present, with `self` bound to that field.
+ * Transition rules (those using `oldSelf`) are not evaluated.
+ */
+export function celFailures(
+  value: unknown,
+  schema: unknown,
+  evaluate: (expr: string) => (ctx: Record<string, unknown>) => unknown,
+  path = "",
+): CelFailure[] {
+  if (!isObject(schema) || value === undefined) return [];
+  const s = schema as Schema;
+  const out: CelFailure[] = [];
+  const rules = Array.isArray(s["x-kubernetes-validations"])
+    ? (s["x-kubernetes-validations"] as Schema[])
+    : [];
+  for (const r of rules) {
+    const rule = typeof r.rule === "string" ? r.rule : "";
+    if (rule === "" || rule.includes("oldSelf")) continue;
+    let fn = compiled.get(rule);
+    if (!fn) {
+      fn = evaluate(rule);
+      compiled.set(rule, fn);
+    }
+    let ok: unknown;
+    try {
+      ok = fn({ self: celValue(value) });
+    } catch (err) {
+      ok = `${(err as Error).message}`;
+    }
+    if (ok !== true) {
+      const message = typeof r.message === "string" ? r.message : `failed rule: ${rule}`;
+      out.push({ field: path || "<root>", message: typeof ok === "string" ? `${message} (${ok})` : message });
+    }
+  }
+  if (Array.isArray(value)) {
+    value.forEach((v, i) => {
+      out.push(...celFailures(v, s.items, evaluate, `${path}[${i}]`));
+    });
+  } else if (isObject(value)) {
+    const properties = isObject(s.properties) ? (s.properties as Record<string, Schema>) : {};
+    for (const [k, v] of Object.entries(value)) {
+      const child = properties[k] ?? (isObject(s.additionalProperties) ? s.additionalProperties : undefined);
+      if (child) out.push(...celFailures(v, child, evaluate, path ? `${path}.${k}` : k));
+    }
+  }
+  return out;
+}
