@@ -19,6 +19,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { LABEL_TRAP_ID } from "../api/meta.ts";
 import type { AlertSource } from "../runtime/alerts/alert-source.ts";
 import { createBootClock } from "../runtime/alerts/boot-clock.ts";
@@ -233,12 +234,23 @@ async function benchLatency(receiver: ReceiverProcess, dir: string): Promise<voi
   );
 }
 
-async function benchBurst(receiver: ReceiverProcess, dir: string, rateLimited: boolean): Promise<void> {
-  await receiver.reset();
-  if (global.gc) global.gc();
+interface BurstFigures {
+  count: number;
+  handledS: number;
+  totalS: number;
+  cpuS: number;
+  suppressed: number;
+  dropped: number;
+  baseRss: number;
+  peakRss: number;
+  peakHeap: number;
+}
+
+/** Runs in a fresh child process (see the end of this file), so its memory figures are its own. */
+async function burstChild(url: string, dir: string, rateLimited: boolean): Promise<BurstFigures> {
   const metrics = createHiveMetrics({ processMetrics: false });
   const pipeline = await pipelineFor({ metrics, ...(rateLimited ? { rateLimit: {} } : {}) }, dir);
-  const srcs = sources(receiver.url);
+  const srcs = sources(url);
   const count = n(1_000_000);
   const base = process.memoryUsage();
   let peakRss = base.rss;
@@ -256,18 +268,51 @@ async function benchBurst(receiver: ReceiverProcess, dir: string, rateLimited: b
   }
   const produced = performance.now();
   await pipeline.drain(600_000);
-  const secs = (performance.now() - t0) / 1000;
+  const totalS = (performance.now() - t0) / 1000;
   const cpuS = cpuSeconds(cpu);
   clearInterval(sample);
   await pipeline.close();
+  const sum = async (c: { get(): Promise<{ values: { value: number }[] }> }) =>
+    (await c.get()).values.reduce((acc, v) => acc + v.value, 0);
+  return {
+    count,
+    handledS: (produced - t0) / 1000,
+    totalS,
+    cpuS,
+    suppressed: await sum(metrics.alertsSuppressed),
+    dropped: await sum(metrics.alertsDropped),
+    baseRss: base.rss,
+    peakRss,
+    peakHeap,
+  };
+}
+
+async function benchBurst(receiver: ReceiverProcess, dir: string, rateLimited: boolean): Promise<void> {
+  await receiver.reset();
+  const child = spawn(
+    process.execPath,
+    [
+      fileURLToPath(import.meta.url),
+      "--burst-child",
+      receiver.url,
+      dir,
+      rateLimited ? "limited" : "unlimited",
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  let out = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    out += chunk.toString("utf8");
+  });
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  if (code !== 0) throw new Error(`burst child exited with ${code}`);
+  const f = JSON.parse(out.trim().split("\n").at(-1) as string) as BurstFigures;
   const report = await receiver.report();
-  const dropped = (await metrics.alertsDropped.get()).values.reduce((s, v) => s + v.value, 0);
-  const suppressed = (await metrics.alertsSuppressed.get()).values.reduce((s, v) => s + v.value, 0);
   console.log(
-    `burst:      ${count.toLocaleString("en")} events, ${rateLimited ? "default rate limit (100/s, burst 200 per trap)" : "no rate limit, 64 MiB spool"}: ` +
-      `handled in ${((produced - t0) / 1000).toFixed(1)} s, drained in ${secs.toFixed(1)} s (${cpuS.toFixed(1)} CPU-s); delivered ${report.distinct.toLocaleString("en")}, ` +
-      `suppressed ${suppressed.toLocaleString("en")}, dropped (spool bound) ${dropped.toLocaleString("en")}; ` +
-      `peak RSS ${mb(peakRss)} MiB (+${mb(peakRss - base.rss)}), peak heap ${mb(peakHeap)} MiB`,
+    `burst:      ${f.count.toLocaleString("en")} events, ${rateLimited ? "default rate limit (100/s, burst 200 per trap)" : "no rate limit, 64 MiB spool"}: ` +
+      `handled in ${f.handledS.toFixed(1)} s, all delivered or dropped after ${f.totalS.toFixed(1)} s (${f.cpuS.toFixed(1)} CPU-s); ` +
+      `delivered ${report.distinct.toLocaleString("en")}, suppressed ${f.suppressed.toLocaleString("en")}, dropped (spool bound) ${f.dropped.toLocaleString("en")}; ` +
+      `fresh process: RSS ${mb(f.baseRss)} → peak ${mb(f.peakRss)} MiB, peak heap ${mb(f.peakHeap)} MiB`,
   );
 }
 
@@ -316,4 +361,13 @@ export async function run(): Promise<void> {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) await run();
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const i = process.argv.indexOf("--burst-child");
+  if (i >= 0) {
+    const [url, dir, mode] = process.argv.slice(i + 1);
+    const figures = await burstChild(url as string, dir as string, mode === "limited");
+    process.stdout.write(`${JSON.stringify(figures)}\n`);
+  } else {
+    await run();
+  }
+}
