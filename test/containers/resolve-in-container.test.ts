@@ -95,20 +95,18 @@ describe.skipIf(!enabled)("trap paths in real containers", () => {
   it("creates a missing trap file inside the container with the requested mode, and nowhere else", async () => {
     const rootfs = cd.makeRootfs("create");
     await cd.start("ctr-create", rootfs);
-    const name = `hive-created-${process.pid}-${Date.now()}`;
-    const hostTwin = join("/tmp", name);
-    const got = await createFileResolver(runtime).resolve("containerd://ctr-create", `/tmp/${name}`, {
+    // The trap path names a directory that exists on the HOST (and not in the container).
+    const trapPath = join(hostDir, "created-secret");
+    const got = await createFileResolver(runtime).resolve("containerd://ctr-create", trapPath, {
       create: true,
       mode: 0o640,
     });
-    const inside = statSync(join(rootfs, "tmp", name), { bigint: true });
+    const inside = statSync(join(rootfs, trapPath), { bigint: true });
     expect(got.created).toBe(true);
     expect(got.key.ino).toBe(inside.ino);
     expect(Number(inside.mode) & 0o7777).toBe(0o640);
-    expect(existsSync(hostTwin)).toBe(false);
+    expect(existsSync(trapPath)).toBe(false);
     // The container itself sees the file with that mode.
-    expect((await cd.exec("ctr-create", ["/bin/busybox", "stat", "-c", "%a", `/tmp/${name}`])).trim()).toBe(
-      "640",
-    );
+    expect((await cd.exec("ctr-create", ["/bin/busybox", "stat", "-c", "%a", trapPath])).trim()).toBe("640");
   });
 });
