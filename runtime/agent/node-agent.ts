@@ -7,6 +7,7 @@
  * of these in one process, one per simulated node.
  */
 import type { HiveData } from "../../api/data.ts";
+import type { HivePolicy } from "../../api/policy.ts";
 import { createDiscoverController, type DiscoverController } from "../controllers/discover.ts";
 import {
   allDataFeed,
@@ -26,6 +27,7 @@ import {
 } from "../controllers/kube-ports.ts";
 import { createLoaderController, type LoaderController } from "../controllers/loader.ts";
 import { createPodsController, type PodsController } from "../controllers/pods.ts";
+import type { WatchEventType } from "../controllers/ports.ts";
 import type { FileResolver } from "../discover/file-resolver.ts";
 import type { InformerStats } from "../k8s/informer.ts";
 
@@ -103,8 +105,26 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     log: log.child({ controller: "discover" }),
     ...(options.retryBaseMs ? { retryBaseMs: options.retryBaseMs } : {}),
   });
+  // One policy watch per node, shared by every role: a role subscribes while it runs.
+  const policySinks = new Set<(type: WatchEventType, policy: HivePolicy) => void>();
+  const policyInformer = policyFeed((t, p) => {
+    discover.onPolicy(t, p);
+    for (const sink of policySinks) sink(t, p);
+  }, feedOptions);
+  const sharedPolicies = (sink: (type: WatchEventType, policy: HivePolicy) => void): RunningInformer => ({
+    stats: policyInformer.stats,
+    async start() {
+      await policyInformer.start();
+      // Replay and subscribe in one synchronous step: no event can fall between them.
+      for (const p of policyInformer.list()) sink("ADDED", p);
+      policySinks.add(sink);
+    },
+    async stop() {
+      policySinks.delete(sink);
+    },
+  });
   const discoverInformers: RunningInformer[] = [
-    policyFeed((t, p) => discover.onPolicy(t, p), feedOptions),
+    policyInformer,
     nodePodFeed(nodeName, (t, p) => discover.onPod(t, p), feedOptions),
     nodeDataFeed(nodeName, (t, d) => discover.onData(t, d), feedOptions),
   ];
@@ -155,7 +175,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
             ...(options.orphanGraceMs !== undefined ? { orphanGraceMs: options.orphanGraceMs } : {}),
           });
           const informers: RunningInformer[] = [
-            policyFeed((t, p) => controller.onPolicy(t, p), feedOptions),
+            sharedPolicies((t, p) => controller.onPolicy(t, p)),
             kernelDataFeed(kernelId, (t, d) => controller.onData(t, d), feedOptions),
           ];
           stopRole = async () => {
@@ -208,7 +228,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
             },
           });
           const informers: RunningInformer[] = [
-            policyFeed((t, p) => controller.onPolicy(t, p), feedOptions),
+            sharedPolicies((t, p) => controller.onPolicy(t, p)),
             allPodFeed((t, p) => controller.onPod(t, p), feedOptions),
             allDataFeed((t, d) => controller.onData(t, d), feedOptions),
             trapErrorFeed(
