@@ -1,4 +1,6 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { ACCESS_KINDS } from "../../api/meta.ts";
 import { assertValidAlert, KERNEL_ID, makeEvent, makeSource } from "../../test/alerts/fixtures.ts";
 import { alertSourceFromHiveData } from "./alert-source.ts";
 import { createBootClock } from "./boot-clock.ts";
@@ -102,5 +104,39 @@ describe("alert source from a HiveData", () => {
       hive_policy_namespace: "security",
       pod: { name: "p", namespace: "default" },
     });
+  });
+});
+
+describe("alert builder on arbitrary kernel input", () => {
+  it("always yields a schema-valid alert, whatever the event's numbers and the process's name", () => {
+    const u32 = fc.integer({ min: 0, max: 0xffffffff });
+    const event = fc.record({
+      ktimeNs: fc.bigInt({ min: 0n, max: 2n ** 63n - 1n }),
+      key: fc.record({
+        major: fc.integer({ min: 0, max: 4095 }),
+        minor: fc.integer({ min: 0, max: 1048575 }),
+        ino: fc.bigInt({ min: 1n, max: 2n ** 64n - 1n }),
+      }),
+      mask: u32,
+      accesses: fc.subarray([...ACCESS_KINDS]),
+      kind: fc.constantFrom("file" as const, "parent" as const),
+      slot: u32,
+      pid: u32,
+      tgid: u32,
+      uid: u32,
+      gid: u32,
+      comm: fc.string({ maxLength: 16, unit: "binary" }),
+      cgroupId: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+      count: u32,
+    });
+    const clock = createBootClock();
+    fc.assert(
+      fc.property(event, (e) => {
+        const alert = buildAlert(e, makeSource("t"), { clock, proc: noProcReader });
+        assertValidAlert(alert);
+        expect(alert.process.comm.length).toBeLessThanOrEqual(15);
+      }),
+      { numRuns: 300 },
+    );
   });
 });
