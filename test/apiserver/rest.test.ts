@@ -134,7 +134,7 @@ describe("Status errors", () => {
   });
 
   it("evaluates the CRD's CEL rules (x-kubernetes-validations) on writes", async () => {
-    const escape = await rejection(
+    const dotdot = await rejection(
       custom.createNamespacedCustomObject({
         ...G,
         plural: "hivepolicies",
@@ -142,8 +142,8 @@ describe("Status errors", () => {
         body: policy("cel-dotdot", "/etc/../shadow"),
       }),
     );
-    expect(statusOf(escape)).toMatchObject({ reason: "Invalid", code: 422 });
-    expect(statusOf(escape).message).toContain(
+    expect(statusOf(dotdot)).toMatchObject({ reason: "Invalid", code: 422 });
+    expect(statusOf(dotdot).message).toContain(
       "spec.traps[0].path: Invalid value: path must not contain '..' components",
     );
     const mode = await rejection(
