@@ -50,7 +50,7 @@ async function main(): Promise<number> {
   say(
     `[demo] booting the stock Debian kernel ${kernel.version} under QEMU with this machine's files instead`,
   );
-  say("[demo] (emulated CPU: this takes about a minute)");
+  say("[demo] (emulated CPU: this takes a minute or two)");
   const ticker = setInterval(() => say(`[demo] … ${Math.round((Date.now() - started) / 1000)} s`), 15_000);
   try {
     const result = await bootVm({

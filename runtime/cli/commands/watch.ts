@@ -8,14 +8,18 @@ import { readFileSync, statfsSync } from "node:fs";
 import { dirname } from "node:path";
 import { createAlertPipeline } from "../../alerts/index.ts";
 import { HiveError } from "../../errors.ts";
-import type { AttachMode, KernelWatcher } from "../../kernel/contract.ts";
+import type { AttachMode } from "../../kernel/contract.ts";
 import { openKernelWatcher } from "../../kernel/index.ts";
 import { createLogger } from "../../log.ts";
 import { createHiveMetrics } from "../../metrics/index.ts";
 import { CONTAINERD_SOCKET, openContainerLister } from "../../standalone/local-containers.ts";
 import { assertNoProblems, readPolicyFiles } from "../../standalone/policy-files.ts";
 import { startStandalone } from "../../standalone/standalone.ts";
-import { STANDALONE_PIN_ROOT, watchTableFileFor } from "../../standalone/watch-table-file.ts";
+import {
+  readWatchTableFile,
+  STANDALONE_PIN_ROOT,
+  watchTableFileFor,
+} from "../../standalone/watch-table-file.ts";
 import { type Command, parseCommandArgs, UsageError } from "../command.ts";
 import { EXIT } from "../exit-codes.ts";
 
@@ -65,6 +69,24 @@ function onBpffs(pinRoot: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * Two `hive watch` on one pin root would share (and overwrite) one kernel map. A table left
+ * by a process that is gone is stale: its pins are adopted and replaced.
+ */
+async function refuseSecondWatch(pinRoot: string): Promise<void> {
+  const table = await readWatchTableFile(watchTableFileFor(pinRoot)).catch(() => undefined);
+  if (table === undefined || table.pid === process.pid) return;
+  try {
+    process.kill(table.pid, 0);
+  } catch {
+    return;
+  }
+  throw new HiveError("ConfigInvalid", `another hive watch (pid ${table.pid}) already uses this pin root`, {
+    object: pinRoot,
+    hint: "stop it first, or give this one its own bpffs directory with --pin-root",
+  });
 }
 
 function parseAttach(value: string | undefined): AttachMode {
@@ -147,7 +169,8 @@ export const watchCommand: Command = {
         },
       );
     }
-    const watcher: KernelWatcher = openKernelWatcher({
+    if (pinned) await refuseSecondWatch(pinRoot);
+    const watcher = openKernelWatcher({
       attachMode,
       pinRoot: pinned ? pinRoot : null,
       logger,
@@ -198,7 +221,7 @@ export const watchCommand: Command = {
     await standalone.close();
     const counters = watcher.counters();
     await stopAll();
-    logger.info("detached", { events: counters.events, lost: counters.lost });
+    logger.info("detached", { events: counters.delivered, lost: counters.lost });
     return EXIT.ok;
   },
 };
