@@ -13,8 +13,10 @@ log() { printf 'hive-setup: %s\n' "$*" >&2; }
 # npm packages (Node 24 itself comes from the `node` package into node_modules/.bin).
 if [ ! -x node_modules/.bin/vitest ] || [ ! -x node_modules/.bin/node ] ||
   [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  log "installing npm packages (npm ci)"
-  npm ci --no-audit --no-fund --loglevel=error
+  # `npm install` rather than `npm ci`: it installs the locked versions too, and npm 11's
+  # `ci` rejects a lock that records only this platform's optional binaries (biome's).
+  log "installing npm packages"
+  npm install --no-audit --no-fund --loglevel=error
 fi
 PATH="$PWD/node_modules/.bin:$PATH"
 export PATH
