@@ -129,7 +129,8 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         const id = computeTrapId(ref, trap);
         const compiled = compileMatch(trap);
         if (!compiled.ok) {
-          errorFor(policy, id, { reason: compiled.reason, message: compiled.message });
+          // Decided by the spec alone: the status writer computes it, so no node reports it.
+          log.debug("trap skipped", { trapId: id, reason: compiled.reason, message: compiled.message });
           return;
         }
         for (const pod of pods.values()) {
