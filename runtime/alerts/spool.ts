@@ -169,9 +169,21 @@ export function scanFrames(data: Buffer, type: number): FrameScan {
   return { ok: true, payloads, offsets };
 }
 
-function encodeRecord(record: SpoolRecord): Buffer {
-  const head = JSON.stringify({ i: record.id, u: record.url, t: record.trapId, c: record.createdMs });
-  return Buffer.from(`${head}\n${record.body}`, "utf8");
+/** An alert record, framed, written straight into one buffer (the hot path: no intermediate copies). */
+function frameRecord(record: SpoolRecord): Buffer {
+  const head = `${JSON.stringify({ i: record.id, u: record.url, t: record.trapId, c: record.createdMs })}\n`;
+  const headBytes = Buffer.byteLength(head);
+  const length = headBytes + Buffer.byteLength(record.body);
+  const out = Buffer.allocUnsafe(HEADER_BYTES + length);
+  out[0] = MAGIC0;
+  out[1] = MAGIC1;
+  out[2] = VERSION;
+  out[3] = TYPE_ALERT;
+  out.writeUInt32LE(length, 4);
+  out.write(head, HEADER_BYTES, "utf8");
+  out.write(record.body, HEADER_BYTES + headBytes, "utf8");
+  out.writeUInt32LE(crc32(out.subarray(HEADER_BYTES)), 8);
+  return out;
 }
 
 function decodeRecordSafe(payload: Buffer): SpoolRecord | undefined {
@@ -483,7 +495,7 @@ export function openSpool(options: SpoolOptions): Spool {
   return {
     recovered,
     append(record) {
-      const framed = frame(TYPE_ALERT, encodeRecord(record));
+      const framed = frameRecord(record);
       // Leave room for the acknowledgements: a record may use at most a quarter of the spool.
       if (framed.length > maxBytes / 4) return undefined;
       while (totalBytes + framed.length > maxBytes) {
