@@ -70,6 +70,7 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
   let table: WatchTable = { entries: [], slots: new Map() };
   let closed = false;
   let previous = new Set<string>();
+  let previousMissing = new Set<string>();
 
   const apply = async (reason: string) => {
     const containers = options.listContainers ? await options.listContainers() : [];
@@ -101,15 +102,24 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
       });
     }
     previous = now;
+    const missing = new Set<string>();
     for (const miss of plan.unresolved) {
+      const id = `${miss.ref.trapId}|${describeTarget(miss.target)}|${miss.error.code}`;
+      missing.add(id);
+      // Said once per trap and cause, not again on every re-plan.
+      if (previousMissing.has(id)) continue;
       logger.warn("trap not watched", {
         policy: miss.ref.policy.metadata.name,
         origin: miss.ref.origin,
         path: miss.ref.trap.path,
         target: describeTarget(miss.target),
         error: miss.error.describe(),
+        ...(miss.parent
+          ? { waitingIn: "its directory is watched: the trap is armed when the file appears" }
+          : {}),
       });
     }
+    previousMissing = missing;
     for (const ref of plan.unmatched) {
       logger.warn("trap matches no container", {
         policy: ref.policy.metadata.name,

@@ -93,6 +93,19 @@ describe("host traps", () => {
     expect(info && sourcesFor(info, ["write", "open"]).map((f) => f.ref.policy.metadata.name)).toEqual(["b"]);
   });
 
+  it("watches the directory of a missing file, so that its creation re-arms the trap", () => {
+    const refs = trapRefs([{ file: "f.yaml", index: 1, policy: policy("p", [{ path: "/etc/later" }]) }]);
+    const table = buildWatchTable(planWatches(refs, { kernelId: "k", hostRoot: root }));
+    expect(table.entries).toEqual([
+      expect.objectContaining({
+        kind: "parent",
+        key: expect.objectContaining({ ino: statSync(join(root, "etc"), { bigint: true }).ino }),
+      }),
+    ]);
+    const [info] = table.slots.values();
+    expect(info?.waiting.map((w) => w.ref.trap.path)).toEqual(["/etc/later"]);
+  });
+
   it("keeps each file's slot across re-plans", () => {
     const slots = counterSlots();
     const refs = trapRefs([{ file: "f.yaml", index: 1, policy: policy("p", [{ path: "/etc/shadow" }]) }]);

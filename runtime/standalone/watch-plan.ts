@@ -65,6 +65,8 @@ export interface UnresolvedTrap {
   ref: TrapRef;
   target: WatchTarget;
   error: HiveError;
+  /** The directory that would hold the file, when it exists: watched so that the file's creation is noticed. */
+  parent?: FileKey;
 }
 
 export interface WatchPlan {
@@ -165,6 +167,17 @@ function rootOf(target: WatchTarget, context: PlanContext): string {
   return target.kind === "host" ? (context.hostRoot ?? "/") : `/proc/${target.container.pid}/root`;
 }
 
+/** The key of the directory a missing file would be created in, if that directory exists. */
+function parentKey(root: string, path: string): FileKey | undefined {
+  const dir = path.slice(0, path.lastIndexOf("/")) || "/";
+  try {
+    const resolved = resolveInRoot(root, dir);
+    return resolved.fileType === "directory" ? resolved.key : undefined;
+  } catch {
+    return undefined; // the directory is missing too: nothing to watch for now
+  }
+}
+
 /** Resolves every trap on every target it applies to. Never throws for a trap: failures are data. */
 export function planWatches(refs: readonly TrapRef[], context: PlanContext): WatchPlan {
   const plan: WatchPlan = { files: [], unresolved: [], unmatched: [] };
@@ -186,7 +199,11 @@ export function planWatches(refs: readonly TrapRef[], context: PlanContext): Wat
         plan.files.push({ ref, target, resolved, source: alertSource(ref, target, context) });
       } catch (error) {
         if (!isHiveError(error)) throw error;
-        plan.unresolved.push({ ref, target, error });
+        const miss: UnresolvedTrap = { ref, target, error };
+        const parent =
+          error.code === "FileNotFound" ? parentKey(rootOf(target, context), ref.trap.path) : undefined;
+        if (parent !== undefined) miss.parent = parent;
+        plan.unresolved.push(miss);
       }
     }
   }
@@ -203,6 +220,8 @@ export interface SlotInfo {
   key: FileKey;
   /** The trap × target pairs on this file (several traps may watch one file), or whose parent this is. */
   files: WatchedFile[];
+  /** For a parent: traps whose file is missing from it, re-resolved when an entry appears. */
+  waiting: UnresolvedTrap[];
 }
 
 export interface WatchTable {
@@ -224,16 +243,20 @@ export function buildWatchTable(
   slotFor: (id: string) => number = counterSlots(),
 ): WatchTable {
   const byKey = new Map<string, SlotInfo>();
-  const add = (kind: SlotInfo["kind"], key: FileKey, file: WatchedFile) => {
+  const slotInfo = (kind: SlotInfo["kind"], key: FileKey): SlotInfo => {
     const id = `${kind}:${keyId(key)}`;
-    const info = byKey.get(id) ?? { kind, key, files: [] };
-    info.files.push(file);
+    const info = byKey.get(id) ?? { kind, key, files: [], waiting: [] };
     byKey.set(id, info);
+    return info;
   };
-  for (const file of plan.files) add("file", file.resolved.key, file);
+  for (const file of plan.files) slotInfo("file", file.resolved.key).files.push(file);
+  // A directory that is itself trapped as a file keeps its file entry; the map holds one value per key.
+  const isFile = (key: FileKey) => byKey.has(`file:${keyId(key)}`);
   for (const file of plan.files) {
-    // A directory that is itself trapped as a file keeps its file entry; the map holds one value per key.
-    if (!byKey.has(`file:${keyId(file.resolved.parent)}`)) add("parent", file.resolved.parent, file);
+    if (!isFile(file.resolved.parent)) slotInfo("parent", file.resolved.parent).files.push(file);
+  }
+  for (const miss of plan.unresolved) {
+    if (miss.parent !== undefined && !isFile(miss.parent)) slotInfo("parent", miss.parent).waiting.push(miss);
   }
   const entries: WatchEntry[] = [];
   const slots = new Map<number, SlotInfo>();

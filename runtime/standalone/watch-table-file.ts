@@ -56,7 +56,7 @@ export function tableRecords(table: WatchTable): WatchTableRecord[] {
     kind: info.kind,
     device: `${info.key.major}:${info.key.minor}`,
     inode: info.key.ino.toString(),
-    traps: info.files.map((f) => {
+    traps: [...info.files, ...info.waiting].map((f) => {
       const trap: WatchTableTrap = {
         policy: f.ref.policy.metadata.name ?? "",
         trapId: f.ref.trapId,

@@ -17,6 +17,10 @@ interface Scenario {
   rewatched: boolean;
   replacedReaderPid: number;
   deliveredAgain: boolean;
+  noticedMissing: boolean;
+  rearmed: boolean;
+  recreatedReaderPid: number;
+  deliveredThird: boolean;
   trapped: string;
   other: string;
   watch: { code: number | null; stdout: string; stderr: string };
@@ -59,8 +63,8 @@ describe.runIf(kernel !== undefined)(`hive watch and hive status on Linux ${kern
       .split("\n")
       .filter(Boolean)
       .map((l) => JSON.parse(l) as Record<string, unknown>);
-    // One for the first read, one for the read after the file was replaced; none for other.txt.
-    expect(alerts).toHaveLength(2);
+    // The first read, the read after a rename over, the read after delete + create; none for other.txt.
+    expect(alerts).toHaveLength(3);
     const alert = alerts[0] as {
       hive_policy_name: string;
       metadata: { path: string; accesses: string[] };
@@ -91,9 +95,21 @@ describe.runIf(kernel !== undefined)(`hive watch and hive status on Linux ${kern
     expect(second?.metadata.inode).not.toBe(first?.metadata.inode);
   });
 
+  it("re-arms the trap when a deleted file is created again", () => {
+    expect(s.noticedMissing, s.watch.stderr).toBe(true);
+    expect(s.rearmed, s.watch.stderr).toBe(true);
+    expect(s.deliveredThird).toBe(true);
+    const third = JSON.parse(s.watch.stdout.split("\n").filter(Boolean)[2] ?? "{}") as {
+      metadata: { path: string };
+      process: { tgid: number };
+    };
+    expect(third.metadata.path).toBe(s.trapped);
+    expect(third.process.tgid).toBe(s.recreatedReaderPid);
+  });
+
   it("posts the same alerts to the callback", () => {
     expect(s.delivered).toBe(true);
-    expect(s.received).toHaveLength(2);
+    expect(s.received).toHaveLength(3);
     const posted = JSON.parse(s.received[0]?.body ?? "{}") as { id: string; process: { tgid: number } };
     const printed = JSON.parse(s.watch.stdout.split("\n")[0] ?? "{}") as { id: string };
     expect(posted.id).toBe(printed.id);

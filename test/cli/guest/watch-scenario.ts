@@ -124,6 +124,20 @@ async function main(): Promise<void> {
   const deliveredAgain = await waitFor(() => received.length >= 2, 20_000);
   mark("delivered again");
 
+  // Delete the file, then create it again: the directory stays watched while the file is
+  // missing, and the new file is armed when it appears.
+  spawnSync("rm", [trapped]);
+  const noticedMissing = await waitFor(() => /"msg":"trap not watched"/.test(stderr), 20_000);
+  const armedBefore = (stderr.match(/"reason":"directory changed"/g) ?? []).length;
+  writeFileSync(trapped, "created again\n");
+  const rearmed = await waitFor(
+    () => (stderr.match(/"reason":"directory changed"/g) ?? []).length > armedBefore,
+    20_000,
+  );
+  const readRecreated = spawnSync("cat", [trapped], { encoding: "utf8" });
+  const deliveredThird = await waitFor(() => received.length >= 3, 20_000);
+  mark("recreated");
+
   watch.kill("SIGINT");
   const watchCode = await exited;
   const statusAfter = hive(["status"]);
@@ -138,6 +152,10 @@ async function main(): Promise<void> {
     rewatched,
     replacedReaderPid: readReplaced.pid,
     deliveredAgain,
+    noticedMissing,
+    rearmed,
+    recreatedReaderPid: readRecreated.pid,
+    deliveredThird,
     trapped,
     other,
     watch: { code: watchCode, stdout, stderr },
