@@ -31,6 +31,10 @@ host's own path; a trap with \`match\` watches the path inside each matching run
 container of the local containerd (container-name, namespace, pod and matchLabels are read
 from the container's labels; ip never matches outside a cluster).
 
+A trapped file stays watched when it is replaced (rename over it, as editors and sed -i do)
+or deleted and created again: the kernel reports changes to its directory and the path is
+resolved again. With create: true a missing file is created (empty, with mode).
+
 Alerts are printed on stdout, one JSON document per line, and POSTed to the trap's callback
 or to --callback. Logs are JSON lines on stderr; the line {"msg":"ready",…} says the traps
 are armed. Ctrl-C or SIGTERM detaches cleanly; SIGHUP re-scans containers and paths.
