@@ -43,3 +43,30 @@ describe("agent configuration", () => {
     }
   });
 });
+
+describe("agent configuration from the component's DaemonSet", () => {
+  it("accepts every flag the component puts on the agent's command line", async () => {
+    const { resolveConfig } = await import("../../component/config.ts");
+    const { agentArgs } = await import("../../component/builders/daemonset.ts");
+    const resolved = resolveConfig({
+      image: "registry.example.com/hive:0.1.0",
+      callback: {
+        url: "https://siem.example.com/hooks/hive",
+        headersSecret: "hive-callback-headers",
+        signingSecret: { name: "hive-signing", key: "hmac" },
+      },
+    } as Parameters<typeof resolveConfig>[0]);
+    if (!resolved.ok) throw new Error(JSON.stringify(resolved.problems));
+    const [command, ...flags] = agentArgs(resolved.config);
+    expect(command).toBe("agent");
+    const c = parseAgentConfig(flags, { NODE_NAME: "n1", POD_NAME: "p", POD_NAMESPACE: "hive-system" });
+    expect(c).toMatchObject({
+      callback: "https://siem.example.com/hooks/hive",
+      callbackHeadersSecret: "hive-callback-headers",
+      callbackSigningSecret: "hive-signing",
+      callbackSigningKey: "hmac",
+      spoolDir: "/var/lib/hive/spool",
+    });
+    expect(c.runtimeSocket.endsWith("containerd.sock")).toBe(true);
+  });
+});

@@ -22,6 +22,12 @@ export interface AgentConfig {
   bootIdPath: string;
   metricsPort: number;
   callback?: string;
+  /** Secret (agent namespace) whose entries are sent as headers to the default callback. */
+  callbackHeadersSecret?: string;
+  /** Secret and key holding the HMAC key that signs alerts to the default callback. */
+  callbackSigningSecret?: string;
+  callbackSigningKey?: string;
+  logLevel: "debug" | "info" | "warn" | "error";
   spoolDir?: string;
   attachMode: "kprobe" | "fentry";
   bpfObject?: string;
@@ -42,7 +48,10 @@ Options (environment in brackets):
   --containerd-namespace NS containerd namespaces to search, comma-separated [HIVE_CONTAINERD_NAMESPACES] (default: k8s.io)
   --proc-root DIR           the host's /proc (hostPID) [HIVE_PROC_ROOT] (default: /proc)
   --metrics-port PORT       /metrics /healthz /readyz [HIVE_METRICS_PORT] (default: 9090; 0 = any)
-  --callback URL            default alert callback [HIVE_CALLBACK]
+  --callback URL            default alert callback [HIVE_CALLBACK] (alias --default-callback)
+  --callback-headers-secret NAME  Secret whose entries are headers for the default callback
+  --callback-signing-secret NAME --callback-signing-key KEY  HMAC key signing alerts to it
+  --log-level LEVEL         debug | info | warn | error [HIVE_LOG_LEVEL] (default: info)
   --spool-dir DIR           durable alert spool [HIVE_SPOOL_DIR]
   --attach MODE             kprobe | fentry [HIVE_ATTACH] (default: kprobe)
   --bpf-object FILE         compiled program [HIVE_BPF_OBJECT]
@@ -79,6 +88,11 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
         "proc-root": { type: "string" },
         "metrics-port": { type: "string" },
         callback: { type: "string" },
+        "default-callback": { type: "string" },
+        "callback-headers-secret": { type: "string" },
+        "callback-signing-secret": { type: "string" },
+        "callback-signing-key": { type: "string" },
+        "log-level": { type: "string" },
         "spool-dir": { type: "string" },
         attach: { type: "string" },
         "bpf-object": { type: "string" },
@@ -106,7 +120,27 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   if (attach !== "kprobe" && attach !== "fentry") {
     throw new HiveError("ConfigInvalid", "attach mode must be kprobe or fentry", { object: attach });
   }
-  const callback = str("callback", "HIVE_CALLBACK");
+  const callback = (values["default-callback"] as string | undefined) ?? str("callback", "HIVE_CALLBACK");
+  const logLevel = str("log-level", "HIVE_LOG_LEVEL") ?? "info";
+  if (!["debug", "info", "warn", "error"].includes(logLevel)) {
+    throw new HiveError("ConfigInvalid", "log level must be debug, info, warn or error", {
+      object: logLevel,
+    });
+  }
+  const signing = [values["callback-signing-secret"], values["callback-signing-key"]];
+  if (signing.filter((v) => v !== undefined).length === 1) {
+    throw new HiveError("ConfigInvalid", "--callback-signing-secret and --callback-signing-key go together", {
+      object: argv.join(" "),
+    });
+  }
+  if (
+    callback === undefined &&
+    (values["callback-headers-secret"] !== undefined || signing[0] !== undefined)
+  ) {
+    throw new HiveError("ConfigInvalid", "callback secrets need a default callback", {
+      object: argv.join(" "),
+    });
+  }
   if (callback !== undefined && !/^https?:\/\//.test(callback)) {
     throw new HiveError("ConfigInvalid", "the callback must be an http(s) URL", { object: callback });
   }
@@ -127,6 +161,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     bootIdPath: "/proc/sys/kernel/random/boot_id",
     metricsPort: positiveInt("--metrics-port", str("metrics-port", "HIVE_METRICS_PORT"), 9090),
     attachMode: attach,
+    logLevel: logLevel as AgentConfig["logLevel"],
     roles: { loader: !values["no-loader"], pods: !values["no-pods"] },
     lease: {
       leaseDurationMs,
@@ -139,6 +174,9 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     ["server", str("server", "HIVE_API_SERVER")],
     ["token", str("token", "HIVE_API_TOKEN")],
     ["callback", callback],
+    ["callbackHeadersSecret", values["callback-headers-secret"] as string | undefined],
+    ["callbackSigningSecret", values["callback-signing-secret"] as string | undefined],
+    ["callbackSigningKey", values["callback-signing-key"] as string | undefined],
     ["spoolDir", str("spool-dir", "HIVE_SPOOL_DIR")],
     ["bpfObject", str("bpf-object", "HIVE_BPF_OBJECT")],
   ];

@@ -6,11 +6,17 @@
  */
 import type { HiveData } from "../../api/data.ts";
 import { LABEL_POLICY_NAMESPACE } from "../../api/meta.ts";
-import { alertSourceFromHiveData, createAlertPipeline } from "../alerts/index.ts";
+import {
+  alertSourceFromHiveData,
+  createAlertPipeline,
+  type DestinationOptions,
+  loadSecretHeaders,
+  loadSecretValue,
+} from "../alerts/index.ts";
 import { createContainerRuntime } from "../discover/container-runtime.ts";
 import { createFileResolver } from "../discover/file-resolver.ts";
 import { isHiveError } from "../errors.ts";
-import { createKubeClients, type KubeConfigSource } from "../k8s/kube-client.ts";
+import { createKubeClients, type KubeClients, type KubeConfigSource } from "../k8s/kube-client.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { createHealth, createHiveMetrics, startMetricsServer } from "../metrics/index.ts";
@@ -41,6 +47,32 @@ function untilSignal(): Promise<NodeJS.Signals> {
   });
 }
 
+/** Headers and signing key for the monitor's default callback, read from Secrets in the agent's namespace. */
+async function callbackDestinations(
+  config: AgentConfig,
+  clients: KubeClients,
+): Promise<DestinationOptions[]> {
+  if (!config.callback || (!config.callbackHeadersSecret && !config.callbackSigningSecret)) return [];
+  const destination: DestinationOptions = { urlPrefix: config.callback };
+  if (config.callbackHeadersSecret) {
+    destination.headers = await loadSecretHeaders(
+      clients.core,
+      config.namespace,
+      config.callbackHeadersSecret,
+    );
+  }
+  if (config.callbackSigningSecret && config.callbackSigningKey) {
+    const key = await loadSecretValue(
+      clients.core,
+      config.namespace,
+      config.callbackSigningSecret,
+      config.callbackSigningKey,
+    );
+    destination.hmacSecrets = [key];
+  }
+  return [destination];
+}
+
 /** Entry point of `hive agent`: returns the process exit code. */
 export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h")) {
@@ -56,7 +88,10 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     if (isHiveError(error)) process.stderr.write(`hive agent: ${error.describe()}\n`);
     return 2;
   }
-  const log = base.child({ node: config.nodeName, pod: config.podName });
+  const log = (hooks.log ?? createLogger({ component: "hive-agent" }, { level: config.logLevel })).child({
+    node: config.nodeName,
+    pod: config.podName,
+  });
   const kernelId = hooks.kernelId ?? readBootId(config.bootIdPath);
   const source: KubeConfigSource = config.server
     ? { url: config.server, ...(config.token ? { token: config.token } : {}) }
@@ -65,12 +100,21 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
       : {};
   const clients = createKubeClients(source);
   const metrics = createHiveMetrics();
+  let destinations: DestinationOptions[] = [];
+  try {
+    destinations = await callbackDestinations(config, clients);
+  } catch (error) {
+    log.error("cannot read the callback secrets", { error });
+    if (isHiveError(error)) process.stderr.write(`hive agent: ${error.describe()}\n`);
+    return 1;
+  }
   const health = createHealth();
   const alerts = await createAlertPipeline({
     logger: log.child({ component: "alerts" }),
     metrics,
     ...(config.callback ? { defaultCallback: config.callback } : {}),
     ...(config.spoolDir ? { spool: { dir: config.spoolDir } } : {}),
+    ...(destinations.length > 0 ? { delivery: { destinations } } : {}),
     procRoot: config.procRoot,
   });
   const runtime = createContainerRuntime({

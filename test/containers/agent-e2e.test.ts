@@ -42,7 +42,10 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
         body += c.toString();
       });
       req.on("end", () => {
-        received.push(JSON.parse(body) as Record<string, unknown>);
+        received.push({
+          ...(JSON.parse(body) as Record<string, unknown>),
+          authorization: req.headers.authorization,
+        });
         res.writeHead(204).end();
       });
     });
@@ -54,6 +57,10 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
     core = kc.makeApiClient(CoreV1Api);
     custom = kc.makeApiClient(CustomObjectsApi);
     await core.createNamespace({ body: { metadata: { name: "hive-system" } } });
+    await core.createNamespacedSecret({
+      namespace: "hive-system",
+      body: { metadata: { name: "callback-headers" }, stringData: { Authorization: "Bearer e2e-token" } },
+    });
     const until = new Promise((resolve) => {
       stop = () => resolve("test done");
     });
@@ -76,6 +83,8 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
     argv.push(
       "--callback",
       callback,
+      "--callback-headers-secret",
+      "callback-headers",
       "--runtime-socket",
       cd.socket,
       "--containerd-namespace",
@@ -186,6 +195,7 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
       metadata: { path: "/etc/shadow", kernel_id: KERNEL },
       pod: { name: "web", namespace: "default", container: { id: "containerd://e2e-web", name: "app" } },
       node: { name: NODE },
+      authorization: "Bearer e2e-token",
     });
 
     // sed -i style replacement inside the container, then the kernel's parent-directory report.
