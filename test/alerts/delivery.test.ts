@@ -4,6 +4,7 @@
  * order within a trap is kept (the dispatcher's promise), every body is a valid Alert, and
  * the metrics agree with what the receiver saw.
  */
+import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -370,6 +371,53 @@ describe("spooled delivery across restarts and bounds", () => {
     // Everything delivered: the spool is empty again.
     const third = await setup({ receiver, spool: { dir } });
     expect(third.pipeline.pending()).toBe(0);
+  });
+
+  it("delivers after an agent killed mid-outage (SIGKILL, no shutdown) everything it had produced", async () => {
+    const dir = spoolDir();
+    const receiver = await startReceiver();
+    cleanups.push(() => receiver.close());
+    await receiver.down();
+    // A separate agent process that spools alerts for an unreachable callback, then is killed.
+    const here = new URL(".", import.meta.url).href;
+    const script = `
+      const { createAlertPipeline } = await import(${JSON.stringify(new URL("../../runtime/alerts/pipeline.ts", here).href)});
+      const { createHiveMetrics } = await import(${JSON.stringify(new URL("../../runtime/metrics/metrics.ts", here).href)});
+      const { createLogger } = await import(${JSON.stringify(new URL("../../runtime/log.ts", here).href)});
+      const { makeEvent, makeSource } = await import(${JSON.stringify(new URL("./fixtures.ts", here).href)});
+      const pipeline = await createAlertPipeline({
+        logger: createLogger({}, { level: "error", sink: () => {} }), metrics: createHiveMetrics({ processMetrics: false }),
+        lines: false, procRoot: false, rateLimit: false, spool: { dir: ${JSON.stringify(dir)} },
+        delivery: { backoffBaseMs: 20, backoffMaxMs: 100 },
+      });
+      const ids = [];
+      for (let i = 0; i < 40; i++) ids.push(pipeline.handle(makeEvent(i), makeSource("trap-" + (i % 2), ${JSON.stringify(receiver.url)})).id);
+      setTimeout(() => process.stdout.write(JSON.stringify(ids) + "\\n"), 100);
+      setInterval(() => {}, 1000);
+    `;
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const ids = await new Promise<string[]>((resolve, reject) => {
+      let out = "";
+      child.stdout?.on("data", (c: Buffer) => {
+        out += c.toString();
+        if (out.includes("\n")) resolve(JSON.parse(out));
+      });
+      child.once("exit", (code) => reject(new Error(`agent process exited early (${code})`)));
+    });
+    child.kill("SIGKILL");
+    await new Promise((r) => child.once("exit", r));
+
+    await receiver.up();
+    const { pipeline } = await setup({ receiver, spool: { dir } });
+    expect(pipeline.pending()).toBe(40);
+    expect(await pipeline.drain(10_000)).toBe(true);
+    const order = new Map([
+      ["trap-0", ids.filter((_, i) => i % 2 === 0)],
+      ["trap-1", ids.filter((_, i) => i % 2 === 1)],
+    ]);
+    expect(checkReceived(receiver, order)).toBe(0);
   });
 
   it("closes promptly while a receiver never answers, and delivers those alerts after the restart", async () => {
