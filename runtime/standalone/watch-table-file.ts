@@ -111,3 +111,19 @@ export async function readWatchTableFile(file: string): Promise<WatchTableFile |
 export async function removeWatchTableFile(file: string): Promise<void> {
   await rm(file, { force: true });
 }
+
+/**
+ * The pid of a live process other than this one that keeps `file` (a second writer would
+ * share, and overwrite, its kernel map); undefined when there is none or it is gone.
+ */
+export async function liveWriterOf(file: string): Promise<number | undefined> {
+  const table = await readWatchTableFile(file).catch(() => undefined);
+  if (table === undefined || table.pid === process.pid) return undefined;
+  try {
+    process.kill(table.pid, 0);
+    return table.pid;
+  } catch (error) {
+    // EPERM: the process exists but belongs to someone else; it is alive all the same.
+    return (error as NodeJS.ErrnoException).code === "EPERM" ? table.pid : undefined;
+  }
+}

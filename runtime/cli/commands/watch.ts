@@ -15,11 +15,7 @@ import { createHiveMetrics } from "../../metrics/index.ts";
 import { CONTAINERD_SOCKET, openContainerLister } from "../../standalone/local-containers.ts";
 import { assertNoProblems, readPolicyFiles } from "../../standalone/policy-files.ts";
 import { startStandalone } from "../../standalone/standalone.ts";
-import {
-  readWatchTableFile,
-  STANDALONE_PIN_ROOT,
-  watchTableFileFor,
-} from "../../standalone/watch-table-file.ts";
+import { liveWriterOf, STANDALONE_PIN_ROOT, watchTableFileFor } from "../../standalone/watch-table-file.ts";
 import { type Command, parseCommandArgs, UsageError } from "../command.ts";
 import { EXIT } from "../exit-codes.ts";
 
@@ -80,14 +76,9 @@ function onBpffs(pinRoot: string): boolean {
  * by a process that is gone is stale: its pins are adopted and replaced.
  */
 async function refuseSecondWatch(pinRoot: string): Promise<void> {
-  const table = await readWatchTableFile(watchTableFileFor(pinRoot)).catch(() => undefined);
-  if (table === undefined || table.pid === process.pid) return;
-  try {
-    process.kill(table.pid, 0);
-  } catch {
-    return;
-  }
-  throw new HiveError("ConfigInvalid", `another hive watch (pid ${table.pid}) already uses this pin root`, {
+  const pid = await liveWriterOf(watchTableFileFor(pinRoot));
+  if (pid === undefined) return;
+  throw new HiveError("ConfigInvalid", `another hive watch (pid ${pid}) already uses this pin root`, {
     object: pinRoot,
     hint: "stop it first, or give this one its own bpffs directory with --pin-root",
   });
