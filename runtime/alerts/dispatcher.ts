@@ -108,6 +108,8 @@ export interface Dispatcher {
   /** Resolves when no alert is waiting (delivered or given up), or after timeoutMs (false). */
   idle(timeoutMs?: number): Promise<boolean>;
   pending(): number;
+  /** Replaces the per-prefix options (e.g. after a Secret rotation); applies from the next attempt. */
+  setDestinations(destinations: readonly DestinationOptions[]): void;
   /** The spool dropped `segment` (and everything older) to stay in its bound: count and forget those alerts. */
   spoolSegmentDropped(segment: number): void;
   /** Stops sending; what is not delivered stays in the spool for the next start. */
@@ -151,7 +153,9 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const maxPendingBytes = options.maxPendingBytes ?? 16 * 1024 * 1024;
   const random = options.random ?? Math.random;
   const userAgent = options.userAgent ?? "hive-agent";
-  const prefixes = [...(options.destinations ?? [])].sort((a, b) => b.urlPrefix.length - a.urlPrefix.length);
+  const byLongestPrefix = (list: readonly DestinationOptions[]) =>
+    [...list].sort((a, b) => b.urlPrefix.length - a.urlPrefix.length);
+  let prefixes = byLongestPrefix(options.destinations ?? []);
 
   const destinations = new Map<string, Destination>();
   const resolved = new Map<string, ResolvedOptions>();
@@ -543,6 +547,10 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       }
       await Promise.allSettled([...inFlightRequests]);
       updateGauges();
+    },
+    setDestinations(list) {
+      prefixes = byLongestPrefix(list);
+      resolved.clear();
     },
     spoolSegmentDropped(segment) {
       // The spool drops whole segments, oldest first: drop the items of that segment and older.

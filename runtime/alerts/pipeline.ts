@@ -13,7 +13,12 @@ import type { HiveMetrics } from "../metrics/metrics.ts";
 import { type AlertSource, trapIdOf } from "./alert-source.ts";
 import { type BootClock, createBootClock } from "./boot-clock.ts";
 import { buildAlert } from "./build-alert.ts";
-import { createDispatcher, type Dispatcher, type DispatcherOptions } from "./dispatcher.ts";
+import {
+  createDispatcher,
+  type DestinationOptions,
+  type Dispatcher,
+  type DispatcherOptions,
+} from "./dispatcher.ts";
 import type { PodEventRecorder } from "./pod-events.ts";
 import { createProcReader, noProcReader, type ProcReader } from "./proc-info.ts";
 import { createTrapRateLimiter, type RateLimitOptions, type TrapRateLimiter } from "./rate-limit.ts";
@@ -52,6 +57,8 @@ export interface AlertPipeline {
   drain(timeoutMs?: number): Promise<boolean>;
   /** Alerts waiting for delivery. */
   pending(): number;
+  /** New callback secrets/format (from resolveDestinations after a Secret changed); next attempts use them. */
+  setDestinations(destinations: readonly DestinationOptions[]): void;
   /** Readiness check for the metrics server: fails while the spool cannot be written. */
   health(): CheckResult;
   /** Stops delivery and flushes the spool; undelivered alerts are delivered after the next start. */
@@ -138,6 +145,7 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
     },
     drain: (timeoutMs) => dispatcher.idle(timeoutMs),
     pending: () => dispatcher.pending(),
+    setDestinations: (list) => dispatcher.setDestinations(list),
     health() {
       const writeError = spool?.stats().writeError;
       return writeError ? { ok: false, message: `alert spool not writable: ${writeError}` } : { ok: true };

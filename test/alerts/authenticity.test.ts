@@ -75,6 +75,29 @@ describe("what the receiver gets", () => {
     expect(r.accepted[0]?.headers["hive-delivery-attempt"]).toBe("2");
   });
 
+  it("signs with the new key once the destinations are replaced after a Secret rotation", async () => {
+    const r = await receiver();
+    const { logger } = captureLogger();
+    const pipeline = await createAlertPipeline({
+      logger,
+      metrics: createHiveMetrics({ processMetrics: false }),
+      lines: false,
+      procRoot: false,
+      delivery: { destinations: [{ urlPrefix: r.url, hmacSecrets: ["first"] }] },
+    });
+    cleanups.push(() => pipeline.close());
+    pipeline.handle(makeEvent(1), makeSource("trap-r", r.url));
+    expect(await pipeline.drain(5_000)).toBe(true);
+    pipeline.setDestinations([{ urlPrefix: r.url, hmacSecrets: ["second"] }]);
+    pipeline.handle(makeEvent(2), makeSource("trap-r", r.url));
+    expect(await pipeline.drain(5_000)).toBe(true);
+    const now = Date.now() / 1000;
+    const [a, b] = r.accepted;
+    expect(verify(a?.headers["hive-signature"] as string, a?.body as string, "first", now)).toBe(true);
+    expect(verify(b?.headers["hive-signature"] as string, b?.body as string, "second", now)).toBe(true);
+    expect(verify(b?.headers["hive-signature"] as string, b?.body as string, "first", now)).toBe(false);
+  });
+
   it("sends secret headers only to the URLs configured for them, and never lets them override Hive's", async () => {
     const trusted = await receiver();
     const other = await receiver();
