@@ -29,6 +29,7 @@ export const ERROR_CODES = [
   "SpoolCorrupt",
   "SpoolFull",
   "QemuUnavailable",
+  "BpffsMissing",
   "InputUnreadable",
   "NotLoaded",
 ] as const;

@@ -5,8 +5,8 @@
  * events from a worker thread. Maps (and the link, where the kernel can pin it) live under
  * a bpffs directory so that a restarted agent adopts them.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, statfsSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import koffi from "koffi";
@@ -227,7 +227,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       }
       this.maps = maps;
       if (this.pinRoot) {
-        mkdirSync(this.pinRoot, { recursive: true });
+        ensureBpffsDir(this.pinRoot);
         for (const name of PINNED_MAPS) {
           check(
             this.lib.bpf_map__set_pin_path(maps[name], join(this.pinRoot, name)) as number,
@@ -509,6 +509,24 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       rmdirSync(this.pinRoot);
     }
   }
+}
+
+const BPF_FS_MAGIC = 0xcafe4a11;
+
+/** Creates the pin directory, refusing anywhere but a bpffs (pins elsewhere cannot exist). */
+function ensureBpffsDir(dir: string): void {
+  let existing = dir;
+  while (!existsSync(existing)) existing = dirname(existing);
+  if (statfsSync(existing).type !== BPF_FS_MAGIC) {
+    throw new HiveError("BpffsMissing", "the pin directory is not on a BPF filesystem", {
+      object: dir,
+      hint: "mount it (mount -t bpf bpf /sys/fs/bpf; in a pod, mount the host's /sys/fs/bpf) or pass pinRoot: null",
+    });
+  }
+  // One level at a time: Node's recursive mkdir can spin on special filesystems.
+  const missing: string[] = [];
+  for (let d = dir; d !== existing; d = dirname(d)) missing.unshift(d);
+  for (const d of missing) mkdirSync(d);
 }
 
 /** Whether GCC split inode_permission (a local .part clone the kernel calls directly). */

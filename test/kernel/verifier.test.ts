@@ -3,6 +3,9 @@
  * program: load it (CO-RE relocated, read-only data set from this kernel's BTF) without
  * attaching. Needs root (CAP_BPF); without it the suite says so, and fails under CI.
  */
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { isHiveError } from "../../runtime/errors.ts";
 import { inodePermissionSignature } from "../../runtime/kernel/kernel-btf.ts";
@@ -15,6 +18,9 @@ if (!isRoot) {
   );
 }
 const runIt = isRoot || process.env.CI === "true" ? it : it.skip;
+
+const hasKprobes =
+  existsSync("/sys/bus/event_source/devices/kprobe") || existsSync("/sys/kernel/tracing/kprobe_events");
 
 describe("the trap program on the host kernel", () => {
   runIt("reads inode_permission's signature from the kernel's BTF", () => {
@@ -41,6 +47,32 @@ describe("the trap program on the host kernel", () => {
     } catch (error) {
       expect(isHiveError(error, "FentryUnsupported")).toBe(true);
       expect((error as { hint?: string }).hint).toMatch(/kprobe/);
+    }
+  });
+
+  runIt(
+    "attaching reports KprobeUnsupported with the fentry hint where the kernel has no kprobes",
+    async () => {
+      if (hasKprobes) {
+        const watcher = openKernelWatcher({ pinRoot: null });
+        expect(watcher.attachMode).toBe("kprobe");
+        await watcher.close();
+        return;
+      }
+      expect(() => openKernelWatcher({ pinRoot: null })).toThrowError(
+        expect.objectContaining({ code: "KprobeUnsupported", hint: expect.stringMatching(/fentry/) }),
+      );
+    },
+  );
+
+  runIt("refuses to pin outside a BPF filesystem", () => {
+    const dir = mkdtempSync(join(tmpdir(), "hive-pins-"));
+    try {
+      expect(() => openKernelWatcher({ attach: false, pinRoot: join(dir, "hive") })).toThrowError(
+        expect.objectContaining({ code: "BpffsMissing", hint: expect.stringMatching(/mount -t bpf/) }),
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
