@@ -215,7 +215,7 @@ function procStatusKiB(pid: number, field: "VmRSS" | "VmHWM"): number {
  * containers are a procfs-shaped tree (`--proc-root`: <pid>/cgroup names the container,
  * <pid>/root holds its files), found by the cgroup scan; no kernel (--no-loader).
  */
-async function agentProcess(): Promise<void> {
+async function agentProcess(forceGc: boolean): Promise<void> {
   const pods = Math.max(1, Math.round(110 * scale));
   const trapCount = 20;
   const api = await startApiServer({ crds: hiveCrds() });
@@ -262,9 +262,9 @@ async function agentProcess(): Promise<void> {
         "status",
       );
     }
-    const script =
-      "const m = await import('./runtime/agent/main.ts'); process.exitCode = await m.runAgent(process.argv.slice(1));";
+    const script = `${forceGc ? "setInterval(() => globalThis.gc?.(), 250).unref(); " : ""}const m = await import('./runtime/agent/main.ts'); process.exitCode = await m.runAgent(process.argv.slice(1));`;
     const args = [
+      ...(forceGc ? ["--expose-gc"] : []),
       "--input-type=module",
       "-e",
       script,
@@ -342,7 +342,7 @@ async function agentProcess(): Promise<void> {
     child.kill("SIGTERM");
     await exited;
     console.log(
-      `3. the agent as its own process (discover + pods roles), ${pods} pods × ${trapCount} traps = ${expected} HiveData`,
+      `3${forceGc ? "b" : "a"}. the agent as its own process (discover + pods roles)${forceGc ? ", garbage collected every 250 ms (live heap)" : ""}, ${pods} pods × ${trapCount} traps = ${expected} HiveData`,
     );
     console.log(`   policy created → all HiveData written: ${((tData - t0) / 1000).toFixed(2)} s`);
     console.log(
@@ -362,7 +362,8 @@ export async function run(): Promise<void> {
   console.log(`machine: ${loadText()} (wall times stretch on a shared machine; CPU seconds do not)`);
   await singleNode();
   await manyNodes();
-  await agentProcess();
+  await agentProcess(false);
+  await agentProcess(true);
   console.log(`machine after: ${loadText()}`);
 }
 
