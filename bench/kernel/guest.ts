@@ -35,9 +35,9 @@ for (let i = 0; i < 100; i++) {
 }
 
 const WORKLOADS = [
-  { name: "access() 7-component path", args: ["access", deepFile], n: 20000 },
-  { name: "stat() 7-component path", args: ["stat", deepFile], n: 20000 },
-  { name: "open()+read()+close() small file", args: ["openread", small], n: 10000 },
+  { name: "access() 7-component path", args: ["access", deepFile], n: 5000 },
+  { name: "stat() 7-component path", args: ["stat", deepFile], n: 5000 },
+  { name: "open()+read()+close() small file", args: ["openread", small], n: 3000 },
 ];
 
 function measure(args: string[], n: number): number {
@@ -114,7 +114,7 @@ results.perRun = perRun;
   await watcher.whenReady();
   let received = 0;
   watcher.onEvent(() => received++);
-  const n = Math.round(100_000 * scale);
+  const n = Math.round(50_000 * scale);
   const started = process.hrtime.bigint();
   execFileSync(loop, ["events", a, b, String(n)]);
   const produced = process.hrtime.bigint();

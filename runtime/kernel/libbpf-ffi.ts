@@ -12,10 +12,8 @@ export type Pointer = bigint;
 
 function declare(lib: LibraryHandle) {
   const printFn = koffi.proto("int hive_libbpf_print_fn(int level, const char *fmt, void *args)");
-  const sampleFn = koffi.proto("int hive_ring_buffer_sample_fn(void *ctx, void *data, size_t size)");
   return {
     printFn,
-    sampleFn,
     libbpf_set_print: lib.func("void *libbpf_set_print(hive_libbpf_print_fn *fn)"),
     bpf_object__open_file: lib.func("void *bpf_object__open_file(const char *path, void *opts)"),
     bpf_object__load: lib.func("int bpf_object__load(void *obj)"),
@@ -54,11 +52,6 @@ function declare(lib: LibraryHandle) {
     btf__type_by_id: lib.func("void *btf__type_by_id(void *btf, uint32_t id)"),
     btf__name_by_offset: lib.func("const char *btf__name_by_offset(void *btf, uint32_t offset)"),
     btf__free: lib.func("void btf__free(void *btf)"),
-    ring_buffer__new: lib.func(
-      "void *ring_buffer__new(int fd, hive_ring_buffer_sample_fn *cb, void *ctx, void *opts)",
-    ),
-    ring_buffer__poll: lib.func("int ring_buffer__poll(void *rb, int timeout_ms)"),
-    ring_buffer__free: lib.func("void ring_buffer__free(void *rb)"),
   };
 }
 
