@@ -20,6 +20,7 @@
  */
 import http from "node:http";
 import https from "node:https";
+import tls from "node:tls";
 import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { HiveMetrics } from "../metrics/metrics.ts";
@@ -64,6 +65,8 @@ export interface DispatcherOptions {
   maxPendingBytes?: number;
   destinations?: DestinationOptions[];
   userAgent?: string;
+  /** Extra CA certificates (PEM) trusted for https callbacks, besides the system's; e.g. a private CA. */
+  ca?: string | Buffer | (string | Buffer)[];
   /** Jitter source (tests); default Math.random. */
   random?: () => number;
 }
@@ -157,6 +160,10 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     [...list].sort((a, b) => b.urlPrefix.length - a.urlPrefix.length);
   let prefixes = byLongestPrefix(options.destinations ?? []);
 
+  // Node's `ca` option replaces the default trust store: add the system's roots to what is given.
+  const extraCa = options.ca
+    ? [...tls.rootCertificates, ...(Array.isArray(options.ca) ? options.ca : [options.ca])]
+    : undefined;
   const destinations = new Map<string, Destination>();
   const resolved = new Map<string, ResolvedOptions>();
   /** Every queued item, oldest first, for drop-oldest; `doneInAll` counts finished ones at or after allHead. */
@@ -206,7 +213,10 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     };
     d = {
       origin,
-      agent: protocol === "https:" ? new https.Agent(agentOptions) : new http.Agent(agentOptions),
+      agent:
+        protocol === "https:"
+          ? new https.Agent({ ...agentOptions, ...(extraCa ? { ca: extraCa } : {}) })
+          : new http.Agent(agentOptions),
       inFlight: 0,
       notBefore: 0,
       wakeTimer: undefined,

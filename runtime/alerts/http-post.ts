@@ -59,7 +59,19 @@ function classifyError(error: NodeJS.ErrnoException): { class: FailureClass; ret
     case "HIVE_RESPONSE_TIMEOUT":
     case "ETIMEDOUT":
       return { class: "timeout", retryable: true };
+    case "CERT_HAS_EXPIRED":
+    case "CERT_NOT_YET_VALID":
+    case "DEPTH_ZERO_SELF_SIGNED_CERT":
+    case "SELF_SIGNED_CERT_IN_CHAIN":
+    case "UNABLE_TO_VERIFY_LEAF_SIGNATURE":
+    case "UNABLE_TO_GET_ISSUER_CERT_LOCALLY":
+    case "ERR_TLS_CERT_ALTNAME_INVALID":
+      // The receiver's certificate is not trusted: retried (a renewed certificate or a
+      // corrected CA fixes it without losing alerts), and visible as its own class.
+      return { class: "tls", retryable: true };
     default:
+      if (error.code?.startsWith("ERR_SSL_") || error.code?.startsWith("ERR_TLS_"))
+        return { class: "tls", retryable: true };
       // Unknown network errors (EHOSTUNREACH, ENETUNREACH, TLS hiccups…) are worth retrying:
       // a permanent misconfiguration still surfaces in logs and metrics on every attempt.
       return { class: "other", retryable: true };

@@ -20,6 +20,7 @@ export const FAILURE_CLASSES = [
   "connect_timeout",
   "timeout",
   "dns",
+  "tls",
   "http_429",
   "http_5xx",
   "http_4xx",

@@ -6,6 +6,7 @@
  * the same port, which makes connections fail with ECONNREFUSED in between.
  */
 import http from "node:http";
+import https from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 
 export type FaultAction =
@@ -42,7 +43,8 @@ export interface Receiver {
   waitForDistinct(count: number, timeoutMs?: number): Promise<void>;
 }
 
-export async function startReceiver(port = 0): Promise<Receiver> {
+/** `tls`: serve HTTPS with this key and certificate (PEM). */
+export async function startReceiver(port = 0, tls?: { key: string; cert: string }): Promise<Receiver> {
   const accepted: Received[] = [];
   const sockets = new Set<Socket>();
   let requests = 0;
@@ -138,12 +140,12 @@ export async function startReceiver(port = 0): Promise<Receiver> {
     });
   };
 
-  let server: http.Server | undefined;
+  let server: http.Server | https.Server | undefined;
   const listen = (p: number) =>
     new Promise<number>((resolve, reject) => {
-      const s = http.createServer(handler);
+      const s = tls ? https.createServer(tls, handler) : http.createServer(handler);
       s.keepAliveTimeout = 30_000;
-      s.on("connection", (socket) => {
+      s.on("connection", (socket: Socket) => {
         connections++;
         sockets.add(socket);
         socket.on("close", () => sockets.delete(socket));
@@ -165,7 +167,7 @@ export async function startReceiver(port = 0): Promise<Receiver> {
 
   const actual = await listen(port);
   Object.assign(receiver, {
-    url: `http://127.0.0.1:${actual}/alerts`,
+    url: `${tls ? "https" : "http"}://127.0.0.1:${actual}/alerts`,
     port: actual,
     down: stop,
     up: async () => {
