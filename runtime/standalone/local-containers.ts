@@ -9,8 +9,7 @@
  * the field numbers of containerd's api/services/{namespaces,containers,tasks}/v1.
  */
 import { existsSync } from "node:fs";
-import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
+import type * as Grpc from "@grpc/grpc-js";
 import { HiveError } from "../errors.ts";
 import type { LocalContainer } from "./watch-plan.ts";
 
@@ -82,7 +81,7 @@ const descriptor = {
   },
 };
 
-type Ctor = grpc.ServiceClientConstructor;
+type Ctor = Grpc.ServiceClientConstructor;
 interface Services {
   containerd: {
     services: {
@@ -93,14 +92,19 @@ interface Services {
   };
 }
 
-function list<Res>(client: grpc.Client, namespace: string | undefined, timeoutMs: number): Promise<Res> {
+function list<Res>(
+  grpc: typeof Grpc,
+  client: Grpc.Client,
+  namespace: string | undefined,
+  timeoutMs: number,
+): Promise<Res> {
   const meta = new grpc.Metadata();
   if (namespace !== undefined) meta.set("containerd-namespace", namespace);
   type ListFn = (
     req: object,
-    meta: grpc.Metadata,
-    opts: grpc.CallOptions,
-    cb: (error: grpc.ServiceError | null, res: Res) => void,
+    meta: Grpc.Metadata,
+    opts: Grpc.CallOptions,
+    cb: (error: Grpc.ServiceError | null, res: Res) => void,
   ) => void;
   const fn = (client as unknown as { List: ListFn }).List;
   return new Promise((resolve, reject) => {
@@ -117,13 +121,14 @@ export interface ContainerLister {
 
 /**
  * A lister on the containerd socket, or undefined when there is no socket (no containerd
- * on this machine: standalone mode then watches host paths only).
+ * on this machine: standalone mode then watches host paths only). gRPC is loaded only then.
  */
-export function openContainerLister(
+export async function openContainerLister(
   options: { socket?: string; timeoutMs?: number } = {},
-): ContainerLister | undefined {
+): Promise<ContainerLister | undefined> {
   const socket = options.socket ?? CONTAINERD_SOCKET;
   if (!existsSync(socket)) return undefined;
+  const [grpc, protoLoader] = await Promise.all([import("@grpc/grpc-js"), import("@grpc/proto-loader")]);
   const timeoutMs = options.timeoutMs ?? 3000;
   const definition = protoLoader.fromJSON(descriptor as Parameters<typeof protoLoader.fromJSON>[0], {
     enums: String,
@@ -142,15 +147,22 @@ export function openContainerLister(
     async list() {
       try {
         const out: LocalContainer[] = [];
-        const ns = await list<{ namespaces: { name: string }[] }>(clients.namespaces, undefined, timeoutMs);
+        const ns = await list<{ namespaces: { name: string }[] }>(
+          grpc,
+          clients.namespaces,
+          undefined,
+          timeoutMs,
+        );
         for (const { name: namespace } of ns.namespaces) {
           const [cs, ts] = await Promise.all([
             list<{ containers: { id: string; labels: Record<string, string> }[] }>(
+              grpc,
               clients.containers,
               namespace,
               timeoutMs,
             ),
             list<{ tasks: { container_id: string; id: string; pid: number; status: string }[] }>(
+              grpc,
               clients.tasks,
               namespace,
               timeoutMs,

@@ -19,7 +19,7 @@ describe.runIf(run)("local containers for standalone traps", () => {
     containerd = await startContainerd();
     await containerd.start("web-1", containerd.makeRootfs("web-1", { "etc/shadow": "web-1 secret\n" }));
     await containerd.start("db-1", containerd.makeRootfs("db-1", { "etc/shadow": "db-1 secret\n" }));
-    const opened = openContainerLister({ socket: containerd.socket });
+    const opened = await openContainerLister({ socket: containerd.socket });
     if (!opened) throw new Error("the test containerd's socket is missing");
     lister = opened;
   }, 60_000);
@@ -68,7 +68,7 @@ describe.runIf(run)("local containers for standalone traps", () => {
     expect(statSync("/etc/shadow", { bigint: true }).ino).not.toBe(st.ino);
   });
 
-  it("reports no lister when there is no containerd socket", () => {
-    expect(openContainerLister({ socket: "/nonexistent/containerd.sock" })).toBeUndefined();
+  it("reports no lister when there is no containerd socket", async () => {
+    expect(await openContainerLister({ socket: "/nonexistent/containerd.sock" })).toBeUndefined();
   });
 });

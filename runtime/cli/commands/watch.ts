@@ -176,7 +176,9 @@ export const watchCommand: Command = {
       metrics,
       ...(defaultCallback === undefined ? {} : { defaultCallback }),
     });
-    const lister = values["no-containers"] ? undefined : openContainerLister({ socket: values.containerd });
+    const lister = values["no-containers"]
+      ? undefined
+      : await openContainerLister({ socket: values.containerd });
     if (values.containerd !== undefined && lister === undefined) {
       logger.warn("no containerd socket; traps with match will match nothing", { socket: values.containerd });
     }
