@@ -21,6 +21,7 @@ import {
   type DataWriter,
   type NodeTrapError,
   objectKey,
+  specProblems,
   type TrapErrorReporter,
   type WatchEventType,
 } from "./ports.ts";
@@ -286,7 +287,13 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
   });
 
   return {
-    onPolicy(type, policy) {
+    onPolicy(eventType, policy) {
+      let type = eventType;
+      const problems = type === "DELETED" ? undefined : specProblems(policy);
+      if (problems) {
+        log.warn("ignoring a HivePolicy with an invalid spec", { policy: objectKey(policy), problems });
+        type = "DELETED";
+      }
       const key = objectKey(policy);
       const had = policies.get(key);
       if (type === "DELETED") policies.delete(key);

@@ -18,7 +18,7 @@ import {
   keyText,
   parseKeyText,
 } from "./hive-data.ts";
-import { type DataWriter, objectKey, type WatchEventType } from "./ports.ts";
+import { type DataWriter, objectKey, specProblems, type WatchEventType } from "./ports.ts";
 import { createSerialRunner } from "./serial-runner.ts";
 
 export interface LoaderOptions {
@@ -205,7 +205,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
 
   return {
     onPolicy(type, policy) {
-      if (type === "DELETED") policies.delete(objectKey(policy));
+      if (type === "DELETED" || specProblems(policy)) policies.delete(objectKey(policy));
       else policies.set(objectKey(policy), policy);
       runner.trigger();
     },

@@ -18,12 +18,19 @@ import { LABEL_POLICY, LABEL_POLICY_NAMESPACE, POLICY_FINALIZER } from "../../ap
 import type { HivePolicy } from "../../api/policy.ts";
 import type { Logger } from "../log.ts";
 import { isPodFinished } from "./match.ts";
-import { computePolicyStatus, groupByTrap, sameStatus, trapOfData } from "./policy-status.ts";
+import {
+  computePolicyStatus,
+  groupByTrap,
+  invalidPolicyStatus,
+  sameStatus,
+  trapOfData,
+} from "./policy-status.ts";
 import {
   type DataWriter,
   type NodeTrapError,
   objectKey,
   type PolicyWriter,
+  specProblems,
   type WatchEventType,
 } from "./ports.ts";
 import { createSerialRunner } from "./serial-runner.ts";
@@ -123,7 +130,10 @@ export function createPodsController(options: PodsOptions): PodsController {
         stats.finalizersAdded += 1;
         continue; // the update comes back through the watch, with a new resourceVersion for the status write
       }
-      const status = computePolicyStatus(policy, dataByTrap, errorsByTrap);
+      const problems = specProblems(policy);
+      const status = problems
+        ? invalidPolicyStatus(policy, problems)
+        : computePolicyStatus(policy, dataByTrap, errorsByTrap);
       if (sameStatus(policy.status, status)) continue;
       try {
         await policyWriter.writeStatus(policy, status);

@@ -82,3 +82,16 @@ describe("policy status", () => {
     expect(sameStatus(first, none)).toBe(false);
   });
 });
+
+describe("a policy the CRD should have rejected", () => {
+  it("is reported as PolicyInvalid instead of breaking the controllers", async () => {
+    const { specProblems } = await import("./ports.ts");
+    const { invalidPolicyStatus } = await import("./policy-status.ts");
+    const broken = { ...policy, spec: { traps: [{ path: "relative" }] } } as HivePolicy;
+    const problems = specProblems(broken);
+    expect(problems).toContain("traps[0].path");
+    expect(specProblems(policy)).toBeUndefined();
+    const status = invalidPolicyStatus(broken, problems ?? "");
+    expect(status.conditions?.[0]).toMatchObject({ status: "False", reason: "PolicyInvalid" });
+  });
+});

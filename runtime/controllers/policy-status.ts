@@ -114,3 +114,26 @@ export function groupByTrap<T>(
 }
 
 export const trapOfData = (d: HiveData): string | undefined => d.metadata.labels?.[LABEL_TRAP_ID];
+
+/** Status of a policy whose spec cannot be used (see ports.ts specProblems). */
+export function invalidPolicyStatus(
+  policy: HivePolicy,
+  problems: string,
+  now: Date = new Date(),
+): HivePolicyStatus {
+  const generation = policy.metadata.generation;
+  const previous = policy.status?.conditions?.find((c) => c.type === "Ready");
+  return {
+    ...(generation !== undefined ? { observedGeneration: generation } : {}),
+    conditions: [
+      {
+        type: "Ready",
+        status: "False",
+        reason: "PolicyInvalid",
+        message: problems.slice(0, 4000),
+        lastTransitionTime: previous?.status === "False" ? previous.lastTransitionTime : now.toISOString(),
+        ...(generation !== undefined ? { observedGeneration: generation } : {}),
+      },
+    ],
+  };
+}

@@ -42,3 +42,24 @@ export type WatchEventType = "ADDED" | "MODIFIED" | "DELETED";
 export function objectKey(obj: { metadata?: { namespace?: string; name?: string } }): string {
   return `${obj.metadata?.namespace ?? ""}/${obj.metadata?.name ?? ""}`;
 }
+
+/**
+ * The shape the controllers rely on (a list of traps, each with an absolute path and an
+ * optional match object). A policy without it (a stale CRD, a hand-edited object) is
+ * ignored by discover and the loader instead of failing every pass, and the status writer
+ * reports it. Finer problems (an invalid regex, a bad mode) are per-trap errors instead.
+ */
+export function specProblems(policy: HivePolicy): string | undefined {
+  const traps = (policy.spec as { traps?: unknown } | undefined)?.traps;
+  if (!Array.isArray(traps) || traps.length === 0) return "spec.traps: must list at least one trap";
+  const problems: string[] = [];
+  traps.forEach((trap: unknown, i) => {
+    const t = trap as { path?: unknown; match?: unknown } | null;
+    if (t === null || typeof t !== "object") problems.push(`spec.traps[${i}]: must be an object`);
+    else if (typeof t.path !== "string" || !t.path.startsWith("/"))
+      problems.push(`spec.traps[${i}].path: must be an absolute path`);
+    else if (t.match !== undefined && (t.match === null || typeof t.match !== "object"))
+      problems.push(`spec.traps[${i}].match: must be an object`);
+  });
+  return problems.length > 0 ? problems.join("; ") : undefined;
+}

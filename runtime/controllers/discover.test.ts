@@ -1,0 +1,90 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { V1Pod } from "@kubernetes/client-node";
+import { afterEach, describe, expect, it } from "vitest";
+import type { HiveData } from "../../api/data.ts";
+import type { HivePolicy } from "../../api/policy.ts";
+import { FakeContainers } from "../../test/integration/harness.ts";
+import { createFileResolver } from "../discover/file-resolver.ts";
+import { createLogger } from "../log.ts";
+import { createDiscoverController } from "./discover.ts";
+import type { DataWriter, NodeTrapError } from "./ports.ts";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function policy(name: string, spec: unknown): HivePolicy {
+  return {
+    apiVersion: "hive-operator.com/v1alpha1",
+    kind: "HivePolicy",
+    metadata: { name, namespace: "hive", generation: 1 },
+    spec,
+  } as HivePolicy;
+}
+
+describe("discover controller", () => {
+  it("ignores a policy without a usable spec and keeps serving the others", async () => {
+    const base = mkdtempSync(join(tmpdir(), "hive-discover-"));
+    dirs.push(base);
+    const containers = new FakeContainers(base);
+    const containerID = containers.add("c1");
+    const created: HiveData[] = [];
+    const reports: NodeTrapError[][] = [];
+    // The API side is recorded: it is a port, not the logic under test.
+    const writer: DataWriter = {
+      create: async (d) => {
+        created.push(d);
+        return d;
+      },
+      replace: async (d) => d,
+      remove: async () => undefined,
+      annotate: async () => undefined,
+    };
+    const discover = createDiscoverController({
+      nodeName: "n1",
+      kernelId: "eeeeeeee-5555-4555-8555-555555555555",
+      resolver: createFileResolver(containers, containers.proc),
+      writer,
+      reporter: { sync: async (e) => void reports.push([...e]) },
+      log: createLogger({}, { level: "error" }),
+      debounceMs: 1,
+    });
+    const pod: V1Pod = {
+      metadata: { name: "web", namespace: "default", uid: "u1" },
+      spec: { nodeName: "n1", containers: [{ name: "app" }] },
+      status: {
+        phase: "Running",
+        containerStatuses: [
+          {
+            name: "app",
+            image: "",
+            imageID: "",
+            ready: true,
+            restartCount: 0,
+            containerID,
+            state: { running: {} },
+          },
+        ],
+      },
+    };
+    discover.onPod("ADDED", pod);
+    discover.onPolicy("ADDED", policy("broken", { traps: "not a list" }));
+    discover.onPolicy("ADDED", policy("relative", { traps: [{ path: "etc/shadow" }] }));
+    discover.onPolicy(
+      "ADDED",
+      policy("good", {
+        traps: [{ path: "/etc/shadow" }, { path: "/etc/shadow", create: true, mode: "999" }],
+      }),
+    );
+    discover.markSynced();
+    await discover.idle();
+    expect(created.map((d) => d.metadata.labels?.["hive-operator.com/policy"])).toEqual(["good"]);
+    // A trap with an unusable mode is a per-trap error, not a failed pass.
+    expect(reports.at(-1)?.map((r) => r.reason)).toEqual(["PathInvalid"]);
+    expect(discover.stats().passes).toBeGreaterThan(0);
+    discover.stop();
+  });
+});
