@@ -111,18 +111,23 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     discover.onPolicy(t, p);
     for (const sink of policySinks) sink(t, p);
   }, feedOptions);
-  const sharedPolicies = (sink: (type: WatchEventType, policy: HivePolicy) => void): RunningInformer => ({
-    stats: policyInformer.stats,
-    async start() {
-      await policyInformer.start();
-      // Replay and subscribe in one synchronous step: no event can fall between them.
-      for (const p of policyInformer.list()) sink("ADDED", p);
-      policySinks.add(sink);
-    },
-    async stop() {
-      policySinks.delete(sink);
-    },
-  });
+  const sharedPolicies = (sink: (type: WatchEventType, policy: HivePolicy) => void): RunningInformer => {
+    let stopped = false;
+    return {
+      stats: policyInformer.stats,
+      async start() {
+        await policyInformer.start();
+        if (stopped) return; // the role ended while the shared watch synced
+        // Replay and subscribe in one synchronous step: no event can fall between them.
+        for (const p of policyInformer.list()) sink("ADDED", p);
+        policySinks.add(sink);
+      },
+      async stop() {
+        stopped = true;
+        policySinks.delete(sink);
+      },
+    };
+  };
   const discoverInformers: RunningInformer[] = [
     policyInformer,
     nodePodFeed(nodeName, (t, p) => discover.onPod(t, p), feedOptions),
@@ -164,6 +169,11 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
             // this kernel, so the Lease is kept and the failure is reported by readiness and the log.
             loaderFailure = isHiveError(error) ? error.describe() : String(error);
             log.error("cannot load the kernel program; this kernel's files are not watched", { error });
+            return;
+          }
+          if (signal.aborted) {
+            // Leadership ended while the program loaded: onStoppedLeading has run already, so close here.
+            await kernel.close();
             return;
           }
           const controller = createLoaderController({
