@@ -119,7 +119,9 @@ describe.runIf(kernel !== undefined)(`hive watch and hive status on Linux ${kern
   it("shows the trap in hive status while watch runs", () => {
     expect(s.statusText.code, s.statusText.stderr).toBe(0);
     expect(s.statusText.stdout).toMatch(/\/sys\/fs\/bpf\/hive-standalone — hive watch pid \d+/);
-    expect(s.statusText.stdout).toContain("attached by kprobe");
+    expect(s.statusText.stdout).toMatch(
+      /program {3}handle_inode_permission \(id \d+\), attached by kprobe to inode_permission/,
+    );
     expect(s.statusText.stdout).toMatch(
       /file\s+\S+\s+\d+\s+read,write,exec,append,open\s+cli-test \S+trapped\.txt \(host\)/,
     );

@@ -3,11 +3,15 @@
  * beside a running agent or `hive watch`, and after one died leaving its state pinned),
  * joined with the watch table its writer keeps, which names the trap behind each slot.
  */
+
+import { spawnSync } from "node:child_process";
 import { accessSync, constants } from "node:fs";
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import { HiveError } from "../../errors.ts";
+import type { AttachMode } from "../../kernel/contract.ts";
 import { DEFAULT_PIN_ROOT, type PinnedState, readPinnedState } from "../../kernel/index.ts";
 import { accessesFromMask } from "../../kernel/layout.ts";
+import { linkPinName } from "../../kernel/loader.ts";
 import {
   readWatchTableFile,
   STANDALONE_PIN_ROOT,
@@ -37,6 +41,45 @@ interface RootStatus {
   pinRoot: string;
   state: PinnedState;
   table: WatchTableFile | undefined;
+  program: ProgramInfo | undefined;
+}
+
+/** The attached program as the kernel describes it (bpftool, when installed). */
+interface ProgramInfo {
+  id: number;
+  name: string;
+  loadedAt?: number;
+  runCount?: number;
+  runTimeNs?: number;
+}
+
+/**
+ * Asks bpftool which program the pinned link runs. Optional enrichment: without bpftool (or
+ * without a pinned link) status still shows everything the pinned maps hold.
+ */
+function programInfo(pinRoot: string, mode: AttachMode | null | undefined): ProgramInfo | undefined {
+  if (!mode) return undefined;
+  const bpftool = (args: string[]): unknown => {
+    const run = spawnSync("bpftool", ["-j", ...args], { encoding: "utf8", timeout: 5000 });
+    return run.status === 0 ? JSON.parse(run.stdout) : undefined;
+  };
+  try {
+    const link = bpftool(["link", "show", "pinned", join(pinRoot, linkPinName(mode))]) as
+      | { prog_id?: number }
+      | undefined;
+    if (link?.prog_id === undefined) return undefined;
+    const prog = bpftool(["prog", "show", "id", String(link.prog_id)]) as
+      | { id: number; name: string; loaded_at?: number; run_cnt?: number; run_time_ns?: number }
+      | undefined;
+    if (prog === undefined) return undefined;
+    const info: ProgramInfo = { id: prog.id, name: prog.name };
+    if (prog.loaded_at !== undefined) info.loadedAt = prog.loaded_at;
+    if (prog.run_cnt !== undefined) info.runCount = prog.run_cnt;
+    if (prog.run_time_ns !== undefined) info.runTimeNs = prog.run_time_ns;
+    return info;
+  } catch {
+    return undefined; // bpftool's output is a convenience, never a reason to fail status
+  }
 }
 
 function trapLabel(record: WatchTableRecord | undefined): string {
@@ -56,9 +99,16 @@ function render(root: RootStatus): string {
   const lines: string[] = [];
   const writer = table ? ` — ${table.writer === "standalone" ? "hive watch" : "agent"} pid ${table.pid}` : "";
   lines.push(`${root.pinRoot}${writer}`);
-  lines.push(
-    `  program   inode_permission trap, ${mode ? `attached by ${mode}` : "attach mode unknown (no pinned link)"}`,
-  );
+  const how = mode ? `attached by ${mode} to inode_permission` : "attach mode unknown (no pinned link)";
+  const prog = root.program;
+  lines.push(`  program   ${prog ? `${prog.name} (id ${prog.id}), ` : ""}${how}`);
+  if (prog?.loadedAt !== undefined) lines.push(`  loaded    ${new Date(prog.loadedAt * 1000).toISOString()}`);
+  if (prog?.runCount) {
+    // run_time_ns/run_cnt are only counted while kernel.bpf_stats_enabled=1.
+    lines.push(
+      `  runs      ${prog.runCount} · average ${Math.round((prog.runTimeNs ?? 0) / prog.runCount)} ns`,
+    );
+  }
   lines.push(`  maps      ${state.maps.join(", ") || "(none)"}`);
   if (state.counters) {
     const c = state.counters;
@@ -67,7 +117,10 @@ function render(root: RootStatus): string {
     lines.push("  counters  (not pinned)");
   }
   const files = state.watched.filter((w) => w.kind === "file").length;
-  lines.push(`  watched   ${files} file(s), ${state.watched.length - files} directorie(s)`);
+  const dirs = state.watched.length - files;
+  lines.push(
+    `  watched   ${files} file${files === 1 ? "" : "s"}, ${dirs} director${dirs === 1 ? "y" : "ies"} (for replaced files)`,
+  );
   const bySlot = new Map((table?.slots ?? []).map((r) => [r.slot, r]));
   const rows = [...state.watched]
     .sort((a, b) => a.slot - b.slot)
@@ -97,6 +150,7 @@ function toJson(root: RootStatus): unknown {
       ? { kind: root.table.writer, pid: root.table.pid, updatedAt: root.table.updatedAt }
       : null,
     attachMode: root.state.attachMode ?? root.table?.attachMode ?? null,
+    program: root.program ?? null,
     maps: root.state.maps,
     counters: root.state.counters
       ? Object.fromEntries(Object.entries(root.state.counters).map(([k, v]) => [k, Number(v)]))
@@ -138,7 +192,8 @@ export const statusCommand: Command = {
       const state = readPinnedState(pinRoot);
       if (state === null) continue;
       const table = await readWatchTableFile(watchTableFileFor(pinRoot, values["table-dir"]));
-      found.push({ pinRoot, state, table });
+      const program = programInfo(pinRoot, state.attachMode);
+      found.push({ pinRoot, state, table, program });
     }
     if (found.length === 0) {
       throw new HiveError("NotLoaded", "no Hive program is loaded on this kernel", {
