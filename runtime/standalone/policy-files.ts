@@ -148,7 +148,9 @@ export async function readPolicyFiles(files: readonly string[]): Promise<PolicyF
 /** Throws one PolicyInvalid error carrying every problem, for commands that need valid input. */
 export function assertNoProblems(files: PolicyFiles): void {
   if (files.problems.length === 0) return;
-  throw new HiveError("PolicyInvalid", files.problems.map(formatProblem).join("\n"), {
+  const count = files.problems.length;
+  const header = `${count} problem${count === 1 ? "" : "s"} in the policy files:`;
+  throw new HiveError("PolicyInvalid", [header, ...files.problems.map(formatProblem)].join("\n"), {
     object: [...new Set(files.problems.map((p) => p.file))].join(", "),
     hint: "fix the fields named above (`hive validate FILE…` checks them without running anything)",
   });
