@@ -121,6 +121,8 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     socket: config.runtimeSocket,
     namespaces: config.containerdNamespaces,
     procRoot: config.procRoot,
+    // After containerd's task API: CRI answers for runtimes that are not containerd (CRI-O).
+    cri: true,
   });
   let kernel: KernelWatcher | undefined;
   const openKernel =

@@ -116,12 +116,13 @@ const descriptor = {
   },
 };
 
-interface GrpcPackage {
+export interface GrpcPackage {
   containerd: { services: { tasks: { v1: { Tasks: grpc.ServiceClientConstructor } } } };
   runtime: { v1: { RuntimeService: grpc.ServiceClientConstructor } };
 }
 
-function loadPackage(): GrpcPackage {
+/** The gRPC service constructors of the subset above (exported for wire tests). */
+export function loadPackage(): GrpcPackage {
   const definition = protoLoader.fromJSON(descriptor as Parameters<typeof protoLoader.fromJSON>[0], {
     enums: String,
     longs: Number,
@@ -168,7 +169,13 @@ export interface RuntimeOptions {
 export function findPidByCgroup(id: string, procRoot = "/proc"): number | undefined {
   const named = new RegExp(`(^|[/:-])${id.replace(/[.]/g, "\\.")}(\\.scope)?$`);
   let best: number | undefined;
-  for (const entry of readdirSync(procRoot)) {
+  for (const entry of (() => {
+    try {
+      return readdirSync(procRoot);
+    } catch {
+      return [];
+    }
+  })()) {
     if (!/^\d+$/.test(entry)) continue;
     const pid = Number(entry);
     if (best !== undefined && pid >= best) continue;
@@ -262,6 +269,7 @@ export function createContainerRuntime(options: RuntimeOptions = {}): ContainerR
           throw notReady(id, `CRI state ${res.status?.state ?? "unknown"}`);
         } catch (error) {
           if (error instanceof HiveError) throw error;
+          if ((error as grpc.ServiceError).code === grpc.status.NOT_FOUND) runtimeAnswered = true;
           // NOT_FOUND / UNAVAILABLE / UNIMPLEMENTED: fall through to the cgroup scan
         }
       }
