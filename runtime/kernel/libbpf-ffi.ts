@@ -42,6 +42,9 @@ function declare(lib: LibraryHandle) {
     ),
     bpf_map_lookup_elem: lib.func("int bpf_map_lookup_elem(int fd, const void *key, void *value)"),
     bpf_map_delete_elem: lib.func("int bpf_map_delete_elem(int fd, const void *key)"),
+    bpf_map_lookup_batch: lib.func(
+      "int bpf_map_lookup_batch(int fd, void *in_batch, void *out_batch, void *keys, void *values, _Inout_ uint32_t *count, void *opts)",
+    ),
     bpf_map_get_next_key: lib.func("int bpf_map_get_next_key(int fd, const void *key, void *next)"),
     libbpf_num_possible_cpus: lib.func("int libbpf_num_possible_cpus()"),
     bpf_enable_stats: lib.func("int bpf_enable_stats(int type)"),

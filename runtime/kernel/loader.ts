@@ -298,6 +298,19 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         return true;
       }
     }
+    if (this.pinRoot) {
+      // A link an earlier agent pinned in the other mode would report every access twice.
+      for (const other of ["kprobe", "fentry"] as const) {
+        const stale = join(this.pinRoot, linkPinName(other));
+        if (other === this.attachMode || !existsSync(stale)) continue;
+        const old = this.lib.bpf_link__open(stale) as Pointer | null;
+        if (old) {
+          this.lib.bpf_link__unpin(old);
+          this.lib.bpf_link__destroy(old);
+          this.logger?.info("detached a pinned link of the other attach mode", { path: stale });
+        }
+      }
+    }
     const link = this.lib.bpf_program__attach(prog) as Pointer | null;
     if (!link) {
       const errno = koffi.errno();

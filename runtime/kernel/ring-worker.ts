@@ -61,17 +61,59 @@ function run(data: RingWorkerData, post: (message: RingWorkerMessage) => void): 
   const key = Buffer.alloc(4);
   const next = Buffer.alloc(4);
   const value = Buffer.alloc(EVENT_LAYOUT.size);
-  /** Posts bursts idle for 2× the gap (margin for a check in flight); true if some remain open. */
-  const sweep = (): boolean => {
-    const now = process.hrtime.bigint(); // CLOCK_MONOTONIC, like bpf_ktime_get_ns; read before the map
-    let pending = false;
+  const BATCH = 1024;
+  const batchKeys = Buffer.alloc(BATCH * 4);
+  const batchValues = Buffer.alloc(BATCH * EVENT_LAYOUT.size);
+  const inBatch = Buffer.alloc(8);
+  const outBatch = Buffer.alloc(8);
+  let batchSupported = true;
+
+  /** Every pending burst: batched reads (one syscall per 1,024 entries, kernel ≥ 5.6). */
+  const readBursts = (visit: (record: Uint8Array) => void): void => {
+    if (batchSupported) {
+      let first = true;
+      for (;;) {
+        const count = [BATCH];
+        const rc = lib.bpf_map_lookup_batch(
+          data.burstsFd,
+          first ? null : inBatch,
+          outBatch,
+          batchKeys,
+          batchValues,
+          count,
+          null,
+        ) as number;
+        if (rc < 0 && rc !== -2 /* ENOENT: end of map */) {
+          if (first && (rc === -22 || rc === -95 || rc === -524)) {
+            batchSupported = false; // older kernel: fall back to key-by-key
+            break;
+          }
+          throw new Error(`bpf_map_lookup_batch on hive_bursts failed: ${rc}`);
+        }
+        const n = count[0] ?? 0;
+        for (let i = 0; i < n; i++) {
+          visit(batchValues.subarray(i * EVENT_LAYOUT.size, (i + 1) * EVENT_LAYOUT.size));
+        }
+        if (rc === -2) return;
+        outBatch.copy(inBatch);
+        first = false;
+      }
+    }
     let first = true;
     while ((lib.bpf_map_get_next_key(data.burstsFd, first ? null : key, next) as number) === 0) {
       first = false;
       next.copy(key);
-      if ((lib.bpf_map_lookup_elem(data.burstsFd, key, value) as number) < 0) continue;
-      const event = decodeEvent(value);
-      if (delivered.get(event.pid) === event.ktimeNs) continue;
+      if ((lib.bpf_map_lookup_elem(data.burstsFd, key, value) as number) === 0) visit(value);
+    }
+  };
+
+  /** Posts bursts idle for 2× the gap (margin for a check in flight); true if some remain open. */
+  const sweep = (): boolean => {
+    const now = process.hrtime.bigint(); // CLOCK_MONOTONIC, like bpf_ktime_get_ns; read before the map
+    let pending = false;
+    readBursts((record) => {
+      const event = decodeEvent(record);
+      if (delivered.get(event.pid) === event.ktimeNs) return;
       const idle = now > event.lastNs && now - event.lastNs >= 2n * data.burstGapNs;
       const old = now > event.ktimeNs && now - event.ktimeNs >= data.burstMaxNs + data.burstGapNs;
       if (idle || old) {
@@ -81,7 +123,7 @@ function run(data: RingWorkerData, post: (message: RingWorkerMessage) => void): 
       } else {
         pending = true;
       }
-    }
+    });
     // Bounded memory: forget the oldest marks (their kernel copies are long consumed).
     while (delivered.size > 4 * 8192) {
       const oldest = delivered.keys().next().value;
