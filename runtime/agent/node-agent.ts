@@ -68,6 +68,7 @@ export interface NodeAgentOptions {
   /** Controller tuning (tests shorten these). */
   orphanGraceMs?: number;
   retryBaseMs?: number;
+  notReadyReportMs?: number;
   pageSize?: number;
 }
 
@@ -104,6 +105,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     reporter: createTrapErrorReporter(clients.core, nodeName),
     log: log.child({ controller: "discover" }),
     ...(options.retryBaseMs ? { retryBaseMs: options.retryBaseMs } : {}),
+    ...(options.notReadyReportMs !== undefined ? { notReadyReportMs: options.notReadyReportMs } : {}),
   });
   // One policy watch per node, shared by every role: a role subscribes while it runs.
   const policySinks = new Set<(type: WatchEventType, policy: HivePolicy) => void>();

@@ -87,4 +87,40 @@ describe("discover controller", () => {
     expect(discover.stats().passes).toBeGreaterThan(0);
     discover.stop();
   });
+
+  it("reports a container that does not run only once it has waited a while", async () => {
+    const base = mkdtempSync(join(tmpdir(), "hive-discover-"));
+    dirs.push(base);
+    const containers = new FakeContainers(base);
+    const reports: string[][] = [];
+    const discover = createDiscoverController({
+      nodeName: "n1",
+      kernelId: "eeeeeeee-5555-4555-8555-555555555555",
+      resolver: createFileResolver(containers, containers.proc),
+      writer: {
+        create: async (d) => d,
+        replace: async (d) => d,
+        remove: async () => undefined,
+        annotate: async () => undefined,
+      },
+      reporter: { sync: async (e) => void reports.push(e.map((r) => r.reason)) },
+      log: createLogger({}, { level: "error" }),
+      debounceMs: 1,
+      notReadyReportMs: 150,
+    });
+    discover.onPod("ADDED", {
+      metadata: { name: "web", namespace: "default", uid: "u1" },
+      spec: { nodeName: "n1", containers: [{ name: "app" }] },
+      status: { phase: "Pending" },
+    });
+    discover.onPolicy("ADDED", policy("good", { traps: [{ path: "/etc/shadow" }] }));
+    discover.markSynced();
+    await discover.idle();
+    expect(reports.at(-1)).toEqual([]);
+    // The report comes from a timer armed for the moment the wait becomes worth reporting.
+    await new Promise((r) => setTimeout(r, 250));
+    await discover.idle();
+    expect(reports.at(-1)).toEqual(["ContainerNotReady"]);
+    discover.stop();
+  });
 });

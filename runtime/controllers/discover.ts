@@ -41,6 +41,8 @@ export interface DiscoverOptions {
   retryBaseMs?: number;
   retryMaxMs?: number;
   debounceMs?: number;
+  /** A container still not running after this long is reported in the policy status (default 30 s). */
+  notReadyReportMs?: number;
   /** Parallel resolutions / API writes per pass. */
   concurrency?: number;
 }
@@ -98,6 +100,9 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
   const resolveRequests = new Map<string, string>();
   /** Consecutive transient failures per item, for the backoff. */
   const attempts = new Map<string, number>();
+  /** Since when each trap × container has been waiting for its container (for the report delay). */
+  const waitingSince = new Map<string, number>();
+  const notReadyReportMs = options.notReadyReportMs ?? 30_000;
   const stats: DiscoverStats = { passes: 0, resolved: 0, created: 0, updated: 0, deleted: 0, errors: 0 };
   let synced = false;
 
@@ -273,8 +278,22 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         runner.retryIn(retryBaseMs);
       }
     });
+    // A container that is about to start is not a problem worth an Event: report waiting only when it lasts.
+    const now = Date.now();
+    const seen = new Set<string>();
+    const reported = errors.filter((e) => {
+      if (e.reason !== "ContainerNotReady") return true;
+      const k = `${e.trapId}/${e.pod}/${e.container}`;
+      seen.add(k);
+      const since = waitingSince.get(k) ?? now;
+      waitingSince.set(k, since);
+      if (now - since >= notReadyReportMs) return true;
+      runner.retryIn(notReadyReportMs - (now - since));
+      return false;
+    });
+    for (const k of [...waitingSince.keys()]) if (!seen.has(k)) waitingSince.delete(k);
     try {
-      await reporter.sync(errors);
+      await reporter.sync(reported);
     } catch (error) {
       log.warn("trap error report failed; retried on the next pass", { error });
       runner.retryIn(retryBaseMs);

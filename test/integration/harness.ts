@@ -183,6 +183,7 @@ export class Cluster {
       lease: options.lease ?? FAST_LEASE,
       orphanGraceMs: 300,
       retryBaseMs: 100,
+      notReadyReportMs: 0,
     });
     const node: SimNode = {
       name,
