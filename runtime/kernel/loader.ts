@@ -27,7 +27,15 @@ import { check, checkPointer, errnoError, errnoName, libbpf, libcFns, type Point
 import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
 
 export const DEFAULT_PIN_ROOT = "/sys/fs/bpf/hive";
-export const DEFAULT_OBJECT_PATH = fileURLToPath(new URL("../../bpf/hive.bpf.o", import.meta.url));
+/** bpf/hive.bpf.o at the package root: two levels up from sources, three from dist/. */
+export const DEFAULT_OBJECT_PATH = fileURLToPath(
+  new URL(
+    /\/dist\/runtime\/kernel\/[^/]+$/.test(import.meta.url)
+      ? "../../../bpf/hive.bpf.o"
+      : "../../bpf/hive.bpf.o",
+    import.meta.url,
+  ),
+);
 export const PINNED_MAPS = [
   "hive_watch",
   "hive_bitmap",
@@ -91,13 +99,6 @@ function captureLibbpfLog(): void {
 function loadError(errno: number, object: string, mode: AttachMode): HiveError {
   const tail = libbpfLog.slice(-25);
   const log = tail.join("\n");
-  if (errno === 1 && /memlock|RLIMIT/i.test(log)) {
-    return new HiveError("MemlockLimit", "loading the BPF program hit RLIMIT_MEMLOCK", {
-      object,
-      hint: "raise the locked-memory limit (ulimit -l unlimited, or LimitMEMLOCK=infinity) on kernels before 5.11",
-      libbpfLog: tail,
-    });
-  }
   if (mode === "fentry" && (errno === 1 || errno === 95 || errno === 524)) {
     return new HiveError(
       "FentryUnsupported",
@@ -108,6 +109,13 @@ function loadError(errno: number, object: string, mode: AttachMode): HiveError {
         libbpfLog: tail,
       },
     );
+  }
+  if (errno === 1 && /memlock|RLIMIT|ulimit -l/i.test(log)) {
+    return new HiveError("MemlockLimit", "loading the BPF program hit RLIMIT_MEMLOCK", {
+      object,
+      hint: "raise the locked-memory limit (ulimit -l unlimited, or LimitMEMLOCK=infinity) on kernels before 5.11",
+      libbpfLog: tail,
+    });
   }
   if (/verifier|processed \d+ insns|R\d+ /.test(log) || errno === 13 || errno === 22) {
     return new HiveError(
@@ -441,7 +449,9 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       sweepIntervalMs: this.options.sweepIntervalMs ?? 10,
       control: this.control,
     };
-    const worker = new Worker(new URL("./ring-worker.ts", import.meta.url), { workerData: data });
+    // Compiled packages ship ring-worker.js beside loader.js; sources run as .ts.
+    const extension = import.meta.url.slice(import.meta.url.lastIndexOf("."));
+    const worker = new Worker(new URL(`./ring-worker${extension}`, import.meta.url), { workerData: data });
     this.ready = new Promise<void>((resolve, reject) => {
       worker.on("message", (message: RingWorkerMessage) => {
         if (message.type === "ready") resolve();
