@@ -18,7 +18,7 @@ import {
   keyText,
   parseKeyText,
 } from "./hive-data.ts";
-import { type DataWriter, objectKey, specProblems, type WatchEventType } from "./ports.ts";
+import { type DataWriter, isForbidden, objectKey, specProblems, type WatchEventType } from "./ports.ts";
 import { createSerialRunner } from "./serial-runner.ts";
 
 export interface LoaderOptions {
@@ -65,6 +65,8 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   const policies = new Map<string, HivePolicy>();
   const data = new Map<string, HiveData>();
   const orphanSince = new Map<string, number>();
+  /** Orphans on other nodes that admission does not let this loader delete (they stay out of the kernel map). */
+  const notOurs = new Set<string>();
   const lastRequest = new Map<string, number>();
   /** Stable slots per watched key, so events in flight during a resync still map correctly. */
   const slotOfKey = new Map<string, number>();
@@ -107,11 +109,18 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       const since = orphanSince.get(key) ?? now;
       orphanSince.set(key, since);
       if (now - since >= orphanGraceMs) {
-        log.info("deleting HiveData whose trap no longer exists", { name: key });
-        await writer.remove(d.metadata.namespace ?? "default", d.metadata.name ?? "");
-        data.delete(key);
-        orphanSince.delete(key);
-        stats.orphansDeleted += 1;
+        if (notOurs.has(key)) continue;
+        try {
+          await writer.remove(d.metadata.namespace ?? "default", d.metadata.name ?? "");
+          log.info("deleted HiveData whose trap no longer exists", { name: key });
+          data.delete(key);
+          orphanSince.delete(key);
+          stats.orphansDeleted += 1;
+        } catch (error) {
+          // Admission keeps a loader to its own node's HiveData: the owning node's discover drops it.
+          if (!isForbidden(error)) throw error;
+          notOurs.add(key);
+        }
       } else {
         runner.retryIn(orphanGraceMs - (now - since));
       }
@@ -182,7 +191,12 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       .annotate(d.metadata.namespace ?? "default", d.metadata.name ?? "", {
         [ANNOTATION_RESOLVE_REQUEST]: `${now}`,
       })
-      .catch((error: unknown) => log.warn("re-resolve request failed", { name: key, error }));
+      .catch((error: unknown) =>
+        // Forbidden: admission keeps this loader off another node's HiveData (nodes sharing a kernel).
+        isForbidden(error)
+          ? log.debug("re-resolve request not allowed", { name: key })
+          : log.warn("re-resolve request failed", { name: key, error }),
+      );
   }
 
   kernel.onEvent((event) => {
@@ -211,8 +225,10 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     },
     onData(type, d) {
       if (d.metadata.labels?.[LABEL_KERNEL_ID] !== kernelId) return;
-      if (type === "DELETED") data.delete(objectKey(d));
-      else data.set(objectKey(d), d);
+      if (type === "DELETED") {
+        data.delete(objectKey(d));
+        notOurs.delete(objectKey(d));
+      } else data.set(objectKey(d), d);
       runner.trigger();
     },
     markSynced() {

@@ -27,6 +27,7 @@ import {
 } from "./policy-status.ts";
 import {
   type DataWriter,
+  isForbidden,
   type NodeTrapError,
   objectKey,
   type PolicyWriter,
@@ -42,6 +43,8 @@ export interface PodsOptions {
   removeErrorReports?: (policy: HivePolicy) => Promise<void>;
   log: Logger;
   debounceMs?: number;
+  /** How long a deleting policy waits for other nodes to remove HiveData this agent may not delete (default 60 s). */
+  finalizerWaitMs?: number;
 }
 
 export interface PodsStats {
@@ -71,6 +74,8 @@ function ownerUid(d: HiveData): string | undefined {
 
 export function createPodsController(options: PodsOptions): PodsController {
   const { writer, policyWriter, log } = options;
+  const finalizerWaitMs = options.finalizerWaitMs ?? 60_000;
+  let forbiddenLogged = false;
   const policies = new Map<string, HivePolicy>();
   const data = new Map<string, HiveData>();
   const trapErrors = new Map<string, NodeTrapError>();
@@ -85,19 +90,28 @@ export function createPodsController(options: PodsOptions): PodsController {
   };
   let synced = false;
 
-  async function removeData(d: HiveData): Promise<void> {
-    await writer.remove(d.metadata.namespace ?? "default", d.metadata.name ?? "");
+  /** False when admission keeps this agent off another node's HiveData: that node's discover removes it. */
+  async function removeData(d: HiveData): Promise<boolean> {
+    try {
+      await writer.remove(d.metadata.namespace ?? "default", d.metadata.name ?? "");
+    } catch (error) {
+      if (!isForbidden(error)) throw error;
+      if (!forbiddenLogged)
+        log.info("admission keeps this agent to its own node's HiveData; other nodes clean up their own", {
+          error,
+        });
+      forbiddenLogged = true;
+      return false;
+    }
     data.delete(objectKey(d));
+    return true;
   }
 
   async function pass(): Promise<void> {
     // Pods gone or finished: their HiveData.
     for (const d of [...data.values()]) {
       const uid = ownerUid(d);
-      if (uid && gonePods.has(uid)) {
-        await removeData(d);
-        stats.dataDeletedForPods += 1;
-      }
+      if (uid && gonePods.has(uid) && (await removeData(d))) stats.dataDeletedForPods += 1;
     }
     // Late HiveData of a gone pod is removed by its node's discover (pod finished) or by the GC (pod deleted).
     gonePods.clear();
@@ -110,12 +124,21 @@ export function createPodsController(options: PodsOptions): PodsController {
       const name = policy.metadata.name ?? "";
       if (policy.metadata.deletionTimestamp) {
         if (!finalizers.includes(POLICY_FINALIZER)) continue;
+        let left = 0;
         for (const d of [...data.values()]) {
           const labels = d.metadata.labels ?? {};
           if (labels[LABEL_POLICY] === name && labels[LABEL_POLICY_NAMESPACE] === ns) {
-            await removeData(d);
-            stats.dataDeletedForPolicies += 1;
+            if (await removeData(d)) stats.dataDeletedForPolicies += 1;
+            else left += 1;
           }
+        }
+        // HiveData this agent may not delete goes with its node's discover (which drops deleting policies);
+        // the finalizer waits for that, but not forever: a dead node's leftovers go with their pods (ownerReference).
+        const deletingSince = Date.parse(String(policy.metadata.deletionTimestamp));
+        const waited = Date.now() - (Number.isNaN(deletingSince) ? 0 : deletingSince);
+        if (left > 0 && waited < finalizerWaitMs) {
+          runner.retryIn(Math.max(100, finalizerWaitMs - waited));
+          continue;
         }
         await options.removeErrorReports?.(policy);
         await policyWriter.setFinalizers(

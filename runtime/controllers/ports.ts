@@ -5,6 +5,7 @@
  */
 import type { HiveData } from "../../api/data.ts";
 import type { HivePolicy, HivePolicyStatus, TrapError } from "../../api/policy.ts";
+import { HiveError } from "../errors.ts";
 
 export interface DataWriter {
   /** Creates the object; resolves with the stored object. AlreadyExists rejects (the caller replaces). */
@@ -62,4 +63,13 @@ export function specProblems(policy: HivePolicy): string | undefined {
       problems.push(`spec.traps[${i}].match: must be an object`);
   });
   return problems.length > 0 ? problems.join("; ") : undefined;
+}
+
+/**
+ * The API refused a write for authorization (RBAC or the node-scope admission policy, which
+ * lets an agent change only the HiveData of its own node). Controllers then leave the object
+ * to its own node's agent instead of retrying.
+ */
+export function isForbidden(error: unknown): boolean {
+  return error instanceof HiveError && error.details.status === 403;
 }

@@ -125,4 +125,43 @@ describe("elections and resilience", () => {
     expect(node.agent.loaderFailure()).toContain("KprobeUnsupported");
     await eventually(async () => (await c.data()).length === 1, "HiveData still written");
   });
+
+  it("under the node-scope admission policy, leaves other nodes' HiveData to them and still finishes a policy deletion", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    const first = await c.addNode("node-1", KERNEL_A);
+    await eventually(() => first.agent.pods() !== undefined, "node-1 holds the pods role");
+    await c.addNode("node-2", KERNEL_B);
+    await c.addPod("on-1", "node-1");
+    await c.addPod("on-2", "node-2");
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    const data = await eventually(async () => {
+      const d = await c.data();
+      return d.length === 2 ? d : undefined;
+    }, "HiveData on both nodes");
+    const other = data.find((d) => d.metadata.annotations?.node_name === "node-2");
+    // What the ValidatingAdmissionPolicy does: node-1's agent may not delete node-2's HiveData.
+    c.api.inject({
+      verb: "delete",
+      resource: "hivedata",
+      user: "node-1",
+      name: other?.metadata.name ?? "",
+      status: 403,
+    });
+    await eventually(
+      async () => (await c.getPolicy("shadow"))?.metadata.finalizers?.length === 1,
+      "finalizer added",
+    );
+    await c.deletePolicy("shadow");
+    // Not deleted at once: the finalizer waits for node-2 to remove its own HiveData.
+    expect(await c.getPolicy("shadow")).toBeDefined();
+    await eventually(
+      async () => (await c.getPolicy("shadow")) === undefined,
+      "policy deleted well before the finalizer's wait ends",
+    );
+    expect(await c.data()).toHaveLength(0);
+    expect(
+      c.api.countRequests({ verb: "delete", resource: "hivedata", user: "node-2" }),
+    ).toBeGreaterThanOrEqual(1);
+  });
 });
