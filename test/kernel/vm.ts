@@ -10,12 +10,13 @@
  */
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { HiveError } from "../../runtime/errors.ts";
 
 export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url)).replace(/\/$/, "");
-const WORK_DIR = join(REPO_ROOT, ".tmp", "vm");
+/** Initramfs images and per-boot shared directories live here (inside the repository's .tmp/). */
+export const WORK_DIR = join(REPO_ROOT, ".tmp", "vm");
 export const KERNEL_CACHE = process.env.HIVE_KERNEL_CACHE ?? "/var/cache/hive-kernels";
 
 export interface KernelImage {
@@ -292,5 +293,3 @@ export async function bootVm(options: BootOptions): Promise<BootResult> {
     durationMs: Date.now() - started,
   };
 }
-
-export const vmWorkDir = (): string => dirname(join(WORK_DIR, "x"));
