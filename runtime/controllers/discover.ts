@@ -238,6 +238,8 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
       }
     });
     if (nextRetryMs !== Number.POSITIVE_INFINITY) runner.retryIn(nextRetryMs);
+    const current = new Set(items.map((item) => `${item.namespace}/${item.name}`));
+    for (const k of [...attempts.keys()]) if (!current.has(k)) attempts.delete(k); // gone while waiting
 
     const writes: (() => Promise<void>)[] = [];
     for (const [key, want] of desired) {
