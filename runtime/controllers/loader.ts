@@ -226,8 +226,11 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     onData(type, d) {
       if (d.metadata.labels?.[LABEL_KERNEL_ID] !== kernelId) return;
       if (type === "DELETED") {
-        data.delete(objectKey(d));
-        notOurs.delete(objectKey(d));
+        const key = objectKey(d);
+        data.delete(key);
+        notOurs.delete(key);
+        orphanSince.delete(key);
+        lastRequest.delete(key);
       } else data.set(objectKey(d), d);
       runner.trigger();
     },
