@@ -3,16 +3,16 @@ import { describe, expect, it } from "vitest";
 import { EXIT } from "../../runtime/cli/exit-codes.ts";
 import { ERROR_CODES } from "../../runtime/errors.ts";
 
-const snippet = readFileSync(new URL("../../runtime/cli/README-snippet.md", import.meta.url), "utf8");
+const snippet = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
 
 function section(title: string): string {
   const start = snippet.indexOf(`## ${title}\n`);
-  if (start < 0) throw new Error(`README snippet has no "## ${title}" section`);
+  if (start < 0) throw new Error(`README has no "## ${title}" section`);
   const end = snippet.indexOf("\n## ", start + 1);
   return snippet.slice(start, end < 0 ? undefined : end);
 }
 
-describe("the CLI's README sections", () => {
+describe("the README", () => {
   it("document exactly the exit codes the command uses", () => {
     const documented = [...section("Exit codes").matchAll(/^\| (\d+) *\|/gm)].map((m) => Number(m[1]));
     expect(documented).toEqual([...new Set(Object.values(EXIT))].sort((a, b) => a - b));
