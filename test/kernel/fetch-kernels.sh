@@ -34,12 +34,16 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 # Extra suites, pinned to priority 1: only downloaded explicitly, never installed by accident.
+# They come from the Debian mirror this machine already uses (the first URI of its sources).
 sources=/etc/apt/sources.list.d/hive-kernels.sources
 if [ ! -f "$sources" ]; then
-  log "adding apt sources for bookworm-backports and bullseye"
-  cat >"$sources" <<'SRC'
+  mirror=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -n1)
+  [ -n "$mirror" ] || mirror=$(sed -n 's/^deb[[:space:]]\{1,\}\(\[[^]]*\][[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]*\).*/\2/p' /etc/apt/sources.list 2>/dev/null | grep -v security | head -n1)
+  [ -n "$mirror" ] || { log "no Debian mirror found in this machine's apt sources"; exit 1; }
+  log "adding apt sources for bookworm-backports and bullseye from $mirror"
+  cat >"$sources" <<SRC
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $mirror
 Suites: bookworm-backports bullseye
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
