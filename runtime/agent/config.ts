@@ -31,6 +31,10 @@ export interface AgentConfig {
   spoolDir?: string;
   attachMode: "kprobe" | "fentry";
   bpfObject?: string;
+  /** bpffs directory of the pinned maps (default: the kernel loader's, /sys/fs/bpf/hive). */
+  pinRoot?: string;
+  /** Directory of the watch table `hive status` reads (default /run/hive). */
+  tableDir?: string;
   roles: { loader: boolean; pods: boolean };
   lease: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
 }
@@ -55,6 +59,8 @@ Options (environment in brackets):
   --spool-dir DIR           durable alert spool [HIVE_SPOOL_DIR]
   --attach MODE             kprobe | fentry [HIVE_ATTACH] (default: kprobe)
   --bpf-object FILE         compiled program [HIVE_BPF_OBJECT]
+  --pin-root DIR            bpffs directory of the pinned maps [HIVE_PIN_ROOT] (default: /sys/fs/bpf/hive)
+  --table-dir DIR           where the watch table for \`hive status\` is written [HIVE_TABLE_DIR] (default: /run/hive)
   --no-loader / --no-pods   never run that role on this node
   --lease-duration MS       [HIVE_LEASE_DURATION_MS] (default 15000; renew deadline 2/3 of it, retry 2/15)`;
 
@@ -96,6 +102,8 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
         "spool-dir": { type: "string" },
         attach: { type: "string" },
         "bpf-object": { type: "string" },
+        "pin-root": { type: "string" },
+        "table-dir": { type: "string" },
         "no-loader": { type: "boolean" },
         "no-pods": { type: "boolean" },
         "lease-duration": { type: "string" },
@@ -179,6 +187,8 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     ["callbackSigningKey", values["callback-signing-key"] as string | undefined],
     ["spoolDir", str("spool-dir", "HIVE_SPOOL_DIR")],
     ["bpfObject", str("bpf-object", "HIVE_BPF_OBJECT")],
+    ["pinRoot", str("pin-root", "HIVE_PIN_ROOT")],
+    ["tableDir", str("table-dir", "HIVE_TABLE_DIR")],
   ];
   for (const [k, v] of optional) if (v !== undefined) (config as unknown as Record<string, unknown>)[k] = v;
   return config;

@@ -9,6 +9,7 @@ import { LABEL_POLICY_NAMESPACE } from "../../api/meta.ts";
 import {
   alertSourceFromHiveData,
   createAlertPipeline,
+  createPodEventRecorder,
   type DestinationOptions,
   loadSecretHeaders,
   loadSecretValue,
@@ -20,8 +21,10 @@ import { createKubeClients, type KubeClients, type KubeConfigSource } from "../k
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { createHealth, createHiveMetrics, startMetricsServer } from "../metrics/index.ts";
+import { watchTableFileFor } from "../standalone/watch-table-file.ts";
 import { AGENT_USAGE, type AgentConfig, parseAgentConfig, readBootId } from "./config.ts";
 import { startNodeAgent } from "./node-agent.ts";
+import { type AgentWatchTable, createAgentWatchTable } from "./watch-table.ts";
 
 export interface AgentHooks {
   /** Replaces the libbpf loader (tests on machines whose kernel cannot attach kprobes). */
@@ -116,6 +119,13 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     ...(config.spoolDir ? { spool: { dir: config.spoolDir } } : {}),
     ...(destinations.length > 0 ? { delivery: { destinations } } : {}),
     procRoot: config.procRoot,
+    // A Kubernetes Event on the accessed pod per alert (aggregated, rate-limited): `kubectl describe pod`.
+    podEvents: createPodEventRecorder({
+      core: clients.core,
+      nodeName: config.nodeName,
+      logger: log.child({ component: "pod-events" }),
+      metrics,
+    }),
   });
   const runtime = createContainerRuntime({
     socket: config.runtimeSocket,
@@ -125,6 +135,8 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     cri: true,
   });
   let kernel: KernelWatcher | undefined;
+  /** What `hive status` reads to name this kernel's slots, while this node is its loader. */
+  let table: AgentWatchTable | undefined;
   const openKernel =
     hooks.openKernel ??
     // Imported when this node becomes a loader: nodes that never load the program never touch libbpf.
@@ -132,6 +144,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
       (await import("../kernel/loader.ts")).openKernelWatcher({
         attachMode: config.attachMode,
         logger: log.child({ component: "kernel" }),
+        ...(config.pinRoot ? { pinRoot: config.pinRoot } : {}),
         ...(config.bpfObject ? { objectPath: config.bpfObject } : {}),
       }));
   const onAccess = (event: KernelEvent, matched: readonly HiveData[]) => {
@@ -156,8 +169,19 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     openKernel: async () => {
       kernel = await openKernel();
       metrics.observeKernel(() => kernel?.counters() ?? { events: 0n, lost: 0n, watched: 0 });
+      // Only the kernel loader's module knows its default pin root; it is loaded by now on real kernels.
+      const pinRoot = config.pinRoot ?? (await import("../kernel/loader.ts")).DEFAULT_PIN_ROOT;
+      table = createAgentWatchTable({
+        file: watchTableFileFor(pinRoot, config.tableDir),
+        kernelId,
+        attachMode: kernel.attachMode,
+        logger: log.child({ component: "watch-table" }),
+      });
       return kernel;
     },
+    onKernelSynced: (entries, dataOf) => table?.synced(entries, dataOf),
+    onKernelClosed: () => table?.closed(),
+    observeReconcile: (controller, seconds) => metrics.reconcileDuration.observe({ controller }, seconds),
     onAccess,
     log,
     roles: config.roles,
@@ -171,6 +195,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     const failure = agent.loaderFailure();
     return failure === undefined ? { ok: true } : { ok: false, message: failure };
   });
+  health.addReadinessCheck("alert-spool", () => alerts.health());
   health.addLivenessCheck("event-loop", () => true);
   const server = await startMetricsServer({
     registry: metrics.registry,
@@ -185,6 +210,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   log.info("shutting down", { reason: String(reason) });
   // Roles first (the loader detaches the kernel program), then Leases are released inside stop().
   await agent.stop();
+  await table?.idle();
   runtime.close();
   await alerts.close({ drainMs: 5000 });
   await server.close();

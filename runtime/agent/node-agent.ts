@@ -25,7 +25,7 @@ import {
   createTrapErrorReporter,
   trapErrorFromEvent,
 } from "../controllers/kube-ports.ts";
-import { createLoaderController, type LoaderController } from "../controllers/loader.ts";
+import { createLoaderController, type LoaderController, type LoaderOptions } from "../controllers/loader.ts";
 import { createPodsController, type PodsController } from "../controllers/pods.ts";
 import type { WatchEventType } from "../controllers/ports.ts";
 import type { FileResolver } from "../discover/file-resolver.ts";
@@ -62,6 +62,12 @@ export interface NodeAgentOptions {
   /** Opens the kernel program when this node becomes its kernel's loader. */
   openKernel: () => Promise<KernelWatcher>;
   onAccess: (event: KernelEvent, matched: readonly HiveData[]) => void;
+  /** After each sync of the kernel map by this node's loader (see LoaderOptions.onSynced). */
+  onKernelSynced?: LoaderOptions["onSynced"];
+  /** The loader role ended and closed the kernel program. */
+  onKernelClosed?: () => void;
+  /** Duration of each reconcile pass, by controller (discover, loader, pods). */
+  observeReconcile?: (controller: "discover" | "loader" | "pods", seconds: number) => void;
   log: Logger;
   roles?: { loader?: boolean; pods?: boolean };
   lease?: Partial<LeaseTiming>;
@@ -97,6 +103,10 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     ...(options.pageSize ? { pageSize: options.pageSize } : {}),
   };
   const writer = createDataWriter(clients.custom);
+  const reconcileObserver =
+    (controller: "discover" | "loader" | "pods") =>
+    (seconds: number): void =>
+      options.observeReconcile?.(controller, seconds);
   const discover = createDiscoverController({
     nodeName,
     kernelId,
@@ -104,6 +114,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     writer,
     reporter: createTrapErrorReporter(clients.core, nodeName),
     log: log.child({ controller: "discover" }),
+    ...(options.observeReconcile ? { observeReconcile: reconcileObserver("discover") } : {}),
     ...(options.retryBaseMs ? { retryBaseMs: options.retryBaseMs } : {}),
     ...(options.notReadyReportMs !== undefined ? { notReadyReportMs: options.notReadyReportMs } : {}),
   });
@@ -184,6 +195,8 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
             writer,
             log: log.child({ controller: "loader" }),
             onAccess: options.onAccess,
+            ...(options.onKernelSynced ? { onSynced: options.onKernelSynced } : {}),
+            ...(options.observeReconcile ? { observeReconcile: reconcileObserver("loader") } : {}),
             ...(options.orphanGraceMs !== undefined ? { orphanGraceMs: options.orphanGraceMs } : {}),
           });
           const informers: RunningInformer[] = [
@@ -194,6 +207,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
             controller.stop();
             await Promise.all(informers.map((i) => i.stop()));
             await kernel.close();
+            options.onKernelClosed?.();
             if (loader === controller) loader = undefined;
           };
           if (signal.aborted) return;
@@ -226,6 +240,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
             writer,
             policyWriter: createPolicyWriter(clients.custom),
             log: log.child({ controller: "pods" }),
+            ...(options.observeReconcile ? { observeReconcile: reconcileObserver("pods") } : {}),
             removeErrorReports: async (policy) => {
               const ns = policy.metadata.namespace ?? "default";
               const events = await clients.core.listNamespacedEvent({

@@ -45,6 +45,8 @@ export interface DiscoverOptions {
   notReadyReportMs?: number;
   /** Parallel resolutions / API writes per pass. */
   concurrency?: number;
+  /** Called with each reconcile pass's duration in seconds (hive_reconcile_duration_seconds). */
+  observeReconcile?: (seconds: number) => void;
 }
 
 export interface DiscoverStats {
@@ -304,6 +306,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
 
   const runner = createSerialRunner(pass, {
     debounceMs: options.debounceMs ?? 20,
+    ...(options.observeReconcile ? { onPass: options.observeReconcile } : {}),
     onError: (error) => log.error("discover pass failed", { error }),
   });
 

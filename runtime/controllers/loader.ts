@@ -36,6 +36,13 @@ export interface LoaderOptions {
   /** Re-resolve requests for one HiveData are sent at most this often. */
   resolveRequestIntervalMs?: number;
   debounceMs?: number;
+  /** Called with each reconcile pass's duration in seconds (hive_reconcile_duration_seconds). */
+  observeReconcile?: (seconds: number) => void;
+  /**
+   * After each sync of the kernel map: its entries and the HiveData behind each slot (the
+   * agent writes them as the watch table `hive status` names the slots' traps from).
+   */
+  onSynced?: (entries: readonly WatchEntry[], dataOf: (slot: number) => readonly HiveData[]) => void;
 }
 
 export interface LoaderStats {
@@ -170,11 +177,13 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     kinds = new Map(entries.map((e) => [e.slot, e.kind]));
     stats.syncs += 1;
     stats.entries = entries.length;
+    options.onSynced?.(entries, (slot) => index.get(slot) ?? []);
   }
 
   const runner = createSerialRunner(pass, {
     // Each sync diffs the whole set: coalesce bursts of HiveData events (at most ~10 syncs a second).
     debounceMs: options.debounceMs ?? 100,
+    ...(options.observeReconcile ? { onPass: options.observeReconcile } : {}),
     onError: (error) => {
       log.error("loader pass failed; retried", { error });
       runner.retryIn(1000);

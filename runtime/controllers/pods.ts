@@ -45,6 +45,8 @@ export interface PodsOptions {
   debounceMs?: number;
   /** How long a deleting policy waits for other nodes to remove HiveData this agent may not delete (default 60 s). */
   finalizerWaitMs?: number;
+  /** Called with each reconcile pass's duration in seconds (hive_reconcile_duration_seconds). */
+  observeReconcile?: (seconds: number) => void;
 }
 
 export interface PodsStats {
@@ -173,6 +175,7 @@ export function createPodsController(options: PodsOptions): PodsController {
   const runner = createSerialRunner(pass, {
     // Status is a summary: one write per half second at most while HiveData streams in.
     debounceMs: options.debounceMs ?? 500,
+    ...(options.observeReconcile ? { onPass: options.observeReconcile } : {}),
     onError: (error) => {
       log.error("pods pass failed; retried", { error });
       runner.retryIn(1000);

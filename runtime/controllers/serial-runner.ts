@@ -15,7 +15,12 @@ export interface SerialRunner {
 
 export function createSerialRunner(
   run: () => Promise<void>,
-  options: { debounceMs?: number; onError?: (e: unknown) => void } = {},
+  options: {
+    debounceMs?: number;
+    onError?: (e: unknown) => void;
+    /** Seconds each pass took, failed ones included (the reconcile-latency metric). */
+    onPass?: (seconds: number) => void;
+  } = {},
 ): SerialRunner {
   const debounceMs = options.debounceMs ?? 10;
   let running = false;
@@ -42,11 +47,13 @@ export function createSerialRunner(
     try {
       do {
         again = false;
+        const started = performance.now();
         try {
           await run();
         } catch (error) {
           options.onError?.(error);
         }
+        options.onPass?.((performance.now() - started) / 1000);
       } while (again && !stopped);
     } finally {
       running = false;

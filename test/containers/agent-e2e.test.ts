@@ -4,8 +4,9 @@
  * private containerd. The kernel boundary is the one replaced part (this machine's kernel
  * cannot attach kprobes; the libbpf loader is exercised in the QEMU kernel suite).
  */
-import { statSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server } from "node:http";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,6 +16,7 @@ import { API_VERSION, GROUP, PLURAL_DATA, PLURAL_POLICY, VERSION } from "../../a
 import { runAgent } from "../../runtime/agent/main.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { createLogger } from "../../runtime/log.ts";
+import { readWatchTableFile, watchTableFileFor } from "../../runtime/standalone/watch-table-file.ts";
 import { type ApiServer, startApiServer } from "../apiserver/server.ts";
 import { eventually, RecordingKernel } from "../integration/harness.ts";
 import { type Containerd, containerSuiteGate, startContainerd } from "./containerd-harness.ts";
@@ -34,6 +36,9 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
   let metricsUrl = "";
   let receiver: Server;
   const received: Record<string, unknown>[] = [];
+  const stateDir = mkdtempSync(join(tmpdir(), "hive-agent-e2e-"));
+  const pinRoot = join(stateDir, "bpf", "hive");
+  const tableFile = watchTableFileFor(pinRoot, join(stateDir, "run"));
 
   beforeAll(async () => {
     receiver = createServer((req, res) => {
@@ -93,6 +98,12 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
       "0",
       "--lease-duration",
       "1500",
+      "--spool-dir",
+      join(stateDir, "spool"),
+      "--pin-root",
+      pinRoot,
+      "--table-dir",
+      join(stateDir, "run"),
     );
     exited = runAgent(argv, {
       kernelId: KERNEL,
@@ -117,6 +128,7 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
     await api?.stop();
     await cd?.stop();
     receiver?.close();
+    rmSync(stateDir, { recursive: true, force: true });
   });
 
   it("discovers a real container's file, follows a rename inside it, and cleans up after the pod", async () => {
@@ -170,7 +182,10 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
     const file = fileKeyFromStat(statSync(join(rootfs, "etc/shadow"), { bigint: true }));
     expect(BigInt(data?.spec["inode-no"] ?? 0)).toBe(file.ino);
     expect(data?.spec.device).toEqual({ major: file.major, minor: file.minor });
-    expect((await fetch(`${metricsUrl}/readyz`)).status).toBe(200);
+    const readyz = await fetch(`${metricsUrl}/readyz?verbose`);
+    expect(readyz.status).toBe(200);
+    // The alert spool is one of the readiness checks (it fails while the spool cannot be written).
+    expect(await readyz.text()).toContain("[+]alert-spool ok");
 
     const kernel = await eventually(() => {
       const k = kernels.at(-1);
@@ -189,6 +204,43 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
       comm: "cat",
     });
     const alert = await eventually(() => received[0], "alert delivered to the callback");
+    // The same access as a Kubernetes Event on the accessed pod (what `kubectl describe pod` shows).
+    const podEvent = await eventually(async () => {
+      const events = await core.listNamespacedEvent({
+        namespace: "default",
+        fieldSelector: "involvedObject.name=web,reason=FileAccessed",
+      });
+      return events.items[0];
+    }, "Kubernetes Event on the pod");
+    expect(podEvent.involvedObject).toMatchObject({ kind: "Pod", name: "web", uid: pod.metadata?.uid });
+    expect(podEvent.message).toContain("file /etc/shadow read by cat");
+    expect(podEvent.message).toContain(`pid ${process.pid}`);
+    expect(podEvent.count).toBe(1);
+    expect(podEvent.source?.host).toBe(NODE);
+
+    // `hive status` names the agent's slots from the watch table the loader writes beside the pins.
+    const table = await eventually(async () => {
+      const t = await readWatchTableFile(tableFile);
+      return t?.slots.some((r) => r.slot === slot) ? t : undefined;
+    }, "watch table written");
+    expect(table).toMatchObject({ writer: "agent", kernelId: KERNEL, pid: process.pid });
+    const record = table.slots.find((r) => r.slot === slot);
+    expect(record).toMatchObject({ kind: "file", inode: file.ino.toString() });
+    expect(record?.traps).toEqual([
+      expect.objectContaining({
+        policy: "shadow",
+        namespace: "hive-system",
+        path: "/etc/shadow",
+        target: "default/web app (e2e-web)",
+      }),
+    ]);
+    // Every controller's passes are timed (the pods controller debounces for half a second).
+    await eventually(async () => {
+      const text = await (await fetch(`${metricsUrl}/metrics`)).text();
+      return ["discover", "loader", "pods"].every((controller) =>
+        new RegExp(`hive_reconcile_duration_seconds_count\\{controller="${controller}"\\} [1-9]`).test(text),
+      );
+    }, "reconcile durations of the three controllers");
     expect(alert).toMatchObject({
       hive_policy_name: "shadow",
       hive_policy_namespace: "hive-system",
@@ -229,5 +281,7 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
     expect(leases.items.map((l) => l.metadata?.name).sort()).toEqual([`hive-loader-${KERNEL}`, "hive-pods"]);
     for (const l of leases.items) expect(l.spec?.holderIdentity ?? "").toBe("");
     expect(kernels.every((k) => k.closed)).toBe(true);
+    // The loader closed the kernel program: its watch table is gone with it.
+    expect(existsSync(tableFile)).toBe(false);
   });
 });

@@ -3,6 +3,9 @@
  * its roles, releases its Lease and exits 0.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { CoordinationV1Api, CoreV1Api } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { hiveCrds } from "../../api/crd.ts";
@@ -11,9 +14,11 @@ import { eventually } from "./harness.ts";
 
 let api: ApiServer | undefined;
 let child: ChildProcess | undefined;
+const spoolDir = mkdtempSync(join(tmpdir(), "hive-agent-process-"));
 afterEach(async () => {
   if (child && child.exitCode === null) child.kill("SIGKILL");
   await api?.stop();
+  rmSync(spoolDir, { recursive: true, force: true });
 });
 
 describe("the agent process", () => {
@@ -47,6 +52,8 @@ describe("the agent process", () => {
       "--no-loader",
       "--runtime-socket",
       "/nonexistent.sock",
+      "--spool-dir",
+      spoolDir,
     );
     let stderr = "";
     child = spawn(process.execPath, args, {
@@ -59,6 +66,8 @@ describe("the agent process", () => {
     });
     const url = await eventually(() => /"metrics":"(http:[^"]+)"/.exec(stderr)?.[1], "agent started", 15_000);
     await eventually(async () => (await fetch(`${url}/readyz`)).status === 200, "ready");
+    // Readiness includes the alert spool (it fails while the spool directory cannot be written).
+    expect(await (await fetch(`${url}/readyz?verbose`)).text()).toContain("[+]alert-spool ok");
     const coordination = api.kubeConfig().makeApiClient(CoordinationV1Api);
     await eventually(async () => {
       const l = await coordination.readNamespacedLease({ name: "hive-pods", namespace: "hive-system" });

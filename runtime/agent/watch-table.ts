@@ -1,0 +1,110 @@
+/**
+ * The agent's side of the watch table (runtime/standalone/watch-table-file.ts): after each
+ * sync of the kernel map, the loader's slots and the HiveData behind them are written beside
+ * the pinned maps, so that `hive status` run on the node names each slot's traps.
+ * Writes are serialised and coalesced (the latest table wins); a failed write is logged,
+ * never fatal: the table only decorates what status reads from the kernel.
+ */
+import type { HiveData } from "../../api/data.ts";
+import { LABEL_POLICY, LABEL_POLICY_NAMESPACE, LABEL_TRAP_ID } from "../../api/meta.ts";
+import type { AttachMode, WatchEntry } from "../kernel/contract.ts";
+import type { Logger } from "../log.ts";
+import {
+  removeWatchTableFile,
+  type WatchTableRecord,
+  type WatchTableTrap,
+  writeWatchTableFile,
+} from "../standalone/watch-table-file.ts";
+
+/** One record per kernel slot, its traps taken from the HiveData the loader indexed for it. */
+export function agentTableRecords(
+  entries: readonly WatchEntry[],
+  dataOf: (slot: number) => readonly HiveData[],
+): WatchTableRecord[] {
+  return [...entries]
+    .sort((a, b) => a.slot - b.slot)
+    .map((entry) => ({
+      slot: entry.slot,
+      kind: entry.kind,
+      device: `${entry.key.major}:${entry.key.minor}`,
+      inode: entry.key.ino.toString(),
+      traps: dataOf(entry.slot).map((d) => {
+        const labels = d.metadata.labels ?? {};
+        const notes = d.metadata.annotations ?? {};
+        // Container ids come as "<runtime>://<id>" or bare; status shows 12 characters like `hive watch`.
+        const id = (notes.container_id ?? "").replace(/^[a-z0-9-]+:\/\//, "").slice(0, 12);
+        const pod = notes.pod_name ? `${d.metadata.namespace ?? "default"}/${notes.pod_name} ` : "";
+        const trap: WatchTableTrap = {
+          policy: notes.hive_policy_name ?? labels[LABEL_POLICY] ?? "",
+          trapId: labels[LABEL_TRAP_ID] ?? "",
+          path: notes.path ?? "",
+          target: `${pod}${notes.container_name ?? "?"} (${id})`,
+          accesses: [...d.spec.accesses],
+        };
+        const namespace = labels[LABEL_POLICY_NAMESPACE];
+        if (namespace !== undefined) trap.namespace = namespace;
+        return trap;
+      }),
+    }));
+}
+
+export interface AgentWatchTable {
+  /** The loader synced the kernel map (LoaderOptions.onSynced). */
+  synced(entries: readonly WatchEntry[], dataOf: (slot: number) => readonly HiveData[]): void;
+  /** The loader role closed the kernel program: the table describes nothing any more. */
+  closed(): void;
+  /** Resolves when the latest table (or its removal) is on disk. */
+  idle(): Promise<void>;
+}
+
+export function createAgentWatchTable(options: {
+  file: string;
+  kernelId: string;
+  attachMode: AttachMode;
+  logger: Logger;
+}): AgentWatchTable {
+  const { file, logger } = options;
+  const startedAt = new Date().toISOString();
+  /** What the file must become: a record list, or null for "removed"; undefined when nothing is pending. */
+  let wanted: WatchTableRecord[] | null | undefined;
+  let running: Promise<void> | undefined;
+
+  const run = async (): Promise<void> => {
+    try {
+      while (wanted !== undefined) {
+        const next = wanted;
+        wanted = undefined;
+        try {
+          if (next === null) await removeWatchTableFile(file);
+          else {
+            await writeWatchTableFile(file, {
+              writer: "agent",
+              pid: process.pid,
+              startedAt,
+              updatedAt: new Date().toISOString(),
+              attachMode: options.attachMode,
+              kernelId: options.kernelId,
+              slots: next,
+            });
+          }
+        } catch (error) {
+          logger.warn("cannot update the watch table read by `hive status`", { file, error });
+        }
+      }
+    } finally {
+      // Same turn as the loop's last check: a schedule() cannot fall in between and be lost.
+      running = undefined;
+    }
+  };
+  const schedule = (next: WatchTableRecord[] | null): void => {
+    wanted = next;
+    running ??= run();
+  };
+  return {
+    synced: (entries, dataOf) => schedule(agentTableRecords(entries, dataOf)),
+    closed: () => schedule(null),
+    idle: async () => {
+      while (running) await running;
+    },
+  };
+}
