@@ -123,12 +123,24 @@ export function decodeValue(buf: Buffer): DecodedValue {
   };
 }
 
-/** A decoded event plus the burst's last-check time, used to deduplicate swept bursts. */
-export interface RawKernelEvent extends KernelEvent {
+/** What identifies a burst (thread id + first-check time) and when it was last extended. */
+export interface BurstTimes {
+  pid: number;
+  ktimeNs: bigint;
   lastNs: bigint;
 }
 
-export function decodeEvent(buf: Uint8Array): RawKernelEvent {
+/** Reads only a record's burst identity and times (the sweep and deduplication need no more). */
+export function decodeBurstTimes(buf: Uint8Array): BurstTimes {
+  const view = new DataView(buf.buffer, buf.byteOffset, EVENT_LAYOUT.size);
+  return {
+    pid: view.getUint32(EVENT_LAYOUT.pid, true),
+    ktimeNs: view.getBigUint64(EVENT_LAYOUT.ktime_ns, true),
+    lastNs: view.getBigUint64(EVENT_LAYOUT.last_ns, true),
+  };
+}
+
+export function decodeEvent(buf: Uint8Array): KernelEvent {
   if (buf.byteLength < EVENT_LAYOUT.size) {
     throw new RangeError(`kernel event of ${buf.byteLength} bytes, expected ${EVENT_LAYOUT.size}`);
   }
@@ -140,7 +152,6 @@ export function decodeEvent(buf: Uint8Array): RawKernelEvent {
   const nul = commBytes.indexOf(0);
   return {
     ktimeNs: view.getBigUint64(L.ktime_ns, true),
-    lastNs: view.getBigUint64(L.last_ns, true),
     key: keyFromKernelDev(u32(L.dev), view.getBigUint64(L.ino, true)),
     mask,
     accesses: accessesFromMask(mask),

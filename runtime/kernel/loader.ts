@@ -18,7 +18,9 @@ import {
   BITMAP_MASK,
   BITMAP_WORDS,
   COUNTERS_LAYOUT,
+  decodeEvent,
   decodeKey,
+  EVENT_LAYOUT,
   encodeKey,
   encodeValue,
   fileKeyId,
@@ -468,8 +470,10 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     this.ready.catch(() => undefined); // surfaced by whenReady()/flush(); logged below
     worker.on("message", (message: RingWorkerMessage) => {
       if (message.type === "events") {
-        for (const raw of message.events) {
-          const { lastNs: _lastNs, ...event } = raw;
+        for (let i = 0; i < message.count; i++) {
+          const event = decodeEvent(
+            new Uint8Array(message.records, i * EVENT_LAYOUT.size, EVENT_LAYOUT.size),
+          );
           this.delivered++;
           for (const listener of this.listeners) listener(event);
         }

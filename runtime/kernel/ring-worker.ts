@@ -7,7 +7,7 @@
  * first-check time) the duplicate is dropped. Stopped through a shared flag.
  */
 import { parentPort, workerData } from "node:worker_threads";
-import { decodeEvent, EVENT_LAYOUT, type RawKernelEvent } from "./layout.ts";
+import { decodeBurstTimes, EVENT_LAYOUT } from "./layout.ts";
 import { libbpf } from "./libbpf-ffi.ts";
 import { RingReader } from "./ring-reader.ts";
 
@@ -23,16 +23,41 @@ export interface RingWorkerData {
 }
 
 export type RingWorkerMessage =
-  | { type: "events"; events: RawKernelEvent[]; swept: number; duplicates: number }
+  /** `records`: `count` raw struct hive_event records back to back (transferred, not cloned). */
+  | { type: "events"; records: ArrayBuffer; count: number; swept: number; duplicates: number }
   | { type: "ready" }
   | { type: "error"; message: string }
   | { type: "stopped" };
 
-function run(data: RingWorkerData, post: (message: RingWorkerMessage) => void): void {
+function run(
+  data: RingWorkerData,
+  post: (message: RingWorkerMessage, transfer?: ArrayBuffer[]) => void,
+): void {
   const lib = libbpf();
   const control = new Int32Array(data.control);
   const ncpus = lib.libbpf_num_possible_cpus() as number;
-  let batch: RawKernelEvent[] = [];
+  // Raw records, copied out of the ring and posted as one transferred buffer: decoding
+  // into objects here and cloning them across threads cost more than decoding there.
+  const SIZE = EVENT_LAYOUT.size;
+  let batch = new Uint8Array(SIZE * 1024);
+  let batchCount = 0;
+  const append = (record: Uint8Array) => {
+    if ((batchCount + 1) * SIZE > batch.length) {
+      const bigger = new Uint8Array(batch.length * 2);
+      bigger.set(batch.subarray(0, batchCount * SIZE));
+      batch = bigger;
+    }
+    batch.set(record.subarray(0, SIZE), batchCount * SIZE);
+    batchCount++;
+  };
+  const flushBatch = () => {
+    if (batchCount === 0) return;
+    const records = batch.slice(0, batchCount * SIZE).buffer;
+    post({ type: "events", records, count: batchCount, swept, duplicates }, [records]);
+    batchCount = 0;
+    swept = 0;
+    duplicates = 0;
+  };
   let swept = 0;
   let duplicates = 0;
   // Bursts posted by the sweep, by thread id → first-check time.
@@ -40,13 +65,13 @@ function run(data: RingWorkerData, post: (message: RingWorkerMessage) => void): 
 
   const reader = new RingReader(data.eventsFd);
   const onRecord = (record: Uint8Array) => {
-    const event = decodeEvent(record);
-    if (delivered.get(event.pid) === event.ktimeNs) {
-      delivered.delete(event.pid);
+    const burst = decodeBurstTimes(record);
+    if (delivered.get(burst.pid) === burst.ktimeNs) {
+      delivered.delete(burst.pid);
       duplicates++;
       return;
     }
-    batch.push(event);
+    append(record);
   };
   post({ type: "ready" });
   const counterBuf = Buffer.alloc(ncpus * 32);
@@ -112,13 +137,13 @@ function run(data: RingWorkerData, post: (message: RingWorkerMessage) => void): 
     const now = process.hrtime.bigint(); // CLOCK_MONOTONIC, like bpf_ktime_get_ns; read before the map
     let pending = false;
     readBursts((record) => {
-      const event = decodeEvent(record);
-      if (delivered.get(event.pid) === event.ktimeNs) return;
-      const idle = now > event.lastNs && now - event.lastNs >= 2n * data.burstGapNs;
-      const old = now > event.ktimeNs && now - event.ktimeNs >= data.burstMaxNs + data.burstGapNs;
+      const burst = decodeBurstTimes(record);
+      if (delivered.get(burst.pid) === burst.ktimeNs) return;
+      const idle = now > burst.lastNs && now - burst.lastNs >= 2n * data.burstGapNs;
+      const old = now > burst.ktimeNs && now - burst.ktimeNs >= data.burstMaxNs + data.burstGapNs;
       if (idle || old) {
-        delivered.set(event.pid, event.ktimeNs);
-        batch.push(event);
+        delivered.set(burst.pid, burst.ktimeNs);
+        append(record);
         swept++;
       } else {
         pending = true;
@@ -151,16 +176,11 @@ function run(data: RingWorkerData, post: (message: RingWorkerMessage) => void): 
           pending = sweep();
         }
       }
-      if (batch.length > 0) {
-        post({ type: "events", events: batch, swept, duplicates });
-        batch = [];
-        swept = 0;
-        duplicates = 0;
-      }
+      flushBatch();
     }
     // Drain what is left before stopping.
     reader.consume(onRecord);
-    if (batch.length > 0) post({ type: "events", events: batch, swept, duplicates });
+    flushBatch();
   } finally {
     reader.close();
   }
@@ -169,7 +189,7 @@ function run(data: RingWorkerData, post: (message: RingWorkerMessage) => void): 
 if (parentPort) {
   const port = parentPort;
   try {
-    run(workerData as RingWorkerData, (message) => port.postMessage(message));
+    run(workerData as RingWorkerData, (message, transfer) => port.postMessage(message, transfer ?? []));
   } catch (error) {
     port.postMessage({ type: "error", message: error instanceof Error ? error.message : String(error) });
   }

@@ -7,6 +7,7 @@ import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
   COUNTERS_LAYOUT,
+  decodeBurstTimes,
   decodeEvent,
   decodeKey,
   EVENT_LAYOUT,
@@ -100,7 +101,6 @@ describe("kernel struct layouts match the compiled object's BTF", () => {
     buf.write("cat", at("comm"));
     expect(decodeEvent(buf)).toEqual({
       ktimeNs: 111n,
-      lastNs: 222n,
       key: { major: 259, minor: 3, ino: 0x1_0000_0001n },
       mask: 0x24,
       accesses: ["read", "open"],
@@ -114,6 +114,15 @@ describe("kernel struct layouts match the compiled object's BTF", () => {
       cgroupId: 777n,
       count: 3,
     });
+  });
+
+  it("reads a burst's identity and times at the BTF's offsets", () => {
+    const { size, fields } = offsets("hive_event");
+    const buf = Buffer.alloc(size);
+    buf.writeBigUInt64LE(111n, fields.ktime_ns ?? -1);
+    buf.writeBigUInt64LE(222n, fields.last_ns ?? -1);
+    buf.writeUInt32LE(1001, fields.pid ?? -1);
+    expect(decodeBurstTimes(buf)).toEqual({ pid: 1001, ktimeNs: 111n, lastNs: 222n });
   });
 
   it("encodes keys and values at the BTF's offsets", () => {
