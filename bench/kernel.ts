@@ -5,7 +5,7 @@
  *
  *   npm run bench -- kernel        (or: node bench/kernel.ts; needs root, qemu, clang)
  *
- * Figures: per-call cost of access()/stat() on a 7-component path and open()+read() of a
+ * Figures: per-call cost of access()/stat() on a 9-component path and open()+read() of a
  * small file with no program, the kprobe program and the fentry program attached (100
  * decoy files watched, none on the path: the miss path), as ratios to no program; the
  * program's instructions per run from kernel BPF stats (kernel.bpf_stats_enabled); and

@@ -17,7 +17,7 @@ const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
 const root = "/tmp/hive-bench";
 const deep = join(root, "a/b/c/d/e/f");
 mkdirSync(deep, { recursive: true });
-const deepFile = join(deep, "file"); // 7 path components
+const deepFile = join(deep, "file"); // 9 path components
 writeFileSync(deepFile, "x");
 const small = join(root, "small.txt");
 writeFileSync(small, "small file\n");
@@ -35,8 +35,8 @@ for (let i = 0; i < 100; i++) {
 }
 
 const WORKLOADS = [
-  { name: "access() 7-component path", args: ["access", deepFile], n: 5000 },
-  { name: "stat() 7-component path", args: ["stat", deepFile], n: 5000 },
+  { name: "access() 9-component path", args: ["access", deepFile], n: 5000 },
+  { name: "stat() 9-component path", args: ["stat", deepFile], n: 5000 },
   { name: "open()+read()+close() small file", args: ["openread", small], n: 3000 },
 ];
 
