@@ -3,13 +3,15 @@
  * program: load it (CO-RE relocated, read-only data set from this kernel's BTF) without
  * attaching. Needs root (CAP_BPF); without it the suite says so, and fails under CI.
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { isHiveError } from "../../runtime/errors.ts";
 import { inodePermissionSignature } from "../../runtime/kernel/kernel-btf.ts";
 import { openKernelWatcher } from "../../runtime/kernel/loader.ts";
+import { readPinnedState } from "../../runtime/kernel/pinned-state.ts";
 
 const isRoot = process.getuid?.() === 0;
 if (!isRoot) {
@@ -75,4 +77,52 @@ describe("the trap program on the host kernel", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  runIt(
+    "pins its maps on a BPF filesystem, adopts them, and names stale pins of another layout",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "hive-bpffs-"));
+      execFileSync("mount", ["-t", "bpf", "bpf", dir]);
+      try {
+        const pinRoot = join(dir, "hive");
+        const first = openKernelWatcher({ attach: false, pinRoot });
+        first.sync([{ key: { major: 8, minor: 1, ino: 77n }, slot: 3, accesses: ["read"], kind: "file" }]);
+        await first.close({ keepPinned: true });
+        expect(readPinnedState(pinRoot)?.watched).toEqual([
+          { key: { major: 8, minor: 1, ino: 77n }, slot: 3, mask: 0x04, kind: "file" },
+        ]);
+        const second = openKernelWatcher({ attach: false, pinRoot });
+        expect(second.counters().watched).toBe(1);
+        await second.close();
+        expect(existsSync(pinRoot)).toBe(false);
+
+        // A map pinned under the same name with another layout (an agent of another version).
+        mkdirSync(pinRoot);
+        execFileSync("bpftool", [
+          "map",
+          "create",
+          join(pinRoot, "hive_watch"),
+          "type",
+          "hash",
+          "key",
+          "8",
+          "value",
+          "8",
+          "entries",
+          "4",
+          "name",
+          "hive_watch",
+        ]);
+        expect(() => openKernelWatcher({ attach: false, pinRoot })).toThrowError(
+          expect.objectContaining({
+            code: "BpfCallFailed",
+            hint: expect.stringMatching(/remove the pin directory/),
+          }),
+        );
+      } finally {
+        execFileSync("umount", [dir]);
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });
