@@ -25,6 +25,14 @@ export const LABEL_POLICY = `${GROUP}/policy`;
 /** Namespace of the HivePolicy: HiveData lives beside its Pod (ownerReferences cannot cross namespaces). */
 export const LABEL_POLICY_NAMESPACE = `${GROUP}/policy-namespace`;
 export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
+
+/**
+ * Annotation a kernel's loader sets (a timestamp) on a HiveData when the kernel reported a
+ * change in the trapped file's directory; the owning node's discover re-resolves. On a kernel
+ * shared by several nodes the loader sets it on other nodes' HiveData: the admission policy
+ * allows an agent exactly that change on HiveData it does not own.
+ */
+export const ANNOTATION_RESOLVE_REQUEST = `${GROUP}/resolve-requested`;
 export const MANAGED_BY = "hive";
 
 /**

@@ -9,7 +9,15 @@
  * beta and on by default from Kubernetes 1.30, GA in 1.32). Without that claim the policy
  * denies (fails closed) instead of trusting the agent.
  */
-import { API_VERSION, GROUP, LABEL_NODE, PLURAL_DATA, PLURAL_POLICY, VERSION } from "../../api/index.ts";
+import {
+  ANNOTATION_RESOLVE_REQUEST,
+  API_VERSION,
+  GROUP,
+  LABEL_NODE,
+  PLURAL_DATA,
+  PLURAL_POLICY,
+  VERSION,
+} from "../../api/index.ts";
 import { AGENT_NAME, agentUsername, hiveLabels, type KubernetesObject } from "./objects.ts";
 
 const NODE_CLAIM = "authentication.kubernetes.io/node-name";
@@ -22,6 +30,31 @@ function nodeLabel(object: "object" | "oldObject"): string {
     ` ? '' : ${object}.metadata.labels['${LABEL_NODE}']`
   );
 }
+
+/** `object.metadata.<field>` or `empty` when absent (CEL's has() guards a missing field). */
+function metadataField(object: "object" | "oldObject", field: string, empty: string): string {
+  return `${object} == null || !has(${object}.metadata.${field}) ? ${empty} : ${object}.metadata.${field}`;
+}
+
+/**
+ * True when an UPDATE changes nothing but the re-resolve request: the loader of a kernel
+ * shared by several nodes merge-patches that one annotation onto other nodes' HiveData (a
+ * change in the trapped file's directory), and their discover re-resolves. Compared
+ * field by field, not as whole objects, because the API server itself changes
+ * metadata.managedFields on every write. The value must be the loader's timestamp (digits),
+ * so the request cannot carry anything else into another node's object.
+ */
+const RESOLVE_REQUEST_ONLY = [
+  "request.operation == 'UPDATE'",
+  "object.spec == oldObject.spec",
+  "variables.newLabels == variables.oldLabels",
+  `variables.newAnnotations.all(k, k == '${ANNOTATION_RESOLVE_REQUEST}' || (k in variables.oldAnnotations && variables.oldAnnotations[k] == variables.newAnnotations[k]))`,
+  `variables.oldAnnotations.all(k, k == '${ANNOTATION_RESOLVE_REQUEST}' || k in variables.newAnnotations)`,
+  `'${ANNOTATION_RESOLVE_REQUEST}' in variables.newAnnotations`,
+  `variables.newAnnotations['${ANNOTATION_RESOLVE_REQUEST}'].matches('^[0-9]{1,20}$')`,
+  "variables.newOwners == variables.oldOwners",
+  "variables.newFinalizers == variables.oldFinalizers",
+].join(" && ");
 
 export function admissionManifests(namespace: string): KubernetesObject[] {
   const labels = hiveLabels("agent");
@@ -57,6 +90,19 @@ export function admissionManifests(namespace: string): KubernetesObject[] {
         { name: "isData", expression: `request.resource.resource == '${PLURAL_DATA}'` },
         { name: "newNode", expression: nodeLabel("object") },
         { name: "oldNode", expression: nodeLabel("oldObject") },
+        // For the re-resolve exception below (HiveData of another node sharing this node's kernel).
+        { name: "newLabels", expression: metadataField("object", "labels", "{}") },
+        { name: "oldLabels", expression: metadataField("oldObject", "labels", "{}") },
+        { name: "newAnnotations", expression: metadataField("object", "annotations", "{}") },
+        { name: "oldAnnotations", expression: metadataField("oldObject", "annotations", "{}") },
+        { name: "newOwners", expression: metadataField("object", "ownerReferences", "[]") },
+        { name: "oldOwners", expression: metadataField("oldObject", "ownerReferences", "[]") },
+        { name: "newFinalizers", expression: metadataField("object", "finalizers", "[]") },
+        { name: "oldFinalizers", expression: metadataField("oldObject", "finalizers", "[]") },
+        {
+          name: "resolveRequestOnly",
+          expression: `variables.isData && ${RESOLVE_REQUEST_ONLY}`,
+        },
       ],
       validations: [
         {
@@ -66,16 +112,19 @@ export function admissionManifests(namespace: string): KubernetesObject[] {
             "on Kubernetes 1.30 or later (ServiceAccountTokenPodNodeInfo)",
           reason: "Forbidden",
         },
+        // Another node's HiveData first: its denial names the one change allowed there.
         {
           expression:
-            "!variables.isData || request.operation == 'DELETE' || variables.newNode == variables.nodeName",
-          messageExpression: `'the Hive agent of node ' + variables.nodeName + ' may only write HiveData labelled ${LABEL_NODE}=' + variables.nodeName`,
+            "!variables.isData || request.operation == 'CREATE' || variables.oldNode == variables.nodeName ||" +
+            " variables.resolveRequestOnly",
+          messageExpression: `'the Hive agent of node ' + variables.nodeName + ' may not change or delete HiveData of node ' + variables.oldNode + ' (it may only set ${ANNOTATION_RESOLVE_REQUEST} to a timestamp, changing nothing else)'`,
           reason: "Forbidden",
         },
         {
           expression:
-            "!variables.isData || request.operation == 'CREATE' || variables.oldNode == variables.nodeName",
-          messageExpression: `'the Hive agent of node ' + variables.nodeName + ' may not change or delete HiveData of node ' + variables.oldNode`,
+            "!variables.isData || request.operation == 'DELETE' || variables.newNode == variables.nodeName ||" +
+            " variables.resolveRequestOnly",
+          messageExpression: `'the Hive agent of node ' + variables.nodeName + ' may only write HiveData labelled ${LABEL_NODE}=' + variables.nodeName`,
           reason: "Forbidden",
         },
         {

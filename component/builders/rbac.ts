@@ -28,9 +28,19 @@ export function clusterRules(): PolicyRule[] {
     // elected pod controller watches pod lifecycle. RBAC cannot restrict a grant by field
     // selector, so this rule reads pods cluster-wide; the agent's requests are what narrow it.
     { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
-    // An Event on the accessed pod for each alert (aggregated), in the pod's namespace.
-    { apiGroups: [""], resources: ["events"], verbs: ["create", "patch"] },
-    { apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
+    // Events (core v1 only; the agent never uses events.k8s.io), in any namespace:
+    // - an Event on the accessed pod for each alert, in the pod's namespace: create, then patch
+    //   its count (runtime/alerts/pod-events.ts);
+    // - per-node trap-error reports on a HivePolicy, in the policy's namespace: listed once
+    //   cluster-wide by label, created, replaced (update) and deleted when fixed
+    //   (runtime/controllers/kube-ports.ts);
+    // - the elected pod controller watches those reports (list, watch) to fill the policy's
+    //   status, and deletes a deleted policy's reports (runtime/agent/node-agent.ts).
+    {
+      apiGroups: [""],
+      resources: ["events"],
+      verbs: ["create", "patch", "update", "delete", "list", "watch"],
+    },
   ];
 }
 

@@ -8,6 +8,7 @@ import type { HiveData } from "../../api/data.ts";
 import { dataName } from "../../api/ids.ts";
 import {
   ACCESS_KINDS,
+  ANNOTATION_RESOLVE_REQUEST,
   API_VERSION,
   type DataAnnotations,
   KIND_DATA,
@@ -28,7 +29,7 @@ import type { FileKey } from "../kernel/contract.ts";
  */
 export const ANNOTATION_PARENT = "hive-operator.com/parent";
 /** Set by a loader when the kernel reported a change in the parent directory; the owning node's discover re-resolves. */
-export const ANNOTATION_RESOLVE_REQUEST = "hive-operator.com/resolve-requested";
+export { ANNOTATION_RESOLVE_REQUEST };
 
 /**
  * "true" while the trapped file is missing from its container (deleted, maybe about to be

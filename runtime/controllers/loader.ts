@@ -201,7 +201,8 @@ export function createLoaderController(options: LoaderOptions): LoaderController
         [ANNOTATION_RESOLVE_REQUEST]: `${now}`,
       })
       .catch((error: unknown) =>
-        // Forbidden: admission keeps this loader off another node's HiveData (nodes sharing a kernel).
+        // Admission allows this one annotation on another node's HiveData (nodes sharing a kernel);
+        // Forbidden means an admission policy from before that exception: the request is dropped.
         isForbidden(error)
           ? log.debug("re-resolve request not allowed", { name: key })
           : log.warn("re-resolve request failed", { name: key, error }),

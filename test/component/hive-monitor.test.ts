@@ -195,8 +195,7 @@ describe("HiveMonitor with the minimal configuration", () => {
       "hive-operator.com/hivepolicies": ["get", "list", "patch", "watch"],
       "hive-operator.com/hivepolicies/status": ["get", "patch", "update"],
       "core/pods": ["get", "list", "watch"],
-      "core/events": ["create", "patch"],
-      "events.k8s.io/events": ["create", "patch"],
+      "core/events": ["create", "delete", "list", "patch", "update", "watch"],
     });
     expect(verbsByResource(role.rules)).toEqual({
       "hive-operator.com/hivedata": ["create", "delete", "get", "list", "patch", "update", "watch"],
