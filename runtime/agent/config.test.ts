@@ -31,6 +31,14 @@ describe("agent configuration", () => {
       expect(() => parseAgentConfig(argv, env)).toThrow(expect.objectContaining({ code: "ConfigInvalid" }));
     }
   });
+  it("takes where the pinned maps and the watch table live from flags or environment", () => {
+    const defaults = parseAgentConfig([], { NODE_NAME: "n" });
+    expect(defaults.pinRoot).toBeUndefined(); // the kernel loader's own default
+    expect(defaults.tableDir).toBeUndefined();
+    expect(
+      parseAgentConfig(["--pin-root", "/sys/fs/bpf/x"], { NODE_NAME: "n", HIVE_TABLE_DIR: "/run/x" }),
+    ).toMatchObject({ pinRoot: "/sys/fs/bpf/x", tableDir: "/run/x" });
+  });
   it("reads the kernel's boot id once, and refuses garbage", () => {
     expect(readBootId()).toMatch(/^[0-9a-f-]{36}$/);
     const f = join(mkdtempSync(join(tmpdir(), "hive-boot-")), "boot_id");
