@@ -101,12 +101,14 @@ static __always_inline void hive_emit(struct hive_event *burst, struct hive_coun
 	counters->events++;
 }
 
-/* The hit path, shared by both attach modes once the inode's identity is known. */
-static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask)
+/* The hit path, shared by all programs once the inode's identity is known. */
+static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask, int parents_only)
 {
 	struct hive_key key = { .ino = ino, .dev = dev, ._pad = 0 };
 	struct hive_value *watch = bpf_map_lookup_elem(&hive_watch, &key);
 	if (!watch || !(mask & watch->mask))
+		return 0;
+	if (parents_only && watch->kind != HIVE_KIND_PARENT)
 		return 0;
 
 	__u32 zero = 0;
@@ -164,7 +166,24 @@ int handle_inode_permission(struct pt_regs *ctx)
 	__u64 ino = BPF_CORE_READ(inode, i_ino);
 	if (!hive_bitmap_hit(ino))
 		return 0;
-	return hive_check(ino, BPF_CORE_READ(inode, i_sb, s_dev), mask);
+	return hive_check(ino, BPF_CORE_READ(inode, i_sb, s_dev), mask, 0);
+}
+
+/* Only where GCC split inode_permission (Debian 5.10: may_create/may_delete call a local
+ * inode_permission.part.0 the kprobe never sees): directory-entry checks for parent
+ * watches, from security_inode_permission(inode, mask), which that clone still calls.
+ * Not autoloaded elsewhere. */
+SEC("kprobe/security_inode_permission")
+int handle_security_inode_permission(struct pt_regs *ctx)
+{
+	struct inode *inode = (struct inode *)ctx->di;
+	__u32 mask = ctx->si;
+	if (!(mask & HIVE_MAY_WRITE))
+		return 0;
+	__u64 ino = BPF_CORE_READ(inode, i_ino);
+	if (!hive_bitmap_hit(ino))
+		return 0;
+	return hive_check(ino, BPF_CORE_READ(inode, i_sb, s_dev), mask, 1);
 }
 
 /* fentry: arguments arrive as u64 slots; inode is a BTF pointer, read directly. */
@@ -188,5 +207,5 @@ int handle_inode_permission_fentry(__u64 *ctx)
 	__u64 ino = inode->i_ino;
 	if (!hive_bitmap_hit(ino))
 		return 0;
-	return hive_check(ino, inode->i_sb->s_dev, mask);
+	return hive_check(ino, inode->i_sb->s_dev, mask, 0);
 }

@@ -49,6 +49,7 @@ const PROGRAMS: Record<AttachMode, string> = {
   kprobe: "handle_inode_permission",
   fentry: "handle_inode_permission_fentry",
 };
+const PARENT_PROGRAM = "handle_security_inode_permission";
 export const linkPinName = (mode: AttachMode) => `link_${mode}`;
 
 export interface KernelWatcherOptions {
@@ -64,6 +65,12 @@ export interface KernelWatcherOptions {
   burstGapMs?: number;
   /** A burst never lasts longer than this. Default 250 ms. */
   burstMaxMs?: number;
+  /**
+   * The extra kprobe on security_inode_permission that reports parent-directory changes on
+   * kernels whose inode_permission was split by the compiler. "auto" (default) loads it
+   * only there; "always" loads it anyway (e.g. to verify it), "never" not at all.
+   */
+  parentHook?: "auto" | "always" | "never";
   /** How often idle bursts are swept from the kernel map. Default 10 ms. */
   sweepIntervalMs?: number;
   logger?: Logger;
@@ -158,12 +165,14 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   readonly attachMode: AttachMode;
   readonly signature: InodePermissionSignature;
   /**
-   * False when the kernel's own calls for directory-entry changes bypass the hooked symbol
-   * (Debian's 5.10 build split inode_permission into inode_permission.part.0, which
-   * may_create/may_delete call directly): parent watches then report nothing and the
-   * agent must re-resolve trapped paths by polling.
+   * Whether parent watches report directory-entry changes. Debian's 5.10 build split
+   * inode_permission into inode_permission.part.0, which may_create/may_delete call
+   * directly, bypassing the hook; there the loader adds a kprobe on
+   * security_inode_permission for parent entries. False only if that is disabled
+   * (parentHook: "never") or not attached: the agent must then re-resolve by polling.
    */
   readonly parentEvents: boolean;
+  private parentLink: Pointer | null = null;
   /** True when an earlier agent's pinned link was adopted instead of attaching anew. */
   readonly adopted: boolean;
   readonly programFd: number;
@@ -200,15 +209,9 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       });
     }
     this.signature = inodePermissionSignature();
-    this.parentEvents = !(this.signature.inodeArg === 0 && hasSplitInodePermission());
-    if (!this.parentEvents) {
-      this.logger?.warn(
-        "this kernel bypasses inode_permission for directory-entry checks; parent watches are inert",
-        {
-          symbol: "inode_permission.part.0",
-        },
-      );
-    }
+    const split = this.signature.inodeArg === 0 && hasSplitInodePermission();
+    const parentHook = options.parentHook ?? "auto";
+    const loadParentHook = parentHook === "always" || (parentHook === "auto" && split);
     captureLibbpfLog();
     this.ncpus = this.lib.libbpf_num_possible_cpus() as number;
 
@@ -221,17 +224,22 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       },
     );
     try {
-      for (const [mode, name] of Object.entries(PROGRAMS)) {
+      const autoload: Array<[string, boolean]> = [
+        ...Object.entries(PROGRAMS).map(([mode, name]): [string, boolean] => [
+          name,
+          mode === this.attachMode,
+        ]),
+        [PARENT_PROGRAM, loadParentHook],
+      ];
+      for (const [name, load] of autoload) {
         const prog = checkPointer(
           this.lib.bpf_object__find_program_by_name(this.obj, name) as Pointer | null,
           "finding program",
           { object: name },
         );
-        check(
-          this.lib.bpf_program__set_autoload(prog, mode === this.attachMode) as number,
-          "bpf_program__set_autoload",
-          { object: name },
-        );
+        check(this.lib.bpf_program__set_autoload(prog, load) as number, "bpf_program__set_autoload", {
+          object: name,
+        });
       }
       this.setRodata();
       const maps = {} as Record<(typeof PINNED_MAPS)[number], Pointer>;
@@ -266,6 +274,13 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       const before = readCounters(this.fds.hive_counters, this.ncpus);
       this.deliveredBase = before.bursts - before.lost;
       this.adopted = options.attach === false ? false : this.attach(prog);
+      if (options.attach !== false && split && loadParentHook) this.attachParentHook();
+      this.parentEvents = !split || this.parentLink !== null;
+      if (!this.parentEvents && options.attach !== false) {
+        this.logger?.warn("parent watches are inert on this kernel (inode_permission is split)", {
+          symbol: "inode_permission.part.0",
+        });
+      }
     } catch (error) {
       this.lib.bpf_object__close(this.obj);
       throw error;
@@ -359,6 +374,20 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       if (pinned < 0) this.logger?.warn("BPF link not pinnable on this kernel", { errno: errnoName(pinned) });
     }
     return false;
+  }
+
+  /** Not pinned: kernels that need it (5.10) cannot pin kprobe links anyway. */
+  private attachParentHook(): void {
+    const prog = this.lib.bpf_object__find_program_by_name(this.obj, PARENT_PROGRAM) as Pointer;
+    const link = this.lib.bpf_program__attach(prog) as Pointer | null;
+    if (!link) {
+      this.logger?.warn("cannot attach the parent-directory hook", {
+        symbol: "security_inode_permission",
+        errno: errnoName(koffi.errno()),
+      });
+      return;
+    }
+    this.parentLink = link;
   }
 
   /** Loads the watch map's existing contents (an adopted map, or empty). */
@@ -529,6 +558,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       await worker.terminate();
     }
     const keep = options.keepPinned === true && this.pinRoot !== null;
+    if (this.parentLink) this.lib.bpf_link__destroy(this.parentLink);
     if (this.link) {
       if (keep)
         this.lib.bpf_link__disconnect(this.link); // the pin keeps it attached

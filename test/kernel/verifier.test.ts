@@ -41,6 +41,12 @@ describe("the trap program on the host kernel", () => {
     await watcher.close();
   });
 
+  runIt("passes the verifier with the parent-directory hook loaded too", async () => {
+    const watcher = openKernelWatcher({ attach: false, pinRoot: null, parentHook: "always" });
+    expect(watcher.programFd).toBeGreaterThan(0);
+    await watcher.close();
+  });
+
   runIt("loads in fentry mode or reports FentryUnsupported with a hint", async () => {
     try {
       const watcher = openKernelWatcher({ attach: false, pinRoot: null, attachMode: "fentry" });

@@ -321,12 +321,7 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
     const path = join(sub, "trapped.txt");
     writeFileSync(path, "v1\n");
     watcher.sync([entry(path, 11), entry(sub, 12, [], "parent")]);
-    if (!watcher.parentEvents) {
-      // Known kernel limitation, detected and reported: assert it is real.
-      const missed = await observe(() => writeFileSync(join(sub, "probe.txt"), "x"));
-      assert.equal(forSlot(missed, 12).length, 0, "parentEvents=false but the kernel reported the change");
-      return { parentEvents: false };
-    }
+    assert.equal(watcher.parentEvents, true, "parent watches must work on every supported kernel");
     const seen = await observe(() => {
       writeFileSync(join(sub, "new.txt"), "v2\n");
       renameSync(join(sub, "new.txt"), path); // replaces the trapped file: new inode
