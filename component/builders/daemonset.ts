@@ -35,6 +35,8 @@ export const MOUNTS = {
   /** The runtime socket's directory, so a restarted containerd's new socket is seen (a file bind would go stale). */
   runtimeDir: "/host/run/container-runtime",
   spool: "/var/lib/hive/spool",
+  /** The watch table naming the loader's kernel slots, read by `hive status` on the node (host tmpfs). */
+  watchTables: "/run/hive",
   tmp: "/tmp",
 } as const;
 
@@ -129,6 +131,7 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
       // Read-only is enough to connect to a socket (write permission on sockets ignores read-only mounts).
       { name: "container-runtime", mountPath: MOUNTS.runtimeDir, readOnly: true },
       { name: "spool", mountPath: MOUNTS.spool },
+      { name: "watch-tables", mountPath: MOUNTS.watchTables },
       { name: "tmp", mountPath: MOUNTS.tmp },
     ],
   };
@@ -151,6 +154,9 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
       { name: "btf", hostPath: { path: "/sys/kernel/btf", type: "Directory" } },
       { name: "container-runtime", hostPath: { path: dirname(config.runtimeSocket), type: "Directory" } },
       { name: "spool", hostPath: { path: config.spoolDir, type: "DirectoryOrCreate" } },
+      // The host's /run/hive: `sudo hive status` on the node finds the agent's table where it finds
+      // `hive watch`'s; /run is a tmpfs, so the table goes with the kernel state at reboot.
+      { name: "watch-tables", hostPath: { path: MOUNTS.watchTables, type: "DirectoryOrCreate" } },
       { name: "tmp", emptyDir: { sizeLimit: "64Mi" } },
     ],
   };

@@ -68,6 +68,7 @@ export function createAgentWatchTable(options: {
   /** What the file must become: a record list, or null for "removed"; undefined when nothing is pending. */
   let wanted: WatchTableRecord[] | null | undefined;
   let running: Promise<void> | undefined;
+  let failing = false;
 
   const run = async (): Promise<void> => {
     try {
@@ -87,8 +88,12 @@ export function createAgentWatchTable(options: {
               slots: next,
             });
           }
+          if (failing) logger.info("watch table written again", { file });
+          failing = false;
         } catch (error) {
-          logger.warn("cannot update the watch table read by `hive status`", { file, error });
+          // Once per failure streak: the loader syncs often, and the table is only a convenience.
+          if (!failing) logger.warn("cannot update the watch table read by `hive status`", { file, error });
+          failing = true;
         }
       }
     } finally {

@@ -6,6 +6,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import { LABEL_NODE } from "../../api/index.ts";
 import { HiveMonitor, type HiveMonitorArgs, HivePolicy } from "../../component/index.ts";
+import { WATCH_TABLE_DIR } from "../../runtime/standalone/watch-table-file.ts";
 import { FULL, MINIMAL } from "./configs.ts";
 import { installMocks, kubernetesObjects, type RecordedResource, resolve, settle } from "./pulumi-mocks.ts";
 
@@ -134,7 +135,7 @@ describe("HiveMonitor with the minimal configuration", () => {
     }
   });
 
-  it("mounts the BPF filesystem, BTF, the runtime socket's directory and the spool, and nothing else of the host", () => {
+  it("mounts the BPF filesystem, BTF, the runtime socket's directory, the spool and the watch tables, and nothing else of the host", () => {
     const ds = find(result.resources, "kubernetes:apps/v1:DaemonSet");
     const pod = ds.spec.template.spec;
     const hostPaths = Object.fromEntries(
@@ -146,6 +147,8 @@ describe("HiveMonitor with the minimal configuration", () => {
       btf: { path: "/sys/kernel/btf", type: "Directory" },
       "container-runtime": { path: "/run/containerd", type: "Directory" },
       spool: { path: "/var/lib/hive/spool", type: "DirectoryOrCreate" },
+      // Where the agent writes the table `hive status` on the node reads (the same directory inside).
+      "watch-tables": { path: WATCH_TABLE_DIR, type: "DirectoryOrCreate" },
     });
     // biome-ignore lint/suspicious/noExplicitAny: mounts from inputs
     const mounts = Object.fromEntries(pod.containers[0].volumeMounts.map((m: any) => [m.name, m]));
@@ -157,6 +160,7 @@ describe("HiveMonitor with the minimal configuration", () => {
     expect(mounts.btf.readOnly).toBe(true);
     expect(mounts["container-runtime"].readOnly).toBe(true);
     expect(mounts.spool.readOnly).toBeUndefined();
+    expect(mounts["watch-tables"]).toEqual({ name: "watch-tables", mountPath: WATCH_TABLE_DIR });
     // Bidirectional propagation is only allowed for privileged containers.
     for (const m of Object.values(mounts)) expect(m.mountPropagation).not.toBe("Bidirectional");
   });
