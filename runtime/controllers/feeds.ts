@@ -85,5 +85,10 @@ export const allDataFeed = (sink: Sink<HiveData>, o: FeedOptions) =>
     labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY}`,
   });
 
+/**
+ * The nodes' trap-error reports: Hive's Events that carry a node label. The alert Events on
+ * accessed pods (runtime/alerts/pod-events.ts) are Hive's too but have no node label, so the
+ * pod controller's cache never fills with them.
+ */
 export const trapErrorFeed = (sink: Sink<CoreV1Event>, o: FeedOptions) =>
-  feed<CoreV1Event>(EVENTS, sink, { ...o, labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY}` });
+  feed<CoreV1Event>(EVENTS, sink, { ...o, labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_NODE}` });
