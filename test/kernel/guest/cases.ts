@@ -30,10 +30,13 @@ import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseName, type KernelCaseResu
 
 const ALL: AccessKind[] = ["read", "write", "exec", "append", "open"];
 const PIN_ROOT = "/sys/fs/bpf/hive-test";
+// Wider than the 5 ms default: without -icount the guest clock follows the host's, and a
+// loaded host can stretch the gaps between one thread's checks.
+const GAP_MS = 20;
 const dir = "/tmp/hive-cases";
 mkdirSync(dir, { recursive: true });
 
-let watcher: LibbpfKernelWatcher = openKernelWatcher({ pinRoot: PIN_ROOT });
+let watcher: LibbpfKernelWatcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: GAP_MS });
 let events: KernelEvent[] = [];
 const subscribe = (w: LibbpfKernelWatcher) => w.onEvent((event) => events.push(event));
 subscribe(watcher);
@@ -432,7 +435,7 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
     assert.equal(state.watched[0]?.slot, 30);
     // While no agent runs: accesses still go to the pinned maps when the link is pinned.
     run("cat", [path]);
-    watcher = openKernelWatcher({ pinRoot: PIN_ROOT });
+    watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: GAP_MS });
     subscribe(watcher);
     const sinceRestart: KernelEvent[] = [];
     watcher.onEvent((e) => sinceRestart.push(e));
@@ -447,7 +450,7 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
     }
     await watcher.close();
     assert.equal(existsSync(PIN_ROOT), false, "clean shutdown must remove the pins");
-    watcher = openKernelWatcher({ pinRoot: PIN_ROOT });
+    watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: GAP_MS });
     subscribe(watcher);
     assert.equal(watcher.counters().watched, 0);
     return details;
@@ -456,7 +459,7 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
   async "fentry mode reports reads too"() {
     const path = file("fentry.txt");
     watcher.sync([]);
-    const fentry = openKernelWatcher({ pinRoot: null, attachMode: "fentry" });
+    const fentry = openKernelWatcher({ pinRoot: null, attachMode: "fentry", burstGapMs: GAP_MS });
     const seenHere: KernelEvent[] = [];
     fentry.onEvent((e) => seenHere.push(e));
     try {
