@@ -114,8 +114,12 @@ $bb mount -t bpf bpf /sys/fs/bpf
 $bb mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 $bb mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 $bb mount -t cgroup2 cgroup2 /sys/fs/cgroup
-$bb mount -t tmpfs tmpfs /tmp
 $bb mount -t tmpfs tmpfs /run
+# The guest gets a fresh /tmp (overlays in tests need a tmpfs upper layer); the host's /tmp
+# stays reachable here, for a repository checked out under it.
+$bb mkdir -p /run/hive-host-tmp
+$bb mount --bind /tmp /run/hive-host-tmp
+$bb mount -t tmpfs tmpfs /tmp
 $bb mkdir -p /dev/pts /dev/shm /hive-out
 $bb mount -t devpts devpts /dev/pts
 $bb mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 hiveout /hive-out
@@ -209,7 +213,13 @@ export async function bootVm(options: BootOptions): Promise<BootResult> {
   const exports = Object.entries(env)
     .map(([k, v]) => `export ${k}='${v.replace(/'/g, `'\\''`)}'`)
     .join("\n");
-  writeFileSync(join(outDir, "run.sh"), `${modulesLink}${exports}\ncd '${REPO_ROOT}'\n${options.command}\n`);
+  const repoUnderTmp = REPO_ROOT.startsWith("/tmp/")
+    ? `mkdir -p '${REPO_ROOT}' && mount --bind '/run/hive-host-tmp/${REPO_ROOT.slice("/tmp/".length)}' '${REPO_ROOT}'\n`
+    : "";
+  writeFileSync(
+    join(outDir, "run.sh"),
+    `${modulesLink}${repoUnderTmp}${exports}\ncd '${REPO_ROOT}'\n${options.command}\n`,
+  );
 
   const args = [
     "-machine",
