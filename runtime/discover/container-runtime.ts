@@ -7,14 +7,12 @@
  * CRI runtimes that are not containerd, then a scan of /proc/<pid>/cgroup for the container
  * id (works with any runtime that names cgroups after the container).
  *
- * The proto subset is written here as a protobufjs JSON descriptor: only the messages and
- * fields Hive reads, with the field numbers of containerd's api/services/tasks/v1 and
- * cri-api's runtime/v1.
+ * The gRPC subset (containerd's tasks/v1, cri-api's runtime/v1) is defined once in containerd-api.ts.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
 import { HiveError } from "../errors.ts";
+import { callRuntime, connectRuntimeService } from "./containerd-api.ts";
 
 export interface ContainerProcess {
   pid: number;
@@ -35,122 +33,6 @@ export function bareContainerId(containerId: string): string {
     throw new HiveError("ContainerNotFound", "container id has an unexpected form", { object: containerId });
   }
   return id;
-}
-
-const descriptor = {
-  nested: {
-    containerd: {
-      nested: {
-        services: {
-          nested: {
-            tasks: {
-              nested: {
-                v1: {
-                  nested: {
-                    Tasks: { methods: { Get: { requestType: "GetRequest", responseType: "GetResponse" } } },
-                    GetRequest: {
-                      fields: { container_id: { type: "string", id: 1 }, exec_id: { type: "string", id: 2 } },
-                    },
-                    GetResponse: { fields: { process: { type: "containerd.v1.types.Process", id: 1 } } },
-                  },
-                },
-              },
-            },
-          },
-        },
-        v1: {
-          nested: {
-            types: {
-              nested: {
-                Status: { values: { UNKNOWN: 0, CREATED: 1, RUNNING: 2, STOPPED: 3, PAUSED: 4, PAUSING: 5 } },
-                Process: {
-                  fields: {
-                    container_id: { type: "string", id: 1 },
-                    id: { type: "string", id: 2 },
-                    pid: { type: "uint32", id: 3 },
-                    status: { type: "Status", id: 4 },
-                  },
-                },
-              },
-            },
-          },
-        },
-      },
-    },
-    runtime: {
-      nested: {
-        v1: {
-          nested: {
-            RuntimeService: {
-              methods: {
-                ContainerStatus: {
-                  requestType: "ContainerStatusRequest",
-                  responseType: "ContainerStatusResponse",
-                },
-              },
-            },
-            ContainerStatusRequest: {
-              fields: { container_id: { type: "string", id: 1 }, verbose: { type: "bool", id: 2 } },
-            },
-            ContainerStatusResponse: {
-              fields: {
-                status: { type: "ContainerStatus", id: 1 },
-                info: { keyType: "string", type: "string", id: 2 },
-              },
-            },
-            ContainerState: {
-              values: {
-                CONTAINER_CREATED: 0,
-                CONTAINER_RUNNING: 1,
-                CONTAINER_EXITED: 2,
-                CONTAINER_UNKNOWN: 3,
-              },
-            },
-            ContainerStatus: {
-              fields: { id: { type: "string", id: 1 }, state: { type: "ContainerState", id: 3 } },
-            },
-          },
-        },
-      },
-    },
-  },
-};
-
-export interface GrpcPackage {
-  containerd: { services: { tasks: { v1: { Tasks: grpc.ServiceClientConstructor } } } };
-  runtime: { v1: { RuntimeService: grpc.ServiceClientConstructor } };
-}
-
-/** The gRPC service constructors of the subset above (exported for wire tests). */
-export function loadPackage(): GrpcPackage {
-  const definition = protoLoader.fromJSON(descriptor as Parameters<typeof protoLoader.fromJSON>[0], {
-    enums: String,
-    longs: Number,
-    defaults: true,
-  });
-  return grpc.loadPackageDefinition(definition) as unknown as GrpcPackage;
-}
-
-type Unary<Req, Res> = (
-  req: Req,
-  meta: grpc.Metadata,
-  opts: grpc.CallOptions,
-  cb: (e: grpc.ServiceError | null, r: Res) => void,
-) => void;
-
-function call<Req, Res>(
-  client: grpc.Client,
-  method: string,
-  req: Req,
-  meta: grpc.Metadata,
-  timeoutMs: number,
-): Promise<Res> {
-  const fn = (client as unknown as Record<string, Unary<Req, Res>>)[method] as Unary<Req, Res>;
-  return new Promise((resolve, reject) => {
-    fn.call(client, req, meta, { deadline: Date.now() + timeoutMs }, (error, response) =>
-      error ? reject(error) : resolve(response),
-    );
-  });
 }
 
 export interface RuntimeOptions {
@@ -202,10 +84,8 @@ export function createContainerRuntime(options: RuntimeOptions = {}): ContainerR
   let tasks: grpc.Client | undefined;
   let cri: grpc.Client | undefined;
   if (options.socket) {
-    const pkg = loadPackage();
-    const target = `unix://${options.socket}`;
-    tasks = new pkg.containerd.services.tasks.v1.Tasks(target, grpc.credentials.createInsecure());
-    if (options.cri) cri = new pkg.runtime.v1.RuntimeService(target, grpc.credentials.createInsecure());
+    tasks = connectRuntimeService(options.socket, "tasks");
+    if (options.cri) cri = connectRuntimeService(options.socket, "cri");
   }
   const notReady = (id: string, why: string) =>
     new HiveError("ContainerNotReady", `container has no running process yet (${why})`, {
@@ -219,15 +99,12 @@ export function createContainerRuntime(options: RuntimeOptions = {}): ContainerR
       let runtimeAnswered = false;
       if (tasks) {
         for (const ns of namespaces) {
-          const meta = new grpc.Metadata();
-          meta.set("containerd-namespace", ns);
           try {
-            const res = await call<object, { process?: { pid: number; status: string } }>(
+            const res = await callRuntime<{ process?: { pid: number; status: string } }>(
               tasks,
               "Get",
               { container_id: id },
-              meta,
-              timeoutMs,
+              { namespace: ns, timeoutMs },
             );
             runtimeAnswered = true;
             if (res.process?.status === "RUNNING" && res.process.pid > 0)
@@ -255,12 +132,11 @@ export function createContainerRuntime(options: RuntimeOptions = {}): ContainerR
       }
       if (cri) {
         try {
-          const res = await call<object, { status?: { state: string }; info?: Record<string, string> }>(
+          const res = await callRuntime<{ status?: { state: string }; info?: Record<string, string> }>(
             cri,
             "ContainerStatus",
             { container_id: id, verbose: true },
-            new grpc.Metadata(),
-            timeoutMs,
+            { timeoutMs },
           );
           runtimeAnswered = true;
           const info = res.info?.info ? (JSON.parse(res.info.info) as { pid?: number }) : {};
