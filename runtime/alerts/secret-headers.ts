@@ -31,31 +31,42 @@ export function validateHeaders(headers: Record<string, string>, object: string)
   return out;
 }
 
+type Secret = Awaited<ReturnType<CoreV1Api["readNamespacedSecret"]>>;
+
+/** Reads a Secret; a failure names it as `what` and, when it is missing, says how to create it. */
+async function readSecret(
+  core: CoreV1Api,
+  namespace: string,
+  name: string,
+  what: string,
+  createHint: string,
+): Promise<Secret> {
+  try {
+    return await core.readNamespacedSecret({ namespace, name });
+  } catch (error) {
+    const code = (error as { code?: number }).code;
+    throw new HiveError("ApiRequestFailed", code === 404 ? `${what} not found` : `cannot read the ${what}`, {
+      object: `secret ${namespace}/${name}`,
+      hint: code === 404 ? createHint : "check the agent's RBAC allows get on this Secret",
+      status: code,
+      cause: error,
+    });
+  }
+}
+
 export async function loadSecretHeaders(
   core: CoreV1Api,
   namespace: string,
   name: string,
 ): Promise<Record<string, string>> {
   const object = `secret ${namespace}/${name}`;
-  let secret: Awaited<ReturnType<CoreV1Api["readNamespacedSecret"]>>;
-  try {
-    secret = await core.readNamespacedSecret({ namespace, name });
-  } catch (error) {
-    const code = (error as { code?: number }).code;
-    throw new HiveError(
-      "ApiRequestFailed",
-      code === 404 ? "callback headers Secret not found" : "cannot read the callback headers Secret",
-      {
-        object,
-        hint:
-          code === 404
-            ? "create the Secret in the agent's namespace, or remove headersSecret from the monitor"
-            : "check the agent's RBAC allows get on this Secret",
-        status: code,
-        cause: error,
-      },
-    );
-  }
+  const secret = await readSecret(
+    core,
+    namespace,
+    name,
+    "callback headers Secret",
+    "create the Secret in the agent's namespace, or remove headersSecret from the monitor",
+  );
   const headers: Record<string, string> = {};
   for (const [key, value] of Object.entries(secret.data ?? {}))
     headers[key] = Buffer.from(value, "base64").toString("utf8");
@@ -71,25 +82,13 @@ export async function loadSecretValue(
   key: string,
 ): Promise<Buffer> {
   const object = `secret ${namespace}/${name}`;
-  let secret: Awaited<ReturnType<CoreV1Api["readNamespacedSecret"]>>;
-  try {
-    secret = await core.readNamespacedSecret({ namespace, name });
-  } catch (error) {
-    const code = (error as { code?: number }).code;
-    throw new HiveError(
-      "ApiRequestFailed",
-      code === 404 ? "signing Secret not found" : "cannot read the signing Secret",
-      {
-        object,
-        hint:
-          code === 404
-            ? "create the Secret in the agent's namespace"
-            : "check the agent's RBAC allows get on this Secret",
-        status: code,
-        cause: error,
-      },
-    );
-  }
+  const secret = await readSecret(
+    core,
+    namespace,
+    name,
+    "signing Secret",
+    "create the Secret in the agent's namespace",
+  );
   const value = secret.data?.[key];
   if (value === undefined || value.length === 0) {
     throw new HiveError("ConfigInvalid", `the Secret has no key "${key}"`, {
