@@ -226,6 +226,22 @@ interface Segment {
   readFd: number | undefined;
 }
 
+/** Segment `n` with nothing read, written or open yet. */
+const emptySegment = (n: number): Segment => ({
+  n,
+  logFd: undefined,
+  ackFd: undefined,
+  logBytes: 0,
+  ackBytes: 0,
+  records: 0,
+  acked: new Set(),
+  logBuf: [],
+  ackBuf: [],
+  dirty: false,
+  flushed: 0,
+  readFd: undefined,
+});
+
 const SEGMENT_FILE = /^seg-(\d{1,16})\.log$/;
 const name = (n: number, ext: "log" | "ack") => `seg-${String(n).padStart(16, "0")}.${ext}`;
 
@@ -303,20 +319,7 @@ export function openSpool(options: SpoolOptions): Spool {
     .sort((a, b) => a - b);
   for (const n of found) {
     nextSegment = Math.max(nextSegment, n + 1);
-    const seg: Segment = {
-      n,
-      logFd: undefined,
-      ackFd: undefined,
-      logBytes: 0,
-      ackBytes: 0,
-      records: 0,
-      acked: new Set(),
-      logBuf: [],
-      ackBuf: [],
-      dirty: false,
-      flushed: 0,
-      readFd: undefined,
-    };
+    const seg = emptySegment(n);
     let logData: Buffer;
     try {
       logData = readFileSync(path(n, "log"));
@@ -472,20 +475,7 @@ export function openSpool(options: SpoolOptions): Spool {
       current.logFd = undefined;
     }
     const previous = current;
-    const seg: Segment = {
-      n: nextSegment++,
-      logFd: undefined,
-      ackFd: undefined,
-      logBytes: 0,
-      ackBytes: 0,
-      records: 0,
-      acked: new Set(),
-      logBuf: [],
-      ackBuf: [],
-      dirty: false,
-      flushed: 0,
-      readFd: undefined,
-    };
+    const seg = emptySegment(nextSegment++);
     segments.set(seg.n, seg);
     current = seg;
     if (previous && previous.acked.size === previous.records) removeSegment(previous);
