@@ -7,102 +7,48 @@
  * rootfs) whose own /etc/hive-demo-secret is trapped and read from inside it. Exit 0 when
  * every alert arrived.
  */
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { existsSync, rmSync } from "node:fs";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import {
   type Containerd,
   containersAvailable,
   startContainerd,
 } from "../../test/containers/containerd-harness.ts";
+import { spawnWatch, startCallbackReceiver, until } from "./watch-session.ts";
 
-const HIVE = new URL("../../runtime/cli/main.ts", import.meta.url).pathname;
 const POLICY = new URL("../policies/demo-secret.yaml", import.meta.url).pathname;
 const TRAPPED = "/run/hive-demo-secret";
 const CONTAINER = "hive-demo-web";
 const IN_CONTAINER = "/etc/hive-demo-secret";
 const say = (text: string) => process.stdout.write(`${text}\n`);
 
-interface Delivery {
-  method: string;
-  url: string;
-  headers: http.IncomingHttpHeaders;
-  body: string;
-}
-
-function startReceiver(): Promise<{ url: string; deliveries: Delivery[]; close(): void }> {
-  const deliveries: Delivery[] = [];
-  const server = http.createServer((req, res) => {
-    let body = "";
-    req.setEncoding("utf8");
-    req.on("data", (chunk: string) => {
-      body += chunk;
-    });
-    req.on("end", () => {
-      deliveries.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers, body });
-      res.writeHead(204).end();
-    });
-  });
-  return new Promise((resolve) => {
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as AddressInfo;
-      resolve({ url: `http://127.0.0.1:${port}/hive-alerts`, deliveries, close: () => server.close() });
-    });
-  });
-}
-
-function until(check: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  return new Promise((resolve) => {
-    const tick = () => {
-      if (check()) resolve(true);
-      else if (Date.now() > deadline) resolve(false);
-      else setTimeout(tick, 50);
-    };
-    tick();
-  });
-}
-
 async function main(): Promise<number> {
   // A freshly booted guest has its loopback interface down; on a host this is a no-op.
   spawnSync("busybox", ["ip", "link", "set", "lo", "up"]);
   const existed = existsSync(TRAPPED);
   const containerd = await startDemoContainer();
-  const receiver = await startReceiver();
+  const receiver = await startCallbackReceiver("/hive-alerts");
   say(`[demo] callback receiver listening on ${receiver.url}`);
   say(`[demo] starting: hive watch --policy examples/policies/demo-secret.yaml --callback ${receiver.url}`);
-  const watch: ChildProcess = spawn(
-    process.execPath,
-    [
-      HIVE,
-      "watch",
-      "--policy",
-      POLICY,
-      "--callback",
-      receiver.url,
-      ...(containerd ? ["--containerd", containerd.socket] : ["--no-containers"]),
-    ],
-    { stdio: ["ignore", "pipe", "pipe"] },
-  );
-  let alertsOnStdout = "";
-  let logs = "";
-  watch.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
-    alertsOnStdout += chunk;
-  });
-  watch.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
-    logs += chunk;
-  });
-  const exited = new Promise<number | null>((resolve) => watch.on("exit", (code) => resolve(code)));
+  const watch = spawnWatch([
+    "--policy",
+    POLICY,
+    "--callback",
+    receiver.url,
+    ...(containerd ? ["--containerd", containerd.socket] : ["--no-containers"]),
+  ]);
 
-  const ready = await until(() => /"msg":"ready"/.test(logs) || watch.exitCode !== null, 120_000);
-  if (!ready || watch.exitCode !== null) {
+  const ready = await until(
+    () => /"msg":"ready"/.test(watch.stderr) || watch.child.exitCode !== null,
+    120_000,
+  );
+  if (!ready || watch.child.exitCode !== null) {
     say(
-      `[demo] hive watch did not arm its trap (exit ${await Promise.race([exited, Promise.resolve(null)])}):`,
+      `[demo] hive watch did not arm its trap (exit ${await Promise.race([watch.exited, Promise.resolve(null)])}):`,
     );
-    say(logs.trim());
+    say(watch.stderr.trim());
     receiver.close();
-    watch.kill("SIGKILL");
+    watch.child.kill("SIGKILL");
     return 1;
   }
   say(
@@ -122,8 +68,8 @@ async function main(): Promise<number> {
     expected = 2;
     arrived = await until(() => receiver.deliveries.length >= expected, 30_000);
   }
-  watch.kill("SIGINT");
-  const code = await exited;
+  watch.child.kill("SIGINT");
+  const code = await watch.exited;
   receiver.close();
   await containerd?.stop();
   if (!existed) rmSync(TRAPPED, { force: true });
@@ -131,7 +77,7 @@ async function main(): Promise<number> {
     say(
       `[demo] ${receiver.deliveries.length} of ${expected} alerts reached the receiver within 30 s. hive watch logged:`,
     );
-    say(logs.trim());
+    say(watch.stderr.trim());
     return 1;
   }
   receiver.deliveries.forEach((delivery, i) => {
@@ -142,7 +88,7 @@ async function main(): Promise<number> {
     say(JSON.stringify(JSON.parse(delivery.body), null, 2));
   });
   say(
-    `[demo] hive watch printed ${alertsOnStdout.split("\n").filter(Boolean).length} alert line(s) on stdout too`,
+    `[demo] hive watch printed ${watch.stdout.split("\n").filter(Boolean).length} alert line(s) on stdout too`,
   );
   say(`[demo] Ctrl-C: hive watch detached and exited ${code}`);
   return code === 0 ? 0 : 1;
