@@ -159,139 +159,138 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     retryPeriodMs: options.lease?.retryPeriodMs ?? 2_000,
   };
   const electors: LeaderElector[] = [];
+  // The controllers of the roles this node leads now.
+  const leading: { loader?: LoaderController | undefined; pods?: PodsController | undefined } = {};
+  /** Runs a role while this node holds `leaseName`: `start` makes its controller and informers (undefined: none this term). */
+  const leadRole = <K extends keyof typeof leading>(
+    role: K,
+    leaseName: string,
+    start: (signal: AbortSignal) => Promise<
+      | {
+          controller: NonNullable<(typeof leading)[K]>;
+          informers: RunningInformer[];
+          close?: () => Promise<void>;
+        }
+      | undefined
+    >,
+  ): void => {
+    let stopRole: (() => Promise<void>) | undefined;
+    electors.push(
+      new LeaderElector({
+        coordination: clients.coordination,
+        namespace: options.namespace,
+        name: leaseName,
+        identity: options.identity,
+        ...lease,
+        logger: log.child({ role }),
+        onStartedLeading: async (signal) => {
+          const started = await start(signal);
+          if (!started) return;
+          const { controller, informers, close } = started;
+          stopRole = async () => {
+            controller.stop();
+            await Promise.all(informers.map((i) => i.stop()));
+            await close?.();
+            if (leading[role] === controller) leading[role] = undefined;
+          };
+          if (signal.aborted) return;
+          leading[role] = controller;
+          await Promise.all(informers.map((i) => i.start()));
+          if (!signal.aborted) controller.markSynced();
+        },
+        onStoppedLeading: async () => {
+          const stop = stopRole;
+          stopRole = undefined;
+          await stop?.();
+        },
+      }),
+    );
+  };
 
-  let loader: LoaderController | undefined;
   let loaderFailure: string | undefined;
   if (options.roles?.loader !== false) {
-    let stopRole: (() => Promise<void>) | undefined;
-    electors.push(
-      new LeaderElector({
-        coordination: clients.coordination,
-        namespace: options.namespace,
-        name: `${LOADER_LEASE_PREFIX}${kernelId}`,
-        identity: options.identity,
-        ...lease,
-        logger: log.child({ role: "loader" }),
-        onStartedLeading: async (signal) => {
-          let kernel: KernelWatcher;
-          try {
-            kernel = await options.openKernel();
-            loaderFailure = undefined;
-          } catch (error) {
-            // The kernel refuses the program (no BTF, no kprobes, no privileges): the same on every node of
-            // this kernel, so the Lease is kept and the failure is reported by readiness and the log.
-            loaderFailure = isHiveError(error) ? error.describe() : String(error);
-            log.error("cannot load the kernel program; this kernel's files are not watched", { error });
-            return;
-          }
-          if (signal.aborted) {
-            // Leadership ended while the program loaded: onStoppedLeading has run already, so close here.
-            await kernel.close();
-            return;
-          }
-          const controller = createLoaderController({
-            kernelId,
-            kernel,
-            writer,
-            log: log.child({ controller: "loader" }),
-            onAccess: options.onAccess,
-            ...(options.onKernelSynced ? { onSynced: options.onKernelSynced } : {}),
-            ...(options.observeReconcile ? { observeReconcile: reconcileObserver("loader") } : {}),
-            ...(options.orphanGraceMs !== undefined ? { orphanGraceMs: options.orphanGraceMs } : {}),
-          });
-          const informers: RunningInformer[] = [
-            sharedPolicies((t, p) => controller.onPolicy(t, p)),
-            kernelDataFeed(kernelId, (t, d) => controller.onData(t, d), feedOptions),
-          ];
-          stopRole = async () => {
-            controller.stop();
-            await Promise.all(informers.map((i) => i.stop()));
-            await kernel.close();
-            options.onKernelClosed?.();
-            if (loader === controller) loader = undefined;
-          };
-          if (signal.aborted) return;
-          loader = controller;
-          await Promise.all(informers.map((i) => i.start()));
-          if (!signal.aborted) controller.markSynced();
-        },
-        onStoppedLeading: async () => {
-          const stop = stopRole;
-          stopRole = undefined;
-          await stop?.();
-        },
-      }),
-    );
+    leadRole("loader", `${LOADER_LEASE_PREFIX}${kernelId}`, async (signal) => {
+      let kernel: KernelWatcher;
+      try {
+        kernel = await options.openKernel();
+        loaderFailure = undefined;
+      } catch (error) {
+        // The kernel refuses the program (no BTF, no kprobes, no privileges): the same on every node of
+        // this kernel, so the Lease is kept and the failure is reported by readiness and the log.
+        loaderFailure = isHiveError(error) ? error.describe() : String(error);
+        log.error("cannot load the kernel program; this kernel's files are not watched", { error });
+        return undefined;
+      }
+      if (signal.aborted) {
+        // Leadership ended while the program loaded: onStoppedLeading has run already, so close here.
+        await kernel.close();
+        return undefined;
+      }
+      const controller = createLoaderController({
+        kernelId,
+        kernel,
+        writer,
+        log: log.child({ controller: "loader" }),
+        onAccess: options.onAccess,
+        ...(options.onKernelSynced ? { onSynced: options.onKernelSynced } : {}),
+        ...(options.observeReconcile ? { observeReconcile: reconcileObserver("loader") } : {}),
+        ...(options.orphanGraceMs !== undefined ? { orphanGraceMs: options.orphanGraceMs } : {}),
+      });
+      const informers: RunningInformer[] = [
+        sharedPolicies((t, p) => controller.onPolicy(t, p)),
+        kernelDataFeed(kernelId, (t, d) => controller.onData(t, d), feedOptions),
+      ];
+      const close = async () => {
+        await kernel.close();
+        options.onKernelClosed?.();
+      };
+      return { controller, informers, close };
+    });
   }
 
-  let pods: PodsController | undefined;
   if (options.roles?.pods !== false) {
-    let stopRole: (() => Promise<void>) | undefined;
-    electors.push(
-      new LeaderElector({
-        coordination: clients.coordination,
-        namespace: options.namespace,
-        name: PODS_LEASE,
-        identity: options.identity,
-        ...lease,
-        logger: log.child({ role: "pods" }),
-        onStartedLeading: async (signal) => {
-          const controller = createPodsController({
-            writer,
-            policyWriter: createPolicyWriter(clients.custom),
-            log: log.child({ controller: "pods" }),
-            ...(options.observeReconcile ? { observeReconcile: reconcileObserver("pods") } : {}),
-            removeErrorReports: async (policy) => {
-              const ns = policy.metadata.namespace ?? "default";
-              const events = await clients.core.listNamespacedEvent({
-                namespace: ns,
-                labelSelector: `app.kubernetes.io/managed-by=hive,hive-operator.com/policy=${policy.metadata.name}`,
-              });
-              for (const ev of events.items) {
-                await clients.core
-                  .deleteNamespacedEvent({ namespace: ns, name: ev.metadata?.name ?? "" })
-                  .catch(() => undefined);
-              }
-            },
+    leadRole("pods", PODS_LEASE, async () => {
+      const controller = createPodsController({
+        writer,
+        policyWriter: createPolicyWriter(clients.custom),
+        log: log.child({ controller: "pods" }),
+        ...(options.observeReconcile ? { observeReconcile: reconcileObserver("pods") } : {}),
+        removeErrorReports: async (policy) => {
+          const ns = policy.metadata.namespace ?? "default";
+          const events = await clients.core.listNamespacedEvent({
+            namespace: ns,
+            labelSelector: `app.kubernetes.io/managed-by=hive,hive-operator.com/policy=${policy.metadata.name}`,
           });
-          const informers: RunningInformer[] = [
-            sharedPolicies((t, p) => controller.onPolicy(t, p)),
-            allPodFeed((t, p) => controller.onPod(t, p), feedOptions),
-            allDataFeed((t, d) => controller.onData(t, d), feedOptions),
-            trapErrorFeed(
-              (t, ev) =>
-                controller.onTrapError(
-                  t,
-                  `${ev.metadata?.namespace}/${ev.metadata?.name}`,
-                  trapErrorFromEvent(ev),
-                ),
-              feedOptions,
+          for (const ev of events.items) {
+            await clients.core
+              .deleteNamespacedEvent({ namespace: ns, name: ev.metadata?.name ?? "" })
+              .catch(() => undefined);
+          }
+        },
+      });
+      const informers: RunningInformer[] = [
+        sharedPolicies((t, p) => controller.onPolicy(t, p)),
+        allPodFeed((t, p) => controller.onPod(t, p), feedOptions),
+        allDataFeed((t, d) => controller.onData(t, d), feedOptions),
+        trapErrorFeed(
+          (t, ev) =>
+            controller.onTrapError(
+              t,
+              `${ev.metadata?.namespace}/${ev.metadata?.name}`,
+              trapErrorFromEvent(ev),
             ),
-          ];
-          stopRole = async () => {
-            controller.stop();
-            await Promise.all(informers.map((i) => i.stop()));
-            if (pods === controller) pods = undefined;
-          };
-          if (signal.aborted) return;
-          pods = controller;
-          await Promise.all(informers.map((i) => i.start()));
-          if (!signal.aborted) controller.markSynced();
-        },
-        onStoppedLeading: async () => {
-          const stop = stopRole;
-          stopRole = undefined;
-          await stop?.();
-        },
-      }),
-    );
+          feedOptions,
+        ),
+      ];
+      return { controller, informers };
+    });
   }
   for (const e of electors) e.start();
 
   return {
     discover,
-    loader: () => loader,
-    pods: () => pods,
+    loader: () => leading.loader,
+    pods: () => leading.pods,
     ready: () => ready,
     loaderFailure: () => loaderFailure,
     informers: () => all,
