@@ -3,9 +3,11 @@
  * on which object, and what to do about it. Logged as structured fields, shown to users
  * as `message` + `hint`.
  */
-export const ERROR_CODES = [
-  "ConfigInvalid",
-  "PolicyInvalid",
+// Grouped by what the user can do about them (the CLI's exit codes follow these groups).
+/** A policy or configuration the user wrote is wrong. */
+export const INPUT_ERROR_CODES = ["ConfigInvalid", "PolicyInvalid", "InvalidRegex"] as const;
+/** This machine's kernel cannot run Hive's program (or, in tests, no VM can be booted). */
+export const KERNEL_ERROR_CODES = [
   "BtfMissing",
   "KprobeUnsupported",
   "FentryUnsupported",
@@ -16,22 +18,29 @@ export const ERROR_CODES = [
   "BpfObjectMissing",
   "BpfCallFailed",
   "MapFull",
+  "QemuUnavailable",
+] as const;
+/** A trapped file, its container or the loaded program is not there to work on. */
+export const TARGET_ERROR_CODES = [
   "FileNotFound",
   "PathEscapesContainer",
   "PathInvalid",
-  "InvalidRegex",
   "ContainerNotFound",
   "ContainerNotReady",
   "RuntimeUnavailable",
+  "NotLoaded",
+] as const;
+export const ERROR_CODES = [
+  ...INPUT_ERROR_CODES,
+  ...KERNEL_ERROR_CODES,
+  ...TARGET_ERROR_CODES,
   "ApiRequestFailed",
   "LeaseLost",
   "DeliveryFailed",
   "SpoolCorrupt",
   "SpoolFull",
-  "QemuUnavailable",
   "BpffsMissing",
   "InputUnreadable",
-  "NotLoaded",
 ] as const;
 export type HiveErrorCode = (typeof ERROR_CODES)[number];
 

@@ -3,7 +3,13 @@
  * table (test/contract/readme.test.ts keeps the two in step). Scripts branch on these, so a
  * number never changes meaning.
  */
-import { type HiveErrorCode, isHiveError } from "../errors.ts";
+import {
+  type HiveErrorCode,
+  INPUT_ERROR_CODES,
+  isHiveError,
+  KERNEL_ERROR_CODES,
+  TARGET_ERROR_CODES,
+} from "../errors.ts";
 
 export const EXIT = {
   /** Success; for `watch`, also a clean detach after Ctrl-C / SIGTERM. */
@@ -23,36 +29,14 @@ export const EXIT = {
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
-const KERNEL_CODES: ReadonlySet<HiveErrorCode> = new Set<HiveErrorCode>([
-  "BtfMissing",
-  "KprobeUnsupported",
-  "FentryUnsupported",
-  "VerifierRejected",
-  "MemlockLimit",
-  "PermissionDenied",
-  "LibbpfMissing",
-  "BpfObjectMissing",
-  "BpfCallFailed",
-  "MapFull",
-  "QemuUnavailable",
-]);
-
-const NOTHING_CODES: ReadonlySet<HiveErrorCode> = new Set<HiveErrorCode>([
-  "FileNotFound",
-  "PathEscapesContainer",
-  "PathInvalid",
-  "ContainerNotFound",
-  "ContainerNotReady",
-  "RuntimeUnavailable",
-  "NotLoaded",
-]);
+const INPUT_CODES: ReadonlySet<HiveErrorCode> = new Set(INPUT_ERROR_CODES);
+const KERNEL_CODES: ReadonlySet<HiveErrorCode> = new Set(KERNEL_ERROR_CODES);
+const NOTHING_CODES: ReadonlySet<HiveErrorCode> = new Set(TARGET_ERROR_CODES);
 
 /** The exit code for an error that ended a command. */
 export function exitCodeFor(error: unknown): ExitCode {
   if (!isHiveError(error)) return EXIT.internal;
-  if (error.code === "PolicyInvalid" || error.code === "ConfigInvalid" || error.code === "InvalidRegex") {
-    return EXIT.invalid;
-  }
+  if (INPUT_CODES.has(error.code)) return EXIT.invalid;
   if (KERNEL_CODES.has(error.code)) return EXIT.kernel;
   if (NOTHING_CODES.has(error.code)) return EXIT.nothing;
   if (error.code === "InputUnreadable") return EXIT.io;
