@@ -30,6 +30,7 @@ import { openSpool } from "../runtime/alerts/spool.ts";
 import type { KernelEvent } from "../runtime/kernel/contract.ts";
 import { createLogger } from "../runtime/log.ts";
 import { createHiveMetrics } from "../runtime/metrics/metrics.ts";
+import { KERNEL_ID, makeEvent } from "../test/alerts/fixtures.ts";
 
 const SCALE = Number(process.env.HIVE_BENCH_SCALE ?? "1");
 const n = (count: number) => Math.max(1000, Math.round(count * SCALE));
@@ -112,27 +113,12 @@ function sources(url: string): AlertSource[] {
     labels: { [LABEL_TRAP_ID]: `trap-${i}` },
     policyNamespace: "security",
     nodeName: "bench-node",
-    kernelId: "0d9f5c1e-3b7a-4c2e-9f1d-2a6b8c4e0f11",
+    kernelId: KERNEL_ID,
   }));
 }
 
-function event(i: number): KernelEvent {
-  return {
-    ktimeNs: process.hrtime.bigint(),
-    key: { major: 259, minor: 1, ino: 131_073n },
-    mask: 0x24,
-    accesses: ["read", "open"],
-    kind: "file",
-    slot: i % TRAPS,
-    pid: 4242,
-    tgid: 4242,
-    uid: 0,
-    gid: 0,
-    comm: "cat",
-    cgroupId: 9876n,
-    count: 3,
-  };
-}
+// One process (pid 4242) reading the trapped file; each event on the next trap in turn.
+const event = (i: number): KernelEvent => makeEvent(0, { slot: i % TRAPS, pid: 4242, tgid: 4242 });
 
 // Errors only; "spool full" is the expected outcome of the unlimited burst and is counted
 // in its figures instead of printed a hundred times.
