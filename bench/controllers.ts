@@ -12,7 +12,6 @@
  * The stand-in runs in the same process, so memory figures include its store; the heap
  * growth per HiveData is reported as well. HIVE_BENCH_SCALE=0.2 shrinks the pod counts.
  */
-import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -21,7 +20,7 @@ import { hiveCrds } from "../api/crd.ts";
 import { GROUP, PLURAL_DATA } from "../api/meta.ts";
 import type { HiveTrap } from "../api/policy.ts";
 import { startApiServer } from "../test/apiserver/server.ts";
-import { Cluster } from "../test/integration/harness.ts";
+import { Cluster, spawnAgentProcess } from "../test/integration/harness.ts";
 
 const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
 const mib = (n: number) => `${(n / 1048576).toFixed(1)} MiB`;
@@ -262,37 +261,12 @@ async function agentProcess(forceGc: boolean): Promise<void> {
         "status",
       );
     }
-    const script = `${forceGc ? "setInterval(() => globalThis.gc?.(), 250).unref(); " : ""}const m = await import('./runtime/agent/main.ts'); process.exitCode = await m.runAgent(process.argv.slice(1));`;
-    const args = [
-      ...(forceGc ? ["--expose-gc"] : []),
-      "--input-type=module",
-      "-e",
-      script,
-      "--",
-      "--node-name",
-      "node-1",
-      "--pod-name",
-      "agent-1",
-      "--namespace",
-      "hive-system",
-    ];
-    args.push(
-      "--server",
+    const child = spawnAgentProcess(
       api.url,
-      "--token",
-      "node-1",
-      "--metrics-port",
-      "0",
-      "--no-loader",
-      "--runtime-socket",
-      "",
-      "--proc-root",
-      base,
+      { node: "node-1", pod: "agent-1" },
+      ["--runtime-socket", "", "--proc-root", base],
+      { forceGc },
     );
-    const child = spawn(process.execPath, args, {
-      stdio: ["ignore", "ignore", "pipe"],
-      env: { ...process.env, HIVE_LOG_LEVEL: "info" },
-    });
     let log = "";
     child.stderr?.on("data", (b: Buffer) => {
       log = (log + b.toString()).slice(-20_000);

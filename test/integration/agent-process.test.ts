@@ -2,7 +2,7 @@
  * `hive agent` as a process: started with flags, ready on /readyz, and on SIGTERM it stops
  * its roles, releases its Lease and exits 0.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,7 +10,7 @@ import { CoordinationV1Api, CoreV1Api } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { hiveCrds } from "../../api/crd.ts";
 import { type ApiServer, startApiServer } from "../apiserver/server.ts";
-import { eventually } from "./harness.ts";
+import { eventually, spawnAgentProcess } from "./harness.ts";
 
 let api: ApiServer | undefined;
 let child: ChildProcess | undefined;
@@ -28,39 +28,13 @@ describe("the agent process", () => {
       .kubeConfig()
       .makeApiClient(CoreV1Api)
       .createNamespace({ body: { metadata: { name: "hive-system" } } });
-    const script =
-      "const m = await import('./runtime/agent/main.ts'); process.exitCode = await m.runAgent(process.argv.slice(1));";
-    const args = [
-      "--input-type=module",
-      "-e",
-      script,
-      "--",
-      "--node-name",
-      "node-p",
-      "--pod-name",
-      "agent-p",
-      "--namespace",
-      "hive-system",
-    ];
-    args.push(
-      "--server",
-      api.url,
-      "--token",
-      "node-p",
-      "--metrics-port",
-      "0",
-      "--no-loader",
+    let stderr = "";
+    child = spawnAgentProcess(api.url, { node: "node-p", pod: "agent-p" }, [
       "--runtime-socket",
       "/nonexistent.sock",
       "--spool-dir",
       spoolDir,
-    );
-    let stderr = "";
-    child = spawn(process.execPath, args, {
-      cwd: process.cwd(),
-      stdio: ["ignore", "ignore", "pipe"],
-      env: { ...process.env, HIVE_LOG_LEVEL: "info" },
-    });
+    ]);
     child.stderr?.on("data", (b: Buffer) => {
       stderr += b.toString();
     });

@@ -6,6 +6,7 @@
  * covers real containerd) and the kernel (a KernelWatcher that records what it is told
  * to watch and lets a test emit events; the libbpf loader is tested in the kernel suite).
  */
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -320,6 +321,46 @@ export class Cluster {
     await this.api.stop();
     rmSync(this.base, { recursive: true, force: true });
   }
+}
+
+/**
+ * `hive agent` from this checkout as a child process (run from the repository root): node
+ * `node` (also its token on the stand-in at `server`), pod `pod` in the agent namespace, no
+ * loader role, info logs on a piped stderr. `args` adds flags; `forceGc` collects garbage
+ * every 250 ms so memory figures show what is live.
+ */
+export function spawnAgentProcess(
+  server: string,
+  names: { node: string; pod: string },
+  args: string[],
+  options: { forceGc?: boolean } = {},
+): ChildProcess {
+  const script = `${options.forceGc ? "setInterval(() => globalThis.gc?.(), 250).unref(); " : ""}const m = await import('./runtime/agent/main.ts'); process.exitCode = await m.runAgent(process.argv.slice(1));`;
+  return spawn(
+    process.execPath,
+    [
+      ...(options.forceGc ? ["--expose-gc"] : []),
+      "--input-type=module",
+      "-e",
+      script,
+      "--",
+      "--node-name",
+      names.node,
+      "--pod-name",
+      names.pod,
+      "--namespace",
+      AGENT_NS,
+      "--server",
+      server,
+      "--token",
+      names.node,
+      "--metrics-port",
+      "0",
+      "--no-loader",
+      ...args,
+    ],
+    { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, HIVE_LOG_LEVEL: "info" } },
+  );
 }
 
 /** Polls until `probe` holds (tests only: the agent itself never polls). */
