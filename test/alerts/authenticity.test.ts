@@ -7,7 +7,11 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
-import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
+import {
+  type AlertPipeline,
+  type AlertPipelineConfig,
+  createAlertPipeline,
+} from "../../runtime/alerts/pipeline.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { assertValidAlert, captureLogger, counterValue, makeEvent, makeSource } from "./fixtures.ts";
 import { type Receiver, startReceiver } from "./receiver.ts";
@@ -21,6 +25,19 @@ async function receiver(): Promise<Receiver> {
   const r = await startReceiver();
   cleanups.push(() => r.close());
   return r;
+}
+
+/** A pipeline that delivers only (no stdout lines, no procfs), closed after the test. */
+async function deliveryPipeline(config: Partial<AlertPipelineConfig>): Promise<AlertPipeline> {
+  const pipeline = await createAlertPipeline({
+    logger: captureLogger().logger,
+    metrics: createHiveMetrics({ processMetrics: false }),
+    lines: false,
+    procRoot: false,
+    ...config,
+  });
+  cleanups.push(() => pipeline.close());
+  return pipeline;
 }
 
 /** A receiver's verification, written from the documented scheme only. */
@@ -48,18 +65,12 @@ describe("what the receiver gets", () => {
   it("signs every body so that an independent HMAC-SHA256 check verifies it, also across a retry", async () => {
     const r = await receiver();
     r.fault = (n) => (n === 1 ? { kind: "status", status: 503 } : { kind: "ok" });
-    const { logger } = captureLogger();
-    const pipeline = await createAlertPipeline({
-      logger,
-      metrics: createHiveMetrics({ processMetrics: false }),
-      lines: false,
-      procRoot: false,
+    const pipeline = await deliveryPipeline({
       delivery: {
         backoffBaseMs: 10,
         destinations: [{ urlPrefix: r.url, hmacSecrets: ["old-secret", "s3cr3t"] }],
       },
     });
-    cleanups.push(() => pipeline.close());
     for (let i = 0; i < 5; i++) pipeline.handle(makeEvent(i), makeSource("trap-s", r.url));
     expect(await pipeline.drain(5_000)).toBe(true);
     expect(r.accepted).toHaveLength(5);
@@ -77,15 +88,9 @@ describe("what the receiver gets", () => {
 
   it("signs with the new key once the destinations are replaced after a Secret rotation", async () => {
     const r = await receiver();
-    const { logger } = captureLogger();
-    const pipeline = await createAlertPipeline({
-      logger,
-      metrics: createHiveMetrics({ processMetrics: false }),
-      lines: false,
-      procRoot: false,
+    const pipeline = await deliveryPipeline({
       delivery: { destinations: [{ urlPrefix: r.url, hmacSecrets: ["first"] }] },
     });
-    cleanups.push(() => pipeline.close());
     pipeline.handle(makeEvent(1), makeSource("trap-r", r.url));
     expect(await pipeline.drain(5_000)).toBe(true);
     pipeline.setDestinations([{ urlPrefix: r.url, hmacSecrets: ["second"] }]);
@@ -101,12 +106,7 @@ describe("what the receiver gets", () => {
   it("sends secret headers only to the URLs configured for them, and never lets them override Hive's", async () => {
     const trusted = await receiver();
     const other = await receiver();
-    const { logger } = captureLogger();
-    const pipeline = await createAlertPipeline({
-      logger,
-      metrics: createHiveMetrics({ processMetrics: false }),
-      lines: false,
-      procRoot: false,
+    const pipeline = await deliveryPipeline({
       delivery: {
         destinations: [
           {
@@ -120,7 +120,6 @@ describe("what the receiver gets", () => {
         ],
       },
     });
-    cleanups.push(() => pipeline.close());
     const a = pipeline.handle(makeEvent(1), makeSource("trap-1", trusted.url)) as Alert;
     pipeline.handle(makeEvent(2), makeSource("trap-2", other.url));
     expect(await pipeline.drain(5_000)).toBe(true);
@@ -132,15 +131,9 @@ describe("what the receiver gets", () => {
 
   it("speaks CloudEvents structured mode with the alert as data", async () => {
     const r = await receiver();
-    const { logger } = captureLogger();
-    const pipeline = await createAlertPipeline({
-      logger,
-      metrics: createHiveMetrics({ processMetrics: false }),
-      lines: false,
-      procRoot: false,
+    const pipeline = await deliveryPipeline({
       delivery: { destinations: [{ urlPrefix: r.url, format: "cloudevents" }] },
     });
-    cleanups.push(() => pipeline.close());
     const alert = pipeline.handle(makeEvent(1), makeSource("trap-ce", r.url)) as Alert;
     expect(await pipeline.drain(5_000)).toBe(true);
     const got = r.accepted[0];
@@ -162,16 +155,11 @@ describe("what the receiver gets", () => {
   it("rate-limits a hot trap and reports the suppressed count in its next alert", async () => {
     const r = await receiver();
     const metrics = createHiveMetrics({ processMetrics: false });
-    const { logger } = captureLogger();
     let now = 0;
-    const pipeline = await createAlertPipeline({
-      logger,
+    const pipeline = await deliveryPipeline({
       metrics,
-      lines: false,
-      procRoot: false,
       rateLimit: { perSecond: 1, burst: 3, now: () => now },
     });
-    cleanups.push(() => pipeline.close());
     const produced = Array.from({ length: 50 }, (_, i) =>
       pipeline.handle(makeEvent(i), makeSource("hot", r.url)),
     );

@@ -9,7 +9,12 @@ import type { Alert } from "../../api/alert.ts";
 import { createBootClock } from "../../runtime/alerts/boot-clock.ts";
 import { buildAlert } from "../../runtime/alerts/build-alert.ts";
 import { resolveDestinations } from "../../runtime/alerts/destinations.ts";
-import { createPodEventRecorder, EVENT_REASON } from "../../runtime/alerts/pod-events.ts";
+import {
+  createPodEventRecorder,
+  EVENT_REASON,
+  type PodEventRecorder,
+  type PodEventRecorderOptions,
+} from "../../runtime/alerts/pod-events.ts";
 import { noProcReader } from "../../runtime/alerts/proc-info.ts";
 import { loadSecretHeaders } from "../../runtime/alerts/secret-headers.ts";
 import { isHiveError } from "../../runtime/errors.ts";
@@ -32,6 +37,18 @@ function coreClient(api: ApiServer): CoreV1Api {
   return api.kubeConfig("node-a").makeApiClient(CoreV1Api);
 }
 
+/** The pod Event recorder of node-a's agent (through node-a's client), closed after the test. */
+function startRecorder(api: ApiServer, options: Partial<PodEventRecorderOptions> = {}): PodEventRecorder {
+  const recorder = createPodEventRecorder({
+    core: coreClient(api),
+    nodeName: "node-a",
+    logger: captureLogger().logger,
+    ...options,
+  });
+  cleanups.push(() => recorder.close());
+  return recorder;
+}
+
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
@@ -51,14 +68,10 @@ describe("Kubernetes Events for alerts", () => {
   it("creates one Event per pod and trap, then raises its count by patching, as kubectl describe shows it", async () => {
     const api = await startApi();
     const metrics = createHiveMetrics({ processMetrics: false });
-    const recorder = createPodEventRecorder({
-      core: coreClient(api),
-      nodeName: "node-a",
-      logger: captureLogger().logger,
+    const recorder = startRecorder(api, {
       metrics,
       flushIntervalMs: 50,
     });
-    cleanups.push(() => recorder.close());
     recorder.record(alertFor("nginx-1", "trap-a", 1));
     await recorder.flush();
     expect(eventsOf(api)).toHaveLength(1);
@@ -91,12 +104,7 @@ describe("Kubernetes Events for alerts", () => {
       body: { metadata: { name: "nginx-1" }, spec: { containers: [{ name: "nginx", image: "nginx" }] } },
     });
     const uid = pod.metadata?.uid as string;
-    const recorder = createPodEventRecorder({
-      core: coreClient(api),
-      nodeName: "node-a",
-      logger: captureLogger().logger,
-    });
-    cleanups.push(() => recorder.close());
+    const recorder = startRecorder(api);
     recorder.record(alertFor("nginx-1", "trap-a", 1), uid);
     await recorder.flush();
     const found = await admin.listNamespacedEvent({
@@ -111,15 +119,11 @@ describe("Kubernetes Events for alerts", () => {
   it("limits API writes with a token bucket and aggregates what it could not write yet", async () => {
     const api = await startApi();
     const metrics = createHiveMetrics({ processMetrics: false });
-    const recorder = createPodEventRecorder({
-      core: coreClient(api),
-      nodeName: "node-a",
-      logger: captureLogger().logger,
+    const recorder = startRecorder(api, {
       metrics,
       writesPerSecond: 0.001,
       burst: 3,
     });
-    cleanups.push(() => recorder.close());
     for (let p = 0; p < 10; p++)
       for (let i = 0; i < 5; i++) recorder.record(alertFor(`pod-${p}`, "trap-a", i));
     await recorder.flush();
@@ -132,12 +136,9 @@ describe("Kubernetes Events for alerts", () => {
 
   it("writes nothing for host alerts without a pod", async () => {
     const api = await startApi();
-    const recorder = createPodEventRecorder({
-      core: coreClient(api),
+    const recorder = startRecorder(api, {
       nodeName: "n",
-      logger: captureLogger().logger,
     });
-    cleanups.push(() => recorder.close());
     const alert = alertFor("x", "t", 1);
     delete alert.pod;
     recorder.record(alert);
