@@ -25,6 +25,28 @@ const podsOf = async (c: Cluster, trap?: string) =>
     .map((d) => `${d.metadata.annotations?.pod_name}/${d.metadata.annotations?.container_name}`)
     .sort();
 
+/**
+ * One node, pod "web" on it and policy "shadow" trapping /etc/shadow, once its HiveData is
+ * written and the kernel map holds an entry of `kind`.
+ */
+async function trapShadowInWeb(kind: "file" | "parent") {
+  cluster = await Cluster.start();
+  const c = cluster;
+  const node = await c.addNode("node-1", KERNEL_A);
+  await c.addPod("web", "node-1");
+  await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+  const [before] = await eventually(async () => {
+    const d = await c.data();
+    return d.length === 1 ? d : undefined;
+  }, "HiveData");
+  const kernel = await eventually(() => {
+    const k = node.activeKernel();
+    return k?.entries.some((e) => e.kind === kind) ? k : undefined;
+  }, `kernel map holds a ${kind} entry`);
+  const id = before?.metadata.annotations?.container_id?.replace("containerd://", "") ?? "";
+  return { c, before, kernel, id };
+}
+
 describe("discover through the API server", () => {
   it("traps /etc/shadow in pods labelled security=high and in no other pod (the user story)", async () => {
     cluster = await Cluster.start();
@@ -232,20 +254,7 @@ describe("discover through the API server", () => {
   });
 
   it("re-resolves when the trapped file is replaced by rename (kernel control event on its directory)", async () => {
-    cluster = await Cluster.start();
-    const c = cluster;
-    const node = await c.addNode("node-1", KERNEL_A);
-    await c.addPod("web", "node-1");
-    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
-    const [before] = await eventually(async () => {
-      const d = await c.data();
-      return d.length === 1 ? d : undefined;
-    }, "HiveData");
-    const kernel = await eventually(() => {
-      const k = node.activeKernel();
-      return k?.entries.some((e) => e.kind === "parent") ? k : undefined;
-    }, "parent directory watched");
-    const id = before?.metadata.annotations?.container_id?.replace("containerd://", "") ?? "";
+    const { c, before, kernel, id } = await trapShadowInWeb("parent");
     c.containers.replaceByRename(id, "etc/shadow", "new content\n");
     const fresh = fileKeyFromStat(statSync(join(c.containers.rootOf(id), "etc/shadow"), { bigint: true }));
     expect(fresh.ino).not.toBe(BigInt(before?.spec["inode-no"] ?? 0));
@@ -265,20 +274,7 @@ describe("discover through the API server", () => {
   });
 
   it("keeps the directory watched while a trapped file is deleted, and follows its re-creation", async () => {
-    cluster = await Cluster.start();
-    const c = cluster;
-    const node = await c.addNode("node-1", KERNEL_A);
-    await c.addPod("web", "node-1");
-    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
-    const [before] = await eventually(async () => {
-      const d = await c.data();
-      return d.length === 1 ? d : undefined;
-    }, "HiveData");
-    const kernel = await eventually(() => {
-      const k = node.activeKernel();
-      return k?.entries.some((e) => e.kind === "file") ? k : undefined;
-    }, "file watched");
-    const id = before?.metadata.annotations?.container_id?.replace("containerd://", "") ?? "";
+    const { c, kernel, id } = await trapShadowInWeb("file");
     const file = join(c.containers.rootOf(id), "etc/shadow");
     const parentSlot = () => kernel.entries.find((e) => e.kind === "parent")?.slot ?? -1;
 
