@@ -108,74 +108,31 @@ const patched = (old: ReturnType<typeof othersData>, metadata: Record<string, un
   spec: spec ?? old.spec,
 });
 
-const resolveRequest = (object: Obj, oldObject: Obj) =>
-  admit({ node: "node-a", operation: "UPDATE", resource: "hivedata", object, oldObject });
+/** A HiveData request by node-a's agent. */
+const agentA = (operation: Request["operation"], object: Obj, oldObject: Obj) =>
+  admit({ node: "node-a", operation, resource: "hivedata", object, oldObject });
+
+const resolveRequest = (object: Obj, oldObject: Obj) => agentA("UPDATE", object, oldObject);
 
 describe("the agent admission policy", () => {
   it("lets an agent create, update and delete the HiveData of its own node", () => {
-    expect(
-      admit({
-        node: "node-a",
-        operation: "CREATE",
-        resource: "hivedata",
-        object: data("node-a"),
-        oldObject: null,
-      }),
-    ).toBe("allowed");
-    expect(
-      admit({
-        node: "node-a",
-        operation: "UPDATE",
-        resource: "hivedata",
-        object: data("node-a"),
-        oldObject: data("node-a"),
-      }),
-    ).toBe("allowed");
-    expect(
-      admit({
-        node: "node-a",
-        operation: "DELETE",
-        resource: "hivedata",
-        object: null,
-        oldObject: data("node-a"),
-      }),
-    ).toBe("allowed");
+    expect(agentA("CREATE", data("node-a"), null)).toBe("allowed");
+    expect(agentA("UPDATE", data("node-a"), data("node-a"))).toBe("allowed");
+    expect(agentA("DELETE", null, data("node-a"))).toBe("allowed");
   });
 
   it("denies HiveData for another node, or with no node label", () => {
-    expect(
-      admit({
-        node: "node-a",
-        operation: "CREATE",
-        resource: "hivedata",
-        object: data("node-b"),
-        oldObject: null,
-      }),
-    ).toBe(`the Hive agent of node node-a may only write HiveData labelled ${LABEL_NODE}=node-a`);
-    expect(
-      admit({ node: "node-a", operation: "CREATE", resource: "hivedata", object: data(), oldObject: null }),
-    ).toBe(`the Hive agent of node node-a may only write HiveData labelled ${LABEL_NODE}=node-a`);
+    expect(agentA("CREATE", data("node-b"), null)).toBe(
+      `the Hive agent of node node-a may only write HiveData labelled ${LABEL_NODE}=node-a`,
+    );
+    expect(agentA("CREATE", data(), null)).toBe(
+      `the Hive agent of node node-a may only write HiveData labelled ${LABEL_NODE}=node-a`,
+    );
   });
 
   it("denies taking over, rewriting or deleting another node's HiveData", () => {
-    expect(
-      admit({
-        node: "node-a",
-        operation: "UPDATE",
-        resource: "hivedata",
-        object: data("node-a"),
-        oldObject: data("node-b"),
-      }),
-    ).toBe(NOT_OTHERS);
-    expect(
-      admit({
-        node: "node-a",
-        operation: "DELETE",
-        resource: "hivedata",
-        object: null,
-        oldObject: data("node-b"),
-      }),
-    ).toBe(NOT_OTHERS);
+    expect(agentA("UPDATE", data("node-a"), data("node-b"))).toBe(NOT_OTHERS);
+    expect(agentA("DELETE", null, data("node-b"))).toBe(NOT_OTHERS);
   });
 
   it("fails closed when the agent's token names no node", () => {
@@ -301,24 +258,10 @@ describe("the agent admission policy", () => {
     });
 
     it("never lets another node's HiveData be created or deleted", () => {
-      expect(
-        admit({
-          node: "node-a",
-          operation: "DELETE",
-          resource: "hivedata",
-          object: null,
-          oldObject: patched(old, withRequest("1")),
-        }),
-      ).toBe(NOT_OTHERS);
-      expect(
-        admit({
-          node: "node-a",
-          operation: "CREATE",
-          resource: "hivedata",
-          object: patched(old, withRequest("1")),
-          oldObject: null,
-        }),
-      ).toBe(`the Hive agent of node node-a may only write HiveData labelled ${LABEL_NODE}=node-a`);
+      expect(agentA("DELETE", null, patched(old, withRequest("1")))).toBe(NOT_OTHERS);
+      expect(agentA("CREATE", patched(old, withRequest("1")), null)).toBe(
+        `the Hive agent of node node-a may only write HiveData labelled ${LABEL_NODE}=node-a`,
+      );
     });
   });
 });
