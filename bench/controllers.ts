@@ -19,7 +19,7 @@ import { CoreV1Api } from "@kubernetes/client-node";
 import { hiveCrds } from "../api/crd.ts";
 import { GROUP, PLURAL_DATA } from "../api/meta.ts";
 import type { HiveTrap } from "../api/policy.ts";
-import { startApiServer } from "../test/apiserver/server.ts";
+import { type ApiServer, startApiServer } from "../test/apiserver/server.ts";
 import { Cluster, spawnAgentProcess } from "../test/integration/harness.ts";
 
 const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
@@ -40,7 +40,49 @@ async function until(probe: () => boolean, timeoutMs: number, what: string): Pro
   return performance.now();
 }
 
-/** Pods written straight into the stand-in's store (set-up, not measured), running on `node`. */
+/**
+ * A running pod with one container "app", written straight into the stand-in's store
+ * (set-up, not measured); `containerID` names its container from the pod's uid.
+ */
+function seedRunningPod(
+  api: ApiServer,
+  pod: { name: string; node: string; labels?: Record<string, string>; podIP: string },
+  containerID: (uid: string) => string,
+): void {
+  const def = api.resource("pods", "");
+  const created = api.store.create(def, "default", {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name: pod.name, namespace: "default", ...(pod.labels ? { labels: pod.labels } : {}) },
+    spec: { nodeName: pod.node, containers: [{ name: "app", image: "busybox" }] },
+  });
+  api.store.update(
+    def,
+    "default",
+    pod.name,
+    {
+      ...created,
+      status: {
+        phase: "Running",
+        podIP: pod.podIP,
+        containerStatuses: [
+          {
+            name: "app",
+            image: "busybox",
+            imageID: "",
+            ready: true,
+            restartCount: 0,
+            containerID: containerID(created.metadata.uid ?? ""),
+            state: { running: {} },
+          },
+        ],
+      },
+    },
+    "status",
+  );
+}
+
+/** Pods running on `node`, each container a directory holding `files`. */
 function seedPods(
   c: Cluster,
   node: string,
@@ -48,39 +90,12 @@ function seedPods(
   prefix: string,
   files: Record<string, string>,
 ): void {
-  const def = c.api.resource("pods", "");
   for (let i = 0; i < count; i++) {
     const name = `${prefix}-${i}`;
-    const created = c.api.store.create(def, "default", {
-      apiVersion: "v1",
-      kind: "Pod",
-      metadata: { name, namespace: "default", labels: { app: "bench" } },
-      spec: { nodeName: node, containers: [{ name: "app", image: "busybox" }] },
-    });
-    const containerID = c.containers.add(`${name}-${created.metadata.uid?.slice(0, 8)}`, files);
-    c.api.store.update(
-      def,
-      "default",
-      name,
-      {
-        ...created,
-        status: {
-          phase: "Running",
-          podIP: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`,
-          containerStatuses: [
-            {
-              name: "app",
-              image: "busybox",
-              imageID: "",
-              ready: true,
-              restartCount: 0,
-              containerID,
-              state: { running: {} },
-            },
-          ],
-        },
-      },
-      "status",
+    seedRunningPod(
+      c.api,
+      { name, node, labels: { app: "bench" }, podIP: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}` },
+      (uid) => c.containers.add(`${name}-${uid.slice(0, 8)}`, files),
     );
   }
 }
@@ -222,7 +237,6 @@ async function agentProcess(forceGc: boolean): Promise<void> {
   try {
     const core = api.kubeConfig().makeApiClient(CoreV1Api);
     await core.createNamespace({ body: { metadata: { name: "hive-system" } } });
-    const def = api.resource("pods", "");
     for (let i = 0; i < pods; i++) {
       const id = `c${String(i).padStart(8, "0")}`;
       const pid = 10_000 + i;
@@ -230,35 +244,10 @@ async function agentProcess(forceGc: boolean): Promise<void> {
       writeFileSync(join(base, String(pid), "cgroup"), `0::/kubepods.slice/cri-containerd-${id}.scope\n`);
       for (let t = 0; t < trapCount; t++)
         writeFileSync(join(base, String(pid), "root", "etc", `trap-${t}`), "x");
-      const created = api.store.create(def, "default", {
-        apiVersion: "v1",
-        kind: "Pod",
-        metadata: { name: `pod-${i}`, namespace: "default" },
-        spec: { nodeName: "node-1", containers: [{ name: "app", image: "busybox" }] },
-      });
-      api.store.update(
-        def,
-        "default",
-        `pod-${i}`,
-        {
-          ...created,
-          status: {
-            phase: "Running",
-            podIP: `10.9.${i >> 8}.${i & 255}`,
-            containerStatuses: [
-              {
-                name: "app",
-                image: "",
-                imageID: "",
-                ready: true,
-                restartCount: 0,
-                containerID: `containerd://${id}`,
-                state: { running: {} },
-              },
-            ],
-          },
-        },
-        "status",
+      seedRunningPod(
+        api,
+        { name: `pod-${i}`, node: "node-1", podIP: `10.9.${i >> 8}.${i & 255}` },
+        () => `containerd://${id}`,
       );
     }
     const child = spawnAgentProcess(
