@@ -18,6 +18,7 @@ import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { readWatchTableFile, watchTableFileFor } from "../../runtime/standalone/watch-table-file.ts";
 import { type ApiServer, startApiServer } from "../apiserver/server.ts";
+import { setPodRunning } from "../apiserver/testing.ts";
 import { eventually, RecordingKernel } from "../integration/harness.ts";
 import { type Containerd, containerSuiteGate, startContainerd } from "./containerd-harness.ts";
 
@@ -141,22 +142,10 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
         spec: { nodeName: NODE, containers: [{ name: "app", image: "busybox" }] },
       },
     });
-    pod.status = {
-      phase: "Running",
+    await setPodRunning(core, "default", "web", {
       podIP: "10.2.0.1",
-      containerStatuses: [
-        {
-          name: "app",
-          image: "busybox",
-          imageID: "",
-          ready: true,
-          restartCount: 0,
-          containerID: "containerd://e2e-web",
-          state: { running: {} },
-        },
-      ],
-    };
-    await core.replaceNamespacedPodStatus({ name: "web", namespace: "default", body: pod });
+      containerIds: { app: "containerd://e2e-web" },
+    });
     await custom.createNamespacedCustomObject({
       group: GROUP,
       version: VERSION,
