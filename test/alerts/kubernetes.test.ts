@@ -49,6 +49,18 @@ function startRecorder(api: ApiServer, options: Partial<PodEventRecorderOptions>
   return recorder;
 }
 
+/** The hive-system namespace and a Secret in it per entry (values in clear; stored base64). */
+async function createSecrets(api: ApiServer, secrets: Record<string, Record<string, string>>): Promise<void> {
+  const admin = api.kubeConfig().makeApiClient(CoreV1Api);
+  await admin.createNamespace({ body: { metadata: { name: "hive-system" } } });
+  for (const [name, values] of Object.entries(secrets)) {
+    const data = Object.fromEntries(
+      Object.entries(values).map(([key, value]) => [key, Buffer.from(value).toString("base64")]),
+    );
+    await admin.createNamespacedSecret({ namespace: "hive-system", body: { metadata: { name }, data } });
+  }
+}
+
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
@@ -150,18 +162,7 @@ describe("Kubernetes Events for alerts", () => {
 describe("callback headers from a Secret", () => {
   it("reads each data key as a header through CoreV1Api", async () => {
     const api = await startApi();
-    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
-    await admin.createNamespace({ body: { metadata: { name: "hive-system" } } });
-    await admin.createNamespacedSecret({
-      namespace: "hive-system",
-      body: {
-        metadata: { name: "callback-auth" },
-        data: {
-          Authorization: Buffer.from("Bearer abc").toString("base64"),
-          "X-Tenant": Buffer.from("blue").toString("base64"),
-        },
-      },
-    });
+    await createSecrets(api, { "callback-auth": { Authorization: "Bearer abc", "X-Tenant": "blue" } });
     const headers = await loadSecretHeaders(coreClient(api), "hive-system", "callback-auth");
     expect(headers).toEqual({ Authorization: "Bearer abc", "X-Tenant": "blue" });
     expect(api.requests.filter((r) => r.user === "node-a").map((r) => [r.verb, r.resource, r.name])).toEqual([
@@ -174,15 +175,7 @@ describe("callback headers from a Secret", () => {
     const missing = await loadSecretHeaders(coreClient(api), "hive-system", "nope").catch((e: unknown) => e);
     expect(isHiveError(missing, "ApiRequestFailed")).toBe(true);
     expect((missing as Error).message).toContain("not found");
-    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
-    await admin.createNamespace({ body: { metadata: { name: "hive-system" } } });
-    await admin.createNamespacedSecret({
-      namespace: "hive-system",
-      body: {
-        metadata: { name: "bad" },
-        data: { Authorization: Buffer.from("Bearer abc\r\nX-Evil: 1").toString("base64") },
-      },
-    });
+    await createSecrets(api, { bad: { Authorization: "Bearer abc\r\nX-Evil: 1" } });
     const bad = await loadSecretHeaders(coreClient(api), "hive-system", "bad").catch((e: unknown) => e);
     expect(isHiveError(bad, "ConfigInvalid")).toBe(true);
   });
@@ -191,19 +184,7 @@ describe("callback headers from a Secret", () => {
 describe("callback settings resolved from Secrets", () => {
   it("binds the headers and the signing key to the default callback's origin only", async () => {
     const api = await startApi();
-    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
-    await admin.createNamespace({ body: { metadata: { name: "hive-system" } } });
-    await admin.createNamespacedSecret({
-      namespace: "hive-system",
-      body: {
-        metadata: { name: "auth" },
-        data: { Authorization: Buffer.from("Bearer abc").toString("base64") },
-      },
-    });
-    await admin.createNamespacedSecret({
-      namespace: "hive-system",
-      body: { metadata: { name: "sign" }, data: { "hmac-key": Buffer.from("k3y").toString("base64") } },
-    });
+    await createSecrets(api, { auth: { Authorization: "Bearer abc" }, sign: { "hmac-key": "k3y" } });
     const destinations = await resolveDestinations(coreClient(api), {
       defaultCallback: "https://siem.example.com:8443/hive/alerts?tenant=a",
       headersSecret: { namespace: "hive-system", name: "auth" },
@@ -227,12 +208,7 @@ describe("callback settings resolved from Secrets", () => {
     ).rejects.toMatchObject({
       code: "ConfigInvalid",
     });
-    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
-    await admin.createNamespace({ body: { metadata: { name: "hive-system" } } });
-    await admin.createNamespacedSecret({
-      namespace: "hive-system",
-      body: { metadata: { name: "sign" }, data: { other: "eA==" } },
-    });
+    await createSecrets(api, { sign: { other: "x" } });
     const err = await resolveDestinations(coreClient(api), {
       defaultCallback: "http://r.example/",
       signingSecret: { namespace: "hive-system", name: "sign" },
