@@ -16,7 +16,9 @@ RUN sh bpf/build.sh
 FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
-RUN npm ci --no-audit --no-fund
+# `npm install` honours the lock file; `npm ci` rejects one that records only the
+# build platform's optional binaries (biome's), as npm 11 writes it.
+RUN npm install --no-audit --no-fund
 COPY api/ api/
 COPY component/ component/
 COPY runtime/ runtime/
