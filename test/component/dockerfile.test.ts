@@ -71,7 +71,7 @@ function provided(stage: Stage): string[] {
       for (const s of c.sources) out.push(c.dest.endsWith("/") ? posix.join(dest, posix.basename(s)) : dest);
     }
     if (i.op === "RUN") {
-      if (/\bnpm ci\b/.test(i.args)) out.push(posix.join(workdir, "node_modules"));
+      if (/\bnpm (ci|install)\b/.test(i.args)) out.push(posix.join(workdir, "node_modules"));
       if (/\bnpm run build\b/.test(i.args)) out.push(posix.join(workdir, buildOutDir));
       if (/\bbpf\/build\.sh\b/.test(i.args) && bpfOut) out.push(posix.join(workdir, "bpf", bpfOut));
     }
