@@ -53,11 +53,9 @@ for (const series of SERIES) {
     }, 480_000);
 
     for (const name of KERNEL_CASES) {
-      const excluded = CASE_EXCLUSIONS[name];
-      if (excluded?.kernels.includes(series)) {
-        it.skip(`${name} — not on Linux ${series}: ${excluded.reason}`, () => undefined);
-        continue;
-      }
+      // A case a kernel cannot run (CASE_EXCLUSIONS says why) is not a test on that kernel:
+      // a skipped test could never fail.
+      if (CASE_EXCLUSIONS[name]?.kernels.includes(series)) continue;
       runIt(name, () => {
         if (reason) throw new Error(`cannot run the kernel suite: ${reason}`);
         if (bootError) throw bootError;
