@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
-import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
+import { type AlertPipelineConfig, createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { assertValidAlert, captureLogger, counterValue, makeEvent, makeSource, sleep } from "./fixtures.ts";
 import { startReceiver } from "./receiver.ts";
@@ -49,17 +49,26 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** A TLS receiver with the test certificate and a pipeline delivering to it with `delivery(receiverUrl)`. */
+async function start(delivery: (url: string) => AlertPipelineConfig["delivery"]) {
+  const receiver = await startReceiver(0, pem);
+  const metrics = createHiveMetrics({ processMetrics: false });
+  const pipeline = await createAlertPipeline({
+    logger: captureLogger().logger,
+    metrics,
+    lines: false,
+    procRoot: false,
+    delivery: delivery(receiver.url),
+  });
+  return { receiver, metrics, pipeline };
+}
+
 describe("alert delivery over HTTPS", () => {
   it("delivers to a receiver whose certificate the configured CA vouches for", async () => {
-    const receiver = await startReceiver(0, pem);
-    const metrics = createHiveMetrics({ processMetrics: false });
-    const pipeline = await createAlertPipeline({
-      logger: captureLogger().logger,
-      metrics,
-      lines: false,
-      procRoot: false,
-      delivery: { ca: pem.cert, destinations: [{ urlPrefix: receiver.url, hmacSecrets: ["k"] }] },
-    });
+    const { receiver, pipeline } = await start((url) => ({
+      ca: pem.cert,
+      destinations: [{ urlPrefix: url, hmacSecrets: ["k"] }],
+    }));
     try {
       const alerts = [1, 2, 3].map(
         (i) => pipeline.handle(makeEvent(i), makeSource("trap-tls", receiver.url)) as Alert,
@@ -78,15 +87,7 @@ describe("alert delivery over HTTPS", () => {
   });
 
   it("keeps retrying, classed as tls, when the receiver's certificate is not trusted", async () => {
-    const receiver = await startReceiver(0, pem);
-    const metrics = createHiveMetrics({ processMetrics: false });
-    const pipeline = await createAlertPipeline({
-      logger: captureLogger().logger,
-      metrics,
-      lines: false,
-      procRoot: false,
-      delivery: { backoffBaseMs: 20, backoffMaxMs: 50 },
-    });
+    const { receiver, pipeline, metrics } = await start(() => ({ backoffBaseMs: 20, backoffMaxMs: 50 }));
     try {
       pipeline.handle(makeEvent(1), makeSource("trap-tls", receiver.url));
       await sleep(300);
