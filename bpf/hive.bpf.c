@@ -153,20 +153,30 @@ static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask, int pare
 	return 0;
 }
 
+/* Every entry point after it has found the inode and mask: the mask (a register) first,
+ * then i_ino for the bitmap; the device only on a bitmap hit. `direct` (a constant after
+ * inlining) picks plain loads for BTF pointers (fentry) or probe reads (kprobes). */
+static __always_inline int hive_inode(struct inode *inode, __u32 mask, __u32 wanted, int parents_only,
+				      int direct)
+{
+	if (!(mask & wanted))
+		return 0;
+	__u64 ino = direct ? inode->i_ino : BPF_CORE_READ(inode, i_ino);
+	if (!hive_bitmap_hit(ino))
+		return 0;
+	__u32 dev = direct ? inode->i_sb->s_dev : BPF_CORE_READ(inode, i_sb, s_dev);
+	return hive_check(ino, dev, mask, parents_only);
+}
+
 SEC("kprobe/inode_permission")
 int handle_inode_permission(struct pt_regs *ctx)
 {
 	/* Read all three registers unconditionally and select values: a select between
 	 * context addresses would be rejected ("dereference of modified ctx ptr"). */
 	unsigned long di = ctx->di, si = ctx->si, dx = ctx->dx;
-	struct inode *inode = (struct inode *)(hive_inode_arg == 0 ? di : si);
-	__u32 mask = hive_inode_arg == 0 ? si : dx;
-	if (!(mask & HIVE_INTERESTING))
-		return 0;
-	__u64 ino = BPF_CORE_READ(inode, i_ino);
-	if (!hive_bitmap_hit(ino))
-		return 0;
-	return hive_check(ino, BPF_CORE_READ(inode, i_sb, s_dev), mask, 0);
+	int two_args = hive_inode_arg == 0;
+	struct inode *inode = (struct inode *)(two_args ? di : si);
+	return hive_inode(inode, two_args ? si : dx, HIVE_INTERESTING, 0, 0);
 }
 
 /* Only where GCC split inode_permission (Debian 5.10: may_create/may_delete call a local
@@ -176,14 +186,7 @@ int handle_inode_permission(struct pt_regs *ctx)
 SEC("kprobe/security_inode_permission")
 int handle_security_inode_permission(struct pt_regs *ctx)
 {
-	struct inode *inode = (struct inode *)ctx->di;
-	__u32 mask = ctx->si;
-	if (!(mask & HIVE_MAY_WRITE))
-		return 0;
-	__u64 ino = BPF_CORE_READ(inode, i_ino);
-	if (!hive_bitmap_hit(ino))
-		return 0;
-	return hive_check(ino, BPF_CORE_READ(inode, i_sb, s_dev), mask, 1);
+	return hive_inode((struct inode *)ctx->di, ctx->si, HIVE_MAY_WRITE, 1, 0);
 }
 
 /* fentry: arguments arrive as u64 slots; inode is a BTF pointer, read directly. */
@@ -202,10 +205,5 @@ int handle_inode_permission_fentry(__u64 *ctx)
 		inode = (struct inode *)a1;
 		mask = (__u32)ctx[2];
 	}
-	if (!(mask & HIVE_INTERESTING))
-		return 0;
-	__u64 ino = inode->i_ino;
-	if (!hive_bitmap_hit(ino))
-		return 0;
-	return hive_check(ino, inode->i_sb->s_dev, mask, 0);
+	return hive_inode(inode, mask, HIVE_INTERESTING, 0, 1);
 }
