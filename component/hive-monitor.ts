@@ -15,35 +15,27 @@ export const HIVE_MONITOR_TYPE = "hive:index:HiveMonitor";
 
 type Opts = pulumi.CustomResourceOptions;
 
+/** A typed resource class; the builders' objects are plain data its constructor accepts as args. */
+type ResourceClass = new (name: string, args: never, opts: Opts) => pulumi.CustomResource;
+
+/** The typed resource class of each kind the builders make; other kinds (HivePolicy) are custom resources. */
+const RESOURCE_CLASSES: Readonly<Record<string, ResourceClass>> = {
+  Namespace: k8s.core.v1.Namespace,
+  CustomResourceDefinition: k8s.apiextensions.v1.CustomResourceDefinition,
+  ServiceAccount: k8s.core.v1.ServiceAccount,
+  ClusterRole: k8s.rbac.v1.ClusterRole,
+  ClusterRoleBinding: k8s.rbac.v1.ClusterRoleBinding,
+  Role: k8s.rbac.v1.Role,
+  RoleBinding: k8s.rbac.v1.RoleBinding,
+  ValidatingAdmissionPolicy: k8s.admissionregistration.v1.ValidatingAdmissionPolicy,
+  ValidatingAdmissionPolicyBinding: k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding,
+  DaemonSet: k8s.apps.v1.DaemonSet,
+};
+
 /** One Kubernetes object → the matching typed Pulumi resource, with its object as the inputs. */
 function toResource(name: string, o: KubernetesObject, opts: Opts): pulumi.CustomResource {
-  // The builders' objects are plain data; the typed constructors accept them as their args.
-  const args = o as never;
-  switch (o.kind) {
-    case "Namespace":
-      return new k8s.core.v1.Namespace(name, args, opts);
-    case "CustomResourceDefinition":
-      return new k8s.apiextensions.v1.CustomResourceDefinition(name, args, opts);
-    case "ServiceAccount":
-      return new k8s.core.v1.ServiceAccount(name, args, opts);
-    case "ClusterRole":
-      return new k8s.rbac.v1.ClusterRole(name, args, opts);
-    case "ClusterRoleBinding":
-      return new k8s.rbac.v1.ClusterRoleBinding(name, args, opts);
-    case "Role":
-      return new k8s.rbac.v1.Role(name, args, opts);
-    case "RoleBinding":
-      return new k8s.rbac.v1.RoleBinding(name, args, opts);
-    case "ValidatingAdmissionPolicy":
-      return new k8s.admissionregistration.v1.ValidatingAdmissionPolicy(name, args, opts);
-    case "ValidatingAdmissionPolicyBinding":
-      return new k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(name, args, opts);
-    case "DaemonSet":
-      return new k8s.apps.v1.DaemonSet(name, args, opts);
-    default:
-      // HivePolicy and any other custom resource.
-      return new k8s.apiextensions.CustomResource(name, args, opts);
-  }
+  const Resource = RESOURCE_CLASSES[o.kind] ?? k8s.apiextensions.CustomResource;
+  return new Resource(name, o as never, opts);
 }
 
 /** Logical name of a child: unique per kind and object name. */
