@@ -10,6 +10,7 @@
  * never lead Hive to a host file.
  */
 import { hostname } from "node:os";
+import type { V1Pod } from "@kubernetes/client-node";
 import {
   ACCESS_KINDS,
   type AccessKind,
@@ -21,6 +22,7 @@ import {
   trapId,
 } from "../../api/index.ts";
 import type { AlertSource } from "../alerts/alert-source.ts";
+import { podMatches } from "../controllers/match.ts";
 import { type ResolvedFile, resolveInRoot } from "../discover/safe-path.ts";
 import { HiveError, isHiveError } from "../errors.ts";
 import type { FileKey, WatchEntry } from "../kernel/contract.ts";
@@ -108,25 +110,25 @@ function containerName(c: LocalContainer): string {
   return c.labels[CONTAINER_NAME] ?? c.name;
 }
 
+/**
+ * The pod a local container stands for, as far as its CRI labels tell. It has no IPs: a pod
+ * IP is not something a standalone container has, so traps with an `ip` filter match nothing here.
+ */
+function podOf(c: LocalContainer): V1Pod {
+  return {
+    metadata: {
+      name: c.labels[POD_NAME],
+      namespace: c.labels[POD_NAMESPACE] ?? c.runtimeNamespace,
+      labels: { ...c.labels },
+    },
+  };
+}
+
 /** The reference design's filters, applied to a local container (all given filters must hold). */
 export function containerMatches(trap: HiveTrap, c: LocalContainer): boolean {
-  const match = trap.match ?? {};
-  if (match.pod !== undefined && c.labels[POD_NAME] !== match.pod) return false;
-  if (match.namespace !== undefined && (c.labels[POD_NAMESPACE] ?? c.runtimeNamespace) !== match.namespace) {
-    return false;
-  }
-  // A pod IP is not something a standalone container has; such traps match nothing here.
-  if (match.ip !== undefined) return false;
-  if (
-    match["container-name"] !== undefined &&
-    !containerNameMatcher(match["container-name"]).test(containerName(c))
-  ) {
-    return false;
-  }
-  for (const [key, value] of Object.entries(match.matchLabels ?? {})) {
-    if (c.labels[key] !== value) return false;
-  }
-  return true;
+  if (!podMatches(trap.match, podOf(c))) return false;
+  const pattern = trap.match?.["container-name"];
+  return pattern === undefined || containerNameMatcher(pattern).test(containerName(c));
 }
 
 function alertSource(ref: TrapRef, target: WatchTarget, context: PlanContext): AlertSource {
