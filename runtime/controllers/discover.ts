@@ -25,7 +25,7 @@ import {
   type TrapErrorReporter,
   type WatchEventType,
 } from "./ports.ts";
-import { createSerialRunner } from "./serial-runner.ts";
+import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
 
 /** Failures that go away on their own (the container starts, the runtime answers): retried with backoff. */
 const TRANSIENT = new Set(["ContainerNotReady", "ContainerNotFound", "RuntimeUnavailable"]);
@@ -58,15 +58,10 @@ export interface DiscoverStats {
   errors: number;
 }
 
-export interface DiscoverController {
+export interface DiscoverController extends ControllerLifecycle<DiscoverStats> {
   onPolicy(type: WatchEventType, policy: HivePolicy): void;
   onPod(type: WatchEventType, pod: V1Pod): void;
   onData(type: WatchEventType, data: HiveData): void;
-  /** Caches are filled: passes may now delete what is no longer wanted. */
-  markSynced(): void;
-  idle(): Promise<void>;
-  stats(): DiscoverStats;
-  stop(): void;
 }
 
 interface Item {
@@ -106,7 +101,6 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
   const waitingSince = new Map<string, number>();
   const notReadyReportMs = options.notReadyReportMs ?? 30_000;
   const stats: DiscoverStats = { passes: 0, resolved: 0, created: 0, updated: 0, deleted: 0, errors: 0 };
-  let synced = false;
 
   async function pass(): Promise<void> {
     stats.passes += 1;
@@ -264,7 +258,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         }
       });
     }
-    if (synced) {
+    if (loop.synced()) {
       for (const [key, have] of data) {
         if (desired.has(key) || keep.has(key)) continue;
         writes.push(async () => {
@@ -304,11 +298,12 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
     }
   }
 
-  const runner = createSerialRunner(pass, {
+  const loop = createReconcileLoop(pass, stats, {
     debounceMs: options.debounceMs ?? 20,
-    ...(options.observeReconcile ? { onPass: options.observeReconcile } : {}),
+    onPass: options.observeReconcile,
     onError: (error) => log.error("discover pass failed", { error }),
   });
+  const { runner } = loop;
 
   return {
     onPolicy(eventType, policy) {
@@ -352,13 +347,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         runner.trigger();
       }
     },
-    markSynced() {
-      synced = true;
-      runner.trigger();
-    },
-    idle: () => runner.idle(),
-    stats: () => ({ ...stats }),
-    stop: () => runner.stop(),
+    ...loop.lifecycle,
   };
 }
 

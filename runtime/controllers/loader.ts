@@ -19,7 +19,7 @@ import {
   parseKeyText,
 } from "./hive-data.ts";
 import { type DataWriter, isForbidden, objectKey, specProblems, type WatchEventType } from "./ports.ts";
-import { createSerialRunner } from "./serial-runner.ts";
+import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
 
 export interface LoaderOptions {
   kernelId: string;
@@ -54,15 +54,11 @@ export interface LoaderStats {
   unmatchedEvents: number;
 }
 
-export interface LoaderController {
+export interface LoaderController extends ControllerLifecycle<LoaderStats> {
   onPolicy(type: WatchEventType, policy: HivePolicy): void;
   onData(type: WatchEventType, data: HiveData): void;
-  markSynced(): void;
   /** The HiveData behind a kernel slot (what the alert pipeline enriches from). */
   lookup(slot: number): readonly HiveData[];
-  idle(): Promise<void>;
-  stats(): LoaderStats;
-  stop(): void;
 }
 
 export function createLoaderController(options: LoaderOptions): LoaderController {
@@ -81,7 +77,6 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   let nextSlot = 1;
   let index = new Map<number, HiveData[]>();
   let kinds = new Map<number, "file" | "parent">();
-  let synced = false;
   let stopped = false;
   const stats: LoaderStats = {
     syncs: 0,
@@ -112,7 +107,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
         valid.push(d);
         continue;
       }
-      if (!synced) continue;
+      if (!loop.synced()) continue;
       const since = orphanSince.get(key) ?? now;
       orphanSince.set(key, since);
       if (now - since >= orphanGraceMs) {
@@ -180,15 +175,16 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     options.onSynced?.(entries, (slot) => index.get(slot) ?? []);
   }
 
-  const runner = createSerialRunner(pass, {
+  const loop = createReconcileLoop(pass, stats, {
     // Each sync diffs the whole set: coalesce bursts of HiveData events (at most ~10 syncs a second).
     debounceMs: options.debounceMs ?? 100,
-    ...(options.observeReconcile ? { onPass: options.observeReconcile } : {}),
+    onPass: options.observeReconcile,
     onError: (error) => {
       log.error("loader pass failed; retried", { error });
       runner.retryIn(1000);
     },
   });
+  const { runner } = loop;
 
   function requestResolve(d: HiveData): void {
     const key = objectKey(d);
@@ -244,16 +240,11 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       } else data.set(objectKey(d), d);
       runner.trigger();
     },
-    markSynced() {
-      synced = true;
-      runner.trigger();
-    },
     lookup: (slot) => index.get(slot) ?? [],
-    idle: () => runner.idle(),
-    stats: () => ({ ...stats }),
+    ...loop.lifecycle,
     stop() {
       stopped = true;
-      runner.stop();
+      loop.lifecycle.stop();
     },
   };
 }

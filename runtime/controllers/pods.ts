@@ -34,7 +34,7 @@ import {
   specProblems,
   type WatchEventType,
 } from "./ports.ts";
-import { createSerialRunner } from "./serial-runner.ts";
+import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
 
 export interface PodsOptions {
   writer: DataWriter;
@@ -57,16 +57,12 @@ export interface PodsStats {
   finalizersRemoved: number;
 }
 
-export interface PodsController {
+export interface PodsController extends ControllerLifecycle<PodsStats> {
   onPod(type: WatchEventType, pod: V1Pod): void;
   onData(type: WatchEventType, data: HiveData): void;
   onPolicy(type: WatchEventType, policy: HivePolicy): void;
   /** Trap-error reports (Events) keyed by Event name. */
   onTrapError(type: WatchEventType, key: string, report: NodeTrapError | undefined): void;
-  markSynced(): void;
-  idle(): Promise<void>;
-  stats(): PodsStats;
-  stop(): void;
 }
 
 function ownerUid(d: HiveData): string | undefined {
@@ -90,7 +86,6 @@ export function createPodsController(options: PodsOptions): PodsController {
     finalizersAdded: 0,
     finalizersRemoved: 0,
   };
-  let synced = false;
 
   /** False when admission keeps this agent off another node's HiveData: that node's discover removes it. */
   async function removeData(d: HiveData): Promise<boolean> {
@@ -117,7 +112,7 @@ export function createPodsController(options: PodsOptions): PodsController {
     }
     // Late HiveData of a gone pod is removed by its node's discover (pod finished) or by the GC (pod deleted).
     gonePods.clear();
-    if (!synced) return;
+    if (!loop.synced()) return;
     const dataByTrap = groupByTrap(data.values(), trapOfData);
     const errorsByTrap = groupByTrap(trapErrors.values(), (e) => e.trapId);
     for (const policy of policies.values()) {
@@ -172,15 +167,16 @@ export function createPodsController(options: PodsOptions): PodsController {
     }
   }
 
-  const runner = createSerialRunner(pass, {
+  const loop = createReconcileLoop(pass, stats, {
     // Status is a summary: one write per half second at most while HiveData streams in.
     debounceMs: options.debounceMs ?? 500,
-    ...(options.observeReconcile ? { onPass: options.observeReconcile } : {}),
+    onPass: options.observeReconcile,
     onError: (error) => {
       log.error("pods pass failed; retried", { error });
       runner.retryIn(1000);
     },
   });
+  const { runner } = loop;
 
   return {
     onPod(type, pod) {
@@ -207,12 +203,6 @@ export function createPodsController(options: PodsOptions): PodsController {
       else trapErrors.set(key, report);
       runner.trigger();
     },
-    markSynced() {
-      synced = true;
-      runner.trigger();
-    },
-    idle: () => runner.idle(),
-    stats: () => ({ ...stats }),
-    stop: () => runner.stop(),
+    ...loop.lifecycle,
   };
 }
