@@ -4,7 +4,7 @@
  * property from the callbacks' timestamps: no two candidates lead at the same moment.
  */
 import { CoordinationV1Api } from "@kubernetes/client-node";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type ApiServer, startApiServer } from "../../test/apiserver/server.ts";
 import { waitFor } from "../../test/apiserver/testing.ts";
 import { isHiveError } from "../errors.ts";
@@ -53,6 +53,22 @@ function candidate(
   return elector;
 }
 
+/** A started candidate. */
+function started(identity: string, lease: string) {
+  const elector = candidate(identity, lease);
+  elector.start();
+  return elector;
+}
+
+/** A started candidate that has become the lease's first leader. */
+async function leader(identity: string, lease: string) {
+  const elector = started(identity, lease);
+  await waitFor(() => elector.isLeader(), { what: `${identity} to lead` });
+  return elector;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 /** At most one leader at any instant: sorted by start, each term ends before the next begins. */
 function expectNoOverlap(): void {
   const sorted = [...terms].sort((a, b) => a.start - b.start);
@@ -74,6 +90,9 @@ async function lease(name: string) {
 beforeAll(async () => {
   api = await startApiServer();
 });
+beforeEach(() => {
+  terms = [];
+});
 afterEach(async () => {
   await Promise.all(electors.splice(0).map((e) => e.stop({ release: false })));
 });
@@ -83,10 +102,7 @@ afterAll(async () => {
 
 describe("LeaderElector", () => {
   it("acquires a new lease, keeps renewing it, and releases it on stop", async () => {
-    terms = [];
-    const a = candidate("node-a", "solo");
-    a.start();
-    await waitFor(() => a.isLeader(), { what: "leadership" });
+    const a = await leader("node-a", "solo");
     const first = await lease("solo");
     expect(first.spec?.holderIdentity).toBe("node-a");
     expect(first.spec?.leaseDurationSeconds).toBe(1);
@@ -105,12 +121,9 @@ describe("LeaderElector", () => {
   });
 
   it("renews with one request per period while leading (no read before each write)", async () => {
-    terms = [];
-    const a = candidate("frugal", "frugal");
-    a.start();
-    await waitFor(() => a.isLeader());
+    await leader("frugal", "frugal");
     api.resetRequests();
-    await new Promise((r) => setTimeout(r, 6 * RETRY_MS));
+    await sleep(6 * RETRY_MS);
     const gets = api.countRequests({ user: "frugal", verb: "get" });
     const updates = api.countRequests({ user: "frugal", verb: "update" });
     expect(updates).toBeGreaterThanOrEqual(3);
@@ -118,13 +131,9 @@ describe("LeaderElector", () => {
   });
 
   it("fails over when the holder dies: another takes over within the lease duration, never both", async () => {
-    terms = [];
-    const a = candidate("node-a", "failover");
-    a.start();
-    await waitFor(() => a.isLeader());
-    const b = candidate("node-b", "failover");
-    b.start();
-    await new Promise((r) => setTimeout(r, 3 * RETRY_MS));
+    const a = await leader("node-a", "failover");
+    const b = started("node-b", "failover");
+    await sleep(3 * RETRY_MS);
     expect(b.isLeader()).toBe(false);
     expect(b.leader()).toBe("node-a");
     // The holder dies: no release, no more renewals.
@@ -142,13 +151,9 @@ describe("LeaderElector", () => {
   });
 
   it("a leader cut off from the API server stops at its renew deadline, before anyone else starts", async () => {
-    terms = [];
-    const a = candidate("cut-a", "partition");
-    a.start();
-    await waitFor(() => a.isLeader());
-    const b = candidate("cut-b", "partition");
-    b.start();
-    await new Promise((r) => setTimeout(r, 2 * RETRY_MS));
+    const a = await leader("cut-a", "partition");
+    const b = started("cut-b", "partition");
+    await sleep(2 * RETRY_MS);
     const cutAt = performance.now();
     const heal = api.inject({ user: "cut-a", status: 503 });
     await waitFor(() => b.isLeader(), { timeoutMs: 4 * LEASE_MS, what: "takeover" });
@@ -159,18 +164,14 @@ describe("LeaderElector", () => {
     expect((aTerm?.end as number) - cutAt).toBeLessThanOrEqual(RENEW_DEADLINE_MS + 150);
     expectNoOverlap();
     // Healed, A stays a follower while B renews.
-    await new Promise((r) => setTimeout(r, 3 * RETRY_MS));
+    await sleep(3 * RETRY_MS);
     expect(a.isLeader()).toBe(false);
     expect(a.leader()).toBe("cut-b");
   });
 
   it("a renewal that hangs past the deadline stops the role without waiting for the answer", async () => {
-    terms = [];
-    const a = candidate("slow-a", "slow");
-    a.start();
-    await waitFor(() => a.isLeader());
-    const b = candidate("slow-b", "slow");
-    b.start();
+    const a = await leader("slow-a", "slow");
+    const b = started("slow-b", "slow");
     const slowFrom = performance.now();
     const fix = api.inject({ user: "slow-a", verb: "update", delayMs: 3 * LEASE_MS });
     await waitFor(() => !a.isLeader(), { timeoutMs: 2 * LEASE_MS, what: "A to step down" });
@@ -181,25 +182,18 @@ describe("LeaderElector", () => {
   });
 
   it("keeps leading through an API server restart shorter than the renew deadline", async () => {
-    terms = [];
-    const a = candidate("steady", "restart");
-    a.start();
-    await waitFor(() => a.isLeader());
+    const a = await leader("steady", "restart");
     await api.restart({ downtimeMs: 200 });
-    await new Promise((r) => setTimeout(r, 4 * RETRY_MS));
+    await sleep(4 * RETRY_MS);
     expect(a.isLeader()).toBe(true);
     expect(terms).toHaveLength(1);
     expect(terms[0]?.end).toBeUndefined();
   });
 
   it("hands over at once when the leader releases on shutdown", async () => {
-    terms = [];
-    const a = candidate("rel-a", "release");
-    a.start();
-    await waitFor(() => a.isLeader());
-    const b = candidate("rel-b", "release");
-    b.start();
-    await new Promise((r) => setTimeout(r, 2 * RETRY_MS));
+    const a = await leader("rel-a", "release");
+    const b = started("rel-b", "release");
+    await sleep(2 * RETRY_MS);
     const stopAt = performance.now();
     await a.stop();
     await waitFor(() => b.isLeader(), { timeoutMs: 2 * LEASE_MS });
@@ -209,16 +203,15 @@ describe("LeaderElector", () => {
   });
 
   it("keeps one leader at a time among several candidates under random faults", async () => {
-    terms = [];
     const names = ["c1", "c2", "c3", "c4"];
-    for (const n of names) candidate(n, "crowd").start();
+    for (const n of names) started(n, "crowd");
     const until = performance.now() + 3000;
     while (performance.now() < until) {
       const victim = names[Math.floor(Math.random() * names.length)] as string;
       const heal = api.inject(
         Math.random() < 0.5 ? { user: victim, status: 500 } : { user: victim, verb: "update", delayMs: 900 },
       );
-      await new Promise((r) => setTimeout(r, 250 + Math.random() * 400));
+      await sleep(250 + Math.random() * 400);
       heal();
     }
     await Promise.all(electors.splice(0).map((e) => e.stop({ release: false })));
