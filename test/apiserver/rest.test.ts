@@ -20,6 +20,8 @@ let api: ApiServer;
 let core: CoreV1Api;
 let custom: CustomObjectsApi;
 const G = { group: "hive-operator.com", version: "v1alpha1" };
+/** The HivePolicy collection of the test namespace, as CustomObjectsApi addresses it. */
+const POLICIES = { ...G, plural: "hivepolicies", namespace: "rest" };
 const MERGE = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 const STRATEGIC = setHeaderOptions("Content-Type", PatchStrategy.StrategicMergePatch);
 
@@ -47,9 +49,7 @@ describe("object metadata", () => {
   it("assigns uid, creationTimestamp, generation 1 and a cluster-wide increasing resourceVersion", async () => {
     const a = await core.createNamespacedPod({ namespace: "rest", body: podBody("meta-a") });
     const b = (await custom.createNamespacedCustomObject({
-      ...G,
-      plural: "hivepolicies",
-      namespace: "rest",
+      ...POLICIES,
       body: policy("meta-b"),
     })) as {
       metadata: { resourceVersion: string; uid: string };
@@ -97,9 +97,7 @@ describe("Status errors", () => {
   });
 
   it("answers 404 NotFound naming resource.group for custom resources", async () => {
-    const err = await rejection(
-      custom.getNamespacedCustomObject({ ...G, plural: "hivepolicies", namespace: "rest", name: "nope" }),
-    );
+    const err = await rejection(custom.getNamespacedCustomObject({ ...POLICIES, name: "nope" }));
     expect(statusOf(err)).toMatchObject({
       kind: "Status",
       status: "Failure",
@@ -122,9 +120,7 @@ describe("Status errors", () => {
   it("answers 422 Invalid for a custom resource that violates its CRD schema", async () => {
     const err = await rejection(
       custom.createNamespacedCustomObject({
-        ...G,
-        plural: "hivepolicies",
-        namespace: "rest",
+        ...POLICIES,
         body: { ...policy("bad"), spec: { traps: [{ path: 7 }] } },
       }),
     );
@@ -136,9 +132,7 @@ describe("Status errors", () => {
   it("evaluates the CRD's CEL rules (x-kubernetes-validations) on writes", async () => {
     const dotdot = await rejection(
       custom.createNamespacedCustomObject({
-        ...G,
-        plural: "hivepolicies",
-        namespace: "rest",
+        ...POLICIES,
         body: policy("cel-dotdot", "/etc/../shadow"),
       }),
     );
@@ -148,17 +142,13 @@ describe("Status errors", () => {
     );
     const mode = await rejection(
       custom.createNamespacedCustomObject({
-        ...G,
-        plural: "hivepolicies",
-        namespace: "rest",
+        ...POLICIES,
         body: { ...policy("cel-mode"), spec: { traps: [{ path: "/x", mode: 644 }] } },
       }),
     );
     expect(statusOf(mode).message).toContain("mode only applies with create: true");
     await custom.createNamespacedCustomObject({
-      ...G,
-      plural: "hivepolicies",
-      namespace: "rest",
+      ...POLICIES,
       body: { ...policy("cel-ok"), spec: { traps: [{ path: "/x", create: true, mode: "0644" }] } },
     });
   });
@@ -209,18 +199,14 @@ describe("updates", () => {
 
   it("bumps generation on spec changes only", async () => {
     const created = (await custom.createNamespacedCustomObject({
-      ...G,
-      plural: "hivepolicies",
-      namespace: "rest",
+      ...POLICIES,
       body: policy("gen"),
     })) as {
       metadata: { generation: number };
     };
     const labelled = (await custom.patchNamespacedCustomObject(
       {
-        ...G,
-        plural: "hivepolicies",
-        namespace: "rest",
+        ...POLICIES,
         name: "gen",
         body: { metadata: { labels: { a: "b" } } },
       },
@@ -229,9 +215,7 @@ describe("updates", () => {
     expect(labelled.metadata.generation).toBe(created.metadata.generation);
     const edited = (await custom.patchNamespacedCustomObject(
       {
-        ...G,
-        plural: "hivepolicies",
-        namespace: "rest",
+        ...POLICIES,
         name: "gen",
         body: { spec: { traps: [{ path: "/etc/passwd" }] } },
       },
@@ -242,16 +226,12 @@ describe("updates", () => {
 
   it("status subresource: /status changes only status; the main endpoint ignores status", async () => {
     await custom.createNamespacedCustomObject({
-      ...G,
-      plural: "hivepolicies",
-      namespace: "rest",
+      ...POLICIES,
       body: policy("st"),
     });
     const viaStatus = (await custom.patchNamespacedCustomObjectStatus(
       {
-        ...G,
-        plural: "hivepolicies",
-        namespace: "rest",
+        ...POLICIES,
         name: "st",
         body: { spec: { traps: [{ path: "/changed" }] }, status: { trapCount: 1 } },
       },
@@ -265,7 +245,7 @@ describe("updates", () => {
     expect(viaStatus.spec.traps[0]?.path).toBe("/etc/shadow");
     expect(viaStatus.metadata.generation).toBe(1);
     const viaMain = (await custom.patchNamespacedCustomObject(
-      { ...G, plural: "hivepolicies", namespace: "rest", name: "st", body: { status: { trapCount: 9 } } },
+      { ...POLICIES, name: "st", body: { status: { trapCount: 9 } } },
       MERGE,
     )) as { status: { trapCount: number } };
     expect(viaMain.status.trapCount).toBe(1);
@@ -430,15 +410,11 @@ describe("pagination", () => {
 describe("deletion", () => {
   it("with finalizers: 202, deletionTimestamp set, gone once the last finalizer is removed", async () => {
     await custom.createNamespacedCustomObject({
-      ...G,
-      plural: "hivepolicies",
-      namespace: "rest",
+      ...POLICIES,
       body: { ...policy("fin"), metadata: { name: "fin", finalizers: ["hive-operator.com/finalizer"] } },
     });
     const deleting = (await custom.deleteNamespacedCustomObject({
-      ...G,
-      plural: "hivepolicies",
-      namespace: "rest",
+      ...POLICIES,
       name: "fin",
     })) as {
       metadata: { deletionTimestamp?: string; finalizers: string[] };
@@ -448,9 +424,7 @@ describe("deletion", () => {
     const err = await rejection(
       custom.patchNamespacedCustomObject(
         {
-          ...G,
-          plural: "hivepolicies",
-          namespace: "rest",
+          ...POLICIES,
           name: "fin",
           body: { metadata: { finalizers: ["hive-operator.com/finalizer", "other"] } },
         },
@@ -460,17 +434,13 @@ describe("deletion", () => {
     expect(statusOf(err).reason).toBe("Invalid");
     await custom.patchNamespacedCustomObject(
       {
-        ...G,
-        plural: "hivepolicies",
-        namespace: "rest",
+        ...POLICIES,
         name: "fin",
         body: { metadata: { finalizers: null } },
       },
       MERGE,
     );
-    const gone = await rejection(
-      custom.getNamespacedCustomObject({ ...G, plural: "hivepolicies", namespace: "rest", name: "fin" }),
-    );
+    const gone = await rejection(custom.getNamespacedCustomObject({ ...POLICIES, name: "fin" }));
     expect(statusOf(gone).code).toBe(404);
   });
 
