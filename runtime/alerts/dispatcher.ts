@@ -338,7 +338,8 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const buildRequest = (item: Item): { body: Buffer; headers: Record<string, string> } => {
     const opts = optionsFor(item.rec.url);
     const cloud = opts.format === "cloudevents";
-    // With a spool the body is not kept in memory: it is read back for each attempt.
+    // With a spool the body is kept in memory only while it is enqueued (so a first attempt
+    // made at once needs no read-back); later attempts read it back from disk.
     const alertJson =
       item.rec.body !== "" ? item.rec.body : item.ref && spool ? spool.read(item.ref) : undefined;
     if (alertJson === undefined) {
@@ -481,7 +482,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return url;
   };
 
-  const enqueueItem = (rec: SpoolRecord, ref: SpoolRef | undefined, bytes: number) => {
+  const enqueueItem = (rec: SpoolRecord, ref: SpoolRef | undefined, bytes: number): Item | undefined => {
     const url = parse(rec.url);
     if (!url) {
       logger.error("alert callback URL is invalid; alert not delivered", {
@@ -489,7 +490,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       });
       metrics.alertsDropped.inc({ reason: "permanent_failure" });
       if (ref && spool) spool.ack(ref);
-      return;
+      return undefined;
     }
     compact();
     const item: Item = { rec, ref, bytes, attempts: 0, inFlight: false, done: false };
@@ -506,6 +507,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     lane.items.push(item);
     makeReady(dest, lane);
     pump(dest);
+    return item;
   };
 
   // Alerts spooled before a restart go first, in their original order.
@@ -525,7 +527,6 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
           return;
         }
         ref = spooled.ref;
-        rec = { ...rec, body: "" }; // on disk now; read back when sent
       } else if (pendingBytes + bytes > maxPendingBytes) {
         let free = pendingBytes + bytes - maxPendingBytes;
         dropOldest((item) => {
@@ -534,7 +535,9 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
           return true;
         }, "spool_full");
       }
-      enqueueItem(rec, ref, bytes);
+      const item = enqueueItem(rec, ref, bytes);
+      // On disk now: an attempt not made during enqueueItem reads the body back when it is sent.
+      if (item && ref && !item.done) item.rec = { ...item.rec, body: "" };
       updateGauges();
     },
     idle(timeoutMs) {
