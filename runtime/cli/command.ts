@@ -1,15 +1,14 @@
 /**
- * What every `hive` subcommand is: a name, a one-line summary for `hive --help`, its own
- * `--help` text, and a `run` that returns an exit code (runtime/cli/exit-codes.ts). Errors
- * that end a command are thrown as HiveError (what, which object, what to do) or UsageError,
- * and main.ts turns them into one line on stderr and the documented exit code.
+ * What every `hive` subcommand is: its own `--help` text and a `run` that returns an exit
+ * code (runtime/cli/exit-codes.ts); its name and one-line summary live in main.ts's table,
+ * which lists the commands without loading them. Errors that end a command are thrown as
+ * HiveError (what, which object, what to do) or UsageError, and main.ts turns them into one
+ * line on stderr and the documented exit code.
  */
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import type { ExitCode } from "./exit-codes.ts";
 
 export interface Command {
-  name: string;
-  summary: string;
   help: string;
   run(args: string[]): Promise<ExitCode>;
 }

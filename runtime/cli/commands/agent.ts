@@ -13,8 +13,6 @@ Exit codes: 0 stopped after SIGTERM/SIGINT · 2 invalid configuration (named on 
 const KNOWN: ReadonlySet<number> = new Set(Object.values(EXIT));
 
 export const agentCommand: Command = {
-  name: "agent",
-  summary: "run the node agent (what the DaemonSet runs)",
   help,
   async run(args) {
     // Imported only here: the agent pulls in the Kubernetes client, which other commands never need.

@@ -64,8 +64,6 @@ async function readStdin(): Promise<string> {
 }
 
 export const renderCommand: Command = {
-  name: "render",
-  summary: "print the Kubernetes manifests the Pulumi component creates, as YAML",
   help,
   async run(args) {
     const { values } = parseCommandArgs(

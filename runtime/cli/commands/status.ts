@@ -167,8 +167,6 @@ function toJson(root: RootStatus): unknown {
 }
 
 export const statusCommand: Command = {
-  name: "status",
-  summary: "what the local kernel has loaded: program, attach mode, watched files, counters",
   help,
   async run(args) {
     const { values } = parseCommandArgs(

@@ -24,8 +24,6 @@ Exit codes: 0 all valid · 1 problems found · 2 usage · 5 a file could not be 
 (unreadable files are reported as FILE: cannot read policy file (ERRNO); the rest are still checked).`;
 
 export const validateCommand: Command = {
-  name: "validate",
-  summary: "check HivePolicy files; one line per problem",
   help,
   async run(args) {
     const { positionals } = parseCommandArgs(args, {}, true);

@@ -119,8 +119,6 @@ function untilSignal(onHangup: () => void): Promise<NodeJS.Signals> {
 }
 
 export const watchCommand: Command = {
-  name: "watch",
-  summary: "standalone: watch the files of HivePolicy files on this machine",
   help,
   async run(args) {
     const { values } = parseCommandArgs(
