@@ -333,12 +333,7 @@ export function openSpool(options: SpoolOptions): Spool {
     const records: (SpoolRecord | undefined)[] = [];
     let corrupt = !scan.ok && !scan.torn;
     for (const payload of scan.payloads) {
-      let record: SpoolRecord | undefined;
-      try {
-        record = decodeRecord(payload);
-      } catch {
-        record = undefined;
-      }
+      const record = decodeRecordSafe(payload);
       if (!record) {
         corrupt = true;
         break;
