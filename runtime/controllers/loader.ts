@@ -75,8 +75,8 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   const slotOfKey = new Map<string, number>();
   const freeSlots: number[] = [];
   let nextSlot = 1;
-  let index = new Map<number, HiveData[]>();
-  let kinds = new Map<number, "file" | "parent">();
+  /** Slot → its kernel entry and the HiveData behind it: the event path's one lookup. */
+  let bySlot = new Map<number, { entry: WatchEntry; data: HiveData[] }>();
   let stopped = false;
   const stats: LoaderStats = {
     syncs: 0,
@@ -168,11 +168,10 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     }
     const entries = [...byKey.values()].map((v) => v.entry);
     kernel.sync(entries);
-    index = new Map([...byKey.values()].map((v) => [v.entry.slot, v.data]));
-    kinds = new Map(entries.map((e) => [e.slot, e.kind]));
+    bySlot = new Map([...byKey.values()].map((v) => [v.entry.slot, v]));
     stats.syncs += 1;
     stats.entries = entries.length;
-    options.onSynced?.(entries, (slot) => index.get(slot) ?? []);
+    options.onSynced?.(entries, lookup);
   }
 
   const loop = createReconcileLoop(pass, stats, {
@@ -205,19 +204,21 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       );
   }
 
+  const lookup = (slot: number): readonly HiveData[] => bySlot.get(slot)?.data ?? [];
+
   kernel.onEvent((event) => {
     if (stopped) return;
-    const matched = index.get(event.slot) ?? [];
-    if (matched.length === 0) {
+    const watched = bySlot.get(event.slot);
+    if (!watched) {
       stats.unmatchedEvents += 1;
       return;
     }
-    if (event.kind === "parent" || kinds.get(event.slot) === "parent") {
-      for (const d of matched) requestResolve(d);
+    if (event.kind === "parent" || watched.entry.kind === "parent") {
+      for (const d of watched.data) requestResolve(d);
       return;
     }
     stats.accessEvents += 1;
-    const wanted = matched.filter(
+    const wanted = watched.data.filter(
       (d) => event.accesses.length === 0 || event.accesses.some((a) => d.spec.accesses.includes(a)),
     );
     if (wanted.length > 0) options.onAccess(event, wanted);
@@ -240,7 +241,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       } else data.set(objectKey(d), d);
       runner.trigger();
     },
-    lookup: (slot) => index.get(slot) ?? [],
+    lookup,
     ...loop.lifecycle,
     stop() {
       stopped = true;
