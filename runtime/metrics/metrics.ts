@@ -192,12 +192,3 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     },
   };
 }
-
-/** The `destination` label of a callback URL: its origin only, so paths and tokens never reach metrics. */
-export function destinationLabel(url: string | URL): string {
-  try {
-    return new URL(url).origin;
-  } catch {
-    return "invalid";
-  }
-}
