@@ -193,12 +193,17 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   private deliveredBase = 0n;
   private readonly ncpus: number;
   private readonly logger: Logger | undefined;
-  private readonly options: KernelWatcherOptions;
+  /** The burst and sweep options with their defaults, resolved once. */
+  private readonly burstGapNs: bigint;
+  private readonly burstMaxNs: bigint;
+  private readonly sweepIntervalMs: number;
   private closed = false;
 
   constructor(options: KernelWatcherOptions = {}) {
-    this.options = options;
     this.logger = options.logger;
+    this.burstGapNs = nanoseconds(options.burstGapMs ?? 5);
+    this.burstMaxNs = nanoseconds(options.burstMaxMs ?? 250);
+    this.sweepIntervalMs = options.sweepIntervalMs ?? 10;
     this.attachMode = options.attachMode ?? "kprobe";
     this.pinRoot = options.pinRoot === undefined ? DEFAULT_PIN_ROOT : options.pinRoot;
     const objectPath = options.objectPath ?? DEFAULT_OBJECT_PATH;
@@ -315,8 +320,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       else view.setUint32(at.offset, Number(value), true);
     };
     set("hive_inode_arg", this.signature.inodeArg);
-    set("hive_burst_gap_ns", BigInt(Math.round((this.options.burstGapMs ?? 5) * 1e6)));
-    set("hive_burst_max_ns", BigInt(Math.round((this.options.burstMaxMs ?? 250) * 1e6)));
+    set("hive_burst_gap_ns", this.burstGapNs);
+    set("hive_burst_max_ns", this.burstMaxNs);
   }
 
   /** Attaches, or adopts a link an earlier agent pinned. Returns true when adopted. */
@@ -482,9 +487,9 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       eventsFd: this.fds.hive_events,
       burstsFd: this.fds.hive_bursts,
       countersFd: this.fds.hive_counters,
-      burstGapNs: BigInt(Math.round((this.options.burstGapMs ?? 5) * 1e6)),
-      burstMaxNs: BigInt(Math.round((this.options.burstMaxMs ?? 250) * 1e6)),
-      sweepIntervalMs: this.options.sweepIntervalMs ?? 10,
+      burstGapNs: this.burstGapNs,
+      burstMaxNs: this.burstMaxNs,
+      sweepIntervalMs: this.sweepIntervalMs,
       control: this.control,
     };
     // Compiled packages ship ring-worker.js beside loader.js; sources run as .ts.
@@ -534,7 +539,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   async flush(timeoutMs = 5000): Promise<void> {
     await this.ready;
     const deadline = Date.now() + timeoutMs;
-    const settleMs = (this.options.burstGapMs ?? 5) * 2 + (this.options.sweepIntervalMs ?? 10) * 2;
+    const settleMs = (Number(this.burstGapNs) / 1e6) * 2 + this.sweepIntervalMs * 2;
     await new Promise((resolve) => setTimeout(resolve, settleMs));
     while (Date.now() < deadline) {
       const { bursts, lost } = readCounters(this.fds.hive_counters, this.ncpus);
@@ -600,6 +605,10 @@ function hasSplitInodePermission(): boolean {
   } catch {
     return false; // no kallsyms: assume the hook sees every call
   }
+}
+
+function nanoseconds(ms: number): bigint {
+  return BigInt(Math.round(ms * 1e6));
 }
 
 function bitmapOf(inos: readonly bigint[]): BigUint64Array {
