@@ -7,25 +7,15 @@ import { spawn } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { validateAlert } from "../../api/index.ts";
 import { containersAvailable } from "../containers/containerd-harness.ts";
-import { REPO } from "./run-hive.ts";
+import { collectOutput, type HiveRun, REPO } from "./run-hive.ts";
 import { cliVmKernel } from "./vm-gate.ts";
 
 const kernel = cliVmKernel();
 
-function npmRunDemo(): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn("npm", ["run", "--silent", "demo"], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (c: string) => {
-      stdout += c;
-    });
-    child.stderr.setEncoding("utf8").on("data", (c: string) => {
-      stderr += c;
-    });
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
+function npmRunDemo(): Promise<HiveRun> {
+  return collectOutput(
+    spawn("npm", ["run", "--silent", "demo"], { cwd: REPO, stdio: ["ignore", "pipe", "pipe"] }),
+  );
 }
 
 describe.runIf(kernel !== undefined)("npm run demo", () => {
