@@ -52,6 +52,8 @@ interface Group {
   /** Alerts not yet written. */
   unwritten: number;
   first: Date;
+  /** The group's latest alert; `last` and `message` are derived from it when the group is written. */
+  latest: Alert;
   last: Date;
   message: string;
   lastWriteMs: number;
@@ -64,6 +66,8 @@ export function eventMessage(alert: Alert): string {
   const container = alert.pod?.container.name ? ` in container ${alert.pod.container.name}` : "";
   return `file ${alert.metadata.path} ${what} by ${alert.process.comm} (pid ${alert.process.tgid}${exe})${container}`;
 }
+
+const alertTime = (alert: Alert): Date => new Date(Date.parse(alert.timestamp) || Date.now());
 
 export function createPodEventRecorder(options: PodEventRecorderOptions): PodEventRecorder {
   const { core, nodeName, logger, metrics } = options;
@@ -139,6 +143,9 @@ export function createPodEventRecorder(options: PodEventRecorderOptions): PodEve
   };
 
   const write = async (g: Group): Promise<void> => {
+    // Derived here, once per write, not for every alert of a hot file.
+    g.last = alertTime(g.latest);
+    g.message = eventMessage(g.latest);
     const count = g.written + g.unwritten;
     const taken = g.unwritten;
     g.unwritten = 0;
@@ -199,7 +206,6 @@ export function createPodEventRecorder(options: PodEventRecorderOptions): PodEve
       // The UID is part of the key: a pod deleted and re-created under its name is another object.
       const key = `${alert.pod.namespace}/${alert.pod.name}/${podUid ?? ""}/${alert.trap_id}`;
       let g = groups.get(key);
-      const at = new Date(Date.parse(alert.timestamp) || Date.now());
       if (!g) {
         if (groups.size >= maxGroups) {
           for (const [k, old] of groups) {
@@ -213,6 +219,7 @@ export function createPodEventRecorder(options: PodEventRecorderOptions): PodEve
           .update(`${alert.trap_id}\0${instance}`)
           .digest("hex")
           .slice(0, 10);
+        const at = alertTime(alert);
         g = {
           namespace: alert.pod.namespace,
           pod: alert.pod.name,
@@ -223,6 +230,7 @@ export function createPodEventRecorder(options: PodEventRecorderOptions): PodEve
           written: 0,
           unwritten: 0,
           first: at,
+          latest: alert,
           last: at,
           message: "",
           lastWriteMs: 0,
@@ -230,8 +238,7 @@ export function createPodEventRecorder(options: PodEventRecorderOptions): PodEve
         groups.set(key, g);
       }
       g.unwritten += 1;
-      g.last = at;
-      g.message = eventMessage(alert);
+      g.latest = alert;
       if (!g.created) void kick();
     },
     flush: async () => {
