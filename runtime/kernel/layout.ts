@@ -150,6 +150,8 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
   const mask = u32(L.mask);
   const commBytes = buf.subarray(L.comm, L.comm + L.commSize);
   const nul = commBytes.indexOf(0);
+  // A Buffer view over the record's memory: the name is decoded without copying it first.
+  const comm = Buffer.from(commBytes.buffer, commBytes.byteOffset, nul < 0 ? commBytes.length : nul);
   return {
     ktimeNs: view.getBigUint64(L.ktime_ns, true),
     key: keyFromKernelDev(u32(L.dev), view.getBigUint64(L.ino, true)),
@@ -161,7 +163,7 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
     tgid: u32(L.tgid),
     uid: u32(L.uid),
     gid: u32(L.gid),
-    comm: Buffer.from(commBytes.subarray(0, nul < 0 ? commBytes.length : nul)).toString("utf8"),
+    comm: comm.toString("utf8"),
     cgroupId: view.getBigUint64(L.cgroup_id, true),
     count: u32(L.count),
   };

@@ -511,11 +511,11 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     this.ready.catch(() => undefined); // surfaced by whenReady()/flush(); logged below
     worker.on("message", (message: RingWorkerMessage) => {
       if (message.type === "events") {
+        this.delivered += BigInt(message.count); // once per batch: a bigint add allocates
         for (let i = 0; i < message.count; i++) {
           const event = decodeEvent(
             new Uint8Array(message.records, i * EVENT_LAYOUT.size, EVENT_LAYOUT.size),
           );
-          this.delivered++;
           for (const listener of this.listeners) listener(event);
         }
       } else if (message.type === "error") {
