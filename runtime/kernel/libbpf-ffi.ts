@@ -100,6 +100,28 @@ export function errnoName(code: number): string {
   return `errno ${positive}`;
 }
 
+/**
+ * Visits every entry of a map, key by key (works on every kernel). `key` and `value` are
+ * reused from one entry to the next: copy what must outlive the call.
+ */
+export function forEachMapEntry(
+  fd: number,
+  keySize: number,
+  valueSize: number,
+  visit: (key: Buffer, value: Buffer) => void,
+): void {
+  const lib = libbpf();
+  const key = Buffer.alloc(keySize);
+  const next = Buffer.alloc(keySize);
+  const value = Buffer.alloc(valueSize);
+  let first = true;
+  while ((lib.bpf_map_get_next_key(fd, first ? null : key, next) as number) === 0) {
+    first = false;
+    next.copy(key);
+    if ((lib.bpf_map_lookup_elem(fd, key, value) as number) === 0) visit(key, value);
+  }
+}
+
 /** Converts libbpf's negative-errno return into a HiveError. */
 export function check(
   result: number,

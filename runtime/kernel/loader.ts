@@ -24,8 +24,19 @@ import {
   encodeKey,
   encodeValue,
   fileKeyId,
+  KEY_LAYOUT,
+  VALUE_LAYOUT,
 } from "./layout.ts";
-import { check, checkPointer, errnoError, errnoName, libbpf, libcFns, type Pointer } from "./libbpf-ffi.ts";
+import {
+  check,
+  checkPointer,
+  errnoError,
+  errnoName,
+  forEachMapEntry,
+  libbpf,
+  libcFns,
+  type Pointer,
+} from "./libbpf-ffi.ts";
 import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
 
 export const DEFAULT_PIN_ROOT = "/sys/fs/bpf/hive";
@@ -397,18 +408,14 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   /** Loads the watch map's existing contents (an adopted map, or empty). */
   private readCurrent(): void {
-    const fd = this.fds.hive_watch;
-    const key = Buffer.alloc(16);
-    const next = Buffer.alloc(16);
-    let first = true;
-    while ((this.lib.bpf_map_get_next_key(fd, first ? null : key, next) as number) === 0) {
-      first = false;
-      next.copy(key);
-      const value = Buffer.alloc(16);
-      if ((this.lib.bpf_map_lookup_elem(fd, key, value) as number) < 0) continue;
+    forEachMapEntry(this.fds.hive_watch, KEY_LAYOUT.size, VALUE_LAYOUT.size, (key, value) => {
       const fileKey = decodeKey(key);
-      this.current.set(fileKeyId(fileKey), { key: Buffer.from(key), value, ino: fileKey.ino });
-    }
+      this.current.set(fileKeyId(fileKey), {
+        key: Buffer.from(key),
+        value: Buffer.from(value),
+        ino: fileKey.ino,
+      });
+    });
     this.bitmap = bitmapOf([...this.current.values()].map((s) => s.ino));
     this.writeBitmap(new BigUint64Array(BITMAP_WORDS).fill(~0n)); // rewrite all words once
   }

@@ -6,8 +6,8 @@
 import { closeSync, existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { AttachMode, FileKey } from "./contract.ts";
-import { type DecodedValue, decodeKey, decodeValue } from "./layout.ts";
-import { check, libbpf } from "./libbpf-ffi.ts";
+import { type DecodedValue, decodeKey, decodeValue, KEY_LAYOUT, VALUE_LAYOUT } from "./layout.ts";
+import { check, forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
 import { DEFAULT_PIN_ROOT, linkPinName, readCounters } from "./loader.ts";
 
 export interface PinnedState {
@@ -31,17 +31,9 @@ export function readPinnedState(pinRoot = DEFAULT_PIN_ROOT): PinnedState | null 
     const fd = check(lib.bpf_obj_get(join(pinRoot, "hive_watch")) as number, "opening the pinned watch map", {
       object: join(pinRoot, "hive_watch"),
     });
-    const key = Buffer.alloc(16);
-    const next = Buffer.alloc(16);
-    const value = Buffer.alloc(16);
-    let first = true;
-    while ((lib.bpf_map_get_next_key(fd, first ? null : key, next) as number) === 0) {
-      first = false;
-      next.copy(key);
-      if ((lib.bpf_map_lookup_elem(fd, key, value) as number) === 0) {
-        watched.push({ key: decodeKey(key), ...decodeValue(value) });
-      }
-    }
+    forEachMapEntry(fd, KEY_LAYOUT.size, VALUE_LAYOUT.size, (key, value) => {
+      watched.push({ key: decodeKey(key), ...decodeValue(value) });
+    });
     closeSync(fd); // node:fs closes any descriptor of this process, BPF objects included
   }
   let counters: PinnedState["counters"] = null;

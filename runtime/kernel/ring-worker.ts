@@ -8,7 +8,7 @@
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { decodeBurstTimes, EVENT_LAYOUT } from "./layout.ts";
-import { libbpf } from "./libbpf-ffi.ts";
+import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
 import { RingReader } from "./ring-reader.ts";
 
 export interface RingWorkerData {
@@ -83,9 +83,6 @@ function run(
     return total;
   };
 
-  const key = Buffer.alloc(4);
-  const next = Buffer.alloc(4);
-  const value = Buffer.alloc(EVENT_LAYOUT.size);
   const BATCH = 1024;
   const batchKeys = Buffer.alloc(BATCH * 4);
   const batchValues = Buffer.alloc(BATCH * EVENT_LAYOUT.size);
@@ -124,12 +121,7 @@ function run(
         first = false;
       }
     }
-    let first = true;
-    while ((lib.bpf_map_get_next_key(data.burstsFd, first ? null : key, next) as number) === 0) {
-      first = false;
-      next.copy(key);
-      if ((lib.bpf_map_lookup_elem(data.burstsFd, key, value) as number) === 0) visit(value);
-    }
+    forEachMapEntry(data.burstsFd, 4, EVENT_LAYOUT.size, (_key, value) => visit(value));
   };
 
   /** Posts bursts idle for 2× the gap (margin for a check in flight); true if some remain open. */
