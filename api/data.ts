@@ -6,7 +6,7 @@
  */
 import { type Static, Type } from "@sinclair/typebox";
 import "./formats.ts";
-import { AccessKindSchema, ObjectMetaSchema } from "./meta.ts";
+import { AccessKindSchema, API_VERSION, KIND_DATA, ObjectMetaSchema } from "./meta.ts";
 
 export const DeviceSchema = Type.Object(
   {
@@ -49,8 +49,8 @@ export type HiveDataSpec = Static<typeof HiveDataSpecSchema>;
 
 export const HiveDataSchema = Type.Object(
   {
-    apiVersion: Type.Literal("hive-operator.com/v1alpha1"),
-    kind: Type.Literal("HiveData"),
+    apiVersion: Type.Literal(API_VERSION),
+    kind: Type.Literal(KIND_DATA),
     metadata: ObjectMetaSchema,
     spec: HiveDataSpecSchema,
   },

@@ -7,7 +7,7 @@ import { type Static, Type } from "@sinclair/typebox";
 
 export const GROUP = "hive-operator.com";
 export const VERSION = "v1alpha1";
-export const API_VERSION = `${GROUP}/${VERSION}`;
+export const API_VERSION = `${GROUP}/${VERSION}` as const;
 
 export const KIND_POLICY = "HivePolicy";
 export const KIND_DATA = "HiveData";

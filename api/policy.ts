@@ -6,7 +6,7 @@
  */
 import { type Static, Type } from "@sinclair/typebox";
 import "./formats.ts";
-import { AccessKindSchema, ConditionSchema, ObjectMetaSchema } from "./meta.ts";
+import { AccessKindSchema, API_VERSION, ConditionSchema, KIND_POLICY, ObjectMetaSchema } from "./meta.ts";
 
 const LABEL_KEY =
   "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
@@ -182,8 +182,8 @@ export type HivePolicyStatus = Static<typeof HivePolicyStatusSchema>;
 
 export const HivePolicySchema = Type.Object(
   {
-    apiVersion: Type.Literal("hive-operator.com/v1alpha1"),
-    kind: Type.Literal("HivePolicy"),
+    apiVersion: Type.Literal(API_VERSION),
+    kind: Type.Literal(KIND_POLICY),
     metadata: ObjectMetaSchema,
     spec: HivePolicySpecSchema,
     status: Type.Optional(HivePolicyStatusSchema),
