@@ -8,7 +8,7 @@ import type { AccessKind } from "../../api/meta.ts";
 import type { FileKey, KernelEvent, WatchEntry } from "./contract.ts";
 
 /** MAY_* bits of inode_permission's mask (include/linux/fs.h, mirrored in bpf/hive.h). */
-export const MAY = { exec: 0x01, write: 0x02, read: 0x04, append: 0x08, access: 0x10, open: 0x20 } as const;
+const MAY = { exec: 0x01, write: 0x02, read: 0x04, append: 0x08, access: 0x10, open: 0x20 } as const;
 
 const ACCESS_BITS: ReadonlyArray<readonly [AccessKind, number]> = [
   ["read", MAY.read],
@@ -28,8 +28,8 @@ export function accessesFromMask(mask: number): AccessKind[] {
   return ACCESS_BITS.filter(([, bit]) => (mask & bit) !== 0).map(([kind]) => kind);
 }
 
-export const KIND_FILE = 0;
-export const KIND_PARENT = 1;
+const KIND_FILE = 0;
+const KIND_PARENT = 1;
 
 /** Byte offsets, sizes: struct hive_key. */
 export const KEY_LAYOUT = { size: 16, ino: 0, dev: 8 } as const;
@@ -97,7 +97,7 @@ export function decodeKey(buf: Buffer): FileKey {
 }
 
 /** The kernel mask a watch entry wants: its access kinds, or entry changes for a parent. */
-export function entryMask(entry: WatchEntry): number {
+function entryMask(entry: WatchEntry): number {
   return entry.kind === "parent" ? MAY.write : maskFromAccesses(entry.accesses);
 }
 

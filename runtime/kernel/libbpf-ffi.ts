@@ -47,7 +47,6 @@ function declare(lib: LibraryHandle) {
     ),
     bpf_map_get_next_key: lib.func("int bpf_map_get_next_key(int fd, const void *key, void *next)"),
     libbpf_num_possible_cpus: lib.func("int libbpf_num_possible_cpus()"),
-    bpf_enable_stats: lib.func("int bpf_enable_stats(int type)"),
     btf__load_vmlinux_btf: lib.func("void *btf__load_vmlinux_btf()"),
     btf__find_by_name_kind: lib.func(
       "int btf__find_by_name_kind(void *btf, const char *name, uint32_t kind)",
@@ -81,7 +80,7 @@ export function libbpf(): Libbpf {
 
 const libc = { lib: undefined as LibraryHandle | undefined };
 
-/** libc's vsnprintf/strerror, for formatting libbpf's va_list messages. */
+/** libc: vsnprintf (libbpf's va_list messages) and what the ring reader maps and polls with. */
 export function libcFns() {
   libc.lib ??= koffi.load("libc.so.6");
   return {
@@ -90,7 +89,6 @@ export function libcFns() {
     munmap: libc.lib.func("int munmap(void *addr, size_t length)"),
     poll: libc.lib.func("int poll(void *fds, uint64_t nfds, int timeout)"),
     sysconf: libc.lib.func("long sysconf(int name)"),
-    strerror: libc.lib.func("const char *strerror(int errnum)"),
   };
 }
 

@@ -49,13 +49,7 @@ export const DEFAULT_OBJECT_PATH = fileURLToPath(
     import.meta.url,
   ),
 );
-export const PINNED_MAPS = [
-  "hive_watch",
-  "hive_bitmap",
-  "hive_bursts",
-  "hive_events",
-  "hive_counters",
-] as const;
+const PINNED_MAPS = ["hive_watch", "hive_bitmap", "hive_bursts", "hive_events", "hive_counters"] as const;
 const PROGRAMS: Record<AttachMode, string> = {
   kprobe: "handle_inode_permission",
   fentry: "handle_inode_permission_fentry",

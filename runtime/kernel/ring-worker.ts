@@ -7,7 +7,7 @@
  * first-check time) the duplicate is dropped. Stopped through a shared flag.
  */
 import { parentPort, workerData } from "node:worker_threads";
-import { decodeBurstTimes, EVENT_LAYOUT } from "./layout.ts";
+import { COUNTERS_LAYOUT, decodeBurstTimes, EVENT_LAYOUT } from "./layout.ts";
 import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
 import { RingReader } from "./ring-reader.ts";
 
@@ -74,12 +74,14 @@ function run(
     append(record);
   };
   post({ type: "ready" });
-  const counterBuf = Buffer.alloc(ncpus * 32);
+  const counterBuf = Buffer.alloc(ncpus * COUNTERS_LAYOUT.size);
   const zeroKey = Buffer.alloc(4);
   const burstsOpened = (): bigint => {
     if ((lib.bpf_map_lookup_elem(data.countersFd, zeroKey, counterBuf) as number) < 0) return -1n;
     let total = 0n;
-    for (let cpu = 0; cpu < ncpus; cpu++) total += counterBuf.readBigUInt64LE(cpu * 32 + 24);
+    for (let cpu = 0; cpu < ncpus; cpu++) {
+      total += counterBuf.readBigUInt64LE(cpu * COUNTERS_LAYOUT.size + COUNTERS_LAYOUT.bursts);
+    }
     return total;
   };
 
