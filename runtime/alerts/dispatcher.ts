@@ -517,23 +517,30 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
   return {
     enqueue(rec) {
       if (closed) throw new HiveError("DeliveryFailed", "alert dispatcher is closed", { object: rec.id });
-      const bytes = Buffer.byteLength(rec.body) + 128;
       let ref: SpoolRef | undefined;
+      let bytes: number;
       if (spool) {
         const spooled = spool.append(rec);
         if (!spooled) {
           metrics.alertsDropped.inc({ reason: "too_large" });
-          logger.error("alert larger than the spool can hold; dropped", { alertId: rec.id, bytes });
+          logger.error("alert larger than the spool can hold; dropped", {
+            alertId: rec.id,
+            bytes: Buffer.byteLength(rec.body) + 128,
+          });
           return;
         }
         ref = spooled.ref;
-      } else if (pendingBytes + bytes > maxPendingBytes) {
-        let free = pendingBytes + bytes - maxPendingBytes;
-        dropOldest((item) => {
-          if (free <= 0) return false;
-          if (!item.done) free -= item.bytes;
-          return true;
-        }, "spool_full");
+        bytes = spooled.bytes; // measured by the spool already
+      } else {
+        bytes = Buffer.byteLength(rec.body) + 128;
+        if (pendingBytes + bytes > maxPendingBytes) {
+          let free = pendingBytes + bytes - maxPendingBytes;
+          dropOldest((item) => {
+            if (free <= 0) return false;
+            if (!item.done) free -= item.bytes;
+            return true;
+          }, "spool_full");
+        }
       }
       const item = enqueueItem(rec, ref, bytes);
       // On disk now: an attempt not made during enqueueItem reads the body back when it is sent.

@@ -60,7 +60,8 @@ export interface SpoolRef {
   length: number;
 }
 
-export interface SpooledRecord extends SpoolRecord {
+/** Where an appended record went. */
+export interface Spooled {
   ref: SpoolRef;
   /** Bytes the record occupies on disk. */
   bytes: number;
@@ -91,7 +92,7 @@ export interface Spool {
   /** Undelivered records found at open, oldest first (bodies left on disk: use `read`). */
   readonly recovered: readonly RecoveredRecord[];
   /** Appends a record; undefined when the record alone is larger than the spool may hold. */
-  append(record: SpoolRecord): SpooledRecord | undefined;
+  append(record: SpoolRecord): Spooled | undefined;
   /**
    * The body of a spooled record, read back from disk (checksum verified). Undefined when
    * the record is gone (acknowledged, or dropped by the bound); throws a SpoolCorrupt
@@ -504,7 +505,6 @@ export function openSpool(options: SpoolOptions): Spool {
       pending++;
       scheduleFlush();
       return {
-        ...record,
         ref: { segment: seg.n, index, offset, length: framed.length - HEADER_BYTES },
         bytes: framed.length,
       };
