@@ -19,6 +19,7 @@ import { CoreV1Api } from "@kubernetes/client-node";
 import { hiveCrds } from "../api/crd.ts";
 import { GROUP, PLURAL_DATA } from "../api/meta.ts";
 import type { HiveTrap } from "../api/policy.ts";
+import { DEFAULT_LEASE } from "../runtime/agent/config.ts";
 import { type ApiServer, startApiServer } from "../test/apiserver/server.ts";
 import { Cluster, spawnAgentProcess } from "../test/integration/harness.ts";
 
@@ -107,8 +108,6 @@ function byVerb(c: Cluster, user: string): Record<string, number> {
 }
 
 const KERNEL = "dddddddd-4444-4444-8444-444444444444";
-/** The agent's defaults (the tests' short leases flap under benchmark load). */
-const PRODUCTION_LEASE = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
 
 async function singleNode(): Promise<void> {
   const pods = Math.max(1, Math.round(110 * scale));
@@ -121,7 +120,10 @@ async function singleNode(): Promise<void> {
     seedPods(c, "node-1", pods, "pod", files);
     global.gc?.();
     const heap0 = process.memoryUsage().heapUsed;
-    const node = await c.addNode("node-1", KERNEL, { lease: PRODUCTION_LEASE });
+    const node = await c.addNode("node-1", KERNEL, {
+      // The agent's default lease: the tests' short ones flap under benchmark load.
+      lease: DEFAULT_LEASE,
+    });
     await until(
       () => node.agent.ready() && node.agent.loader() !== undefined && node.agent.pods() !== undefined,
       20_000,
@@ -183,7 +185,12 @@ async function manyNodes(): Promise<void> {
     global.gc?.();
     const heap0 = process.memoryUsage().heapUsed;
     for (const n of names)
-      await c.addNode(n, KERNEL, { loader: false, pods: false, lease: PRODUCTION_LEASE });
+      await c.addNode(n, KERNEL, {
+        loader: false,
+        pods: false,
+        // The agent's default lease: the tests' short ones flap under benchmark load.
+        lease: DEFAULT_LEASE,
+      });
     await until(() => c.nodes.every((n) => n.agent.ready()), 120_000, "all discover controllers synced");
     const heapIdle = process.memoryUsage().heapUsed;
     c.api.resetRequests();

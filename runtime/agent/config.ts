@@ -8,6 +8,23 @@ import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 import { HiveError } from "../errors.ts";
 
+export interface LeaseTiming {
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+}
+
+/** Timing from the lease duration alone: renew deadline 2/3 of it, retry period 2/15 (client-go's 15/10/2 s). */
+export function leaseTiming(leaseDurationMs: number): LeaseTiming {
+  return {
+    leaseDurationMs,
+    renewDeadlineMs: Math.floor((leaseDurationMs * 2) / 3),
+    retryPeriodMs: Math.floor((leaseDurationMs * 2) / 15),
+  };
+}
+
+export const DEFAULT_LEASE: LeaseTiming = leaseTiming(15_000);
+
 export interface AgentConfig {
   nodeName: string;
   podName: string;
@@ -36,7 +53,7 @@ export interface AgentConfig {
   /** Directory of the watch table `hive status` reads (default /run/hive). */
   tableDir?: string;
   roles: { loader: boolean; pods: boolean };
-  lease: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number };
+  lease: LeaseTiming;
 }
 
 export const AGENT_USAGE = `hive agent — the node agent (DaemonSet): discover on every node, loader per kernel, pods per cluster
@@ -155,7 +172,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   const leaseDurationMs = positiveInt(
     "--lease-duration",
     str("lease-duration", "HIVE_LEASE_DURATION_MS"),
-    15_000,
+    DEFAULT_LEASE.leaseDurationMs,
   );
   const config: AgentConfig = {
     nodeName,
@@ -171,11 +188,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     attachMode: attach,
     logLevel: logLevel as AgentConfig["logLevel"],
     roles: { loader: !values["no-loader"], pods: !values["no-pods"] },
-    lease: {
-      leaseDurationMs,
-      renewDeadlineMs: Math.floor((leaseDurationMs * 2) / 3),
-      retryPeriodMs: Math.floor((leaseDurationMs * 2) / 15),
-    },
+    lease: leaseTiming(leaseDurationMs),
   };
   const optional: [keyof AgentConfig, string | undefined][] = [
     ["kubeconfig", str("kubeconfig", "KUBECONFIG")],

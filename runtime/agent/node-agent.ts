@@ -29,25 +29,19 @@ import { createLoaderController, type LoaderController, type LoaderOptions } fro
 import { createPodsController, type PodsController } from "../controllers/pods.ts";
 import type { WatchEventType } from "../controllers/ports.ts";
 import type { FileResolver } from "../discover/file-resolver.ts";
+import { isHiveError } from "../errors.ts";
 import type { InformerStats } from "../k8s/informer.ts";
+import type { KubeClients } from "../k8s/kube-client.ts";
+import { LeaderElector } from "../k8s/lease.ts";
+import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
+import type { Logger } from "../log.ts";
+import { DEFAULT_LEASE, type LeaseTiming } from "./config.ts";
 
 /** What the agent needs of any informer, whatever its object type. */
 export interface RunningInformer {
   start(): Promise<void>;
   stop(): Promise<void>;
   readonly stats: InformerStats;
-}
-
-import { isHiveError } from "../errors.ts";
-import type { KubeClients } from "../k8s/kube-client.ts";
-import { LeaderElector } from "../k8s/lease.ts";
-import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
-import type { Logger } from "../log.ts";
-
-export interface LeaseTiming {
-  leaseDurationMs: number;
-  renewDeadlineMs: number;
-  retryPeriodMs: number;
 }
 
 export interface NodeAgentOptions {
@@ -154,9 +148,9 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   });
 
   const lease = {
-    leaseDurationMs: options.lease?.leaseDurationMs ?? 15_000,
-    renewDeadlineMs: options.lease?.renewDeadlineMs ?? 10_000,
-    retryPeriodMs: options.lease?.retryPeriodMs ?? 2_000,
+    leaseDurationMs: options.lease?.leaseDurationMs ?? DEFAULT_LEASE.leaseDurationMs,
+    renewDeadlineMs: options.lease?.renewDeadlineMs ?? DEFAULT_LEASE.renewDeadlineMs,
+    retryPeriodMs: options.lease?.retryPeriodMs ?? DEFAULT_LEASE.retryPeriodMs,
   };
   const electors: LeaderElector[] = [];
   // The controllers of the roles this node leads now.
