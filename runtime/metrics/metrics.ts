@@ -67,34 +67,37 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
   const registers = [registry];
 
   let kernelSource: KernelCountersSource | undefined;
-  let seenEvents = 0n;
-  let seenLost = 0n;
-  // Counters must only grow: the kernel's cumulative values are turned into increments.
-  // A smaller value means a new kernel program (counters restarted): count from zero again.
-  const delta = (now: bigint, seen: bigint): number => Number(now >= seen ? now - seen : now);
-
-  new Counter({
-    name: "hive_kernel_events_total",
-    help: "Access events the kernel program emitted into the ring buffer.",
-    registers,
-    collect() {
-      if (!kernelSource) return;
-      const { events } = kernelSource();
-      this.inc(delta(events, seenEvents));
-      seenEvents = events;
-    },
-  });
-  new Counter({
-    name: "hive_kernel_events_lost_total",
-    help: "Access events lost because the kernel ring buffer was full.",
-    registers,
-    collect() {
-      if (!kernelSource) return;
-      const { lost } = kernelSource();
-      this.inc(delta(lost, seenLost));
-      seenLost = lost;
-    },
-  });
+  /** A counter fed at scrape time from one of the kernel's cumulative counters. */
+  const kernelCounter = (
+    name: string,
+    help: string,
+    pick: (c: ReturnType<KernelCountersSource>) => bigint,
+  ) => {
+    let seen = 0n;
+    new Counter({
+      name,
+      help,
+      registers,
+      collect() {
+        if (!kernelSource) return;
+        const now = pick(kernelSource());
+        // Counters must only grow: the kernel's cumulative values are turned into increments.
+        // A smaller value means a new kernel program (counters restarted): count from zero again.
+        this.inc(Number(now >= seen ? now - seen : now));
+        seen = now;
+      },
+    });
+  };
+  kernelCounter(
+    "hive_kernel_events_total",
+    "Access events the kernel program emitted into the ring buffer.",
+    (c) => c.events,
+  );
+  kernelCounter(
+    "hive_kernel_events_lost_total",
+    "Access events lost because the kernel ring buffer was full.",
+    (c) => c.lost,
+  );
   const watchedFiles = new Gauge({
     name: "hive_watched_files",
     help: "Entries in the kernel watch map (trapped files and their parent directories).",
