@@ -2,7 +2,7 @@ import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFi
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createLogger } from "../log.ts";
+import { captureLogger } from "../../test/alerts/fixtures.ts";
 import { openSpool, type SpoolRecord, type SpoolRef, spoolDiskBytes } from "./spool.ts";
 
 const dirs: string[] = [];
@@ -13,8 +13,7 @@ afterEach(() => {
 function setup() {
   const dir = mkdtempSync(join(tmpdir(), "hive-spool-unit-"));
   dirs.push(dir);
-  const logs: Record<string, unknown>[] = [];
-  const logger = createLogger({}, { level: "debug", sink: (l) => logs.push(JSON.parse(l)) });
+  const { logger, lines: logs } = captureLogger();
   return { dir, logs, logger };
 }
 
