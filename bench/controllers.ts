@@ -21,6 +21,7 @@ import { GROUP, PLURAL_DATA } from "../api/meta.ts";
 import type { HiveTrap } from "../api/policy.ts";
 import { DEFAULT_LEASE } from "../runtime/agent/config.ts";
 import { type ApiServer, startApiServer } from "../test/apiserver/server.ts";
+import { waitFor } from "../test/apiserver/testing.ts";
 import { Cluster, spawnAgentProcess } from "../test/integration/harness.ts";
 
 const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
@@ -32,12 +33,9 @@ const loadText = () =>
     .map((l) => l.toFixed(1))
     .join(" ")} on ${cpus().length} CPUs`;
 
+/** Waits for `probe` and returns when it held (performance.now()). */
 async function until(probe: () => boolean, timeoutMs: number, what: string): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
+  await waitFor(probe, { timeoutMs, what, intervalMs: 5 });
   return performance.now();
 }
 

@@ -28,6 +28,7 @@ import type {
 } from "../../runtime/kernel/contract.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { type ApiServer, startApiServer } from "../apiserver/server.ts";
+import { waitFor } from "../apiserver/testing.ts";
 
 export const AGENT_NS = "hive-system";
 export const POLICY_NS = "hive-system";
@@ -363,23 +364,27 @@ export function spawnAgentProcess(
   );
 }
 
-/** Polls until `probe` holds (tests only: the agent itself never polls). */
+/**
+ * Polls until `probe` holds (tests only: the agent itself never polls). Unlike `waitFor`, a
+ * probe that throws is retried, and the last failure is named on timeout.
+ */
 export async function eventually<T>(
   probe: () => Promise<T | undefined | false> | T | undefined | false,
   what: string,
   timeoutMs = 8000,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
   let last: unknown;
-  for (;;) {
+  const tolerant = async () => {
     try {
-      const v = await probe();
-      if (v !== undefined && v !== false) return v;
+      return await probe();
     } catch (error) {
       last = error;
+      return undefined;
     }
-    if (Date.now() > deadline)
-      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-    await new Promise((r) => setTimeout(r, 25));
+  };
+  try {
+    return await waitFor(tolerant, { what, timeoutMs, intervalMs: 25 });
+  } catch (timeout) {
+    throw last ? new Error(`${(timeout as Error).message}: ${String(last)}`) : timeout;
   }
 }
