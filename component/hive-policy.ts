@@ -8,8 +8,7 @@ import type { TrapArgs } from "./args.ts";
 import { policyManifest } from "./builders/policies.ts";
 import { type ArgProblem, formatProblems } from "./builders/problems.ts";
 import { isPlainObject, toHiveTrap, trapProblems, unknownKeys } from "./builders/traps.ts";
-
-const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+import { DNS_LABEL, DNS_SUBDOMAIN } from "./config.ts";
 
 export interface HivePolicyArgs {
   /** Namespace of the HivePolicy object (commonly the team's own). */
@@ -27,7 +26,7 @@ export function hivePolicyProblems(name: string, args: HivePolicyArgs): ArgProbl
   if (!isPlainObject(args))
     return [{ option: "(args)", message: "must be an object with { namespace, traps }" }];
   const problems = unknownKeys(args, ["namespace", "name", "traps", "labels"], "");
-  if (typeof args.namespace !== "string" || !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(args.namespace)) {
+  if (typeof args.namespace !== "string" || !DNS_LABEL.test(args.namespace)) {
     problems.push({
       option: "namespace",
       message: `${JSON.stringify(args.namespace)} is not a namespace name`,
