@@ -30,7 +30,7 @@ import { openSpool } from "../runtime/alerts/spool.ts";
 import type { KernelEvent } from "../runtime/kernel/contract.ts";
 import { createLogger } from "../runtime/log.ts";
 import { createHiveMetrics } from "../runtime/metrics/metrics.ts";
-import { KERNEL_ID, makeEvent } from "../test/alerts/fixtures.ts";
+import { counterValue, KERNEL_ID, makeEvent } from "../test/alerts/fixtures.ts";
 
 const SCALE = Number(process.env.HIVE_BENCH_SCALE ?? "1");
 const n = (count: number) => Math.max(1000, Math.round(count * SCALE));
@@ -268,15 +268,13 @@ async function burstChild(url: string, dir: string, rateLimited: boolean): Promi
   const cpuS = cpuSeconds(cpu);
   clearInterval(sample);
   await pipeline.close();
-  const sum = async (c: { get(): Promise<{ values: { value: number }[] }> }) =>
-    (await c.get()).values.reduce((acc, v) => acc + v.value, 0);
   return {
     count,
     handledS: (produced - t0) / 1000,
     totalS,
     cpuS,
-    suppressed: await sum(metrics.alertsSuppressed),
-    dropped: await sum(metrics.alertsDropped),
+    suppressed: await counterValue(metrics.alertsSuppressed),
+    dropped: await counterValue(metrics.alertsDropped),
     baseRss: base.rss,
     peakRss,
     peakHeap,
