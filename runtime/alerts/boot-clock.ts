@@ -8,18 +8,15 @@
  * The offset is sampled several times and the tightest bracket kept, so it is good to a few
  * microseconds. Computed once on purpose: alerts of one agent stay ordered even if NTP steps
  * the wall clock later; the cost is that a later step (or a suspend) shifts the alert
- * timestamps by that step until the agent restarts (call `recalibrate()` to re-measure).
+ * timestamps by that step until the agent restarts.
  */
 export interface BootClock {
-  /** CLOCK_REALTIME − CLOCK_MONOTONIC, in nanoseconds. */
-  readonly offsetNs: bigint;
   /** RFC 3339 UTC timestamp with microseconds for a kernel ktime. */
   toIso(ktimeNs: bigint): string;
   /** Wall-clock milliseconds since the epoch for a kernel ktime. */
   toEpochMs(ktimeNs: bigint): number;
   /** Current CLOCK_MONOTONIC (the kernel's ktime scale). */
   nowKtimeNs(): bigint;
-  recalibrate(): void;
 }
 
 function measureOffsetNs(samples = 7): bigint {
@@ -37,23 +34,15 @@ function measureOffsetNs(samples = 7): bigint {
 }
 
 export function createBootClock(offsetNs?: bigint): BootClock {
-  let offset = offsetNs ?? measureOffsetNs();
+  const offset = offsetNs ?? measureOffsetNs();
   // Hot path in plain numbers: BigInt division per event is measurably slow. Wall-clock
   // microseconds since the epoch (~1.8e15) are exact in a double.
-  let baseK = 0n;
-  let baseWallUs = 0;
-  const rebase = () => {
-    // Align the base to a whole wall-clock microsecond so that one floor() below is exact.
-    const now = process.hrtime.bigint();
-    baseK = now - ((((now + offset) % 1000n) + 1000n) % 1000n);
-    baseWallUs = Number((baseK + offset) / 1000n);
-  };
-  rebase();
+  // The base is aligned to a whole wall-clock microsecond so that one floor() below is exact.
+  const now = process.hrtime.bigint();
+  const baseK = now - ((((now + offset) % 1000n) + 1000n) % 1000n);
+  const baseWallUs = Number((baseK + offset) / 1000n);
   const wallUs = (ktimeNs: bigint): number => baseWallUs + Math.floor(Number(ktimeNs - baseK) / 1000);
   return {
-    get offsetNs() {
-      return offset;
-    },
     toIso(ktimeNs) {
       const us = wallUs(ktimeNs);
       const ms = Math.floor(us / 1000);
@@ -63,9 +52,5 @@ export function createBootClock(offsetNs?: bigint): BootClock {
     },
     toEpochMs: (ktimeNs) => Math.floor(wallUs(ktimeNs) / 1000),
     nowKtimeNs: () => process.hrtime.bigint(),
-    recalibrate() {
-      offset = measureOffsetNs();
-      rebase();
-    },
   };
 }
