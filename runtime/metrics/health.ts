@@ -21,7 +21,6 @@ export interface Health {
   addReadinessCheck(name: string, check: Check): void;
   /** Live = not stuck (a failure makes the kubelet restart the container). Keep these cheap and certain. */
   addLivenessCheck(name: string, check: Check): void;
-  removeCheck(name: string): void;
   readiness(): Promise<HealthReport>;
   liveness(): Promise<HealthReport>;
 }
@@ -60,10 +59,6 @@ export function createHealth(): Health {
   return {
     addReadinessCheck: (name, check) => void readiness.set(name, check),
     addLivenessCheck: (name, check) => void liveness.set(name, check),
-    removeCheck(name) {
-      readiness.delete(name);
-      liveness.delete(name);
-    },
     readiness: () => run(readiness),
     liveness: () => run(liveness),
   };
