@@ -133,11 +133,14 @@ export const HiveTrapSchema = Type.Object(
 );
 export type HiveTrap = Static<typeof HiveTrapSchema>;
 
+/** The most traps one HivePolicy holds. */
+export const MAX_TRAPS_PER_POLICY = 256;
+
 export const HivePolicySpecSchema = Type.Object(
   {
     traps: Type.Array(HiveTrapSchema, {
       minItems: 1,
-      maxItems: 256,
+      maxItems: MAX_TRAPS_PER_POLICY,
       description: "The traps of this policy.",
       errorMessage: "must list at least one trap",
     }),

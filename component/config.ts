@@ -4,7 +4,7 @@
  * them into a `pulumi.ResourceError` (the component) or a HiveError (`hive render`).
  */
 import { FORMATS } from "../api/formats.ts";
-import type { HivePolicySpec } from "../api/index.ts";
+import { type HivePolicySpec, MAX_TRAPS_PER_POLICY } from "../api/index.ts";
 import {
   type CallbackArgs,
   type HiveMonitorArgs,
@@ -255,8 +255,12 @@ function groupTraps(c: Checker, value: unknown): { name: string; spec: HivePolic
     groups.set(policy as string, list);
   });
   for (const [name, traps] of groups) {
-    if (traps.length > 256)
-      c.add("traps", `policy "${name}" has ${traps.length} traps; at most 256 fit one HivePolicy`);
+    if (traps.length > MAX_TRAPS_PER_POLICY) {
+      c.add(
+        "traps",
+        `policy "${name}" has ${traps.length} traps; at most ${MAX_TRAPS_PER_POLICY} fit one HivePolicy`,
+      );
+    }
   }
   return [...groups].map(([name, traps]) => ({ name, spec: { traps } }));
 }

@@ -4,6 +4,7 @@
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
+import { MAX_TRAPS_PER_POLICY } from "../api/index.ts";
 import type { TrapArgs } from "./args.ts";
 import { policyManifest } from "./builders/policies.ts";
 import { type ArgProblem, formatProblems } from "./builders/problems.ts";
@@ -45,8 +46,9 @@ export function hivePolicyProblems(name: string, args: HivePolicyArgs): ArgProbl
     });
   } else {
     for (const [i, t] of args.traps.entries()) problems.push(...trapProblems(t, `traps[${i}]`));
-    if (args.traps.length > 256)
-      problems.push({ option: "traps", message: "at most 256 traps fit one HivePolicy" });
+    if (args.traps.length > MAX_TRAPS_PER_POLICY) {
+      problems.push({ option: "traps", message: `at most ${MAX_TRAPS_PER_POLICY} traps fit one HivePolicy` });
+    }
   }
   return problems;
 }
