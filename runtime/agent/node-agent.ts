@@ -27,7 +27,7 @@ import {
 } from "../controllers/kube-ports.ts";
 import { createLoaderController, type LoaderController, type LoaderOptions } from "../controllers/loader.ts";
 import { createPodsController, type PodsController } from "../controllers/pods.ts";
-import type { WatchEventType } from "../controllers/ports.ts";
+import { objectKey, type WatchEventType } from "../controllers/ports.ts";
 import type { FileResolver } from "../discover/file-resolver.ts";
 import { isHiveError } from "../errors.ts";
 import type { InformerStats } from "../k8s/informer.ts";
@@ -267,12 +267,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
         allPodFeed((t, p) => controller.onPod(t, p), feedOptions),
         allDataFeed((t, d) => controller.onData(t, d), feedOptions),
         trapErrorFeed(
-          (t, ev) =>
-            controller.onTrapError(
-              t,
-              `${ev.metadata?.namespace}/${ev.metadata?.name}`,
-              trapErrorFromEvent(ev),
-            ),
+          (t, ev) => controller.onTrapError(t, objectKey(ev), trapErrorFromEvent(ev)),
           feedOptions,
         ),
       ];

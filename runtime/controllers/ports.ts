@@ -40,9 +40,7 @@ export interface PolicyWriter {
 
 export type WatchEventType = "ADDED" | "MODIFIED" | "DELETED";
 
-export function objectKey(obj: { metadata?: { namespace?: string; name?: string } }): string {
-  return `${obj.metadata?.namespace ?? ""}/${obj.metadata?.name ?? ""}`;
-}
+export { objectKey } from "../k8s/object-key.ts";
 
 /**
  * The shape the controllers rely on (a list of traps, each with an absolute path and an

@@ -15,6 +15,7 @@ import { ObjectSerializer } from "@kubernetes/client-node/dist/gen/models/Object
 import { backoffDelay } from "../alerts/backoff.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { apiFailure, isGone } from "./api-errors.ts";
+import { objectKey } from "./object-key.ts";
 
 /** Which collection to watch: group "" is the core API. Without namespace: all namespaces. */
 export interface ResourceRef {
@@ -163,10 +164,6 @@ export function resourceLister<T>(
   // Watch hands over raw JSON; decode it into the same model classes the typed list returns.
   const decode = (raw: unknown) => ObjectSerializer.deserialize(raw, model.type, "") as T;
   return { list, decode };
-}
-
-function keyOf(obj: KubernetesObject): string {
-  return `${obj.metadata?.namespace ?? ""}/${obj.metadata?.name ?? ""}`;
 }
 
 type WatchOutcome =
@@ -320,7 +317,7 @@ export class Informer<T extends KubernetesObject> {
     if (this.stopped) return;
     this.stats.lists++;
     const next = new Map<string, T>();
-    for (const item of items) next.set(keyOf(item), item);
+    for (const item of items) next.set(objectKey(item), item);
     const old = this.cache;
     this.cache = next;
     this.rv = resourceVersion;
@@ -389,7 +386,7 @@ export class Informer<T extends KubernetesObject> {
             return;
           }
           const obj = this.decode(raw);
-          const key = keyOf(obj);
+          const key = objectKey(obj);
           const before = this.cache.get(key);
           if (type === "DELETED") {
             this.cache.delete(key);
@@ -424,11 +421,11 @@ export class Informer<T extends KubernetesObject> {
       const result = kind === "update" ? h?.update?.(obj, old as T) : fn?.(obj);
       if (result && typeof (result as Promise<void>).catch === "function") {
         (result as Promise<void>).catch((err: unknown) =>
-          this.log.error(`${kind} handler failed`, { object: keyOf(obj), error: err }),
+          this.log.error(`${kind} handler failed`, { object: objectKey(obj), error: err }),
         );
       }
     } catch (err) {
-      this.log.error(`${kind} handler failed`, { object: keyOf(obj), error: err });
+      this.log.error(`${kind} handler failed`, { object: objectKey(obj), error: err });
     }
   }
 }
