@@ -233,7 +233,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     item.done = true;
     // A finished item may stay referenced for a while (a lane waiting out a backoff keeps
     // its queue): release the body now so only a small shell remains.
-    item.rec = { ...item.rec, body: "" };
+    if (item.rec.body !== "") item.rec = { ...item.rec, body: "" };
     doneInAll++;
     pendingCount--;
     pendingBytes -= item.bytes;
