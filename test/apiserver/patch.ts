@@ -131,12 +131,6 @@ export function jsonPatch(target: unknown, ops: unknown): Json {
   return doc;
 }
 
-export const PATCH_TYPES = [
-  "application/merge-patch+json",
-  "application/json-patch+json",
-  "application/strategic-merge-patch+json",
-] as const;
-
 export function applyPatch(contentType: string, target: unknown, patch: unknown): Json {
   const type = contentType.split(";")[0]?.trim() ?? "";
   if (type === "application/json-patch+json") return jsonPatch(target, patch);

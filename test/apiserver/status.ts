@@ -114,10 +114,3 @@ export const errors = {
     return failure(404, "NotFound", `the server could not find the requested resource (${path})`, {});
   },
 };
-
-export function successStatus(r: ResourceName, name: string, uid?: string): StatusBody {
-  const d: NonNullable<StatusBody["details"]> = { name, kind: r.plural };
-  if (r.group !== "") d.group = r.group;
-  if (uid) d.uid = uid;
-  return { kind: "Status", apiVersion: "v1", metadata: {}, status: "Success", details: d, code: 200 };
-}
