@@ -10,12 +10,12 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import type { HiveData } from "../../api/data.ts";
 import { trapId as computeTrapId, dataName as dataNameFor } from "../../api/ids.ts";
-import { LABEL_NODE } from "../../api/meta.ts";
+import { ANNOTATION_RESOLVE_REQUEST, LABEL_NODE } from "../../api/meta.ts";
 import { type HivePolicy, parseMode } from "../../api/policy.ts";
 import type { ContainerFiles, FileResolver } from "../discover/file-resolver.ts";
 import { HiveError, isHiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { ANNOTATION_RESOLVE_REQUEST, buildHiveData, dataUpToDate, markMissing } from "./hive-data.ts";
+import { buildHiveData, dataUpToDate, markMissing } from "./hive-data.ts";
 import { compileMatch, matchContainers } from "./match.ts";
 import {
   type DataWriter,

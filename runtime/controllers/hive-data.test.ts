@@ -1,13 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { dataName, trapId } from "../../api/ids.ts";
+import { ANNOTATION_RESOLVE_REQUEST } from "../../api/meta.ts";
 import { validateData } from "../../api/validate.ts";
-import {
-  ANNOTATION_RESOLVE_REQUEST,
-  buildHiveData,
-  dataUpToDate,
-  keyText,
-  parseKeyText,
-} from "./hive-data.ts";
+import { buildHiveData, dataUpToDate, keyText, parseKeyText } from "./hive-data.ts";
 
 const input = {
   policy: {

@@ -11,6 +11,7 @@ import {
   ANNOTATION_RESOLVE_REQUEST,
   API_VERSION,
   type DataAnnotations,
+  GROUP,
   KIND_DATA,
   LABEL_KERNEL_ID,
   LABEL_MANAGED_BY,
@@ -27,15 +28,13 @@ import type { FileKey } from "../kernel/contract.ts";
  * The directory holding the trapped file, `major:minor:ino`: the loader watches it so a
  * rename over the file or a delete + re-create leads to re-resolution.
  */
-export const ANNOTATION_PARENT = "hive-operator.com/parent";
-/** Set by a loader when the kernel reported a change in the parent directory; the owning node's discover re-resolves. */
-export { ANNOTATION_RESOLVE_REQUEST };
+export const ANNOTATION_PARENT = `${GROUP}/parent`;
 
 /**
  * "true" while the trapped file is missing from its container (deleted, maybe about to be
  * re-created): the loader watches only the directory; the alert path ignores the object.
  */
-export const ANNOTATION_MISSING = "hive-operator.com/file-missing";
+export const ANNOTATION_MISSING = `${GROUP}/file-missing`;
 
 export function isMissing(d: HiveData): boolean {
   return d.metadata.annotations?.[ANNOTATION_MISSING] === "true";

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import type { HiveData } from "../../api/data.ts";
 import { trapId } from "../../api/ids.ts";
-import { LABEL_KERNEL_ID, LABEL_TRAP_ID } from "../../api/meta.ts";
+import { ANNOTATION_RESOLVE_REQUEST, LABEL_KERNEL_ID, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { RecordingKernel } from "../../test/integration/harness.ts";
 import { createLogger } from "../log.ts";
-import { ANNOTATION_PARENT, ANNOTATION_RESOLVE_REQUEST } from "./hive-data.ts";
+import { ANNOTATION_PARENT } from "./hive-data.ts";
 import { createLoaderController } from "./loader.ts";
 import type { DataWriter } from "./ports.ts";
 

@@ -7,17 +7,11 @@
  */
 import type { HiveData } from "../../api/data.ts";
 import { trapId as computeTrapId } from "../../api/ids.ts";
-import { LABEL_KERNEL_ID, LABEL_TRAP_ID } from "../../api/meta.ts";
+import { ANNOTATION_RESOLVE_REQUEST, LABEL_KERNEL_ID, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import type { KernelEvent, KernelWatcher, WatchEntry } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
-import {
-  ANNOTATION_PARENT,
-  ANNOTATION_RESOLVE_REQUEST,
-  isMissing,
-  keyText,
-  parseKeyText,
-} from "./hive-data.ts";
+import { ANNOTATION_PARENT, isMissing, keyText, parseKeyText } from "./hive-data.ts";
 import { type DataWriter, isForbidden, objectKey, specProblems, type WatchEventType } from "./ports.ts";
 import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
 
