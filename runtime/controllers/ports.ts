@@ -8,7 +8,7 @@ import type { HivePolicy, HivePolicyStatus, TrapError } from "../../api/policy.t
 import { HiveError } from "../errors.ts";
 
 export interface DataWriter {
-  /** Creates the object; resolves with the stored object. AlreadyExists rejects (the caller replaces). */
+  /** Creates the object, or replaces one written earlier (a restart); resolves with the stored object. */
   create(data: HiveData): Promise<HiveData>;
   /** Replaces the object (optimistic concurrency on metadata.resourceVersion). */
   replace(data: HiveData): Promise<HiveData>;
