@@ -6,6 +6,7 @@
  */
 import { readFileSync, statfsSync } from "node:fs";
 import { dirname } from "node:path";
+import { FORMATS } from "../../../api/formats.ts";
 import { createAlertPipeline } from "../../alerts/index.ts";
 import { HiveError } from "../../errors.ts";
 import type { AttachMode } from "../../kernel/contract.ts";
@@ -90,14 +91,8 @@ function parseAttach(value: string | undefined): AttachMode {
 }
 
 function parseCallback(value: string | undefined): string | undefined {
-  if (value === undefined) return undefined;
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new UsageError(`--callback must be an http(s) URL, not "${value}"`);
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") {
+  // The same check as a trap's `callback` field (api/formats.ts).
+  if (value !== undefined && !FORMATS["http-url"]?.(value)) {
     throw new UsageError(`--callback must be an http(s) URL, not "${value}"`);
   }
   return value;
