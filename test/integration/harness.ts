@@ -28,7 +28,7 @@ import type {
 } from "../../runtime/kernel/contract.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { type ApiServer, startApiServer } from "../apiserver/server.ts";
-import { waitFor } from "../apiserver/testing.ts";
+import { setPodRunning, waitFor } from "../apiserver/testing.ts";
 
 export const AGENT_NS = "hive-system";
 export const POLICY_NS = "hive-system";
@@ -225,28 +225,20 @@ export class Cluster {
     return this.runPod(created, options.ip ?? `10.0.0.${++this.podSeq}`, options.files);
   }
 
+  /** Starts new containers (directories) for every container of `pod` and reports them running. */
   async runPod(pod: V1Pod, ip: string, files?: Record<string, string>): Promise<V1Pod> {
-    const containerStatuses = (pod.spec?.containers ?? []).map((c) => ({
-      name: c.name,
-      image: "busybox",
-      imageID: "",
-      ready: true,
-      restartCount: 0,
-      containerID: this.containers.add(
-        `${pod.metadata?.name}-${c.name}-${pod.metadata?.uid?.slice(0, 8)}-${++this.containerSeq}`,
-        files,
-      ),
-      state: { running: { startedAt: new Date() } },
-    }));
-    const fresh = await this.admin.core.readNamespacedPod({
-      name: pod.metadata?.name ?? "",
-      namespace: pod.metadata?.namespace ?? "default",
-    });
-    fresh.status = { phase: "Running", podIP: ip, podIPs: [{ ip }], containerStatuses };
-    return this.admin.core.replaceNamespacedPodStatus({
-      name: pod.metadata?.name ?? "",
-      namespace: pod.metadata?.namespace ?? "default",
-      body: fresh,
+    const containerIds = Object.fromEntries(
+      (pod.spec?.containers ?? []).map((c) => [
+        c.name,
+        this.containers.add(
+          `${pod.metadata?.name}-${c.name}-${pod.metadata?.uid?.slice(0, 8)}-${++this.containerSeq}`,
+          files,
+        ),
+      ]),
+    );
+    return setPodRunning(this.admin.core, pod.metadata?.namespace ?? "default", pod.metadata?.name ?? "", {
+      podIP: ip,
+      containerIds,
     });
   }
 
