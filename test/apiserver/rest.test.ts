@@ -642,28 +642,21 @@ describe("CRDs and leases", () => {
   });
 
   it("refuses an Event whose involvedObject is in another namespace", async () => {
-    const err = await rejection(
+    // An Event in "rest" about pod p of `podNamespace`.
+    const createEvent = (name: string, podNamespace: string) =>
       core.createNamespacedEvent({
         namespace: "rest",
         body: {
-          metadata: { name: "ev1" },
-          involvedObject: { kind: "Pod", name: "p", namespace: "default" },
+          metadata: { name },
+          involvedObject: { kind: "Pod", name: "p", namespace: podNamespace },
           reason: "Test",
           message: "m",
         },
-      }),
-    );
+      });
+    const err = await rejection(createEvent("ev1", "default"));
     expect(statusOf(err)).toMatchObject({ reason: "Invalid", code: 422 });
     expect(statusOf(err).message).toContain("involvedObject.namespace");
-    const ok = await core.createNamespacedEvent({
-      namespace: "rest",
-      body: {
-        metadata: { name: "ev2" },
-        involvedObject: { kind: "Pod", name: "p", namespace: "rest" },
-        reason: "Test",
-        message: "m",
-      },
-    });
+    const ok = await createEvent("ev2", "rest");
     expect(ok.metadata?.name).toBe("ev2");
   });
 
