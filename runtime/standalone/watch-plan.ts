@@ -231,7 +231,8 @@ export interface WatchTable {
   slots: Map<number, SlotInfo>;
 }
 
-function trapAccesses(trap: HiveTrap): readonly AccessKind[] {
+/** The access kinds a trap reports: its `accesses`, or every kind when it names none. */
+export function trapAccesses(trap: HiveTrap): readonly AccessKind[] {
   return trap.accesses ?? ACCESS_KINDS;
 }
 

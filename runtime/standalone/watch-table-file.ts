@@ -8,7 +8,7 @@ import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { HiveError } from "../errors.ts";
 import type { AttachMode } from "../kernel/contract.ts";
-import type { WatchTable } from "./watch-plan.ts";
+import { trapAccesses, type WatchTable } from "./watch-plan.ts";
 
 /** Directory of the tables: tmpfs, gone at reboot together with the kernel state they describe. */
 export const WATCH_TABLE_DIR = "/run/hive";
@@ -65,7 +65,7 @@ export function tableRecords(table: WatchTable): WatchTableRecord[] {
           f.target.kind === "host"
             ? "host"
             : `${f.target.container.name} (${f.target.container.id.slice(0, 12)})`,
-        accesses: [...(f.ref.trap.accesses ?? ["read", "write", "exec", "append", "open"])],
+        accesses: [...trapAccesses(f.ref.trap)],
       };
       if (f.ref.policy.metadata.namespace !== undefined) trap.namespace = f.ref.policy.metadata.namespace;
       return trap;
