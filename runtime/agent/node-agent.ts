@@ -7,6 +7,7 @@
  * of these in one process, one per simulated node.
  */
 import type { HiveData } from "../../api/data.ts";
+import { LABEL_MANAGED_BY, LABEL_POLICY, MANAGED_BY } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { createDiscoverController, type DiscoverController } from "../controllers/discover.ts";
 import {
@@ -253,7 +254,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
           const ns = policy.metadata.namespace ?? "default";
           const events = await clients.core.listNamespacedEvent({
             namespace: ns,
-            labelSelector: `app.kubernetes.io/managed-by=hive,hive-operator.com/policy=${policy.metadata.name}`,
+            labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_POLICY}=${policy.metadata.name}`,
           });
           for (const ev of events.items) {
             await clients.core
