@@ -77,7 +77,7 @@ export function createPodsController(options: PodsOptions): PodsController {
   const policies = new Map<string, HivePolicy>();
   const data = new Map<string, HiveData>();
   const trapErrors = new Map<string, NodeTrapError>();
-  /** Pods whose HiveData must go (uid → pod key), until none is left. */
+  /** UIDs of the pods gone or finished since the last pass: the next pass removes their HiveData. */
   const gonePods = new Set<string>();
   const stats: PodsStats = {
     dataDeletedForPods: 0,
