@@ -83,7 +83,7 @@ export async function writeWatchTableFile(file: string, content: WatchTableFile)
   } catch (cause) {
     throw new HiveError("InputUnreadable", "cannot write the watch table", {
       object: file,
-      hint: "run as root, or point --state-dir at a writable directory",
+      hint: "run as root (the agent can also be given a writable directory with --table-dir)",
       cause,
     });
   }
