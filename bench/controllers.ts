@@ -19,7 +19,7 @@ import { CoreV1Api } from "@kubernetes/client-node";
 import { hiveCrds } from "../api/crd.ts";
 import { GROUP, PLURAL_DATA } from "../api/meta.ts";
 import type { HiveTrap } from "../api/policy.ts";
-import { DEFAULT_LEASE } from "../runtime/agent/config.ts";
+import { DEFAULT_LEASE } from "../runtime/k8s/lease.ts";
 import { type ApiServer, startApiServer } from "../test/apiserver/server.ts";
 import { waitFor } from "../test/apiserver/testing.ts";
 import { Cluster, spawnAgentProcess } from "../test/integration/harness.ts";

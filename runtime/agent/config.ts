@@ -7,23 +7,7 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 import { HiveError } from "../errors.ts";
-
-export interface LeaseTiming {
-  leaseDurationMs: number;
-  renewDeadlineMs: number;
-  retryPeriodMs: number;
-}
-
-/** Timing from the lease duration alone: renew deadline 2/3 of it, retry period 2/15 (client-go's 15/10/2 s). */
-export function leaseTiming(leaseDurationMs: number): LeaseTiming {
-  return {
-    leaseDurationMs,
-    renewDeadlineMs: Math.floor((leaseDurationMs * 2) / 3),
-    retryPeriodMs: Math.floor((leaseDurationMs * 2) / 15),
-  };
-}
-
-export const DEFAULT_LEASE: LeaseTiming = leaseTiming(15_000);
+import { DEFAULT_LEASE, type LeaseTiming, leaseTiming } from "../k8s/lease.ts";
 
 export interface AgentConfig {
   nodeName: string;

@@ -33,10 +33,9 @@ import type { FileResolver } from "../discover/file-resolver.ts";
 import { isHiveError } from "../errors.ts";
 import type { InformerStats } from "../k8s/informer.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
-import { LeaderElector } from "../k8s/lease.ts";
+import { LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
-import { DEFAULT_LEASE, type LeaseTiming } from "./config.ts";
 
 /** What the agent needs of any informer, whatever its object type. */
 export interface RunningInformer {
@@ -148,11 +147,6 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     discover.markSynced();
   });
 
-  const lease = {
-    leaseDurationMs: options.lease?.leaseDurationMs ?? DEFAULT_LEASE.leaseDurationMs,
-    renewDeadlineMs: options.lease?.renewDeadlineMs ?? DEFAULT_LEASE.renewDeadlineMs,
-    retryPeriodMs: options.lease?.retryPeriodMs ?? DEFAULT_LEASE.retryPeriodMs,
-  };
   const electors: LeaderElector[] = [];
   // The controllers of the roles this node leads now.
   const leading: { loader?: LoaderController | undefined; pods?: PodsController | undefined } = {};
@@ -176,7 +170,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
         namespace: options.namespace,
         name: leaseName,
         identity: options.identity,
-        ...lease,
+        ...options.lease, // unset fields: the elector's defaults
         logger: log.child({ role }),
         onStartedLeading: async (signal) => {
           const started = await start(signal);

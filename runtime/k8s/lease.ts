@@ -19,6 +19,23 @@ import { HiveError } from "../errors.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { apiFailure, isAlreadyExists, isConflict, isNotFound } from "./api-errors.ts";
 
+export interface LeaseTiming {
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+}
+
+/** Timing from the lease duration alone: renew deadline 2/3 of it, retry period 2/15 (client-go's 15/10/2 s). */
+export function leaseTiming(leaseDurationMs: number): LeaseTiming {
+  return {
+    leaseDurationMs,
+    renewDeadlineMs: Math.floor((leaseDurationMs * 2) / 3),
+    retryPeriodMs: Math.floor((leaseDurationMs * 2) / 15),
+  };
+}
+
+export const DEFAULT_LEASE: LeaseTiming = leaseTiming(15_000);
+
 export interface LeaderElectionOptions {
   coordination: CoordinationV1Api;
   namespace: string;
@@ -69,9 +86,9 @@ export class LeaderElector {
   private stopping: Promise<void> | undefined;
 
   constructor(options: LeaderElectionOptions) {
-    const leaseDurationMs = options.leaseDurationMs ?? 15_000;
-    const renewDeadlineMs = options.renewDeadlineMs ?? 10_000;
-    const retryPeriodMs = options.retryPeriodMs ?? 2_000;
+    const leaseDurationMs = options.leaseDurationMs ?? DEFAULT_LEASE.leaseDurationMs;
+    const renewDeadlineMs = options.renewDeadlineMs ?? DEFAULT_LEASE.renewDeadlineMs;
+    const retryPeriodMs = options.retryPeriodMs ?? DEFAULT_LEASE.retryPeriodMs;
     if (!(renewDeadlineMs < leaseDurationMs)) {
       throw new HiveError("ConfigInvalid", "the renew deadline must be shorter than the lease duration", {
         object: `lease ${options.namespace}/${options.name}`,
