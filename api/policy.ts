@@ -8,10 +8,11 @@ import { type Static, Type } from "@sinclair/typebox";
 import "./formats.ts";
 import { AccessKindSchema, API_VERSION, ConditionSchema, KIND_POLICY, ObjectMetaSchema } from "./meta.ts";
 
-const LABEL_KEY =
+/** Kubernetes label keys and values, and namespace names (DNS labels), as schema patterns. */
+export const LABEL_KEY_PATTERN =
   "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
-const LABEL_VALUE = "^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$";
-const DNS_LABEL = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$";
+export const LABEL_VALUE_PATTERN = "^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$";
+export const DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$";
 const DNS_SUBDOMAIN = "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$";
 
 /** `^0?[0-7]{1,4}$` — octal digits, read as octal whether written as a number or a string. */
@@ -28,7 +29,7 @@ export const TrapMatchSchema = Type.Object(
     ),
     namespace: Type.Optional(
       Type.String({
-        pattern: DNS_LABEL,
+        pattern: DNS_LABEL_PATTERN,
         description: "Namespace of the pod.",
         errorMessage: "must be a namespace name (a DNS label)",
       }),
@@ -50,10 +51,14 @@ export const TrapMatchSchema = Type.Object(
       }),
     ),
     matchLabels: Type.Optional(
-      Type.Record(Type.String({ pattern: LABEL_KEY }), Type.String({ pattern: LABEL_VALUE, maxLength: 63 }), {
-        description: "Labels the pod must carry, all of them, with these values.",
-        errorMessage: "must map label names to label values",
-      }),
+      Type.Record(
+        Type.String({ pattern: LABEL_KEY_PATTERN }),
+        Type.String({ pattern: LABEL_VALUE_PATTERN, maxLength: 63 }),
+        {
+          description: "Labels the pod must carry, all of them, with these values.",
+          errorMessage: "must map label names to label values",
+        },
+      ),
     ),
   },
   {

@@ -4,7 +4,13 @@
  * them into a `pulumi.ResourceError` (the component) or a HiveError (`hive render`).
  */
 import { FORMATS } from "../api/formats.ts";
-import { type HivePolicySpec, MAX_TRAPS_PER_POLICY } from "../api/index.ts";
+import {
+  DNS_LABEL_PATTERN,
+  type HivePolicySpec,
+  LABEL_KEY_PATTERN,
+  LABEL_VALUE_PATTERN,
+  MAX_TRAPS_PER_POLICY,
+} from "../api/index.ts";
 import {
   type CallbackArgs,
   type HiveMonitorArgs,
@@ -62,11 +68,10 @@ export interface HiveConfig {
 export type ConfigResult = { ok: true; config: HiveConfig } | { ok: false; problems: ArgProblem[] };
 
 /** Kubernetes object names: a namespace is a DNS label, most other objects a DNS subdomain. */
-export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+export const DNS_LABEL = new RegExp(DNS_LABEL_PATTERN);
 export const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const LABEL_KEY =
-  /^(([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
-const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/;
+const LABEL_KEY = new RegExp(LABEL_KEY_PATTERN);
+const LABEL_VALUE = new RegExp(LABEL_VALUE_PATTERN);
 const SECRET_KEY = /^[-._a-zA-Z0-9]{1,253}$/;
 /** A Kubernetes quantity: 100m, 128Mi, 1.5, 2e3. */
 const QUANTITY = /^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[mkMGTPE]|[eE][+-]?\d+)?$/;
