@@ -5,7 +5,6 @@
  * the roles, releases the Leases, detaches the kernel program and drains alerts.
  */
 import type { HiveData } from "../../api/data.ts";
-import { LABEL_POLICY_NAMESPACE } from "../../api/meta.ts";
 import {
   alertSourceFromHiveData,
   createAlertPipeline,
@@ -147,17 +146,10 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
         ...(config.pinRoot ? { pinRoot: config.pinRoot } : {}),
         ...(config.bpfObject ? { objectPath: config.bpfObject } : {}),
       }));
+  // The same for every event; the policy's namespace comes from each HiveData's label.
+  const sourceContext = { nodeName: config.nodeName, kernelId };
   const onAccess = (event: KernelEvent, matched: readonly HiveData[]) => {
-    for (const d of matched) {
-      // HiveData lives beside its pod; the policy's namespace is in a label.
-      const policyNamespace = d.metadata.labels?.[LABEL_POLICY_NAMESPACE];
-      const context = {
-        nodeName: config.nodeName,
-        kernelId,
-        ...(policyNamespace ? { policyNamespace } : {}),
-      };
-      alerts.handle(event, alertSourceFromHiveData(d, context));
-    }
+    for (const d of matched) alerts.handle(event, alertSourceFromHiveData(d, sourceContext));
   };
   const agent = await startNodeAgent({
     clients,
