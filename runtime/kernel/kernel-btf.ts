@@ -15,6 +15,10 @@ const BTF_KIND_VOLATILE = 9;
 const BTF_KIND_CONST = 10;
 const BTF_KIND_RESTRICT = 11;
 const BTF_KIND_FUNC = 12;
+const BTF_KIND_VAR = 14;
+const BTF_KIND_DATASEC = 15;
+/** struct btf_type: name_off, info, size/type; vlen entries of the kind follow it. */
+const BTF_TYPE_SIZE = 12;
 
 export const VMLINUX_BTF = "/sys/kernel/btf/vmlinux";
 
@@ -36,7 +40,7 @@ interface BtfType {
 function readType(btf: bigint, id: number): BtfType {
   const lib = libbpf();
   const address = lib.btf__type_by_id(btf, id) as bigint;
-  const words = new Uint32Array(koffi.view(address, 12).slice(0));
+  const words = new Uint32Array(koffi.view(address, BTF_TYPE_SIZE).slice(0));
   const info = words[1] ?? 0;
   return {
     nameOff: words[0] ?? 0,
@@ -45,6 +49,12 @@ function readType(btf: bigint, id: number): BtfType {
     type: words[2] ?? 0,
     address,
   };
+}
+
+/** The `vlen` entries after a type's header (btf_param, btf_var_secinfo), as u32 words. */
+function entryWords(t: BtfType, wordsPerEntry: number): Uint32Array {
+  if (t.vlen === 0) return new Uint32Array(0);
+  return new Uint32Array(koffi.view(t.address + BigInt(BTF_TYPE_SIZE), t.vlen * wordsPerEntry * 4).slice(0));
 }
 
 /** Follows modifiers and pointers to a name: `struct inode *` → "inode". */
@@ -92,10 +102,9 @@ export function inodePermissionSignature(): InodePermissionSignature {
       });
     }
     const proto = readType(btf, readType(btf, funcId).type);
-    // btf_param {name_off, type} entries follow the 12-byte btf_type header.
-    const raw = new Uint32Array(koffi.view(proto.address, 12 + proto.vlen * 8).slice(0));
+    const raw = entryWords(proto, 2); // btf_param {name_off, type}
     const params: string[] = [];
-    for (let i = 0; i < proto.vlen; i++) params.push(pointeeName(btf, raw[3 + i * 2 + 1] ?? 0));
+    for (let i = 0; i < proto.vlen; i++) params.push(pointeeName(btf, raw[i * 2 + 1] ?? 0));
     const inodeArg = params.indexOf("inode");
     if (inodeArg !== 0 && inodeArg !== 1) {
       throw new HiveError("BtfMissing", `unexpected inode_permission signature (${params.join(", ")})`, {
@@ -109,9 +118,6 @@ export function inodePermissionSignature(): InodePermissionSignature {
   }
 }
 
-const BTF_KIND_VAR = 14;
-const BTF_KIND_DATASEC = 15;
-
 /** Offsets of the variables in one data section of an object's BTF (e.g. ".rodata"). */
 export function datasecOffsets(btf: bigint, section: string): Map<string, { offset: number; size: number }> {
   const lib = libbpf();
@@ -119,15 +125,14 @@ export function datasecOffsets(btf: bigint, section: string): Map<string, { offs
   if (id < 0)
     throw new HiveError("BpfObjectMissing", `the BPF object has no ${section} section`, { object: section });
   const sec = readType(btf, id);
-  // btf_var_secinfo {type, offset, size} entries follow the 12-byte header.
-  const raw = new Uint32Array(koffi.view(sec.address, 12 + sec.vlen * 12).slice(0));
+  const raw = entryWords(sec, 3); // btf_var_secinfo {type, offset, size}
   const out = new Map<string, { offset: number; size: number }>();
   for (let i = 0; i < sec.vlen; i++) {
-    const v = readType(btf, raw[3 + i * 3] ?? 0);
+    const v = readType(btf, raw[i * 3] ?? 0);
     if (v.kind !== BTF_KIND_VAR) continue;
     out.set(lib.btf__name_by_offset(btf, v.nameOff) as string, {
-      offset: raw[3 + i * 3 + 1] ?? 0,
-      size: raw[3 + i * 3 + 2] ?? 0,
+      offset: raw[i * 3 + 1] ?? 0,
+      size: raw[i * 3 + 2] ?? 0,
     });
   }
   return out;
