@@ -13,6 +13,7 @@ import type { Logger } from "../log.ts";
 import type { PolicyDocument } from "./policy-files.ts";
 import {
   buildWatchTable,
+  containerLabel,
   counterSlots,
   type LocalContainer,
   planWatches,
@@ -56,9 +57,7 @@ export interface Standalone {
 }
 
 function describeTarget(target: WatchTarget): string {
-  return target.kind === "host"
-    ? "host"
-    : `container ${target.container.name} (${target.container.id.slice(0, 12)})`;
+  return target.kind === "host" ? "host" : `container ${containerLabel(target.container)}`;
 }
 
 export async function startStandalone(options: StandaloneOptions): Promise<Standalone> {

@@ -110,6 +110,11 @@ function containerName(c: LocalContainer): string {
   return c.labels[CONTAINER_NAME] ?? c.name;
 }
 
+/** A container as logs and `hive status` name it: `name (first 12 characters of the id)`. */
+export function containerLabel(c: LocalContainer): string {
+  return `${c.name} (${c.id.slice(0, 12)})`;
+}
+
 /**
  * The pod a local container stands for, as far as its CRI labels tell. It has no IPs: a pod
  * IP is not something a standalone container has, so traps with an `ip` filter match nothing here.

@@ -8,7 +8,7 @@ import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { HiveError } from "../errors.ts";
 import type { AttachMode } from "../kernel/contract.ts";
-import { trapAccesses, type WatchTable } from "./watch-plan.ts";
+import { containerLabel, trapAccesses, type WatchTable } from "./watch-plan.ts";
 
 /** Directory of the tables: tmpfs, gone at reboot together with the kernel state they describe. */
 export const WATCH_TABLE_DIR = "/run/hive";
@@ -61,10 +61,7 @@ export function tableRecords(table: WatchTable): WatchTableRecord[] {
         policy: f.ref.policy.metadata.name ?? "",
         trapId: f.ref.trapId,
         path: f.ref.trap.path,
-        target:
-          f.target.kind === "host"
-            ? "host"
-            : `${f.target.container.name} (${f.target.container.id.slice(0, 12)})`,
+        target: f.target.kind === "host" ? "host" : containerLabel(f.target.container),
         accesses: [...trapAccesses(f.ref.trap)],
       };
       if (f.ref.policy.metadata.namespace !== undefined) trap.namespace = f.ref.policy.metadata.namespace;
