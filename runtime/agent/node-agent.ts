@@ -31,6 +31,7 @@ import { createPodsController, type PodsController } from "../controllers/pods.t
 import { objectKey, type WatchEventType } from "../controllers/ports.ts";
 import type { FileResolver } from "../discover/file-resolver.ts";
 import { isHiveError } from "../errors.ts";
+import { isNotFound } from "../k8s/api-errors.ts";
 import type { InformerStats } from "../k8s/informer.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
 import { LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
@@ -251,9 +252,12 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
             labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_POLICY}=${policy.metadata.name}`,
           });
           for (const ev of events.items) {
-            await clients.core
-              .deleteNamespacedEvent({ namespace: ns, name: ev.metadata?.name ?? "" })
-              .catch(() => undefined);
+            const name = ev.metadata?.name ?? "";
+            // A report that cannot be removed expires with the Event TTL; the policy goes on.
+            await clients.core.deleteNamespacedEvent({ namespace: ns, name }).catch((error: unknown) => {
+              if (!isNotFound(error))
+                log.warn("could not remove a trap-error report", { event: `${ns}/${name}`, error });
+            });
           }
         },
       });
