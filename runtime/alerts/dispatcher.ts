@@ -21,10 +21,10 @@
 import http from "node:http";
 import https from "node:https";
 import tls from "node:tls";
+import { backoffDelay } from "../backoff.ts";
 import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { HiveMetrics } from "../metrics/metrics.ts";
-import { backoffDelay } from "./backoff.ts";
 import { CLOUDEVENTS_CONTENT_TYPE, cloudEventBody } from "./cloudevents.ts";
 import { type PostResult, postOnce } from "./http-post.ts";
 import { SIGNATURE_HEADER, signBody } from "./signature.ts";

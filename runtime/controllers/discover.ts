@@ -7,11 +7,13 @@
  * cached per pass) and writes only what changed, so it is idempotent and also serves the
  * re-resolution a loader asks for when a trapped file's directory changes.
  */
+
 import type { V1Pod } from "@kubernetes/client-node";
 import type { HiveData } from "../../api/data.ts";
 import { trapId as computeTrapId, dataName as dataNameFor } from "../../api/ids.ts";
 import { ANNOTATION_RESOLVE_REQUEST, LABEL_NODE } from "../../api/meta.ts";
 import { type HivePolicy, parseMode } from "../../api/policy.ts";
+import { backoffDelay } from "../backoff.ts";
 import type { ContainerFiles, FileResolver } from "../discover/file-resolver.ts";
 import { HiveError, isHiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
@@ -223,7 +225,11 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
           keep.add(key); // the container restarts or the runtime is slow: keep what we had
           const n = (attempts.get(key) ?? 0) + 1;
           attempts.set(key, n);
-          nextRetryMs = Math.min(nextRetryMs, Math.min(retryMaxMs, retryBaseMs * 2 ** (n - 1)));
+          // No jitter: these retries are one node's own containers, nothing to spread.
+          nextRetryMs = Math.min(
+            nextRetryMs,
+            backoffDelay(n, { baseMs: retryBaseMs, maxMs: retryMaxMs }, () => 1),
+          );
         }
         errorFor(item.policy, item.trapId, {
           reason: e.code,

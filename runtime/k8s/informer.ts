@@ -12,7 +12,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { CoreV1Api, CustomObjectsApi, KubernetesObject, Watch } from "@kubernetes/client-node";
 import { ObjectSerializer } from "@kubernetes/client-node/dist/gen/models/ObjectSerializer.js";
-import { backoffDelay } from "../alerts/backoff.ts";
+import { backoffDelay } from "../backoff.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { apiFailure, isGone } from "./api-errors.ts";
 import { objectKey } from "./object-key.ts";
