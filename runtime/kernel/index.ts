@@ -12,6 +12,7 @@ export { accessesFromMask, fileKeyFromStat, fileKeyId, kernelDev, maskFromAccess
 export {
   DEFAULT_OBJECT_PATH,
   DEFAULT_PIN_ROOT,
+  isOnBpffs,
   type KernelWatcherOptions,
   type LibbpfCounters,
   LibbpfKernelWatcher,

@@ -4,13 +4,13 @@
  * Runs until Ctrl-C / SIGTERM, then detaches: program unloaded, pins and the watch table
  * removed, alerts in flight delivered (bounded wait).
  */
-import { readFileSync, statfsSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { FORMATS } from "../../../api/formats.ts";
 import { createAlertPipeline } from "../../alerts/index.ts";
 import { HiveError } from "../../errors.ts";
 import type { AttachMode } from "../../kernel/contract.ts";
-import { openKernelWatcher } from "../../kernel/index.ts";
+import { isOnBpffs, openKernelWatcher } from "../../kernel/index.ts";
 import { createLogger } from "../../log.ts";
 import { createHiveMetrics } from "../../metrics/index.ts";
 import { CONTAINERD_SOCKET, openContainerLister } from "../../standalone/local-containers.ts";
@@ -60,13 +60,10 @@ function readBootId(): string {
   }
 }
 
-/** statfs f_type of the BPF filesystem (include/uapi/linux/magic.h BPF_FS_MAGIC). */
-const BPF_FS_MAGIC = 0xcafe4a11;
-
 /** The pin root's parent is a mounted bpffs (pinning anywhere else cannot work). */
 function onBpffs(pinRoot: string): boolean {
   try {
-    return statfsSync(dirname(pinRoot)).type === BPF_FS_MAGIC;
+    return isOnBpffs(dirname(pinRoot));
   } catch {
     return false;
   }
