@@ -166,8 +166,12 @@ static __always_inline int hive_inode(struct inode *inode, __u32 mask, __u32 wan
 	return hive_check(ino, dev, mask, parents_only);
 }
 
-SEC("kprobe/inode_permission")
-int handle_inode_permission(struct pt_regs *ctx)
+/* The kprobe program, attached one of two ways (the loader picks per kernel, see
+ * runtime/kernel/attach.ts): through a kprobe.multi BPF link (5.18+ with CONFIG_FPROBE),
+ * which needs only CAP_BPF + CAP_PERFMON, or through perf_event_open, which Debian's and
+ * Ubuntu's perf_event_paranoid patch reserves to CAP_SYS_ADMIN. Same body, two sections:
+ * the load-time attach type differs. */
+static __always_inline int hive_kprobe(struct pt_regs *ctx)
 {
 	/* Read all three registers unconditionally and select values: a select between
 	 * context addresses would be rejected ("dereference of modified ctx ptr"). */
@@ -177,14 +181,38 @@ int handle_inode_permission(struct pt_regs *ctx)
 	return hive_inode(inode, two_args ? si : dx, HIVE_INTERESTING, 0, 0);
 }
 
+SEC("kprobe/inode_permission")
+int handle_inode_permission(struct pt_regs *ctx)
+{
+	return hive_kprobe(ctx);
+}
+
+SEC("kprobe.multi/inode_permission")
+int handle_inode_permission_multi(struct pt_regs *ctx)
+{
+	return hive_kprobe(ctx);
+}
+
 /* Only where GCC split inode_permission (Debian 5.10: may_create/may_delete call a local
- * inode_permission.part.0 the kprobe never sees): directory-entry checks for parent
+ * inode_permission.part.0 the hook never sees): directory-entry checks for parent
  * watches, from security_inode_permission(inode, mask), which that clone still calls.
- * Not autoloaded elsewhere. */
+ * One program per attach mode; not autoloaded elsewhere. */
 SEC("kprobe/security_inode_permission")
 int handle_security_inode_permission(struct pt_regs *ctx)
 {
 	return hive_inode((struct inode *)ctx->di, ctx->si, HIVE_MAY_WRITE, 1, 0);
+}
+
+SEC("kprobe.multi/security_inode_permission")
+int handle_security_inode_permission_multi(struct pt_regs *ctx)
+{
+	return hive_inode((struct inode *)ctx->di, ctx->si, HIVE_MAY_WRITE, 1, 0);
+}
+
+SEC("fentry/security_inode_permission")
+int handle_security_inode_permission_fentry(__u64 *ctx)
+{
+	return hive_inode((struct inode *)ctx[0], (__u32)ctx[1], HIVE_MAY_WRITE, 1, 1);
 }
 
 /* fentry: arguments arrive as u64 slots; inode is a BTF pointer, read directly. */

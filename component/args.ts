@@ -99,7 +99,7 @@ export interface HiveMonitorArgs {
   callback?: CallbackArgs;
   /** Traps, grouped into one HivePolicy per `policy` name. */
   traps?: MonitorTrapArgs[];
-  /** Extra node labels the agent's nodes must carry (`kubernetes.io/os: linux` is always set). */
+  /** Extra node labels the agent's nodes must carry (`kubernetes.io/os: linux` and `kubernetes.io/arch: amd64` are always set). */
   nodeSelector?: Record<string, string>;
   /** Default: tolerate the control-plane taint, so control-plane nodes are watched too. */
   tolerations?: Toleration[];
@@ -115,8 +115,12 @@ export interface HiveMonitorArgs {
   /** Host directory of the alert spool (alerts not delivered yet survive restarts there). Default: `/var/lib/hive/spool`. */
   spoolDir?: string;
   /**
-   * Adds CAP_SYS_ADMIN for nodes with kernels older than 5.8, which have no CAP_BPF and
-   * CAP_PERFMON and demand CAP_SYS_ADMIN for bpf() and perf_event_open(). Default: false.
+   * Adds CAP_SYS_ADMIN, for two kinds of node kernels only: older than 5.8 (no CAP_BPF and
+   * CAP_PERFMON: bpf() demands CAP_SYS_ADMIN), and kernels with neither kprobe.multi links
+   * (5.18+ with CONFIG_FPROBE) nor BPF trampolines (fentry), where only a perf-event kprobe
+   * can attach and Debian's and Ubuntu's perf_event_paranoid patch reserves perf_event_open
+   * to CAP_SYS_ADMIN. Current kernels need neither (the agent reports PermissionDenied with
+   * this option named when they do). Default: false.
    */
   legacyKernelCapabilities?: boolean;
   /**

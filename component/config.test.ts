@@ -102,6 +102,10 @@ describe("resolveConfig", () => {
       "nodeSelector.bad key!: the key is not a valid label name",
     ],
     [
+      { image, nodeSelector: { "kubernetes.io/arch": "arm64" } },
+      "nodeSelector.kubernetes.io/arch: the agent runs only where kubernetes.io/arch is amd64",
+    ],
+    [
       { image, tolerations: [{ operator: "Exists", value: "x" }] },
       'tolerations[0].value: must be empty with operator "Exists"',
     ],

@@ -22,6 +22,7 @@ import {
   type ResourceRequirements,
   type Toleration,
 } from "./args.ts";
+import { AGENT_NODE_SELECTOR } from "./builders/daemonset.ts";
 import type { ArgProblem } from "./builders/problems.ts";
 import { isPlainObject, toHiveTrap, trapProblems, unknownKeys } from "./builders/traps.ts";
 
@@ -298,6 +299,17 @@ export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
   const policies = groupTraps(c, args.traps);
   const nodeSelector = args.nodeSelector ?? {};
   c.labels("nodeSelector", nodeSelector);
+  if (typeof nodeSelector === "object" && nodeSelector !== null) {
+    for (const [key, fixed] of Object.entries(AGENT_NODE_SELECTOR)) {
+      const given = (nodeSelector as Record<string, unknown>)[key];
+      if (given !== undefined && given !== fixed) {
+        c.add(
+          `nodeSelector.${key}`,
+          `the agent runs only where ${key} is ${fixed} (its kernel program reads x86-64 registers); remove this entry`,
+        );
+      }
+    }
+  }
   const tolerations = checkTolerations(c, args.tolerations);
   const resources = checkResources(c, args.resources);
   if (args.priorityClassName !== undefined) {

@@ -19,6 +19,7 @@ export const KERNEL_ERROR_CODES = [
   "BpfCallFailed",
   "MapFull",
   "QemuUnavailable",
+  "ArchitectureUnsupported",
 ] as const;
 /** A trapped file, its container or the loaded program is not there to work on. */
 export const TARGET_ERROR_CODES = [

@@ -3,13 +3,17 @@
  * Not `privileged: true`: the container drops every capability and adds back these.
  *
  *   BPF             bpf(): load the program, create and update maps (kernel ≥ 5.8).
- *   PERFMON         perf_event_open() for the kprobe and bpf_probe_read_kernel in the program (≥ 5.8).
+ *   PERFMON         tracing programs and their BPF links (kprobe.multi, fentry), and
+ *                   bpf_probe_read_kernel in the program (≥ 5.8). The agent picks the link per
+ *                   kernel (runtime/kernel/attach.ts): neither needs perf_event_open.
  *   SYS_RESOURCE    raise RLIMIT_MEMLOCK: kernels before 5.11 charge BPF maps to memlock, not memcg.
  *   SYS_PTRACE      open /proc/PID/root of containers' processes (ptrace access check; hostPID).
  *   DAC_READ_SEARCH walk and stat trap paths inside containers whatever their owners and modes.
  *   CHOWN, FOWNER   `create: true`: give the created file the container root's owner and the trap's mode.
  *   SYS_ADMIN       only with `legacyKernelCapabilities`: kernels before 5.8 have no BPF/PERFMON and
- *                   demand SYS_ADMIN for both syscalls.
+ *                   demand SYS_ADMIN for both syscalls; kernels with neither kprobe.multi links nor
+ *                   BPF trampolines can attach only a perf-event kprobe, and Debian's and Ubuntu's
+ *                   perf_event_paranoid patch (3, resp. 4) reserves perf_event_open to SYS_ADMIN.
  *
  * Not granted: DAC_OVERRIDE, so `create: true` cannot write into a container directory that its
  * owner's mode forbids to root's uid (user-namespaced pods); the trap reports that in its status.
@@ -39,6 +43,9 @@ export const MOUNTS = {
   watchTables: "/run/hive",
   tmp: "/tmp",
 } as const;
+
+/** Nodes the agent can run on: Linux, and x86-64 until the program is built for another architecture. */
+export const AGENT_NODE_SELECTOR = { "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64" } as const;
 
 export const AGENT_SELECTOR = { "app.kubernetes.io/name": "hive", "app.kubernetes.io/component": "agent" };
 
@@ -140,7 +147,8 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
     automountServiceAccountToken: true,
     // /proc/PID/root of every container's processes: the trap paths are resolved there.
     hostPID: true,
-    nodeSelector: { "kubernetes.io/os": "linux", ...config.nodeSelector },
+    // The program reads x86-64 registers; the agent refuses to start elsewhere (config.ts rejects another arch).
+    nodeSelector: { ...config.nodeSelector, ...AGENT_NODE_SELECTOR },
     tolerations: config.tolerations,
     ...(config.priorityClassName ? { priorityClassName: config.priorityClassName } : {}),
     ...(config.imagePullSecrets.length > 0

@@ -8,6 +8,7 @@ import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 import { HiveError } from "../errors.ts";
 import { DEFAULT_LEASE, type LeaseTiming, leaseTiming } from "../k8s/lease.ts";
+import { ATTACH_REQUESTS, type AttachRequest } from "../kernel/contract.ts";
 
 export interface AgentConfig {
   nodeName: string;
@@ -30,7 +31,7 @@ export interface AgentConfig {
   callbackSigningKey?: string;
   logLevel: "debug" | "info" | "warn" | "error";
   spoolDir?: string;
-  attachMode: "kprobe" | "fentry";
+  attachMode: AttachRequest;
   bpfObject?: string;
   /** bpffs directory of the pinned maps (default: the kernel loader's, /sys/fs/bpf/hive). */
   pinRoot?: string;
@@ -58,7 +59,7 @@ Options (environment in brackets):
   --callback-signing-secret NAME --callback-signing-key KEY  HMAC key signing alerts to it
   --log-level LEVEL         debug | info | warn | error [HIVE_LOG_LEVEL] (default: info)
   --spool-dir DIR           durable alert spool [HIVE_SPOOL_DIR]
-  --attach MODE             kprobe | fentry [HIVE_ATTACH] (default: kprobe)
+  --attach MODE             auto | kprobe.multi | fentry | kprobe [HIVE_ATTACH] (default: auto, the least-privileged mode the kernel can attach)
   --bpf-object FILE         compiled program [HIVE_BPF_OBJECT]
   --pin-root DIR            bpffs directory of the pinned maps [HIVE_PIN_ROOT] (default: /sys/fs/bpf/hive)
   --table-dir DIR           where the watch table for \`hive status\` is written [HIVE_TABLE_DIR] (default: /run/hive)
@@ -125,9 +126,11 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
       hint: "set env NODE_NAME from the downward API (fieldRef spec.nodeName) or pass --node-name",
     });
   }
-  const attach = str("attach", "HIVE_ATTACH") ?? "kprobe";
-  if (attach !== "kprobe" && attach !== "fentry") {
-    throw new HiveError("ConfigInvalid", "attach mode must be kprobe or fentry", { object: attach });
+  const attach = (str("attach", "HIVE_ATTACH") ?? "auto") as AttachRequest;
+  if (!ATTACH_REQUESTS.includes(attach)) {
+    throw new HiveError("ConfigInvalid", `attach mode must be one of ${ATTACH_REQUESTS.join(", ")}`, {
+      object: attach,
+    });
   }
   const callback = (values["default-callback"] as string | undefined) ?? str("callback", "HIVE_CALLBACK");
   const logLevel = str("log-level", "HIVE_LOG_LEVEL") ?? "info";

@@ -13,10 +13,12 @@ import {
   loadSecretHeaders,
   loadSecretValue,
 } from "../alerts/index.ts";
+import { EXIT } from "../cli/exit-codes.ts";
 import { createContainerRuntime } from "../discover/container-runtime.ts";
 import { createFileResolver } from "../discover/file-resolver.ts";
 import { isHiveError } from "../errors.ts";
 import { createKubeClients, type KubeClients, type KubeConfigSource } from "../k8s/kube-client.ts";
+import { checkArchitecture } from "../kernel/architecture.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { createHealth, createHiveMetrics, startMetricsServer } from "../metrics/index.ts";
@@ -89,6 +91,13 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     base.error("invalid configuration", { error });
     if (isHiveError(error)) process.stderr.write(`hive agent: ${error.describe()}\n`);
     return 2;
+  }
+  try {
+    checkArchitecture();
+  } catch (error) {
+    base.error("unsupported architecture", { error });
+    if (isHiveError(error)) process.stderr.write(`hive agent: ${error.describe()}\n`);
+    return EXIT.kernel;
   }
   const log = (hooks.log ?? createLogger({ component: "hive-agent" }, { level: config.logLevel })).child({
     node: config.nodeName,
@@ -167,6 +176,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
         file: watchTableFileFor(pinRoot, config.tableDir),
         kernelId,
         attachMode: kernel.attachMode,
+        ...(kernel.attachReason ? { attachReason: kernel.attachReason } : {}),
         logger: log.child({ component: "watch-table" }),
       });
       return kernel;

@@ -61,6 +61,7 @@ export function createAgentWatchTable(options: {
   file: string;
   kernelId: string;
   attachMode: AttachMode;
+  attachReason?: string;
   logger: Logger;
 }): AgentWatchTable {
   const { file, logger } = options;
@@ -84,6 +85,7 @@ export function createAgentWatchTable(options: {
               startedAt,
               updatedAt: new Date().toISOString(),
               attachMode: options.attachMode,
+              ...(options.attachReason ? { attachReason: options.attachReason } : {}),
               kernelId: options.kernelId,
               slots: next,
             });

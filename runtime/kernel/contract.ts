@@ -6,7 +6,15 @@
  */
 import type { AccessKind } from "../../api/meta.ts";
 
-export type AttachMode = "kprobe" | "fentry";
+/**
+ * How the program is attached to inode_permission (runtime/kernel/attach.ts says when each
+ * is used): a kprobe.multi link, a BPF trampoline, or a perf-event kprobe.
+ */
+export const ATTACH_MODES = ["kprobe.multi", "fentry", "kprobe"] as const;
+export type AttachMode = (typeof ATTACH_MODES)[number];
+/** What a user may ask for: a mode, or "auto" (the least-privileged mode that attaches). */
+export const ATTACH_REQUESTS = ["auto", ...ATTACH_MODES] as const;
+export type AttachRequest = (typeof ATTACH_REQUESTS)[number];
 
 /** Identifies a file the way the kernel does: superblock device (major:minor) + inode number. */
 export interface FileKey {
@@ -58,6 +66,8 @@ export interface KernelCounters {
 
 export interface KernelWatcher {
   readonly attachMode: AttachMode;
+  /** Why this attach mode was used (logged at start, shown by `hive status`). */
+  readonly attachReason?: string;
   /** Make the kernel map equal to `entries` (a diff: only changed keys are written). */
   sync(entries: readonly WatchEntry[]): void;
   /** Events are delivered on Node's event loop; consumption never blocks it. */

@@ -12,6 +12,15 @@ export type Pointer = bigint;
 
 function declare(lib: LibraryHandle) {
   const printFn = koffi.proto("int hive_libbpf_print_fn(int level, const char *fmt, void *args)");
+  // libbpf.h's struct bpf_kprobe_multi_opts (the trailing `size_t :0` pads it to 48 bytes).
+  koffi.struct("bpf_kprobe_multi_opts", {
+    sz: "size_t",
+    syms: "const char **",
+    addrs: "void *",
+    cookies: "void *",
+    cnt: "size_t",
+    retprobe: "bool",
+  });
   return {
     printFn,
     libbpf_set_print: lib.func("void *libbpf_set_print(hive_libbpf_print_fn *fn)"),
@@ -26,6 +35,9 @@ function declare(lib: LibraryHandle) {
     bpf_program__set_autoload: lib.func("int bpf_program__set_autoload(void *prog, bool autoload)"),
     bpf_program__fd: lib.func("int bpf_program__fd(void *prog)"),
     bpf_program__attach: lib.func("void *bpf_program__attach(void *prog)"),
+    bpf_program__attach_kprobe_multi_opts: lib.func(
+      "void *bpf_program__attach_kprobe_multi_opts(void *prog, const char *pattern, const bpf_kprobe_multi_opts *opts)",
+    ),
     bpf_map__fd: lib.func("int bpf_map__fd(void *map)"),
     bpf_map__set_pin_path: lib.func("int bpf_map__set_pin_path(void *map, const char *path)"),
     bpf_map__unpin: lib.func("int bpf_map__unpin(void *map, const char *path)"),

@@ -1,18 +1,37 @@
 /**
  * The libbpf loader: opens bpf/hive.bpf.o, sets its read-only data for the running
- * kernel, loads it (turning libbpf's log into errors with the verifier's tail), attaches
- * it, keeps the watch map equal to the desired set by diff, and delivers ring-buffer
- * events from a worker thread. Maps (and the link, where the kernel can pin it) live under
- * a bpffs directory so that a restarted agent adopts them.
+ * kernel, loads it, attaches it the least-privileged way the kernel allows
+ * (runtime/kernel/attach.ts), keeps the watch map equal to the desired set by diff, and
+ * delivers ring-buffer events from a worker thread. Maps (and the link, where the kernel
+ * can pin it) live under a bpffs directory so that a restarted agent adopts them.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, statfsSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { existsSync, readdirSync, rmdirSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import koffi from "koffi";
-import { HiveError } from "../errors.ts";
+import { HiveError, isHiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import type { AttachMode, KernelCounters, KernelEvent, KernelWatcher, WatchEntry } from "./contract.ts";
+import { checkArchitecture } from "./architecture.ts";
+import {
+  ATTACH_PROGRAMS,
+  attachCandidates,
+  attachError,
+  attachSymbol,
+  type KernelFacts,
+  linkPinName,
+  readKernelFacts,
+} from "./attach.ts";
+import { ensureBpffsDir } from "./bpffs.ts";
+import {
+  ATTACH_MODES,
+  type AttachMode,
+  type AttachRequest,
+  type KernelCounters,
+  type KernelEvent,
+  type KernelWatcher,
+  type WatchEntry,
+} from "./contract.ts";
 import { datasecOffsets, type InodePermissionSignature, inodePermissionSignature } from "./kernel-btf.ts";
 import {
   BITMAP_MASK,
@@ -34,10 +53,13 @@ import {
   errnoName,
   forEachMapEntry,
   libbpf,
-  libcFns,
   type Pointer,
 } from "./libbpf-ffi.ts";
+import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
+
+export { linkPinName } from "./attach.ts";
+export { isOnBpffs } from "./bpffs.ts";
 
 export const DEFAULT_PIN_ROOT = "/sys/fs/bpf/hive";
 /** bpf/hive.bpf.o at the package root: two levels up from sources, three from dist/. */
@@ -50,18 +72,12 @@ export const DEFAULT_OBJECT_PATH = fileURLToPath(
   ),
 );
 const PINNED_MAPS = ["hive_watch", "hive_bitmap", "hive_bursts", "hive_events", "hive_counters"] as const;
-const PROGRAMS: Record<AttachMode, string> = {
-  kprobe: "handle_inode_permission",
-  fentry: "handle_inode_permission_fentry",
-};
-const PARENT_PROGRAM = "handle_security_inode_permission";
-export const linkPinName = (mode: AttachMode) => `link_${mode}`;
 
 export interface KernelWatcherOptions {
   /** Compiled program; default bpf/hive.bpf.o of this package. */
   objectPath?: string;
-  /** Default "kprobe". */
-  attachMode?: AttachMode;
+  /** Default "auto": the least-privileged mode this kernel can attach (attach.ts). */
+  attachMode?: AttachRequest;
   /** false: load (verify) only, attach nothing — for checking a kernel accepts the program. */
   attach?: boolean;
   /** bpffs directory for pinned maps/link; default /sys/fs/bpf/hive; null disables pinning. */
@@ -71,7 +87,7 @@ export interface KernelWatcherOptions {
   /** A burst never lasts longer than this. Default 250 ms. */
   burstMaxMs?: number;
   /**
-   * The extra kprobe on security_inode_permission that reports parent-directory changes on
+   * The extra hook on security_inode_permission that reports parent-directory changes on
    * kernels whose inode_permission was split by the compiler. "auto" (default) loads it
    * only there; "always" loads it anyway (e.g. to verify it), "never" not at all.
    */
@@ -90,74 +106,11 @@ export interface LibbpfCounters extends KernelCounters {
   delivered: bigint;
 }
 
-// libbpf's messages (verifier log included), kept for the error raised by a failed load.
-const libbpfLog: string[] = [];
-let printRegistered = false;
-function captureLibbpfLog(): void {
-  if (printRegistered) return;
-  const lib = libbpf();
-  const { vsnprintf } = libcFns();
-  const buf = Buffer.alloc(8192);
-  const print = koffi.register((_level: number, fmt: string, args: bigint) => {
-    const n = vsnprintf(buf, buf.length, fmt, args) as number;
-    for (const line of buf.toString("utf8", 0, Math.max(0, Math.min(n, buf.length - 1))).split("\n")) {
-      if (line) libbpfLog.push(line);
-    }
-    if (libbpfLog.length > 400) libbpfLog.splice(0, libbpfLog.length - 400);
-    return 0;
-  }, koffi.pointer(lib.printFn));
-  lib.libbpf_set_print(print);
-  printRegistered = true;
-}
-
-function loadError(errno: number, object: string, mode: AttachMode): HiveError {
-  const tail = libbpfLog.slice(-25);
-  const log = tail.join("\n");
-  if (/reuse pinned map|pinned map .* incompatible/i.test(log)) {
-    return new HiveError("BpfCallFailed", "the maps pinned by an earlier agent do not fit this program", {
-      object,
-      hint: "an agent of another version left them; remove the pin directory (e.g. rm -r /sys/fs/bpf/hive) and restart",
-      libbpfLog: tail,
-    });
-  }
-  if (mode === "fentry" && (errno === 1 || errno === 95 || errno === 524)) {
-    return new HiveError(
-      "FentryUnsupported",
-      `this kernel refused the fentry program (${errnoName(errno)})`,
-      {
-        object,
-        hint: 'use attachMode "kprobe" (fentry needs BPF trampolines and a traceable inode_permission)',
-        libbpfLog: tail,
-      },
-    );
-  }
-  if (errno === 1 && /memlock|RLIMIT|ulimit -l/i.test(log)) {
-    return new HiveError("MemlockLimit", "loading the BPF program hit RLIMIT_MEMLOCK", {
-      object,
-      hint: "raise the locked-memory limit (ulimit -l unlimited, or LimitMEMLOCK=infinity) on kernels before 5.11",
-      libbpfLog: tail,
-    });
-  }
-  if (/verifier|processed \d+ insns|R\d+ /.test(log) || errno === 13 || errno === 22) {
-    return new HiveError(
-      "VerifierRejected",
-      `the kernel's verifier rejected the ${mode} program (${errnoName(errno)})`,
-      {
-        object,
-        hint: `verifier log tail:\n${log}`,
-        libbpfLog: tail,
-      },
-    );
-  }
-  return new HiveError(
-    errno === 1 ? "PermissionDenied" : "BpfCallFailed",
-    `loading the BPF object failed: ${errnoName(errno)}`,
-    {
-      object,
-      hint: errno === 1 ? "run as root or with CAP_BPF + CAP_PERFMON + CAP_SYS_RESOURCE" : log,
-      libbpfLog: tail,
-    },
-  );
+/** One attach mode to load and attach, and why it was chosen. */
+interface AttachChoice {
+  mode: AttachMode;
+  reason: string;
+  facts: KernelFacts;
 }
 
 interface Stored {
@@ -168,11 +121,12 @@ interface Stored {
 
 export class LibbpfKernelWatcher implements KernelWatcher {
   readonly attachMode: AttachMode;
+  readonly attachReason: string;
   readonly signature: InodePermissionSignature;
   /**
    * Whether parent watches report directory-entry changes. Debian's 5.10 build split
    * inode_permission into inode_permission.part.0, which may_create/may_delete call
-   * directly, bypassing the hook; there the loader adds a kprobe on
+   * directly, bypassing the hook; there the loader adds a hook on
    * security_inode_permission for parent entries. False only if that is disabled
    * (parentHook: "never") or not attached: the agent must then re-resolve by polling.
    */
@@ -184,6 +138,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   private readonly lib = libbpf();
   private readonly obj: Pointer;
   private link: Pointer | null = null;
+  /** The link was attached by this watcher, not adopted from a pin. */
+  private ownsLink = false;
   private readonly pinRoot: string | null;
   private readonly fds: Record<(typeof PINNED_MAPS)[number], number>;
   private readonly maps: Record<(typeof PINNED_MAPS)[number], Pointer>;
@@ -198,18 +154,22 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   private deliveredBase = 0n;
   private readonly ncpus: number;
   private readonly logger: Logger | undefined;
+  private readonly facts: KernelFacts;
   /** The burst and sweep options with their defaults, resolved once. */
   private readonly burstGapNs: bigint;
   private readonly burstMaxNs: bigint;
   private readonly sweepIntervalMs: number;
   private closed = false;
 
-  constructor(options: KernelWatcherOptions = {}) {
+  /** Use openKernelWatcher, which picks the attach mode. */
+  constructor(options: KernelWatcherOptions, choice: AttachChoice) {
     this.logger = options.logger;
     this.burstGapNs = nanoseconds(options.burstGapMs ?? 5);
     this.burstMaxNs = nanoseconds(options.burstMaxMs ?? 250);
     this.sweepIntervalMs = options.sweepIntervalMs ?? 10;
-    this.attachMode = options.attachMode ?? "kprobe";
+    this.attachMode = choice.mode;
+    this.attachReason = choice.reason;
+    this.facts = choice.facts;
     this.pinRoot = options.pinRoot === undefined ? DEFAULT_PIN_ROOT : options.pinRoot;
     const objectPath = options.objectPath ?? DEFAULT_OBJECT_PATH;
     if (!existsSync(objectPath)) {
@@ -219,7 +179,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       });
     }
     this.signature = inodePermissionSignature();
-    const split = this.signature.inodeArg === 0 && hasSplitInodePermission();
+    const split = this.signature.inodeArg === 0 && this.facts.splitInodePermission;
     const parentHook = options.parentHook ?? "auto";
     const loadParentHook = parentHook === "always" || (parentHook === "auto" && split);
     captureLibbpfLog();
@@ -234,22 +194,10 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       },
     );
     try {
-      const autoload: Array<[string, boolean]> = [
-        ...Object.entries(PROGRAMS).map(([mode, name]): [string, boolean] => [
-          name,
-          mode === this.attachMode,
-        ]),
-        [PARENT_PROGRAM, loadParentHook],
-      ];
-      for (const [name, load] of autoload) {
-        const prog = checkPointer(
-          this.lib.bpf_object__find_program_by_name(this.obj, name) as Pointer | null,
-          "finding program",
-          { object: name },
-        );
-        check(this.lib.bpf_program__set_autoload(prog, load) as number, "bpf_program__set_autoload", {
-          object: name,
-        });
+      for (const mode of ATTACH_MODES) {
+        const { trap, parent } = ATTACH_PROGRAMS[mode];
+        this.setAutoload(trap, mode === this.attachMode);
+        this.setAutoload(parent, mode === this.attachMode && loadParentHook);
       }
       this.setRodata();
       const maps = {} as Record<(typeof PINNED_MAPS)[number], Pointer>;
@@ -271,10 +219,10 @@ export class LibbpfKernelWatcher implements KernelWatcher {
           );
         }
       }
-      libbpfLog.length = 0;
+      clearLibbpfLog();
       const loaded = this.lib.bpf_object__load(this.obj) as number;
-      if (loaded < 0) throw loadError(-loaded, objectPath, this.attachMode);
-      const prog = this.lib.bpf_object__find_program_by_name(this.obj, PROGRAMS[this.attachMode]) as Pointer;
+      if (loaded < 0) throw loadError(-loaded, objectPath, this.attachMode, this.facts);
+      const prog = this.program(ATTACH_PROGRAMS[this.attachMode].trap);
       this.programFd = check(this.lib.bpf_program__fd(prog) as number, "bpf_program__fd");
       const fds = {} as Record<(typeof PINNED_MAPS)[number], number>;
       for (const name of PINNED_MAPS)
@@ -292,10 +240,34 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         });
       }
     } catch (error) {
+      // A link attached before a later step failed must not stay behind, reporting into
+      // maps nobody reads (and, with another mode attached next, reporting twice).
+      if (this.link && this.ownsLink) {
+        if (this.pinRoot) this.lib.bpf_link__unpin(this.link);
+        this.lib.bpf_link__destroy(this.link);
+      }
       this.lib.bpf_object__close(this.obj);
       throw error;
     }
     if (options.attach !== false) this.startWorker();
+  }
+
+  private program(name: string): Pointer {
+    return checkPointer(
+      this.lib.bpf_object__find_program_by_name(this.obj, name) as Pointer | null,
+      "finding program",
+      { object: name, code: "BpfObjectMissing" },
+    );
+  }
+
+  private setAutoload(name: string, load: boolean): void {
+    check(
+      this.lib.bpf_program__set_autoload(this.program(name), load) as number,
+      "bpf_program__set_autoload",
+      {
+        object: name,
+      },
+    );
   }
 
   private setRodata(): void {
@@ -329,6 +301,21 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     set("hive_burst_max_ns", this.burstMaxNs);
   }
 
+  /** Attaches one program to `symbol` in this watcher's mode; null with errno set on failure. */
+  private attachTo(prog: Pointer, symbol: string): Pointer | null {
+    if (this.attachMode !== "kprobe.multi") return this.lib.bpf_program__attach(prog) as Pointer | null;
+    // By symbol name, resolved by the kernel: libbpf's pattern form would read addresses
+    // from /proc/kallsyms, which a container without CAP_SYSLOG sees as zeros.
+    return this.lib.bpf_program__attach_kprobe_multi_opts(prog, null, {
+      sz: KPROBE_MULTI_OPTS_SIZE,
+      syms: [symbol],
+      addrs: null,
+      cookies: null,
+      cnt: 1,
+      retprobe: false,
+    }) as Pointer | null;
+  }
+
   /** Attaches, or adopts a link an earlier agent pinned. Returns true when adopted. */
   private attach(prog: Pointer): boolean {
     const linkPath = this.pinRoot ? join(this.pinRoot, linkPinName(this.attachMode)) : null;
@@ -341,43 +328,22 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       }
     }
     if (this.pinRoot) {
-      // A link an earlier agent pinned in the other mode would report every access twice.
-      for (const other of ["kprobe", "fentry"] as const) {
+      // A link an earlier agent pinned in another mode would report every access twice.
+      for (const other of ATTACH_MODES) {
         const stale = join(this.pinRoot, linkPinName(other));
         if (other === this.attachMode || !existsSync(stale)) continue;
         const old = this.lib.bpf_link__open(stale) as Pointer | null;
         if (old) {
           this.lib.bpf_link__unpin(old);
           this.lib.bpf_link__destroy(old);
-          this.logger?.info("detached a pinned link of the other attach mode", { path: stale });
+          this.logger?.info("detached a pinned link of another attach mode", { path: stale });
         }
       }
     }
-    const link = this.lib.bpf_program__attach(prog) as Pointer | null;
-    if (!link) {
-      const errno = koffi.errno();
-      if (this.attachMode === "kprobe") {
-        throw new HiveError(
-          "KprobeUnsupported",
-          `attaching the kprobe on inode_permission failed: ${errnoName(errno)}`,
-          {
-            object: "inode_permission",
-            hint: 'this kernel may lack kprobe support (CONFIG_KPROBES); try attachMode "fentry"',
-            errno,
-          },
-        );
-      }
-      throw new HiveError(
-        "FentryUnsupported",
-        `attaching fentry on inode_permission failed: ${errnoName(errno)}`,
-        {
-          object: "inode_permission",
-          hint: 'use attachMode "kprobe"',
-          errno,
-        },
-      );
-    }
+    const link = this.attachTo(prog, attachSymbol("trap"));
+    if (!link) throw attachError(this.attachMode, koffi.errno(), this.facts);
     this.link = link;
+    this.ownsLink = true;
     if (linkPath) {
       const pinned = this.lib.bpf_link__pin(link, linkPath) as number;
       // Legacy perf-event kprobe links (before 5.15) cannot be pinned: the maps still are.
@@ -388,11 +354,10 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   /** Not pinned: kernels that need it (5.10) cannot pin kprobe links anyway. */
   private attachParentHook(): void {
-    const prog = this.lib.bpf_object__find_program_by_name(this.obj, PARENT_PROGRAM) as Pointer;
-    const link = this.lib.bpf_program__attach(prog) as Pointer | null;
+    const link = this.attachTo(this.program(ATTACH_PROGRAMS[this.attachMode].parent), attachSymbol("parent"));
     if (!link) {
       this.logger?.warn("cannot attach the parent-directory hook", {
-        symbol: "security_inode_permission",
+        symbol: attachSymbol("parent"),
         errno: errnoName(koffi.errno()),
       });
       return;
@@ -581,39 +546,6 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   }
 }
 
-/** statfs f_type of the BPF filesystem (include/uapi/linux/magic.h BPF_FS_MAGIC). */
-const BPF_FS_MAGIC = 0xcafe4a11;
-
-/** Whether `path` (which must exist) lies on a mounted BPF filesystem, where pins can live. */
-export function isOnBpffs(path: string): boolean {
-  return statfsSync(path).type === BPF_FS_MAGIC;
-}
-
-/** Creates the pin directory, refusing anywhere but a bpffs (pins elsewhere cannot exist). */
-function ensureBpffsDir(dir: string): void {
-  let existing = dir;
-  while (!existsSync(existing)) existing = dirname(existing);
-  if (!isOnBpffs(existing)) {
-    throw new HiveError("BpffsMissing", "the pin directory is not on a BPF filesystem", {
-      object: dir,
-      hint: "mount it (mount -t bpf bpf /sys/fs/bpf; in a pod, mount the host's /sys/fs/bpf) or pass pinRoot: null",
-    });
-  }
-  // One level at a time: Node's recursive mkdir can spin on special filesystems.
-  const missing: string[] = [];
-  for (let d = dir; d !== existing; d = dirname(d)) missing.unshift(d);
-  for (const d of missing) mkdirSync(d);
-}
-
-/** Whether GCC split inode_permission (a local .part clone the kernel calls directly). */
-function hasSplitInodePermission(): boolean {
-  try {
-    return /\sinode_permission\.part\.\d+$/m.test(readFileSync("/proc/kallsyms", "utf8"));
-  } catch {
-    return false; // no kallsyms: assume the hook sees every call
-  }
-}
-
 function nanoseconds(ms: number): bigint {
   return BigInt(Math.round(ms * 1e6));
 }
@@ -649,7 +581,61 @@ export function readCounters(
   };
 }
 
-/** Opens, loads and (by default) attaches Hive's trap program. */
+/** struct bpf_kprobe_multi_opts of libbpf 1.x: five 8-byte fields and a bool, padded to 8. */
+const KPROBE_MULTI_OPTS_SIZE = 48;
+
+/** Errors that mean "this attach mode cannot work here": auto then tries the next one. */
+const MODE_UNUSABLE = new Set([
+  "KprobeUnsupported",
+  "FentryUnsupported",
+  "VerifierRejected",
+  "PermissionDenied",
+]);
+
+/**
+ * Opens, loads and (by default) attaches Hive's trap program. With attachMode "auto" (the
+ * default) it tries the modes of attachCandidates in order and keeps the first that
+ * attaches; the watcher says which one and why (attachMode, attachReason).
+ */
 export function openKernelWatcher(options: KernelWatcherOptions = {}): LibbpfKernelWatcher {
-  return new LibbpfKernelWatcher(options);
+  checkArchitecture();
+  const facts = readKernelFacts();
+  const pinRoot = options.pinRoot === undefined ? DEFAULT_PIN_ROOT : options.pinRoot;
+  const pinned =
+    pinRoot && existsSync(pinRoot)
+      ? (ATTACH_MODES.find((mode) => existsSync(join(pinRoot, linkPinName(mode)))) ?? null)
+      : null;
+  const candidates = attachCandidates(options.attachMode ?? "auto", facts, pinned);
+  const refused: string[] = [];
+  let firstPrivilegeError: HiveError | undefined;
+  for (const [i, candidate] of candidates.entries()) {
+    const reason = refused.length > 0 ? `${candidate.reason} (${refused.join("; ")})` : candidate.reason;
+    try {
+      const watcher = new LibbpfKernelWatcher(options, { ...candidate, reason, facts });
+      if (options.attach !== false) {
+        options.logger?.info("kernel program attached", { attachMode: watcher.attachMode, reason });
+      }
+      return watcher;
+    } catch (error) {
+      if (!isHiveError(error) || !MODE_UNUSABLE.has(error.code)) throw error;
+      if (error.code === "PermissionDenied") firstPrivilegeError ??= error;
+      refused.push(`${candidate.mode}: ${error.message}`);
+      if (i < candidates.length - 1) {
+        options.logger?.info("attach mode unusable here, trying the next", {
+          attachMode: candidate.mode,
+          error: error.describe(),
+        });
+        continue;
+      }
+      if (candidates.length === 1) throw error;
+      // A mode refused for privilege says what to grant; the others only that they do not exist here.
+      const chosen = firstPrivilegeError ?? error;
+      throw new HiveError(chosen.code, chosen.message, {
+        ...chosen.details,
+        object: chosen.object,
+        hint: `${chosen.hint ?? ""} (tried: ${refused.join("; ")})`,
+      });
+    }
+  }
+  throw new HiveError("KprobeUnsupported", "no attach mode to try", { object: "inode_permission" });
 }

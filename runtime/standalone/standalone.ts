@@ -136,6 +136,7 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
         startedAt,
         updatedAt: new Date().toISOString(),
         attachMode: watcher.attachMode,
+        ...(watcher.attachReason ? { attachReason: watcher.attachReason } : {}),
         kernelId: options.kernelId,
         slots: tableRecords(table),
       });

@@ -46,6 +46,8 @@ export interface WatchTableFile {
   startedAt: string;
   updatedAt: string;
   attachMode: AttachMode;
+  /** Why that attach mode was used (KernelWatcher.attachReason). */
+  attachReason?: string;
   kernelId: string;
   slots: WatchTableRecord[];
 }

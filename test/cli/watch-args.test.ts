@@ -14,7 +14,7 @@ describe("hive watch, before the kernel", () => {
     expect(run.code).toBe(2);
   });
 
-  it("accepts only kprobe or fentry as attach mode, and only http(s) callbacks", async () => {
+  it("accepts only auto, kprobe.multi, fentry or kprobe as attach mode, and only http(s) callbacks", async () => {
     const attach = await runHive([
       "watch",
       "--policy",
@@ -22,7 +22,7 @@ describe("hive watch, before the kernel", () => {
       "--attach",
       "uprobe",
     ]);
-    expect(attach.stderr).toMatch(/^hive watch: --attach must be kprobe or fentry, not "uprobe"\n/);
+    expect(attach.stderr).toMatch(/^hive watch: --attach must be one of auto, kprobe\.multi, fentry, kprobe, not "uprobe"\n/);
     expect(attach.code).toBe(2);
     const callback = await runHive([
       "watch",

@@ -335,7 +335,11 @@ describe("HiveMonitor with every option set", () => {
 
   it("schedules where told: node selector, tolerations, priority class, pull secrets", () => {
     const pod = find(result.resources, "kubernetes:apps/v1:DaemonSet").spec.template.spec;
-    expect(pod.nodeSelector).toEqual({ "kubernetes.io/os": "linux", "hive.example.com/monitored": "true" });
+    expect(pod.nodeSelector).toEqual({
+      "kubernetes.io/os": "linux",
+      "kubernetes.io/arch": "amd64",
+      "hive.example.com/monitored": "true",
+    });
     expect(pod.tolerations).toEqual([{ operator: "Exists" }]);
     expect(pod.priorityClassName).toBe("system-node-critical");
     expect(pod.imagePullSecrets).toEqual([{ name: "registry-creds" }]);

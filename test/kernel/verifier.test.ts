@@ -32,7 +32,7 @@ describe("the trap program on the host kernel", () => {
   });
 
   runIt("passes the verifier in kprobe mode (load without attach)", async () => {
-    const watcher = openKernelWatcher({ attach: false, pinRoot: null });
+    const watcher = openKernelWatcher({ attach: false, pinRoot: null, attachMode: "kprobe" });
     expect(watcher.programFd).toBeGreaterThan(0);
     watcher.sync([{ key: { major: 8, minor: 1, ino: 4242n }, slot: 1, accesses: ["read"], kind: "file" }]);
     expect(watcher.counters()).toMatchObject({ watched: 1, events: 0n, lost: 0n });
@@ -42,7 +42,12 @@ describe("the trap program on the host kernel", () => {
   });
 
   runIt("passes the verifier with the parent-directory hook loaded too", async () => {
-    const watcher = openKernelWatcher({ attach: false, pinRoot: null, parentHook: "always" });
+    const watcher = openKernelWatcher({
+      attach: false,
+      pinRoot: null,
+      parentHook: "always",
+      attachMode: "kprobe",
+    });
     expect(watcher.programFd).toBeGreaterThan(0);
     await watcher.close();
   });
@@ -54,24 +59,24 @@ describe("the trap program on the host kernel", () => {
       await watcher.close();
     } catch (error) {
       expect(isHiveError(error, "FentryUnsupported")).toBe(true);
-      expect((error as { hint?: string }).hint).toMatch(/kprobe/);
+      expect((error as { hint?: string }).hint).toMatch(/--attach auto/);
     }
   });
 
-  runIt(
-    "attaching reports KprobeUnsupported with the fentry hint where the kernel has no kprobes",
-    async () => {
-      if (hasKprobes) {
-        const watcher = openKernelWatcher({ pinRoot: null });
-        expect(watcher.attachMode).toBe("kprobe");
-        await watcher.close();
-        return;
-      }
-      expect(() => openKernelWatcher({ pinRoot: null })).toThrowError(
-        expect.objectContaining({ code: "KprobeUnsupported", hint: expect.stringMatching(/fentry/) }),
-      );
-    },
-  );
+  runIt("attaching in auto mode names every mode it tried where the kernel can attach none", async () => {
+    if (hasKprobes) {
+      const watcher = openKernelWatcher({ pinRoot: null });
+      expect(watcher.attachReason).toBeTruthy();
+      await watcher.close();
+      return;
+    }
+    expect(() => openKernelWatcher({ pinRoot: null })).toThrowError(
+      expect.objectContaining({
+        code: "KprobeUnsupported",
+        hint: expect.stringMatching(/tried: .*fentry: .*kprobe: /),
+      }),
+    );
+  });
 
   runIt("refuses to pin outside a BPF filesystem", () => {
     const dir = mkdtempSync(join(tmpdir(), "hive-pins-"));

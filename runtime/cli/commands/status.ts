@@ -102,6 +102,7 @@ function render(root: RootStatus): string {
   const how = mode ? `attached by ${mode} to inode_permission` : "attach mode unknown (no pinned link)";
   const prog = root.program;
   lines.push(`  program   ${prog ? `${prog.name} (id ${prog.id}), ` : ""}${how}`);
+  if (table?.attachReason) lines.push(`  why       ${table.attachReason}`);
   if (prog?.loadedAt !== undefined) lines.push(`  loaded    ${new Date(prog.loadedAt * 1000).toISOString()}`);
   if (prog?.runCount) {
     // run_time_ns/run_cnt are only counted while kernel.bpf_stats_enabled=1.
@@ -150,6 +151,7 @@ function toJson(root: RootStatus): unknown {
       ? { kind: root.table.writer, pid: root.table.pid, updatedAt: root.table.updatedAt }
       : null,
     attachMode: root.state.attachMode ?? root.table?.attachMode ?? null,
+    attachReason: root.table?.attachReason ?? null,
     program: root.program ?? null,
     maps: root.state.maps,
     counters: root.state.counters

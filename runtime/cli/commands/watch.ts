@@ -9,7 +9,7 @@ import { dirname } from "node:path";
 import { FORMATS } from "../../../api/formats.ts";
 import { createAlertPipeline } from "../../alerts/index.ts";
 import { HiveError } from "../../errors.ts";
-import type { AttachMode } from "../../kernel/contract.ts";
+import { ATTACH_REQUESTS, type AttachRequest } from "../../kernel/contract.ts";
 import { isOnBpffs, openKernelWatcher } from "../../kernel/index.ts";
 import { createLogger } from "../../log.ts";
 import { createHiveMetrics } from "../../metrics/index.ts";
@@ -20,7 +20,7 @@ import { liveWriterOf, STANDALONE_PIN_ROOT, watchTableFileFor } from "../../stan
 import { type Command, parseCommandArgs, UsageError } from "../command.ts";
 import { EXIT } from "../exit-codes.ts";
 
-const help = `Usage: hive watch --policy FILE… [--callback URL] [--attach kprobe|fentry]
+const help = `Usage: hive watch --policy FILE… [--callback URL] [--attach auto|kprobe.multi|fentry|kprobe]
 
 Standalone mode: watches the traps of HivePolicy files on this machine, with the same kernel
 program and the same alerts as the in-cluster agent. A trap without \`match\` watches the
@@ -40,15 +40,17 @@ Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE) and a kernel with BTF.
 Options:
   --policy FILE       HivePolicy YAML file (repeat for several; several documents per file)
   --callback URL      where alerts of traps without their own callback are POSTed
-  --attach MODE       kprobe (default, any kernel with kprobes) or fentry (faster; 5.5+ with
-                      BPF trampolines)
+  --attach MODE       auto (default): the least-privileged way this kernel allows, in this
+                      order: kprobe.multi (a BPF link; 5.18+ with fprobe), fentry (a BPF
+                      trampoline; 5.5+), kprobe (perf_event_open; needs CAP_SYS_ADMIN where
+                      kernel.perf_event_paranoid > 2, as on Debian and Ubuntu)
   --containerd SOCKET containerd socket for traps with match (default ${CONTAINERD_SOCKET})
   --no-containers     watch host paths only; do not ask containerd
   --pin-root DIR      bpffs directory for the maps (default ${STANDALONE_PIN_ROOT})
   --node-name NAME    alert node.name (default: this host's name)
 
 Exit codes: 0 detached after Ctrl-C/SIGTERM · 1 invalid policy file · 2 usage ·
-3 this kernel cannot run the program (not root, no BTF, no kprobes: try --attach fentry) ·
+3 this kernel cannot run the program (not root, no BTF, no way to attach) ·
 4 no trapped file could be resolved · 5 a policy file could not be read.`;
 
 function readBootId(): string {
@@ -82,9 +84,10 @@ async function refuseSecondWatch(pinRoot: string): Promise<void> {
   });
 }
 
-function parseAttach(value: string | undefined): AttachMode {
-  if (value === undefined || value === "kprobe" || value === "fentry") return value ?? "kprobe";
-  throw new UsageError(`--attach must be kprobe or fentry, not "${value}"`);
+function parseAttach(value: string | undefined): AttachRequest {
+  const request = (value ?? "auto") as AttachRequest;
+  if (ATTACH_REQUESTS.includes(request)) return request;
+  throw new UsageError(`--attach must be one of ${ATTACH_REQUESTS.join(", ")}, not "${value}"`);
 }
 
 function parseCallback(value: string | undefined): string | undefined {
@@ -198,6 +201,7 @@ export const watchCommand: Command = {
     const signal = untilSignal(() => void standalone.replan("SIGHUP"));
     logger.info("ready", {
       attachMode: watcher.attachMode,
+      attachReason: watcher.attachReason,
       pinRoot,
       watching: standalone.plan.files.length,
       notWatched: standalone.plan.unresolved.length + standalone.plan.unmatched.length,
