@@ -183,7 +183,7 @@ export function privilegeError(
       }`,
       {
         ...details,
-        hint: "this kernel has neither kprobe.multi links nor BPF trampolines, so only a perf-event kprobe can attach: set the HiveMonitor option legacyKernelCapabilities: true (adds SYS_ADMIN), or set kernel.perf_event_paranoid to 2 on the node",
+        hint: "use --attach auto where the kernel has kprobe.multi links or BPF trampolines (they need only BPF + PERFMON); where only a perf-event kprobe can attach, set the HiveMonitor option legacyKernelCapabilities: true (adds SYS_ADMIN), or set kernel.perf_event_paranoid to 2 on the node",
       },
     );
   }

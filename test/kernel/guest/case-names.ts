@@ -16,7 +16,7 @@ export const KERNEL_CASES = [
   "10,000 watched files: each read reports its own slot",
   "100,000 accesses: every burst is delivered or counted as lost",
   "pinned maps survive an agent restart and are adopted; a clean shutdown removes them",
-  "fentry mode reports reads too",
+  "every attach mode the kernel offers reports reads, and auto picks the least-privileged one",
 ] as const;
 
 export type KernelCaseName = (typeof KERNEL_CASES)[number];
