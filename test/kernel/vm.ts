@@ -122,6 +122,15 @@ $bb mount --bind /tmp /run/hive-host-tmp
 $bb mount -t tmpfs tmpfs /tmp
 $bb mkdir -p /dev/pts /dev/shm /hive-out
 $bb mount -t devpts devpts /dev/pts
+# The links udev makes on a real system (devtmpfs has none). /dev/fd is needed by runc and
+# crun: they re-exec themselves with execveat(fd, "", AT_EMPTY_PATH), for which the kernel
+# names the program "/dev/fd/N", and TOMOYO (an active LSM in Debian's kernels) resolves that
+# name on every exec; kernels without the fallback to the file's real path (Debian's 5.10.223)
+# then fail the exec with ENOENT.
+$bb ln -sfn /proc/self/fd /dev/fd
+$bb ln -sfn /proc/self/fd/0 /dev/stdin
+$bb ln -sfn /proc/self/fd/1 /dev/stdout
+$bb ln -sfn /proc/self/fd/2 /dev/stderr
 $bb mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 hiveout /hive-out
 $bb hostname hive-vm
 . /hive-out/run.sh > /hive-out/output.log 2>&1

@@ -22,13 +22,7 @@ export const KERNEL_CASES = [
 export type KernelCaseName = (typeof KERNEL_CASES)[number];
 
 /** Cases that cannot run on some kernels, and why (the host suite skips them there, loudly). */
-export const CASE_EXCLUSIONS: Partial<Record<KernelCaseName, { kernels: string[]; reason: string }>> = {
-  "a file inside a real container (containerd + runc) is reported with the container's cgroup id": {
-    kernels: ["5.10"],
-    reason:
-      "bookworm's runc 1.1 cannot start any container on the bullseye 5.10 guest (runc init: 'could not ensure we are a cloned binary: No such file or directory', also with runc copied to tmpfs); the mount-namespace + chroot case covers 5.10",
-  },
-};
+export const CASE_EXCLUSIONS: Partial<Record<KernelCaseName, { kernels: string[]; reason: string }>> = {};
 
 export interface KernelCaseResult {
   name: string;
