@@ -3,51 +3,18 @@
  * through the dispatcher's `ca` option it works as over HTTP; untrusted, every attempt fails
  * with class "tls" and the alert waits in the queue instead of being lost.
  */
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
 import { type AlertPipelineConfig, createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
+import { type Pem, selfSignedCertificate } from "../fixtures/self-signed.ts";
 import { assertValidAlert, captureLogger, counterValue, makeEvent, makeSource, sleep } from "./fixtures.ts";
 import { startReceiver } from "./receiver.ts";
 
-let pem: { key: string; cert: string };
-let dir: string;
+let pem: Pem;
 beforeAll(() => {
-  dir = mkdtempSync(join(tmpdir(), "hive-tls-"));
-  // If openssl is missing this throws and the suite fails: it is in scripts/debian-packages.txt.
-  execFileSync(
-    "openssl",
-    [
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:prime256v1",
-      "-nodes",
-      "-keyout",
-      join(dir, "key.pem"),
-      "-out",
-      join(dir, "cert.pem"),
-      "-days",
-      "1",
-      "-subj",
-      "/CN=127.0.0.1",
-      "-addext",
-      "subjectAltName=IP:127.0.0.1",
-    ],
-    { stdio: "ignore" },
-  );
-  pem = {
-    key: readFileSync(join(dir, "key.pem"), "utf8"),
-    cert: readFileSync(join(dir, "cert.pem"), "utf8"),
-  };
+  pem = selfSignedCertificate();
 });
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A TLS receiver with the test certificate and a pipeline delivering to it with `delivery(receiverUrl)`. */
 async function start(delivery: (url: string) => AlertPipelineConfig["delivery"]) {

@@ -42,6 +42,7 @@
  * test/apiserver/index.ts re-exports this and the helpers of testing.ts.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 import { KubeConfig } from "@kubernetes/client-node";
 import { hiveCrds } from "../../api/crd.ts";
@@ -120,6 +121,8 @@ export interface StartOptions extends StoreOptions {
    * Default: everything allowed. Faults (inject) apply first.
    */
   authorize?: (request: RequestRecord) => boolean;
+  /** Serve HTTPS with this key and certificate (what in-cluster clients require). Default: HTTP. */
+  tls?: { key: string; cert: string };
 }
 
 export interface ApiServer {
@@ -573,7 +576,7 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
   }
 
   async function listen(): Promise<void> {
-    server = createServer(onRequest);
+    server = options.tls ? createHttpsServer(options.tls, onRequest) : createServer(onRequest);
     // client-node 2.x makes a new undici Agent (a new connection) per request unless shared:
     // close idle connections after 5 s (Node's default), or a busy test runs out of file
     // descriptors. Shorter breaks reuse: undici drops sockets whose keep-alive hint is < 2 s.
@@ -602,7 +605,7 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
   }
 
   await listen();
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${options.tls ? "https" : "http"}://127.0.0.1:${port}`;
 
   const api: ApiServer = {
     url,

@@ -52,7 +52,8 @@ export interface Containerd {
   stop(): Promise<void>;
 }
 
-export async function startContainerd(): Promise<Containerd> {
+/** `namespace`: the containerd namespace containers are made in (the kubelet's is k8s.io). */
+export async function startContainerd(options: { namespace?: string } = {}): Promise<Containerd> {
   const dir = mkdtempSync(join(tmpdir(), "hive-containerd-"));
   const socket = join(dir, "containerd.sock");
   const config = join(dir, "config.toml");
@@ -81,7 +82,7 @@ export async function startContainerd(): Promise<Containerd> {
       throw new Error(`containerd did not start: ${log}`);
     await new Promise((r) => setTimeout(r, 50));
   }
-  const namespace = "default";
+  const namespace = options.namespace ?? "default";
   const ctr = (args: string[]) =>
     run("/usr/bin/ctr", ["--address", socket, "--namespace", namespace, ...args]);
   const ids = new Set<string>();
