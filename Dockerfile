@@ -4,8 +4,14 @@
 # drives through koffi. Build from the repository root:
 #   docker build -t registry.example.com/hive:0.1.0 .
 # The DaemonSet runs it as `hive agent …` (component/builders/daemonset.ts).
+#
+# The base images are build arguments so that a build without a registry can substitute
+# local images of the same content (scripts/build-image.ts makes them); the defaults are
+# the public images.
+ARG DEBIAN_IMAGE=debian:bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 
-FROM debian:bookworm-slim AS bpf
+FROM ${DEBIAN_IMAGE} AS bpf
 RUN apt-get update \
   && apt-get install -y --no-install-recommends clang llvm libbpf-dev linux-libc-dev \
   && rm -rf /var/lib/apt/lists/*
@@ -13,18 +19,27 @@ WORKDIR /src
 COPY bpf/ bpf/
 RUN sh bpf/build.sh
 
-FROM node:24-bookworm-slim AS build
+FROM ${NODE_IMAGE} AS build
+# Network settings for this stage's npm only, unset unless the build command passes them (a
+# registry mirror; a CA bundle it mounts for a TLS-intercepting network). Build arguments of
+# this stage never reach the final image: it copies files from here, not configuration.
+ARG npm_config_registry
+ARG NODE_EXTRA_CA_CERTS
 WORKDIR /src
 COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
-# `npm install` honours the lock file; `npm ci` rejects one that records only the
-# build platform's optional binaries (biome's), as npm 11 writes it.
-RUN npm install --no-audit --no-fund
+# `npm install` rather than `npm ci`: it installs the locked versions too, and npm 11's `ci`
+# rejects a lock that records only the build platform's optional binaries (biome's).
+# --ignore-scripts: nothing the agent loads needs one (koffi's only checks its prebuilt
+# binary, protobufjs's prints a version hint; the others belong to dev tools).
+RUN npm install --no-audit --no-fund --ignore-scripts
 COPY api/ api/
 COPY component/ component/
 COPY runtime/ runtime/
-RUN npm run build && npm prune --omit=dev --no-audit --no-fund
+# Production dependencies only: @pulumi/* are peer dependencies (the Pulumi program supplies
+# them), which the agent never loads.
+RUN npm run build && npm prune --omit=dev --omit=peer --ignore-scripts --no-audit --no-fund
 
-FROM node:24-bookworm-slim
+FROM ${NODE_IMAGE}
 RUN apt-get update \
   && apt-get install -y --no-install-recommends libbpf1 \
   && rm -rf /var/lib/apt/lists/*

@@ -22,22 +22,38 @@ interface Stage {
   instructions: Instruction[];
 }
 
-/** Dockerfile → stages of instructions (continuation lines joined, comments dropped). */
-function parseDockerfile(text: string): Stage[] {
+/**
+ * Dockerfile → stages of instructions (continuation lines joined, comments dropped), with the
+ * `ARG NAME=default` lines before the first FROM (the base images) resolved in FROM lines, as
+ * a build without `--build-arg` resolves them.
+ */
+function parseDockerfile(text: string): { args: Record<string, string>; stages: Stage[] } {
   const lines = text
     .replace(/\\\n/g, " ")
     .split("\n")
     .map((l) => l.trim())
     .filter((l) => l !== "" && !l.startsWith("#"));
+  const args: Record<string, string> = {};
   const stages: Stage[] = [];
   for (const line of lines) {
-    const [, op = "", args = ""] = /^(\S+)\s+(.*)$/.exec(line) ?? [];
-    if (op.toUpperCase() === "FROM") {
-      stages.push({ name: /\bAS\s+(\S+)/i.exec(args)?.[1] ?? String(stages.length), instructions: [] });
+    const [, op = "", rest = ""] = /^(\S+)\s+(.*)$/.exec(line) ?? [];
+    if (op.toUpperCase() === "ARG" && stages.length === 0) {
+      const [name = "", value = ""] = rest.split("=", 2);
+      args[name] = value;
+      continue;
     }
-    stages.at(-1)?.instructions.push({ op: op.toUpperCase(), args });
+    let operands = rest;
+    if (op.toUpperCase() === "FROM") {
+      operands = rest.replace(/\$\{(\w+)\}|\$(\w+)/g, (whole, braced?: string, bare?: string) => {
+        const value = args[braced ?? bare ?? ""];
+        if (value === undefined || value === "") throw new Error(`FROM uses ${whole}, which has no default`);
+        return value;
+      });
+      stages.push({ name: /\bAS\s+(\S+)/i.exec(operands)?.[1] ?? String(stages.length), instructions: [] });
+    }
+    stages.at(-1)?.instructions.push({ op: op.toUpperCase(), args: operands });
   }
-  return stages;
+  return { args, stages };
 }
 
 interface Copy {
@@ -91,7 +107,7 @@ function dockerignored(path: string): boolean {
   });
 }
 
-const stages = parseDockerfile(read("Dockerfile"));
+const { args: baseArgs, stages } = parseDockerfile(read("Dockerfile"));
 const final = stages.at(-1) as Stage;
 
 describe("Dockerfile", () => {
@@ -102,6 +118,40 @@ describe("Dockerfile", () => {
     // The loader opens Debian's libbpf.so.1 through koffi.
     expect(final.instructions.some((i) => i.op === "RUN" && /\blibbpf1\b/.test(i.args))).toBe(true);
     expect(read("runtime/kernel/libbpf-ffi.ts")).toContain("libbpf.so.1");
+  });
+
+  it("names its base images by build arguments whose defaults are the public images", () => {
+    // A registry-less build (scripts/build-image.ts) substitutes local images of those names.
+    expect(baseArgs).toEqual({ DEBIAN_IMAGE: "debian:bookworm-slim", NODE_IMAGE: "node:24-bookworm-slim" });
+    const froms = read("Dockerfile")
+      .split("\n")
+      .filter((l) => /^FROM\s/i.test(l));
+    expect(froms).toEqual([
+      `FROM $\{DEBIAN_IMAGE} AS bpf`,
+      `FROM $\{NODE_IMAGE} AS build`,
+      `FROM $\{NODE_IMAGE}`,
+    ]);
+    expect(stages.map((s) => s.instructions[0]?.args)).toEqual([
+      "debian:bookworm-slim AS bpf",
+      "node:24-bookworm-slim AS build",
+      "node:24-bookworm-slim",
+    ]);
+  });
+
+  it("installs production dependencies only: @pulumi/* are peer dependencies, pruned with dev ones", () => {
+    const pkg = JSON.parse(read("package.json"));
+    for (const name of ["@pulumi/pulumi", "@pulumi/kubernetes"]) {
+      expect(pkg.dependencies[name], `${name} is not a dependency`).toBeUndefined();
+      expect(pkg.peerDependencies[name], `${name} is a peer dependency`).toBeDefined();
+      // …and a devDependency, for the component's own tests.
+      expect(pkg.devDependencies[name]).toBe(pkg.peerDependencies[name]);
+    }
+    const build = stages.find((s) => s.name === "build") as Stage;
+    expect(
+      build.instructions.some(
+        (i) => i.op === "RUN" && /npm prune\b.*--omit=dev\b.*--omit=peer\b/.test(i.args),
+      ),
+    ).toBe(true);
   });
 
   it("copies only paths that exist in the build context and that .dockerignore lets through", () => {

@@ -57,10 +57,12 @@ beforeAll(async () => {
   }
   const { stdout } = await sh("npm", ["pack", "--json", "--pack-destination", work], staging);
   const [{ filename }] = JSON.parse(stdout);
-  // A fresh program: the tarball unpacked as npm would, plus links to the declared dependencies only.
+  // A fresh program: the tarball unpacked as npm would, plus links to the declared dependencies
+  // only — peer dependencies (@pulumi/*) included, as npm installs them and the README's
+  // `npm install` line names them.
   mkdirSync(installed, { recursive: true });
   await sh("tar", ["-xzf", join(work, filename), "-C", installed, "--strip-components=1"], work);
-  for (const dep of Object.keys(manifest.dependencies)) {
+  for (const dep of Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies })) {
     const link = join(program, "node_modules", dep);
     mkdirSync(dirname(link), { recursive: true });
     symlinkSync(join(root, "node_modules", dep), link);

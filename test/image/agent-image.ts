@@ -1,0 +1,69 @@
+/**
+ * The agent image for tests: built from the Dockerfile by scripts/build-image.ts (no Docker,
+ * no registry), once per test process and only when its inputs changed since the last build.
+ * Needs root, buildah and mmdebstrap; `imageSuiteGate` skips loudly without them, and fails
+ * under CI=true so that a CI run can never pass without building the image.
+ */
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { AgentImageInfo } from "../../scripts/build-image.ts";
+
+export type { AgentImageInfo };
+
+const root = join(import.meta.dirname, "../..");
+const SCRIPT = join(root, "scripts/build-image.ts");
+export const AGENT_IMAGE_INFO = join(root, ".tmp/image/hive-agent.json");
+
+export function imageBuildAvailable(): { ok: true } | { ok: false; why: string } {
+  if (process.getuid?.() !== 0) return { ok: false, why: "buildah (vfs, chroot isolation) needs root" };
+  for (const bin of ["/usr/bin/buildah", "/usr/bin/mmdebstrap"]) {
+    if (!existsSync(bin))
+      return { ok: false, why: `${bin} is missing (scripts/debian-packages.txt installs it)` };
+  }
+  return { ok: true };
+}
+
+/** Under CI a missing prerequisite is a failure; locally a loud skip. */
+export function imageSuiteGate(): boolean {
+  const a = imageBuildAvailable();
+  if (a.ok) return true;
+  const message = `AGENT IMAGE TESTS NOT RUN: ${a.why}`;
+  if (process.env.CI === "true") throw new Error(`${message} (CI=true requires them)`);
+  console.warn(`\n*** ${message} ***\n`);
+  return false;
+}
+
+let pending: Promise<AgentImageInfo> | undefined;
+
+/**
+ * Builds the image (or finds it up to date) and returns what .tmp/image/hive-agent.json says
+ * about it. The script's progress goes to stderr; a failure carries its last lines.
+ */
+export function ensureAgentImage(): Promise<AgentImageInfo> {
+  pending ??= new Promise<AgentImageInfo>((resolve, reject) => {
+    const child = spawn(process.execPath, [SCRIPT], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+    let tail = "";
+    const forward = (b: Buffer) => {
+      process.stderr.write(b);
+      tail = (tail + b.toString()).slice(-4000);
+    };
+    child.stdout.on("data", forward);
+    child.stderr.on("data", forward);
+    child.on("error", (e) => reject(new Error(`cannot run ${SCRIPT}: ${e.message}`)));
+    child.on("close", (code) => {
+      if (code !== 0) {
+        reject(new Error(`scripts/build-image.ts exited with ${code}:\n${tail}`));
+        return;
+      }
+      try {
+        resolve(JSON.parse(readFileSync(AGENT_IMAGE_INFO, "utf8")) as AgentImageInfo);
+      } catch (e) {
+        reject(
+          new Error(`the build succeeded but ${AGENT_IMAGE_INFO} is unreadable: ${(e as Error).message}`),
+        );
+      }
+    });
+  });
+  return pending;
+}
