@@ -22,7 +22,9 @@ describe("hive watch, before the kernel", () => {
       "--attach",
       "uprobe",
     ]);
-    expect(attach.stderr).toMatch(/^hive watch: --attach must be one of auto, kprobe\.multi, fentry, kprobe, not "uprobe"\n/);
+    expect(attach.stderr).toMatch(
+      /^hive watch: --attach must be one of auto, kprobe\.multi, fentry, kprobe, not "uprobe"\n/,
+    );
     expect(attach.code).toBe(2);
     const callback = await runHive([
       "watch",
