@@ -13,7 +13,7 @@
  */
 import { readFileSync } from "node:fs";
 import { HiveError } from "../errors.ts";
-import type { AttachMode, AttachRequest } from "./contract.ts";
+import { ATTACH_MODES, type AttachMode, type AttachRequest } from "./contract.ts";
 import { errnoName } from "./libbpf-ffi.ts";
 
 /** The program of each mode: the trap itself and the parent-directory hook of split kernels. */
@@ -28,6 +28,11 @@ export const ATTACH_PROGRAMS: Record<AttachMode, { trap: string; parent: string 
 
 /** File name of a mode's pinned link under the pin root (link_kprobe, link_fentry, link_kprobe_multi). */
 export const linkPinName = (mode: AttachMode) => `link_${mode.replace(".", "_")}`;
+
+/** The mode of the link pinned among `names` (a pin directory's entries), or null. */
+export function pinnedLinkMode(names: readonly string[]): AttachMode | null {
+  return ATTACH_MODES.find((mode) => names.includes(linkPinName(mode))) ?? null;
+}
 
 /** Linux capability numbers (include/uapi/linux/capability.h) of the ones Hive reasons about. */
 const CAPABILITY_BITS = { SYS_ADMIN: 21, PERFMON: 38, BPF: 39 } as const;
@@ -112,11 +117,8 @@ export function attachCandidates(
   return out.filter((c, i) => out.findIndex((o) => o.mode === c.mode) === i);
 }
 
-const SYMBOLS = { trap: "inode_permission", parent: "security_inode_permission" } as const;
-
-export function attachSymbol(which: keyof typeof SYMBOLS): string {
-  return SYMBOLS[which];
-}
+/** The kernel functions each program of ATTACH_PROGRAMS attaches to. */
+export const ATTACH_SYMBOLS = { trap: "inode_permission", parent: "security_inode_permission" } as const;
 
 const ENOENT = 2;
 const EPERM = 1;
@@ -124,7 +126,7 @@ const EACCES = 13;
 
 /** Why attaching `mode` failed with `errno`, as the error a user can act on. */
 export function attachError(mode: AttachMode, errno: number, facts: KernelFacts): HiveError {
-  const symbol = SYMBOLS.trap;
+  const symbol = ATTACH_SYMBOLS.trap;
   if (errno === EPERM || errno === EACCES) return privilegeError(mode, "attach", errno, facts);
   const name = errnoName(errno);
   if (mode === "fentry") {
@@ -160,7 +162,7 @@ export function privilegeError(
   const caps = facts.capabilities;
   const lacks = (c: Capability) => caps !== null && !caps.has(c);
   const what = `${step === "load" ? "loading" : "attaching"} the ${mode} program was refused (${errnoName(errno)})`;
-  const details = { object: SYMBOLS.trap, errno, mode, perfEventParanoid: facts.perfEventParanoid };
+  const details = { object: ATTACH_SYMBOLS.trap, errno, mode, perfEventParanoid: facts.perfEventParanoid };
   const missing = (["BPF", "PERFMON"] as const).filter(lacks);
   if (missing.length > 0) {
     return new HiveError(

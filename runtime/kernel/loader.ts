@@ -15,11 +15,12 @@ import type { Logger } from "../log.ts";
 import { checkArchitecture } from "./architecture.ts";
 import {
   ATTACH_PROGRAMS,
+  ATTACH_SYMBOLS,
   attachCandidates,
   attachError,
-  attachSymbol,
   type KernelFacts,
   linkPinName,
+  pinnedLinkMode,
   readKernelFacts,
 } from "./attach.ts";
 import { ensureBpffsDir } from "./bpffs.ts";
@@ -340,7 +341,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         }
       }
     }
-    const link = this.attachTo(prog, attachSymbol("trap"));
+    const link = this.attachTo(prog, ATTACH_SYMBOLS.trap);
     if (!link) throw attachError(this.attachMode, koffi.errno(), this.facts);
     this.link = link;
     this.ownsLink = true;
@@ -354,10 +355,10 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   /** Not pinned: kernels that need it (5.10) cannot pin kprobe links anyway. */
   private attachParentHook(): void {
-    const link = this.attachTo(this.program(ATTACH_PROGRAMS[this.attachMode].parent), attachSymbol("parent"));
+    const link = this.attachTo(this.program(ATTACH_PROGRAMS[this.attachMode].parent), ATTACH_SYMBOLS.parent);
     if (!link) {
       this.logger?.warn("cannot attach the parent-directory hook", {
-        symbol: attachSymbol("parent"),
+        symbol: ATTACH_SYMBOLS.parent,
         errno: errnoName(koffi.errno()),
       });
       return;
@@ -601,10 +602,7 @@ export function openKernelWatcher(options: KernelWatcherOptions = {}): LibbpfKer
   checkArchitecture();
   const facts = readKernelFacts();
   const pinRoot = options.pinRoot === undefined ? DEFAULT_PIN_ROOT : options.pinRoot;
-  const pinned =
-    pinRoot && existsSync(pinRoot)
-      ? (ATTACH_MODES.find((mode) => existsSync(join(pinRoot, linkPinName(mode)))) ?? null)
-      : null;
+  const pinned = pinRoot && existsSync(pinRoot) ? pinnedLinkMode(readdirSync(pinRoot)) : null;
   const candidates = attachCandidates(options.attachMode ?? "auto", facts, pinned);
   const refused: string[] = [];
   let firstPrivilegeError: HiveError | undefined;

@@ -5,10 +5,11 @@
  */
 import { closeSync, existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { ATTACH_MODES, type AttachMode, type FileKey } from "./contract.ts";
+import { pinnedLinkMode } from "./attach.ts";
+import type { AttachMode, FileKey } from "./contract.ts";
 import { type DecodedValue, decodeKey, decodeValue, KEY_LAYOUT, VALUE_LAYOUT } from "./layout.ts";
 import { check, forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
-import { DEFAULT_PIN_ROOT, linkPinName, readCounters } from "./loader.ts";
+import { DEFAULT_PIN_ROOT, readCounters } from "./loader.ts";
 
 export interface PinnedState {
   pinRoot: string;
@@ -24,7 +25,7 @@ export function readPinnedState(pinRoot = DEFAULT_PIN_ROOT): PinnedState | null 
   if (!existsSync(pinRoot)) return null;
   const names = readdirSync(pinRoot);
   const lib = libbpf();
-  const attachMode = ATTACH_MODES.find((mode) => names.includes(linkPinName(mode))) ?? null;
+  const attachMode = pinnedLinkMode(names);
   const watched: PinnedState["watched"] = [];
   if (names.includes("hive_watch")) {
     const fd = check(lib.bpf_obj_get(join(pinRoot, "hive_watch")) as number, "opening the pinned watch map", {

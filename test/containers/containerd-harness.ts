@@ -17,26 +17,20 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { type Availability, rootWithBinaries, suiteGate } from "../fixtures/suite-gate.ts";
 
 const run = promisify(execFile);
 
-export function containersAvailable(): { ok: true } | { ok: false; why: string } {
-  if (process.getuid?.() !== 0) return { ok: false, why: "containerd and runc need root" };
-  for (const bin of ["/usr/bin/containerd", "/usr/bin/ctr", "/usr/sbin/runc", "/bin/busybox"]) {
-    if (!existsSync(bin))
-      return { ok: false, why: `${bin} is missing (scripts/debian-packages.txt installs it)` };
-  }
-  return { ok: true };
+export function containersAvailable(): Availability {
+  return rootWithBinaries(
+    ["/usr/bin/containerd", "/usr/bin/ctr", "/usr/sbin/runc", "/bin/busybox"],
+    "containerd and runc need root",
+  );
 }
 
 /** Under CI the absence of containers is a failure; locally a loud skip. */
 export function containerSuiteGate(): boolean {
-  const a = containersAvailable();
-  if (a.ok) return true;
-  const message = `REAL-CONTAINER TESTS NOT RUN: ${a.why}`;
-  if (process.env.CI === "true") throw new Error(`${message} (CI=true requires them)`);
-  console.warn(`\n*** ${message} ***\n`);
-  return false;
+  return suiteGate("REAL-CONTAINER TESTS", containersAvailable());
 }
 
 export interface Containerd {

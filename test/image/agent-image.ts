@@ -5,9 +5,10 @@
  * under CI=true so that a CI run can never pass without building the image.
  */
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { AgentImageInfo } from "../../scripts/build-image.ts";
+import { type Availability, rootWithBinaries, suiteGate } from "../fixtures/suite-gate.ts";
 
 export type { AgentImageInfo };
 
@@ -15,23 +16,16 @@ const root = join(import.meta.dirname, "../..");
 const SCRIPT = join(root, "scripts/build-image.ts");
 export const AGENT_IMAGE_INFO = join(root, ".tmp/image/hive-agent.json");
 
-export function imageBuildAvailable(): { ok: true } | { ok: false; why: string } {
-  if (process.getuid?.() !== 0) return { ok: false, why: "buildah (vfs, chroot isolation) needs root" };
-  for (const bin of ["/usr/bin/buildah", "/usr/bin/mmdebstrap"]) {
-    if (!existsSync(bin))
-      return { ok: false, why: `${bin} is missing (scripts/debian-packages.txt installs it)` };
-  }
-  return { ok: true };
+export function imageBuildAvailable(): Availability {
+  return rootWithBinaries(
+    ["/usr/bin/buildah", "/usr/bin/mmdebstrap"],
+    "buildah (vfs, chroot isolation) needs root",
+  );
 }
 
 /** Under CI a missing prerequisite is a failure; locally a loud skip. */
 export function imageSuiteGate(): boolean {
-  const a = imageBuildAvailable();
-  if (a.ok) return true;
-  const message = `AGENT IMAGE TESTS NOT RUN: ${a.why}`;
-  if (process.env.CI === "true") throw new Error(`${message} (CI=true requires them)`);
-  console.warn(`\n*** ${message} ***\n`);
-  return false;
+  return suiteGate("AGENT IMAGE TESTS", imageBuildAvailable());
 }
 
 let pending: Promise<AgentImageInfo> | undefined;
