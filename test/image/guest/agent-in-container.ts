@@ -1,0 +1,230 @@
+/**
+ * Runs inside a test VM (test/kernel/vm.ts), as root, on a stock kernel: the agent image
+ * built from Dockerfile, imported into a private containerd, started by `ctr run` with the
+ * container spec of the DaemonSet that HiveMonitor renders (test/image/ctr-run-args.ts), as
+ * `hive agent` against the API stand-in over TLS with a service-account token, exactly as in
+ * a cluster. A real container holds the trapped file; a read inside it must reach the
+ * callback receiver. Writes what it saw to $HIVE_RESULTS (the host test asserts on it).
+ */
+import { execFile } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { promisify } from "node:util";
+import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import { hiveCrds } from "../../../api/crd.ts";
+import { GROUP, PLURAL_DATA, VERSION } from "../../../api/meta.ts";
+import { renderManifests } from "../../../component/render.ts";
+import { startReceiver } from "../../alerts/receiver.ts";
+import { startApiServer } from "../../apiserver/server.ts";
+import { setPodRunning, waitFor } from "../../apiserver/testing.ts";
+import { startContainerd } from "../../containers/containerd-harness.ts";
+import { selfSignedCertificate } from "../../fixtures/self-signed.ts";
+import { ctrRunArgs } from "../ctr-run-args.ts";
+
+const run = promisify(execFile);
+const NODE = "node-image";
+const AGENT = "hive-agent";
+const WORKLOAD = "web-app";
+const TRAPPED = "/etc/hive-secret";
+const work = "/tmp/hive-image-e2e";
+mkdirSync(work, { recursive: true });
+const started = performance.now();
+const timings: Record<string, number> = {};
+const mark = (name: string) => {
+  timings[name] = Math.round(performance.now() - started);
+  console.log(`${name} after ${timings[name]} ms`);
+};
+const result: Record<string, unknown> = { timings };
+const resultsFile = process.env.HIVE_RESULTS ?? "/hive-out/image-results.json";
+const save = () => writeFileSync(resultsFile, JSON.stringify(result, null, 2));
+
+/** The parts of the image build's record (scripts/build-image.ts) this run needs. */
+interface ImageInfo {
+  image: string;
+  entrypoint: string[];
+  cmd: string[];
+  env: string[];
+  workingDir: string;
+}
+// The guest boots with loopback down; the stand-in, the receiver and the agent meet on 127.0.0.1.
+await run("ip", ["link", "set", "lo", "up"]);
+const info = JSON.parse(readFileSync(process.env.HIVE_IMAGE_INFO ?? "", "utf8")) as ImageInfo;
+const cd = await startContainerd({ namespace: "k8s.io" });
+const ctr = async (args: string[]) =>
+  (await run("/usr/bin/ctr", ["--address", cd.socket, "--namespace", cd.namespace, ...args])).stdout;
+const agentLog = join(work, "agent.log");
+let metricsUrl: string | undefined;
+try {
+  const rootfsDir = resolve(process.env.HIVE_IMAGE_ROOTFS ?? "");
+
+  const pem = selfSignedCertificate();
+  const api = await startApiServer({ tls: pem, crds: hiveCrds() });
+  const kc = api.kubeConfig();
+  const core = kc.makeApiClient(CoreV1Api);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const receiver = await startReceiver(0);
+
+  // What `pulumi up` would create, from the component's own builders.
+  const objects = renderManifests({
+    image: info.image,
+    callback: { url: receiver.url },
+    runtimeSocket: cd.socket,
+    spoolDir: join(work, "spool"),
+    traps: [{ path: TRAPPED, match: { matchLabels: { security: "high" } } }],
+  });
+  const daemonSet = objects.find((o) => o.kind === "DaemonSet") as unknown as {
+    metadata: { namespace: string };
+    spec: { template: { spec: Parameters<typeof ctrRunArgs>[0] } };
+  };
+  const namespace = daemonSet.metadata.namespace;
+  await core.createNamespace({ body: { metadata: { name: namespace } } });
+  for (const policy of objects.filter((o) => o.kind === "HivePolicy")) {
+    await custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace,
+      plural: "hivepolicies",
+      body: policy,
+    });
+  }
+
+  // The workload: a real container holding the trapped file, and its Pod on this node.
+  const rootfs = cd.makeRootfs("web", { [TRAPPED.slice(1)]: "s3cret\n" });
+  await cd.start(WORKLOAD, rootfs);
+  await core.createNamespacedPod({
+    namespace: "default",
+    body: {
+      metadata: { name: "web", labels: { security: "high" } },
+      spec: { nodeName: NODE, containers: [{ name: "app", image: "busybox" }] },
+    },
+  });
+  await setPodRunning(core, "default", "web", {
+    podIP: "10.2.0.1",
+    containerIds: { app: `containerd://${WORKLOAD}` },
+  });
+
+  // The service-account volume the kubelet projects into every pod.
+  const saDir = join(work, "serviceaccount");
+  mkdirSync(saDir, { recursive: true });
+  writeFileSync(join(saDir, "token"), `system:serviceaccount:${namespace}:hive-agent`);
+  writeFileSync(join(saDir, "ca.crt"), pem.cert);
+  writeFileSync(join(saDir, "namespace"), namespace);
+
+  // The one addition to the rendered spec: the guest's single emulated CPU runs some 50 times
+  // slower than a node, and a synchronous program load stalls the event loop for seconds —
+  // longer than a 10 s renew deadline. The lease is scaled so emulation does not look like an
+  // API-server outage; everything else is the DaemonSet's.
+  const podSpec = daemonSet.spec.template.spec;
+  podSpec.containers[0]?.env?.push({ name: "HIVE_LEASE_DURATION_MS", value: "90000" });
+  const spec = ctrRunArgs(podSpec, info, rootfsDir, AGENT, {
+    fields: { "spec.nodeName": NODE, "metadata.name": "hive-agent-x1", "metadata.namespace": namespace },
+    serviceAccountDir: saDir,
+    apiHost: "127.0.0.1",
+    apiPort: api.port,
+  });
+  for (const dir of spec.hostDirs) mkdirSync(dir, { recursive: true });
+  result.capabilities = spec.capabilities;
+  result.ctrArgs = spec.args;
+  await ctr(["run", "-d", "--log-uri", `file://${agentLog}`, ...spec.args]);
+  mark("agentStarted");
+
+  await waitFor(
+    async () => {
+      const tasks = await ctr(["task", "ls"]);
+      if (new RegExp(`^${AGENT}\\s+\\d+\\s+STOPPED`, "m").test(tasks)) throw new Error("the agent exited");
+      return (await fetch(spec.readinessUrl).catch(() => undefined))?.status === 200;
+    },
+    { timeoutMs: 300_000, intervalMs: 1000, what: "agent ready (/readyz)" },
+  );
+  mark("agentReady");
+  result.readyz = await (await fetch(`${spec.readinessUrl}?verbose`)).text();
+
+  const pid = new RegExp(`^${AGENT}\\s+(\\d+)\\s+RUNNING`, "m").exec(await ctr(["task", "ls"]))?.[1];
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  result.process = {
+    capEff: /^CapEff:\s*(\S+)$/m.exec(status)?.[1],
+    noNewPrivs: /^NoNewPrivs:\s*(\S+)$/m.exec(status)?.[1],
+    seccomp: /^Seccomp:\s*(\S+)$/m.exec(status)?.[1],
+    // mountinfo: id parent dev root mount-point options …; the container's own "/" must be ro.
+    rootReadOnly: readFileSync(`/proc/${pid}/mountinfo`, "utf8")
+      .split("\n")
+      .map((line) => line.split(" "))
+      .some((f) => f[4] === "/" && f[5]?.split(",").includes("ro")),
+  };
+
+  await waitFor(
+    async () => {
+      const list = (await custom.listClusterCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: PLURAL_DATA,
+      })) as {
+        items: unknown[];
+      };
+      return list.items.length > 0;
+    },
+    { timeoutMs: 120_000, intervalMs: 500, what: "HiveData for the trapped file" },
+  );
+  mark("trapResolved");
+  // HiveData exists before the loader has put it into the kernel's watch map: wait for the map.
+  metricsUrl = new URL("/metrics", spec.readinessUrl).href;
+  const watched = async () =>
+    Number(/^hive_watched_files (\d+)$/m.exec(await (await fetch(metricsUrl ?? "")).text())?.[1] ?? 0);
+  await waitFor(async () => (await watched()) >= 2, {
+    timeoutMs: 120_000,
+    intervalMs: 500,
+    what: "the trapped file and its directory in the kernel watch map (hive_watched_files)",
+  });
+  mark("trapWatched");
+
+  await cd.exec(WORKLOAD, ["/bin/busybox", "cat", TRAPPED]);
+  const alert = await waitFor(() => receiver.accepted[0], {
+    timeoutMs: 60_000,
+    intervalMs: 200,
+    what: "the alert at the callback",
+  });
+  mark("alerted");
+  result.alert = JSON.parse(alert.body);
+
+  const statusJson = await ctr([
+    "task",
+    "exec",
+    "--exec-id",
+    "status",
+    AGENT,
+    ...info.entrypoint,
+    "status",
+    "--json",
+  ]);
+  result.status = JSON.parse(statusJson);
+
+  await ctr(["task", "kill", "-s", "SIGTERM", AGENT]);
+  await waitFor(async () => /STOPPED/.test(await ctr(["task", "ls"])), {
+    timeoutMs: 60_000,
+    intervalMs: 500,
+    what: "the agent to stop on SIGTERM",
+  });
+  mark("agentStopped");
+  result.ok = true;
+  await receiver.close();
+  await api.stop();
+} catch (error) {
+  result.ok = false;
+  // The agent's own counters say where an alert stopped.
+  result.metrics = await fetch(metricsUrl ?? "http://invalid/")
+    .then(async (r) => (await r.text()).split("\n").filter((l) => l.startsWith("hive_")))
+    .catch((e: unknown) => String(e));
+  result.error = error instanceof Error ? (error.stack ?? error.message) : String(error);
+} finally {
+  try {
+    const log = readFileSync(agentLog, "utf8");
+    writeFileSync(join(resultsFile, "..", "agent.log"), log);
+    result.agentLogTail = log.split("\n").slice(-40).join("\n");
+  } catch {
+    result.agentLogTail = "(no agent log)";
+  }
+  save();
+  await ctr(["task", "kill", "-s", "SIGKILL", AGENT]).catch(() => undefined);
+  await cd.stop().catch(() => undefined);
+}
+process.exit(0);
