@@ -184,6 +184,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     onKernelSynced: (entries, dataOf) => table?.synced(entries, dataOf),
     onKernelClosed: () => table?.closed(),
     observeReconcile: (controller, seconds) => metrics.reconcileDuration.observe({ controller }, seconds),
+    onEventDropped: (reason) => metrics.kernelEventsDropped.inc({ reason }),
     onAccess,
     log,
     roles: config.roles,

@@ -59,6 +59,8 @@ export interface NodeAgentOptions {
   onAccess: (event: KernelEvent, matched: readonly HiveData[]) => void;
   /** After each sync of the kernel map by this node's loader (see LoaderOptions.onSynced). */
   onKernelSynced?: LoaderOptions["onSynced"];
+  /** A kernel event dropped before alerting (LoaderOptions.onEventDropped). */
+  onEventDropped?: LoaderOptions["onEventDropped"];
   /** The loader role ended and closed the kernel program. */
   onKernelClosed?: () => void;
   /** Duration of each reconcile pass, by controller (discover, loader, pods). */
@@ -223,6 +225,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
         log: log.child({ controller: "loader" }),
         onAccess: options.onAccess,
         ...(options.onKernelSynced ? { onSynced: options.onKernelSynced } : {}),
+        ...(options.onEventDropped ? { onEventDropped: options.onEventDropped } : {}),
         ...(options.observeReconcile ? { observeReconcile: reconcileObserver("loader") } : {}),
         ...(options.orphanGraceMs !== undefined ? { orphanGraceMs: options.orphanGraceMs } : {}),
       });

@@ -105,4 +105,69 @@ describe("loader controller", () => {
     expect(removed.sort()).toEqual(["a", "b", "c", "orphan"]);
     loader.stop();
   });
+
+  it("never touches a pinned map before the first HiveData list, and holds the events that came meanwhile", async () => {
+    // What a restarted agent finds: the previous agent's map, and accesses it never read.
+    const kernel = new RecordingKernel();
+    const pinned = {
+      key: { major: 8, minor: 1, ino: 100n },
+      slot: 7,
+      accesses: ["read"] as const,
+      kind: "file" as const,
+    };
+    kernel.entries = [pinned];
+    const accesses: string[][] = [];
+    const loader = createLoaderController({
+      kernelId: KERNEL,
+      kernel,
+      writer: recordingWriter().writer,
+      log: createLogger({}, { level: "error" }),
+      onAccess: (_e, matched) => accesses.push(matched.map((d) => d.metadata.name ?? "")),
+      debounceMs: 1,
+      maxHeldEvents: 2,
+    });
+    loader.onPolicy("ADDED", policy); // the policy list is in before the HiveData list
+    await new Promise((r) => setTimeout(r, 30));
+    await loader.idle();
+    expect(kernel.syncs).toBe(0);
+    expect(kernel.entries).toEqual([pinned]);
+    kernel.emit({ slot: 7, kind: "file", key: pinned.key });
+    kernel.emit({ slot: 7, kind: "file", key: pinned.key });
+    kernel.emit({ slot: 7, kind: "file", key: pinned.key }); // beyond the hold: counted, not silent
+    expect(accesses).toEqual([]);
+
+    loader.onData("ADDED", data("a", idOf(0), 100, ["read"]));
+    loader.markSynced();
+    await loader.idle();
+    expect(kernel.entries.map((e) => e.key.ino)).toContain(100n);
+    expect(accesses).toEqual([["a"], ["a"]]);
+    expect(loader.stats()).toMatchObject({ heldEvents: 2, heldEventsDropped: 1, unmatchedEvents: 0 });
+    loader.stop();
+  });
+
+  it("routes an event by the file's identity, not by a slot number another trap may hold now", async () => {
+    const kernel = new RecordingKernel();
+    const accesses: string[][] = [];
+    const loader = createLoaderController({
+      kernelId: KERNEL,
+      kernel,
+      writer: recordingWriter().writer,
+      log: createLogger({}, { level: "error" }),
+      onAccess: (_e, matched) => accesses.push(matched.map((d) => d.metadata.name ?? "")),
+      debounceMs: 1,
+    });
+    loader.onPolicy("ADDED", policy);
+    loader.onData("ADDED", data("a", idOf(0), 100, ["read"]));
+    loader.onData("ADDED", data("c", idOf(0), 200, ["read"]));
+    loader.markSynced();
+    await loader.idle();
+    const slotOf = (ino: bigint) => kernel.entries.find((e) => e.key.ino === ino)?.slot ?? -1;
+    // Written under an earlier numbering: slot of file 100 today, key of file 200.
+    kernel.emit({ slot: slotOf(100n), kind: "file", key: { major: 8, minor: 1, ino: 200n } });
+    // A file nobody traps any more: counted, never given to the slot's current owner.
+    kernel.emit({ slot: slotOf(100n), kind: "file", key: { major: 8, minor: 1, ino: 999n } });
+    expect(accesses).toEqual([["c"]]);
+    expect(loader.stats().unmatchedEvents).toBe(1);
+    loader.stop();
+  });
 });

@@ -2,8 +2,16 @@
  * Loader controller (one per kernel, elected): keeps the kernel's watch map equal to the
  * HiveData of its kernel, drops HiveData whose trap no longer exists in any HivePolicy
  * (the reference's HiveData reconciliation), and routes kernel events: accesses go to the
- * alert pipeline with the HiveData they matched (an in-memory slot index, no API call per
- * event); parent-directory changes ask the owning node's discover to re-resolve.
+ * alert pipeline with the HiveData they matched (an in-memory index by the file's identity,
+ * no API call per event); parent-directory changes ask the owning node's discover to
+ * re-resolve.
+ *
+ * After a restart the kernel map and the ring buffer are the previous agent's (pinned). Until
+ * the first HiveData list is in, absence proves nothing: the map is not touched and events are
+ * held (bounded, losses counted), then routed once the map reflects the listed HiveData. An
+ * event is routed by its device and inode, never by slot alone: slots are this process's
+ * numbering, and an event written under the previous agent's numbering must not reach
+ * another trap.
  */
 import type { HiveData } from "../../api/data.ts";
 import { trapId as computeTrapId } from "../../api/ids.ts";
@@ -11,6 +19,7 @@ import { ANNOTATION_RESOLVE_REQUEST, LABEL_KERNEL_ID, LABEL_TRAP_ID } from "../.
 import type { HivePolicy } from "../../api/policy.ts";
 import type { KernelEvent, KernelWatcher, WatchEntry } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
+import type { EventDropReason } from "../metrics/metrics.ts";
 import { ANNOTATION_PARENT, isMissing, keyText, parseKeyText } from "./hive-data.ts";
 import { type DataWriter, isForbidden, objectKey, specProblems, type WatchEventType } from "./ports.ts";
 import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
@@ -32,6 +41,10 @@ export interface LoaderOptions {
   debounceMs?: number;
   /** Called with each reconcile pass's duration in seconds (hive_reconcile_duration_seconds). */
   observeReconcile?: (seconds: number) => void;
+  /** Each event dropped before alerting, with why (hive_kernel_events_dropped_total). */
+  onEventDropped?: (reason: EventDropReason) => void;
+  /** Events held until the first sync after the HiveData list; beyond it they are counted lost. */
+  maxHeldEvents?: number;
   /**
    * After each sync of the kernel map: its entries and the HiveData behind each slot (the
    * agent writes them as the watch table `hive status` names the slots' traps from).
@@ -45,7 +58,12 @@ export interface LoaderStats {
   orphansDeleted: number;
   resolveRequests: number;
   accessEvents: number;
+  /** Events for a file this loader does not watch (a trap removed while its event was in flight). */
   unmatchedEvents: number;
+  /** Events that arrived before the first sync, held and routed after it. */
+  heldEvents: number;
+  /** Events dropped because the hold before the first sync was full. */
+  heldEventsDropped: number;
 }
 
 export interface LoaderController extends ControllerLifecycle<LoaderStats> {
@@ -69,9 +87,13 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   const slotOfKey = new Map<string, number>();
   const freeSlots: number[] = [];
   let nextSlot = 1;
-  /** Slot → its kernel entry and the HiveData behind it: the event path's one lookup. */
+  /** `kind:major:minor:ino` → its kernel entry and the HiveData behind it: the event path's one lookup. */
+  let byKeyId = new Map<string, { entry: WatchEntry; data: HiveData[] }>();
   let bySlot = new Map<number, { entry: WatchEntry; data: HiveData[] }>();
   let stopped = false;
+  /** Events that came before the first sync (undefined once it ran). */
+  let held: KernelEvent[] | undefined = [];
+  const maxHeld = options.maxHeldEvents ?? 65_536;
   const stats: LoaderStats = {
     syncs: 0,
     entries: 0,
@@ -79,6 +101,8 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     resolveRequests: 0,
     accessEvents: 0,
     unmatchedEvents: 0,
+    heldEvents: 0,
+    heldEventsDropped: 0,
   };
 
   function liveTrapIds(): Set<string> {
@@ -92,6 +116,8 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   }
 
   async function pass(): Promise<void> {
+    // Before the first lists, an empty cache would wipe the pinned map the previous agent left.
+    if (!loop.synced()) return;
     const live = liveTrapIds();
     const valid: HiveData[] = [];
     const now = Date.now();
@@ -101,7 +127,6 @@ export function createLoaderController(options: LoaderOptions): LoaderController
         valid.push(d);
         continue;
       }
-      if (!loop.synced()) continue;
       const since = orphanSince.get(key) ?? now;
       orphanSince.set(key, since);
       if (now - since >= orphanGraceMs) {
@@ -162,10 +187,16 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     }
     const entries = [...byKey.values()].map((v) => v.entry);
     kernel.sync(entries);
+    byKeyId = byKey;
     bySlot = new Map([...byKey.values()].map((v) => [v.entry.slot, v]));
     stats.syncs += 1;
     stats.entries = entries.length;
     options.onSynced?.(entries, lookup);
+    if (held) {
+      const waiting = held;
+      held = undefined;
+      for (const event of waiting) route(event);
+    }
   }
 
   const loop = createReconcileLoop(pass, stats, {
@@ -200,11 +231,13 @@ export function createLoaderController(options: LoaderOptions): LoaderController
 
   const lookup = (slot: number): readonly HiveData[] => bySlot.get(slot)?.data ?? [];
 
-  kernel.onEvent((event) => {
-    if (stopped) return;
-    const watched = bySlot.get(event.slot);
+  function route(event: KernelEvent): void {
+    const text = keyText(event.key);
+    const other = event.kind === "parent" ? "file" : "parent";
+    const watched = byKeyId.get(`${event.kind}:${text}`) ?? byKeyId.get(`${other}:${text}`);
     if (!watched) {
       stats.unmatchedEvents += 1;
+      options.onEventDropped?.("unmatched");
       return;
     }
     if (event.kind === "parent" || watched.entry.kind === "parent") {
@@ -216,6 +249,21 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       (d) => event.accesses.length === 0 || event.accesses.some((a) => d.spec.accesses.includes(a)),
     );
     if (wanted.length > 0) options.onAccess(event, wanted);
+  }
+
+  kernel.onEvent((event) => {
+    if (stopped) return;
+    if (!held) {
+      route(event);
+      return;
+    }
+    if (held.length < maxHeld) {
+      held.push(event);
+      stats.heldEvents += 1;
+    } else {
+      stats.heldEventsDropped += 1;
+      options.onEventDropped?.("hold_full");
+    }
   });
 
   return {

@@ -13,6 +13,14 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 export const DROP_REASONS = ["spool_full", "permanent_failure", "too_large", "spool_corrupt"] as const;
 export type DropReason = (typeof DROP_REASONS)[number];
 
+/**
+ * Why a kernel event was dropped before it became an alert (hive_kernel_events_dropped_total):
+ * its file is no longer watched by this loader, or it came before the first sync after a
+ * restart and the hold was full.
+ */
+export const EVENT_DROP_REASONS = ["unmatched", "hold_full"] as const;
+export type EventDropReason = (typeof EVENT_DROP_REASONS)[number];
+
 /** How one delivery attempt failed (the `class` label of hive_alert_delivery_failures_total). */
 export const FAILURE_CLASSES = [
   "refused",
@@ -51,6 +59,7 @@ export interface HiveMetrics {
   readonly watchedFiles: Gauge;
   readonly reconcileDuration: Histogram<"controller">;
   readonly kubernetesEvents: Counter<"result">;
+  readonly kernelEventsDropped: Counter<"reason">;
   /** Feed the kernel's cumulative counters (events, ring-buffer losses, watched entries) at scrape time. */
   observeKernel(source: KernelCountersSource): void;
 }
@@ -182,6 +191,12 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
       help: "Duration of one reconcile, by controller.",
       labelNames: ["controller"],
       buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30],
+      registers,
+    }),
+    kernelEventsDropped: new Counter({
+      name: "hive_kernel_events_dropped_total",
+      help: "Kernel events dropped by the agent before alerting: unmatched (the file is no longer watched) or hold_full (more events before the first sync after a restart than the hold keeps).",
+      labelNames: ["reason"],
       registers,
     }),
     kubernetesEvents: new Counter({

@@ -54,10 +54,11 @@ export class RecordingKernel implements KernelWatcher {
   async close(): Promise<void> {
     this.closed = true;
   }
+  /** As the kernel writes it: the event carries the key of the entry that matched (given `slot`). */
   emit(partial: Partial<KernelEvent> & Pick<KernelEvent, "slot" | "kind">): void {
     const event: KernelEvent = {
       ktimeNs: 1n,
-      key: { major: 0, minor: 0, ino: 0n },
+      key: this.entries.find((e) => e.slot === partial.slot)?.key ?? { major: 0, minor: 0, ino: 0n },
       mask: 4,
       accesses: ["read"],
       pid: 1,
