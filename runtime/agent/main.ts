@@ -19,12 +19,14 @@ import { createFileResolver } from "../discover/file-resolver.ts";
 import { isHiveError } from "../errors.ts";
 import { createKubeClients, type KubeClients, type KubeConfigSource } from "../k8s/kube-client.ts";
 import { checkArchitecture } from "../kernel/architecture.ts";
+import { DEFAULT_PIN_ROOT } from "../kernel/bpffs.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { createHealth, createHiveMetrics, startMetricsServer } from "../metrics/index.ts";
-import { watchTableFileFor } from "../standalone/watch-table-file.ts";
+import { WATCH_TABLE_DIR, watchTableFileFor } from "../standalone/watch-table-file.ts";
 import { AGENT_USAGE, type AgentConfig, parseAgentConfig, readBootId } from "./config.ts";
 import { startNodeAgent } from "./node-agent.ts";
+import { loaderLockFileFor } from "./node-lock.ts";
 import { type AgentWatchTable, createAgentWatchTable } from "./watch-table.ts";
 
 export interface AgentHooks {
@@ -160,6 +162,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   const onAccess = (event: KernelEvent, matched: readonly HiveData[]) => {
     for (const d of matched) alerts.handle(event, alertSourceFromHiveData(d, sourceContext));
   };
+  const pinRoot = config.pinRoot ?? DEFAULT_PIN_ROOT;
   const agent = await startNodeAgent({
     clients,
     nodeName: config.nodeName,
@@ -170,8 +173,6 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     openKernel: async () => {
       kernel = await openKernel();
       metrics.observeKernel(() => kernel?.counters() ?? { events: 0n, lost: 0n, watched: 0 });
-      // Only the kernel loader's module knows its default pin root; it is loaded by now on real kernels.
-      const pinRoot = config.pinRoot ?? (await import("../kernel/loader.ts")).DEFAULT_PIN_ROOT;
       table = createAgentWatchTable({
         file: watchTableFileFor(pinRoot, config.tableDir),
         kernelId,
@@ -181,8 +182,8 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
       });
       return kernel;
     },
+    loaderLock: loaderLockFileFor(pinRoot, config.tableDir ?? WATCH_TABLE_DIR),
     onKernelSynced: (entries, dataOf) => table?.synced(entries, dataOf),
-    onKernelClosed: () => table?.closed(),
     observeReconcile: (controller, seconds) => metrics.reconcileDuration.observe({ controller }, seconds),
     onEventDropped: (reason) => metrics.kernelEventsDropped.inc({ reason }),
     onAccess,

@@ -1,8 +1,9 @@
 /**
- * One node's agent, composed: discover always runs; the loader role runs where this node
- * holds the Lease of its kernel (`hive-loader-<boot id>`), the pods role where it holds the
- * cluster-wide Lease (`hive-pods`). A role's informers and controller live exactly as long
- * as its leadership: a lost renewal aborts them before another holder can start.
+ * One node's agent, composed: discover always runs; the loader role runs where this agent
+ * holds its kernel's node-local lock (node-lock.ts: an API-server outage never ends it), the
+ * pods role where it holds the cluster-wide Lease (`hive-pods`). A role's informers and
+ * controller live exactly as long as its leadership: a lost renewal aborts them before
+ * another holder can start.
  * main.ts adds flags, signals and the HTTP endpoints; tests and the benchmark start several
  * of these in one process, one per simulated node.
  */
@@ -34,9 +35,10 @@ import { isHiveError } from "../errors.ts";
 import { isNotFound } from "../k8s/api-errors.ts";
 import type { InformerStats } from "../k8s/informer.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
-import { LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
+import { type LeaderElectionOptions, LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
+import { NodeLockElector, type RoleElector } from "./node-lock.ts";
 
 /** What the agent needs of any informer, whatever its object type. */
 export interface RunningInformer {
@@ -61,8 +63,11 @@ export interface NodeAgentOptions {
   onKernelSynced?: LoaderOptions["onSynced"];
   /** A kernel event dropped before alerting (LoaderOptions.onEventDropped). */
   onEventDropped?: LoaderOptions["onEventDropped"];
-  /** The loader role ended and closed the kernel program. */
-  onKernelClosed?: () => void;
+  /**
+   * The loader role's lock file: one per kernel, shared by every agent of the node (the
+   * host's /run/hive). Whoever holds it loads and syncs the kernel program.
+   */
+  loaderLock: string;
   /** Duration of each reconcile pass, by controller (discover, loader, pods). */
   observeReconcile?: (controller: "discover" | "loader" | "pods", seconds: number) => void;
   log: Logger;
@@ -89,7 +94,6 @@ export interface NodeAgent {
   stop(options?: { release?: boolean }): Promise<void>;
 }
 
-export const LOADER_LEASE_PREFIX = "hive-loader-";
 export const PODS_LEASE = "hive-pods";
 
 export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAgent> {
@@ -150,13 +154,14 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     discover.markSynced();
   });
 
-  const electors: LeaderElector[] = [];
+  const electors: RoleElector[] = [];
   // The controllers of the roles this node leads now.
   const leading: { loader?: LoaderController | undefined; pods?: PodsController | undefined } = {};
-  /** Runs a role while this node holds `leaseName`: `start` makes its controller and informers (undefined: none this term). */
+  type Leadership = Pick<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading">;
+  /** Runs a role while this node leads it: `start` makes its controller and informers (undefined: none this term). */
   const leadRole = <K extends keyof typeof leading>(
     role: K,
-    leaseName: string,
+    elect: (leadership: Leadership) => RoleElector,
     start: (signal: AbortSignal) => Promise<
       | {
           controller: NonNullable<(typeof leading)[K]>;
@@ -168,13 +173,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   ): void => {
     let stopRole: (() => Promise<void>) | undefined;
     electors.push(
-      new LeaderElector({
-        coordination: clients.coordination,
-        namespace: options.namespace,
-        name: leaseName,
-        identity: options.identity,
-        ...options.lease, // unset fields: the elector's defaults
-        logger: log.child({ role }),
+      elect({
         onStartedLeading: async (signal) => {
           const started = await start(signal);
           if (!started) return;
@@ -200,8 +199,28 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   };
 
   let loaderFailure: string | undefined;
+  const byPodsLease = (leadership: Leadership): RoleElector =>
+    new LeaderElector({
+      coordination: clients.coordination,
+      namespace: options.namespace,
+      name: PODS_LEASE,
+      identity: options.identity,
+      ...options.lease, // unset fields: the elector's defaults
+      logger: log.child({ role: "pods" }),
+      ...leadership,
+    });
+  const byNodeLock = (leadership: Leadership): RoleElector =>
+    new NodeLockElector({
+      path: options.loaderLock,
+      logger: log.child({ role: "loader" }),
+      onLockUnavailable: (error) => {
+        loaderFailure = error.describe();
+      },
+      ...leadership,
+    });
+
   if (options.roles?.loader !== false) {
-    leadRole("loader", `${LOADER_LEASE_PREFIX}${kernelId}`, async (signal) => {
+    leadRole("loader", byNodeLock, async (signal) => {
       let kernel: KernelWatcher;
       try {
         kernel = await options.openKernel();
@@ -215,7 +234,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       }
       if (signal.aborted) {
         // Leadership ended while the program loaded: onStoppedLeading has run already, so close here.
-        await kernel.close();
+        await kernel.close({ keepPinned: true });
         return undefined;
       }
       const controller = createLoaderController({
@@ -233,16 +252,16 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
         sharedPolicies((t, p) => controller.onPolicy(t, p)),
         kernelDataFeed(kernelId, (t, d) => controller.onData(t, d), feedOptions),
       ];
-      const close = async () => {
-        await kernel.close();
-        options.onKernelClosed?.();
-      };
+      // The role ends only when the agent stops (a restart, an update): the program stays
+      // attached and pinned, its events wait in the ring buffer for the next agent, and the
+      // watch table still names its slots for `hive status`.
+      const close = () => kernel.close({ keepPinned: true });
       return { controller, informers, close };
     });
   }
 
   if (options.roles?.pods !== false) {
-    leadRole("pods", PODS_LEASE, async () => {
+    leadRole("pods", byPodsLease, async () => {
       const controller = createPodsController({
         writer,
         policyWriter: createPolicyWriter(clients.custom),

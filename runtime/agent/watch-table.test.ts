@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -83,9 +83,6 @@ describe("the agent's watch table", () => {
     const written = await readWatchTableFile(file);
     expect(written).toMatchObject({ writer: "agent", pid: process.pid, attachMode: "kprobe" });
     expect(written?.slots.map((r) => r.slot)).toEqual([1, 2]);
-    table.closed();
-    await table.idle();
-    expect(existsSync(file)).toBe(false);
   });
 
   it("logs a failed write instead of failing the loader", async () => {

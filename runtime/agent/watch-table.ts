@@ -10,7 +10,6 @@ import { LABEL_POLICY, LABEL_POLICY_NAMESPACE, LABEL_TRAP_ID } from "../../api/m
 import type { AttachMode, WatchEntry } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import {
-  removeWatchTableFile,
   type WatchTableRecord,
   type WatchTableTrap,
   writeWatchTableFile,
@@ -51,8 +50,6 @@ export function agentTableRecords(
 export interface AgentWatchTable {
   /** The loader synced the kernel map (LoaderOptions.onSynced). */
   synced(entries: readonly WatchEntry[], dataOf: (slot: number) => readonly HiveData[]): void;
-  /** The loader role closed the kernel program: the table describes nothing any more. */
-  closed(): void;
   /** Resolves when the latest table (or its removal) is on disk. */
   idle(): Promise<void>;
 }
@@ -66,8 +63,8 @@ export function createAgentWatchTable(options: {
 }): AgentWatchTable {
   const { file, logger } = options;
   const startedAt = new Date().toISOString();
-  /** What the file must become: a record list, or null for "removed"; undefined when nothing is pending. */
-  let wanted: WatchTableRecord[] | null | undefined;
+  /** What the file must become; undefined when nothing is pending. */
+  let wanted: WatchTableRecord[] | undefined;
   let running: Promise<void> | undefined;
   let failing = false;
 
@@ -77,19 +74,16 @@ export function createAgentWatchTable(options: {
         const next = wanted;
         wanted = undefined;
         try {
-          if (next === null) await removeWatchTableFile(file);
-          else {
-            await writeWatchTableFile(file, {
-              writer: "agent",
-              pid: process.pid,
-              startedAt,
-              updatedAt: new Date().toISOString(),
-              attachMode: options.attachMode,
-              ...(options.attachReason ? { attachReason: options.attachReason } : {}),
-              kernelId: options.kernelId,
-              slots: next,
-            });
-          }
+          await writeWatchTableFile(file, {
+            writer: "agent",
+            pid: process.pid,
+            startedAt,
+            updatedAt: new Date().toISOString(),
+            attachMode: options.attachMode,
+            ...(options.attachReason ? { attachReason: options.attachReason } : {}),
+            kernelId: options.kernelId,
+            slots: next,
+          });
           if (failing) logger.info("watch table written again", { file });
           failing = false;
         } catch (error) {
@@ -103,13 +97,12 @@ export function createAgentWatchTable(options: {
       running = undefined;
     }
   };
-  const schedule = (next: WatchTableRecord[] | null): void => {
+  const schedule = (next: WatchTableRecord[]): void => {
     wanted = next;
     running ??= run();
   };
   return {
     synced: (entries, dataOf) => schedule(agentTableRecords(entries, dataOf)),
-    closed: () => schedule(null),
     idle: async () => {
       while (running) await running;
     },

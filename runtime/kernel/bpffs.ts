@@ -3,6 +3,9 @@ import { existsSync, mkdirSync, statfsSync } from "node:fs";
 import { dirname } from "node:path";
 import { HiveError } from "../errors.ts";
 
+/** Where the agent pins its maps and link. */
+export const DEFAULT_PIN_ROOT = "/sys/fs/bpf/hive";
+
 /** statfs f_type of the BPF filesystem (include/uapi/linux/magic.h BPF_FS_MAGIC). */
 const BPF_FS_MAGIC = 0xcafe4a11;
 

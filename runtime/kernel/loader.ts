@@ -23,7 +23,7 @@ import {
   pinnedLinkMode,
   readKernelFacts,
 } from "./attach.ts";
-import { ensureBpffsDir } from "./bpffs.ts";
+import { DEFAULT_PIN_ROOT, ensureBpffsDir } from "./bpffs.ts";
 import {
   ATTACH_MODES,
   type AttachMode,
@@ -60,9 +60,8 @@ import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
 
 export { linkPinName } from "./attach.ts";
-export { isOnBpffs } from "./bpffs.ts";
+export { DEFAULT_PIN_ROOT, isOnBpffs } from "./bpffs.ts";
 
-export const DEFAULT_PIN_ROOT = "/sys/fs/bpf/hive";
 /** bpf/hive.bpf.o at the package root: two levels up from sources, three from dist/. */
 export const DEFAULT_OBJECT_PATH = fileURLToPath(
   new URL(

@@ -262,15 +262,17 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
     await eventually(async () => (await list()).length === 0, "HiveData removed with the pod");
   });
 
-  it("releases its Leases on shutdown", async () => {
+  it("releases its Lease on shutdown and leaves the kernel program pinned for the next agent", async () => {
     stop();
     expect(await exited).toBe(0);
     const coordination = api.kubeConfig().makeApiClient(CoordinationV1Api);
     const leases = await coordination.listNamespacedLease({ namespace: "hive-system" });
-    expect(leases.items.map((l) => l.metadata?.name).sort()).toEqual([`hive-loader-${KERNEL}`, "hive-pods"]);
+    // The loader is elected by a node-local lock, not a Lease: the only Lease is the pods role's.
+    expect(leases.items.map((l) => l.metadata?.name)).toEqual(["hive-pods"]);
     for (const l of leases.items) expect(l.spec?.holderIdentity ?? "").toBe("");
     expect(kernels.every((k) => k.closed)).toBe(true);
-    // The loader closed the kernel program: its watch table is gone with it.
-    expect(existsSync(tableFile)).toBe(false);
+    // Pinned and attached still: its watch table keeps naming the slots for `hive status`.
+    expect(kernels.every((k) => k.keptPinned)).toBe(true);
+    expect(existsSync(tableFile)).toBe(true);
   });
 });

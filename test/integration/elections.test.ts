@@ -1,6 +1,7 @@
 /**
  * Several nodes against one API server stand-in: one loader per kernel (nodes sharing a
- * kernel elect one; two kernels get two), failover when the loader's node dies, and an
+ * kernel elect one through the kernel's node-local lock; two kernels get two), failover when
+ * the loader's agent dies, a kernel that stays watched through an API-server outage, and an
  * API server restart in the middle of every watch.
  */
 import { afterEach, describe, expect, it } from "vitest";
@@ -61,14 +62,13 @@ describe("elections and resilience", () => {
     const sampler = setInterval(() => {
       if (c.loadersOf(KERNEL_A).length > 1) overlap += 1;
     }, 5);
-    // A crash: the roles stop without releasing the Leases, so the other node must wait them out.
+    // A crash: the pods Lease is not released, so the other agent must wait it out; the
+    // loader lock goes with the process (the kernel frees a dead holder's flock).
     const died = Date.now();
     await first.agent.stop({ release: false });
-    await eventually(
-      () => second.agent.loader() !== undefined && second.agent.pods() !== undefined,
-      "second node takes over",
-      6000,
-    );
+    await eventually(() => second.agent.loader() !== undefined, "second agent takes the kernel", 6000);
+    expect(Date.now() - died).toBeLessThan(FAST_LEASE.leaseDurationMs);
+    await eventually(() => second.agent.pods() !== undefined, "second node takes the pods role", 6000);
     const tookOver = Date.now() - died;
     clearInterval(sampler);
     expect(overlap).toBe(0);
@@ -85,6 +85,32 @@ describe("elections and resilience", () => {
     await second.agent.stop();
     await eventually(() => third.agent.loader() !== undefined, "third node takes over after release");
     expect(Date.now() - t0).toBeLessThan(FAST_LEASE.leaseDurationMs);
+  });
+
+  it("keeps the kernel program attached and alerting while the API server is unreachable, long past any renew deadline", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    const node = await c.addNode("node-1", KERNEL_A);
+    await c.addPod("web", "node-1");
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    await eventually(() => fileSlots(c, KERNEL_A) === 1, "kernel synced");
+    const kernel = node.activeKernel();
+    const file = kernel?.entries.find((e) => e.kind === "file");
+
+    const outage = c.api.restart({ downtimeMs: FAST_LEASE.leaseDurationMs * 4 });
+    await new Promise((r) => setTimeout(r, FAST_LEASE.leaseDurationMs * 2));
+    // The control plane is gone: the pods role (cluster-wide Lease) may stop; the kernel must not.
+    expect(node.agent.loader()).toBeDefined();
+    expect(kernel?.closed).toBe(false);
+    kernel?.emit({ slot: file?.slot ?? -1, kind: "file" });
+    expect(node.accesses.map((a) => a.matched.map((d) => d.metadata.labels?.[LABEL_KERNEL_ID]))).toEqual([
+      [KERNEL_A],
+    ]);
+    await outage;
+    // Back: the same program, never reopened, and the roles resume.
+    await eventually(() => node.agent.pods() !== undefined, "pods role back after the outage", 6000);
+    expect(node.kernels).toHaveLength(1);
+    expect(node.activeKernel()?.entries.filter((e) => e.kind === "file")).toHaveLength(1);
   });
 
   it("keeps working across an API server restart mid-watch", async () => {

@@ -39,6 +39,8 @@ export class RecordingKernel implements KernelWatcher {
   entries: WatchEntry[] = [];
   syncs = 0;
   closed = false;
+  /** Closed with `keepPinned` (left attached for the next agent). */
+  keptPinned = false;
   private listeners: ((e: KernelEvent) => void)[] = [];
   sync(entries: readonly WatchEntry[]): void {
     if (this.closed) throw new Error("sync after close");
@@ -51,8 +53,9 @@ export class RecordingKernel implements KernelWatcher {
   counters(): KernelCounters {
     return { events: 0n, lost: 0n, watched: this.entries.length };
   }
-  async close(): Promise<void> {
+  async close(options: { keepPinned?: boolean } = {}): Promise<void> {
     this.closed = true;
+    this.keptPinned = options.keepPinned === true;
   }
   /** As the kernel writes it: the event carries the key of the entry that matched (given `slot`). */
   emit(partial: Partial<KernelEvent> & Pick<KernelEvent, "slot" | "kind">): void {
@@ -170,6 +173,8 @@ export class Cluster {
       identity: options.identity ?? `hive-agent-${name}`,
       namespace: AGENT_NS,
       kernelId,
+      // Nodes sharing a kernel share its lock, as agents of one node share the host's /run/hive.
+      loaderLock: join(this.base, "locks", `${kernelId}.loader.lock`),
       resolver: createFileResolver(this.containers, this.containers.proc),
       openKernel: async () => {
         if (options.kernelFails)
