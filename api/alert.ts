@@ -22,7 +22,10 @@ export const AlertSchema = Type.Object(
     metadata: Type.Object(
       {
         path: Type.String({ description: "The trapped path, as written in the policy." }),
-        inode: Type.Integer({ minimum: 1 }),
+        inode: Type.Union([Type.Integer({ minimum: 1 }), Type.String({ pattern: "^[1-9][0-9]*$" })], {
+          description:
+            "Inode number: an integer as in the reference format, or a decimal string when it exceeds 2^53 (overlayfs xino), so that it is always exact.",
+        }),
         device: Type.String({
           pattern: "^[0-9]+:[0-9]+$",
           description: "major:minor of the file's filesystem.",

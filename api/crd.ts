@@ -188,7 +188,7 @@ export function hiveDataCrd(): CustomResourceDefinition {
       { name: "Path", type: "string", jsonPath: ".metadata.annotations.path" },
       { name: "Pod", type: "string", jsonPath: ".metadata.annotations.pod_name" },
       { name: "Container", type: "string", jsonPath: ".metadata.annotations.container_name" },
-      { name: "Inode", type: "integer", jsonPath: ".spec.inode-no" },
+      { name: "Inode", type: "string", jsonPath: ".spec.inode-no" },
       { name: "Node", type: "string", jsonPath: ".metadata.annotations.node_name", priority: 1 },
       { name: "Kernel", type: "string", jsonPath: ".spec.kernel-id", priority: 1 },
     ],

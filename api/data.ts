@@ -28,9 +28,31 @@ export const DeviceSchema = Type.Object(
 );
 export type Device = Static<typeof DeviceSchema>;
 
+/** A non-zero unsigned 64-bit decimal (at most 18446744073709551615; checked by inodeOf). */
+export const INODE_PATTERN = "^[1-9][0-9]{0,19}$";
+const INODE_MAX = (1n << 64n) - 1n;
+
+/** The exact inode number of a HiveData; undefined when it does not fit 64 bits. */
+export function inodeOf(spec: { "inode-no": number | string }): bigint | undefined {
+  const value = BigInt(spec["inode-no"]);
+  return value >= 1n && value <= INODE_MAX ? value : undefined;
+}
+
 export const HiveDataSpecSchema = Type.Object(
   {
-    "inode-no": Type.Integer({ minimum: 1, description: "Inode number of the trapped file." }),
+    // 64 bits exactly: overlayfs (xino) and others put bits above 2^53 into inode numbers, which a
+    // JSON number would round and the kernel key would then never match.
+    "inode-no": Type.Union([Type.Integer({ minimum: 1 }), Type.String({ pattern: INODE_PATTERN })], {
+      "x-kubernetes-int-or-string": true,
+      "x-kubernetes-validations": [
+        {
+          rule: `string(self).matches('${INODE_PATTERN}')`,
+          message: "inode-no must be a decimal inode number",
+        },
+      ],
+      description:
+        "Inode number of the trapped file: a decimal string, exact for all 64 bits (integers written by earlier versions are read too).",
+    }),
     "kernel-id": Type.String({
       format: "uuid",
       description: "boot_id of the kernel the inode lives in; only that kernel's loader watches it.",

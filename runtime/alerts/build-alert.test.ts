@@ -63,6 +63,14 @@ describe("alert builder", () => {
     expect(alert.process.exe).toBeUndefined();
   });
 
+  it("reports an inode number beyond 2^53 exactly (overlayfs xino sets the top bits)", () => {
+    const ino = (1n << 63n) + 5n;
+    const event = makeEvent(3);
+    const alert = buildAlert({ ...event, key: { ...event.key, ino } }, makeSource("t-3"), context);
+    assertValidAlert(alert);
+    expect(alert.metadata.inode).toBe("9223372036854775813");
+  });
+
   it("gives every alert its own id", () => {
     const ids = new Set(
       Array.from({ length: 100 }, (_, i) => buildAlert(makeEvent(i), makeSource("t"), context).id),

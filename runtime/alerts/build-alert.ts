@@ -55,8 +55,8 @@ export function buildAlert(
     trap_id: trapIdOf(source),
     metadata: {
       path: a.path ?? "",
-      // Inode numbers beyond 2^53 do not exist on the filesystems Hive supports; clamp defensively.
-      inode: safeInteger(event.key.ino) ?? Number(source.spec?.["inode-no"] ?? 1),
+      // The reference format's integer while JSON keeps it exact; beyond 2^53, the exact decimal.
+      inode: safeInteger(event.key.ino) ?? event.key.ino.toString(),
       device: `${event.key.major}:${event.key.minor}`,
       mask: event.mask,
       accesses: [...event.accesses],

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { inodeOf } from "../../api/data.ts";
 import { dataName, trapId } from "../../api/ids.ts";
 import { ANNOTATION_RESOLVE_REQUEST } from "../../api/meta.ts";
 import { validateData } from "../../api/validate.ts";
@@ -47,6 +48,16 @@ describe("HiveData for one trap × container", () => {
     expect(dataUpToDate(stored, d)).toBe(true);
     expect(dataUpToDate(stored, buildHiveData({ ...input, file: { ...input.file, ino: 99n } }))).toBe(false);
     expect(dataUpToDate(stored, buildHiveData({ ...input, trap: { path: "/etc/shadow" } }))).toBe(false);
+  });
+  it("carries an inode number beyond 2^53 exactly, and still reads integers written before", () => {
+    const ino = (1n << 63n) + 5n; // overlayfs xino: layer bits at the top of the number
+    const d = buildHiveData({ ...input, file: { ...input.file, ino } });
+    expect(validateData(d)).toMatchObject({ ok: true });
+    expect(d.spec["inode-no"]).toBe("9223372036854775813");
+    expect(inodeOf(d.spec)).toBe(ino);
+    expect(inodeOf({ "inode-no": 1234 })).toBe(1234n);
+    expect(inodeOf({ "inode-no": "18446744073709551616" })).toBeUndefined(); // 2^64: no such inode
+    expect(validateData({ ...d, spec: { ...d.spec, "inode-no": "12a" } })).toMatchObject({ ok: false });
   });
   it("writes file keys as text and reads them back", () => {
     expect(parseKeyText(keyText(input.file))).toEqual(input.file);

@@ -119,7 +119,7 @@ export function buildHiveData(input: DataInput): HiveData {
       ],
     },
     spec: {
-      "inode-no": Number(input.file.ino),
+      "inode-no": input.file.ino.toString(),
       "kernel-id": input.kernelId,
       device: { major: input.file.major, minor: input.file.minor },
       accesses: [...(trap.accesses ?? ACCESS_KINDS)],

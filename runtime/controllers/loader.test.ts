@@ -145,6 +145,30 @@ describe("loader controller", () => {
     loader.stop();
   });
 
+  it("watches and routes an inode number beyond 2^53 exactly", async () => {
+    const kernel = new RecordingKernel();
+    const accesses: string[][] = [];
+    const loader = createLoaderController({
+      kernelId: KERNEL,
+      kernel,
+      writer: recordingWriter().writer,
+      log: createLogger({}, { level: "error" }),
+      onAccess: (_e, matched) => accesses.push(matched.map((d) => d.metadata.name ?? "")),
+      debounceMs: 1,
+    });
+    const ino = (1n << 60n) + 1n; // Number() would round it to 2^60
+    const big = data("big", idOf(0), 1, ["read"]);
+    big.spec["inode-no"] = ino.toString();
+    loader.onPolicy("ADDED", policy);
+    loader.onData("ADDED", big);
+    loader.markSynced();
+    await loader.idle();
+    expect(kernel.entries.filter((e) => e.kind === "file").map((e) => e.key.ino)).toEqual([ino]);
+    kernel.emit({ slot: 0, kind: "file", key: { major: 8, minor: 1, ino } });
+    expect(accesses).toEqual([["big"]]);
+    loader.stop();
+  });
+
   it("routes an event by the file's identity, not by a slot number another trap may hold now", async () => {
     const kernel = new RecordingKernel();
     const accesses: string[][] = [];

@@ -13,7 +13,7 @@
  * numbering, and an event written under the previous agent's numbering must not reach
  * another trap.
  */
-import type { HiveData } from "../../api/data.ts";
+import { type HiveData, inodeOf } from "../../api/data.ts";
 import { trapId as computeTrapId } from "../../api/ids.ts";
 import { ANNOTATION_RESOLVE_REQUEST, LABEL_KERNEL_ID, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
@@ -174,8 +174,8 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     };
     for (const d of valid) {
       const { major, minor } = d.spec.device;
-      if (!isMissing(d))
-        add(keyText({ major, minor, ino: BigInt(d.spec["inode-no"]) }), "file", d, d.spec.accesses);
+      const ino = inodeOf(d.spec);
+      if (!isMissing(d) && ino !== undefined) add(keyText({ major, minor, ino }), "file", d, d.spec.accesses);
       const parent = d.metadata.annotations?.[ANNOTATION_PARENT];
       if (parent) add(parent, "parent", d, ["write"]);
     }
