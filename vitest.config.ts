@@ -1,4 +1,27 @@
+import { availableParallelism } from "node:os";
 import { defineConfig } from "vitest/config";
+import { BaseSequencer, type TestSpecification } from "vitest/node";
+
+/**
+ * The suites that boot stock kernels under QEMU run for minutes, each keeping one CPU busy
+ * with emulation. They start first, on workers of their own, so that everything else runs
+ * beside them instead of after them.
+ */
+const EMULATED = [/test\/image\/agent-on-kernels\.test\.ts$/, /test\/kernel\/kernel-suite\.test\.ts$/];
+const rank = (file: TestSpecification) => {
+  const i = EMULATED.findIndex((re) => re.test(file.moduleId));
+  return i === -1 ? EMULATED.length : i;
+};
+
+class EmulatedFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    return sorted
+      .map((file, i) => ({ file, i }))
+      .sort((a, b) => rank(a.file) - rank(b.file) || a.i - b.i)
+      .map(({ file }) => file);
+  }
+}
 
 export default defineConfig({
   test: {
@@ -6,6 +29,10 @@ export default defineConfig({
     exclude: ["node_modules/**", "dist/**", ".tmp/**"],
     testTimeout: 30_000,
     hookTimeout: 600_000,
+    // Vitest's default (CPUs − 1) is one worker on a two-CPU machine: the emulated suites would
+    // run one after the other and everything else after them.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
+    sequence: { sequencer: EmulatedFirst },
     reporters: ["default", ["json", { outputFile: ".tmp/vitest-results.json" }]],
   },
 });
