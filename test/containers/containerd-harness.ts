@@ -46,8 +46,14 @@ export interface Containerd {
   stop(): Promise<void>;
 }
 
-/** `namespace`: the containerd namespace containers are made in (the kubelet's is k8s.io). */
-export async function startContainerd(options: { namespace?: string } = {}): Promise<Containerd> {
+/**
+ * `namespace`: the containerd namespace containers are made in (the kubelet's is k8s.io).
+ * `startTimeoutMs`: how long containerd may take to open its socket (emulated guests sharing
+ * host CPUs need minutes).
+ */
+export async function startContainerd(
+  options: { namespace?: string; startTimeoutMs?: number } = {},
+): Promise<Containerd> {
   const dir = mkdtempSync(join(tmpdir(), "hive-containerd-"));
   const socket = join(dir, "containerd.sock");
   const config = join(dir, "config.toml");
@@ -70,7 +76,7 @@ export async function startContainerd(options: { namespace?: string } = {}): Pro
   daemon.stderr?.on("data", (b: Buffer) => {
     log = (log + b.toString()).slice(-4000);
   });
-  const deadline = Date.now() + 15_000;
+  const deadline = Date.now() + (options.startTimeoutMs ?? 15_000);
   while (!existsSync(socket)) {
     if (daemon.exitCode !== null || Date.now() > deadline)
       throw new Error(`containerd did not start: ${log}`);

@@ -17,7 +17,7 @@ import { renderManifests } from "../../../component/render.ts";
 import { startReceiver } from "../../alerts/receiver.ts";
 import { startApiServer } from "../../apiserver/server.ts";
 import { setPodRunning, waitFor } from "../../apiserver/testing.ts";
-import { startContainerd } from "../../containers/containerd-harness.ts";
+import { type Containerd, startContainerd } from "../../containers/containerd-harness.ts";
 import { selfSignedCertificate } from "../../fixtures/self-signed.ts";
 import { ctrRunArgs } from "../ctr-run-args.ts";
 
@@ -49,12 +49,13 @@ interface ImageInfo {
 // The guest boots with loopback down; the stand-in, the receiver and the agent meet on 127.0.0.1.
 await run("ip", ["link", "set", "lo", "up"]);
 const info = JSON.parse(readFileSync(process.env.HIVE_IMAGE_INFO ?? "", "utf8")) as ImageInfo;
-const cd = await startContainerd({ namespace: "k8s.io" });
-const ctr = async (args: string[]) =>
-  (await run("/usr/bin/ctr", ["--address", cd.socket, "--namespace", cd.namespace, ...args])).stdout;
 const agentLog = join(work, "agent.log");
 let metricsUrl: string | undefined;
+let cd: Containerd | undefined;
+const ctr = async (args: string[]) =>
+  (await run("/usr/bin/ctr", ["--address", cd?.socket ?? "", "--namespace", "k8s.io", ...args])).stdout;
 try {
+  cd = await startContainerd({ namespace: "k8s.io", startTimeoutMs: 600_000 });
   const rootfsDir = resolve(process.env.HIVE_IMAGE_ROOTFS ?? "");
 
   const pem = selfSignedCertificate();
@@ -220,6 +221,6 @@ try {
   }
   save();
   await ctr(["task", "kill", "-s", "SIGKILL", AGENT]).catch(() => undefined);
-  await cd.stop().catch(() => undefined);
+  await cd?.stop().catch(() => undefined);
 }
 process.exit(0);
