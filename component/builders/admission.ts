@@ -22,6 +22,7 @@ import { AGENT_NAME, agentUsername, hiveLabels, type KubernetesObject } from "./
 
 const NODE_CLAIM = "authentication.kubernetes.io/node-name";
 export const ADMISSION_POLICY_NAME = "hive-agent-node-scope";
+export const TENANT_POLICY_NAME = "hive-tenant-scope";
 
 /** `object`/`oldObject` → the value of its node label, or '' (object is null on DELETE, oldObject on CREATE). */
 function nodeLabel(object: "object" | "oldObject"): string {
@@ -140,6 +141,53 @@ export function admissionManifests(namespace: string): KubernetesObject[] {
     kind: "ValidatingAdmissionPolicyBinding",
     metadata: { name: ADMISSION_POLICY_NAME, labels },
     spec: { policyName: ADMISSION_POLICY_NAME, validationActions: ["Deny"] },
+  };
+  return [policy, binding, ...tenantScopeManifests(namespace)];
+}
+
+/**
+ * Tenancy at admission: a HivePolicy outside the monitor's namespace may trap only pods of its
+ * own namespace, so a team allowed to create HivePolicies in its namespace cannot make the root
+ * agent resolve (or create) files in other teams' or the system's pods. The agent enforces the
+ * same rule (runtime/controllers/match.ts policyReachesPod); this rejects the policy with a
+ * reason instead of leaving it to match nothing.
+ */
+function tenantScopeManifests(namespace: string): KubernetesObject[] {
+  const labels = hiveLabels("agent");
+  const policy: KubernetesObject = {
+    apiVersion: "admissionregistration.k8s.io/v1",
+    kind: "ValidatingAdmissionPolicy",
+    metadata: { name: TENANT_POLICY_NAME, labels },
+    spec: {
+      failurePolicy: "Fail",
+      matchConstraints: {
+        resourceRules: [
+          {
+            apiGroups: [GROUP],
+            apiVersions: [VERSION],
+            operations: ["CREATE", "UPDATE"],
+            resources: [PLURAL_POLICY],
+          },
+        ],
+      },
+      validations: [
+        {
+          expression:
+            `object.metadata.namespace == '${namespace}' || object.spec.traps.all(t, !has(t.match) || ` +
+            "!has(t.match.namespace) || t.match.namespace == object.metadata.namespace)",
+          messageExpression:
+            `'a HivePolicy outside ${namespace} traps only pods of its own namespace (' + object.metadata.namespace + '): ` +
+            `remove match.namespace or set it to ' + object.metadata.namespace + '; policies reaching other namespaces belong in ${namespace}'`,
+          reason: "Forbidden",
+        },
+      ],
+    },
+  };
+  const binding: KubernetesObject = {
+    apiVersion: "admissionregistration.k8s.io/v1",
+    kind: "ValidatingAdmissionPolicyBinding",
+    metadata: { name: TENANT_POLICY_NAME, labels },
+    spec: { policyName: TENANT_POLICY_NAME, validationActions: ["Deny"] },
   };
   return [policy, binding];
 }

@@ -110,6 +110,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       options.observeReconcile?.(controller, seconds);
   const discover = createDiscoverController({
     nodeName,
+    platformNamespace: options.namespace,
     kernelId,
     resolver: options.resolver,
     writer,

@@ -45,6 +45,7 @@ describe("discover controller", () => {
     };
     const discover = createDiscoverController({
       nodeName: "n1",
+      platformNamespace: "hive",
       kernelId: "eeeeeeee-5555-4555-8555-555555555555",
       resolver: createFileResolver(containers, containers.proc),
       writer,
@@ -95,6 +96,7 @@ describe("discover controller", () => {
     const reports: string[][] = [];
     const discover = createDiscoverController({
       nodeName: "n1",
+      platformNamespace: "hive",
       kernelId: "eeeeeeee-5555-4555-8555-555555555555",
       resolver: createFileResolver(containers, containers.proc),
       writer: {

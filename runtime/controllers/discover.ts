@@ -18,7 +18,7 @@ import type { ContainerFiles, FileResolver } from "../discover/file-resolver.ts"
 import { HiveError, isHiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { buildHiveData, dataUpToDate, markMissing } from "./hive-data.ts";
-import { compileMatch, matchContainers } from "./match.ts";
+import { compileMatch, matchContainers, policyReachesPod } from "./match.ts";
 import {
   type DataWriter,
   type NodeTrapError,
@@ -34,6 +34,8 @@ const TRANSIENT = new Set(["ContainerNotReady", "ContainerNotFound", "RuntimeUna
 
 export interface DiscoverOptions {
   nodeName: string;
+  /** The monitor's namespace: only its policies reach other namespaces' pods (match.ts policyReachesPod). */
+  platformNamespace: string;
   kernelId: string;
   resolver: FileResolver;
   writer: DataWriter;
@@ -138,6 +140,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
           return;
         }
         for (const pod of pods.values()) {
+          if (!policyReachesPod(policy.metadata.namespace, options.platformNamespace, pod)) continue;
           for (const c of matchContainers(compiled.match, pod)) {
             if (!c.running || !c.containerId) {
               // The pod update that starts the container triggers the next pass: no timer needed.

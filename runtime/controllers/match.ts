@@ -51,6 +51,21 @@ function podIps(pod: V1Pod): string[] {
   return ips;
 }
 
+/**
+ * Tenancy: a HivePolicy in the platform namespace (the monitor's, where the agent runs) may
+ * reach pods of every namespace; any other policy only the pods of its own namespace, whatever
+ * its `match.namespace` says. Admission rejects such a tenant policy too (component/builders/
+ * admission.ts); this check is the agent's own, so a policy admitted before is still held to it.
+ */
+export function policyReachesPod(
+  policyNamespace: string | undefined,
+  platformNamespace: string,
+  pod: V1Pod,
+): boolean {
+  const namespace = policyNamespace ?? "default";
+  return namespace === platformNamespace || pod.metadata?.namespace === namespace;
+}
+
 /** Pod-level filters (everything but container-name). */
 export function podMatches(match: HiveTrap["match"], pod: V1Pod): boolean {
   if (!match) return true;

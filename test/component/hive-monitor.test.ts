@@ -5,6 +5,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import { LABEL_NODE } from "../../api/index.ts";
+import { ADMISSION_POLICY_NAME } from "../../component/builders/admission.ts";
 import { HiveMonitor, type HiveMonitorArgs, HivePolicy } from "../../component/index.ts";
 import { WATCH_TABLE_DIR } from "../../runtime/standalone/watch-table-file.ts";
 import { FULL, MINIMAL } from "./configs.ts";
@@ -34,6 +35,14 @@ async function run(name: string, args: HiveMonitorArgs): Promise<Run> {
 function find(resources: RecordedResource[], type: string): any {
   const found = resources.filter((r) => r.type === type);
   expect(found, `exactly one ${type}`).toHaveLength(1);
+  return found[0]?.inputs;
+}
+
+/** The one object of `type` whose metadata.name is `objectName`. */
+// biome-ignore lint/suspicious/noExplicitAny: walking arbitrary inputs
+function findNamed(resources: RecordedResource[], type: string, objectName: string): any {
+  const found = resources.filter((r) => r.type === type && r.inputs?.metadata?.name === objectName);
+  expect(found, `exactly one ${type} named ${objectName}`).toHaveLength(1);
   return found[0]?.inputs;
 }
 
@@ -82,6 +91,8 @@ describe("HiveMonitor with the minimal configuration", () => {
       [
         "hive:index:HiveMonitor",
         "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
         "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
         "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
         "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
@@ -222,9 +233,10 @@ describe("HiveMonitor with the minimal configuration", () => {
   });
 
   it("keeps the agent to the HiveData of its own node with an admission policy bound to deny", () => {
-    const vap = find(
+    const vap = findNamed(
       result.resources,
       "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+      ADMISSION_POLICY_NAME,
     );
     expect(vap.spec.failurePolicy).toBe("Fail");
     expect(vap.spec.matchConditions).toEqual([
@@ -241,9 +253,10 @@ describe("HiveMonitor with the minimal configuration", () => {
       r.resources.includes("hivedata"),
     );
     expect(dataRule.operations).toEqual(["CREATE", "UPDATE", "DELETE"]);
-    const binding = find(
+    const binding = findNamed(
       result.resources,
       "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+      ADMISSION_POLICY_NAME,
     );
     expect(binding.spec).toEqual({ policyName: vap.metadata.name, validationActions: ["Deny"] });
   });
@@ -359,9 +372,10 @@ describe("HiveMonitor with every option set", () => {
   });
 
   it("scopes the admission policy to the agent of this namespace", () => {
-    const vap = find(
+    const vap = findNamed(
       result.resources,
       "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+      ADMISSION_POLICY_NAME,
     );
     expect(vap.spec.matchConditions[0].expression).toBe(
       "request.userInfo.username == 'system:serviceaccount:security:hive-agent'",

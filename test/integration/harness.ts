@@ -254,11 +254,12 @@ export class Cluster {
     await this.admin.core.replaceNamespacedPodStatus({ name, namespace, body: fresh });
   }
 
-  async createPolicy(name: string, traps: HiveTrap[]): Promise<HivePolicy> {
+  /** A HivePolicy in the platform namespace, or in `namespace` (a tenant's). */
+  async createPolicy(name: string, traps: HiveTrap[], namespace = POLICY_NS): Promise<HivePolicy> {
     return (await this.admin.custom.createNamespacedCustomObject({
       group: GROUP,
       version: VERSION,
-      namespace: POLICY_NS,
+      namespace,
       plural: PLURAL_POLICY,
       body: { apiVersion: API_VERSION, kind: KIND_POLICY, metadata: { name }, spec: { traps } },
     })) as HivePolicy;

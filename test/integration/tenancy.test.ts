@@ -1,0 +1,54 @@
+/**
+ * Tenancy in the agent: a HivePolicy outside the platform namespace reaches only the pods of
+ * its own namespace, whatever its match says; the platform's policies reach every namespace.
+ * No admission policy is installed here, so this is the agent's own check (a policy admitted
+ * before the admission policy existed is held to it too).
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { trapId } from "../../api/ids.ts";
+import { LABEL_TRAP_ID } from "../../api/meta.ts";
+import type { HiveTrap } from "../../api/policy.ts";
+import { Cluster, eventually, POLICY_NS } from "./harness.ts";
+
+const KERNEL_A = "33333333-3333-4333-8333-333333333333";
+let cluster: Cluster | undefined;
+afterEach(async () => {
+  await cluster?.stop();
+  cluster = undefined;
+});
+
+describe("tenant policies", () => {
+  it("reach only their own namespace's pods; the platform's reach all", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    await c.addNode("node-1", KERNEL_A);
+    for (const ns of ["team-a", "team-b"]) // kube-system exists from the start, as in a cluster
+      await c.admin.core.createNamespace({ body: { metadata: { name: ns } } });
+    const files = {
+      "etc/shadow": "root:*:1::::::\n",
+      "etc/passwd": "root:x:0:0::/root:/bin/sh\n",
+      "etc/hostname": "h\n",
+    };
+    await c.addPod("web", "node-1", { namespace: "team-a", files });
+    await c.addPod("api", "node-1", { namespace: "team-b", files });
+    await c.addPod("dns", "node-1", { namespace: "kube-system", files });
+
+    const everywhere: HiveTrap = { path: "/etc/shadow" };
+    const intoKubeSystem: HiveTrap = { path: "/etc/hostname", match: { namespace: "kube-system" } };
+    await c.createPolicy("team-traps", [everywhere, intoKubeSystem], "team-a");
+    const platform: HiveTrap = { path: "/etc/passwd" };
+    await c.createPolicy("platform", [platform]);
+
+    const podsOf = async (id: string) =>
+      (await c.data())
+        .filter((d) => d.metadata.labels?.[LABEL_TRAP_ID] === id)
+        .map((d) => `${d.metadata.namespace}/${d.metadata.annotations?.pod_name}`)
+        .sort();
+    const platformId = trapId({ namespace: POLICY_NS, name: "platform" }, platform);
+    await eventually(async () => (await podsOf(platformId)).length === 3, "platform trap in every namespace");
+    expect(await podsOf(platformId)).toEqual(["kube-system/dns", "team-a/web", "team-b/api"]);
+    const tenant = { namespace: "team-a", name: "team-traps" };
+    expect(await podsOf(trapId(tenant, everywhere))).toEqual(["team-a/web"]);
+    expect(await podsOf(trapId(tenant, intoKubeSystem))).toEqual([]);
+  });
+});
