@@ -5,4 +5,5 @@ export * from "./data.ts";
 export * from "./ids.ts";
 export * from "./meta.ts";
 export * from "./policy.ts";
+export * from "./tenancy.ts";
 export * from "./validate.ts";

@@ -97,6 +97,13 @@ export interface HiveMonitorArgs {
   imagePullSecrets?: string[];
   /** Default destination of alerts. Without it (and without a trap callback) alerts go to stdout only. */
   callback?: CallbackArgs;
+  /**
+   * URL prefixes that HivePolicies outside the monitor's namespace (tenants') may name as a
+   * trap `callback`, besides the monitor's own callback, e.g. `https://alerts.example.com/teams/`.
+   * A tenant trap naming another URL is rejected at admission, and the agent never contacts it
+   * (its alerts go to the monitor's callback). Default: none.
+   */
+  tenantCallbacks?: string[];
   /** Traps, grouped into one HivePolicy per `policy` name. */
   traps?: MonitorTrapArgs[];
   /** Extra node labels the agent's nodes must carry (`kubernetes.io/os: linux` and `kubernetes.io/arch: amd64` are always set). */
@@ -139,6 +146,7 @@ export const MONITOR_OPTIONS = [
   "imagePullPolicy",
   "imagePullSecrets",
   "callback",
+  "tenantCallbacks",
   "traps",
   "nodeSelector",
   "tolerations",

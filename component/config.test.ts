@@ -23,6 +23,7 @@ describe("resolveConfig", () => {
         imagePullPolicy: "IfNotPresent",
         imagePullSecrets: [],
         callback: undefined,
+        tenantCallbacks: [],
         policies: [],
         nodeSelector: {},
         tolerations: [
@@ -77,6 +78,14 @@ describe("resolveConfig", () => {
     [
       { image, callback: { url: "https://x", headers: { a: "b" } } },
       "callback.headers: is not a known option (known: url, headersSecret, signingSecret)",
+    ],
+    [
+      { image, tenantCallbacks: ["https://teams.example.com/it's"] },
+      `tenantCallbacks[0]: "https://teams.example.com/it's" must be an http:// or https:// URL prefix`,
+    ],
+    [
+      { image, tenantCallbacks: "https://x" },
+      'tenantCallbacks: must be a list of URL prefixes such as ["https://alerts.example.com/teams/"]',
     ],
     [{ image, traps: { path: "/x" } }, 'traps: must be a list of traps such as [{ path: "/etc/shadow" }]'],
     [

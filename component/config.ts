@@ -11,6 +11,7 @@ import {
   LABEL_VALUE_PATTERN,
   MAX_TRAPS_PER_POLICY,
 } from "../api/index.ts";
+import { normalizeCallbackPrefix } from "../api/tenancy.ts";
 import {
   type CallbackArgs,
   type HiveMonitorArgs,
@@ -53,6 +54,8 @@ export interface HiveConfig {
   imagePullPolicy: PullPolicy;
   imagePullSecrets: string[];
   callback: CallbackArgs | undefined;
+  /** Normalized (api/tenancy.ts): where tenant policies' traps may send alerts. */
+  tenantCallbacks: string[];
   policies: PolicyConfig[];
   nodeSelector: Record<string, string>;
   tolerations: Toleration[];
@@ -272,6 +275,23 @@ function groupTraps(c: Checker, value: unknown): { name: string; spec: HivePolic
 }
 
 /** Validate every option and fill in the defaults. */
+function checkTenantCallbacks(c: Checker, value: unknown): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    c.add("tenantCallbacks", 'must be a list of URL prefixes such as ["https://alerts.example.com/teams/"]');
+    return [];
+  }
+  const url = FORMATS["http-url"];
+  const out: string[] = [];
+  for (const [i, p] of value.entries()) {
+    // Quotes and backslashes would end the CEL string literal the admission policy embeds them in.
+    if (typeof p !== "string" || !url?.(p) || /['\\]/.test(p)) {
+      c.add(`tenantCallbacks[${i}]`, `${JSON.stringify(p)} must be an http:// or https:// URL prefix`);
+    } else out.push(normalizeCallbackPrefix(p));
+  }
+  return out;
+}
+
 export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
   const c = new Checker();
   if (!isPlainObject(args)) {
@@ -296,6 +316,7 @@ export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
     for (const [i, s] of pullSecrets.entries())
       c.name(`imagePullSecrets[${i}]`, s, DNS_SUBDOMAIN, "a Secret name");
   const callback = checkCallback(c, args.callback);
+  const tenantCallbacks = checkTenantCallbacks(c, args.tenantCallbacks);
   const policies = groupTraps(c, args.traps);
   const nodeSelector = args.nodeSelector ?? {};
   c.labels("nodeSelector", nodeSelector);
@@ -340,6 +361,7 @@ export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
       imagePullPolicy: pullPolicy,
       imagePullSecrets: pullSecrets,
       callback,
+      tenantCallbacks,
       policies,
       nodeSelector,
       tolerations,

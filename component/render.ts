@@ -36,7 +36,9 @@ export function buildManifests(config: HiveConfig): MonitorManifests {
     namespace: config.createNamespace ? namespaceManifest(config.namespace) : undefined,
     crds: crdManifests(),
     access: [serviceAccountManifest(config.namespace), ...rbacManifests(config.namespace, config.callback)],
-    admission: config.admissionPolicy ? admissionManifests(config.namespace) : [],
+    admission: config.admissionPolicy
+      ? admissionManifests(config.namespace, config.callback?.url, config.tenantCallbacks)
+      : [],
     daemonSet: daemonSetManifest(config),
     policies: config.policies.map((p) => policyManifest(p.name, config.namespace, p.spec)),
   };

@@ -18,6 +18,7 @@ import {
   PLURAL_POLICY,
   VERSION,
 } from "../../api/index.ts";
+import { tenantCallbackCel } from "../../api/tenancy.ts";
 import { AGENT_NAME, agentUsername, hiveLabels, type KubernetesObject } from "./objects.ts";
 
 const NODE_CLAIM = "authentication.kubernetes.io/node-name";
@@ -57,7 +58,11 @@ const RESOLVE_REQUEST_ONLY = [
   "variables.newFinalizers == variables.oldFinalizers",
 ].join(" && ");
 
-export function admissionManifests(namespace: string): KubernetesObject[] {
+export function admissionManifests(
+  namespace: string,
+  monitorCallback: string | undefined,
+  tenantCallbacks: readonly string[],
+): KubernetesObject[] {
   const labels = hiveLabels("agent");
   const policy: KubernetesObject = {
     apiVersion: "admissionregistration.k8s.io/v1",
@@ -142,7 +147,7 @@ export function admissionManifests(namespace: string): KubernetesObject[] {
     metadata: { name: ADMISSION_POLICY_NAME, labels },
     spec: { policyName: ADMISSION_POLICY_NAME, validationActions: ["Deny"] },
   };
-  return [policy, binding, ...tenantScopeManifests(namespace)];
+  return [policy, binding, ...tenantScopeManifests(namespace, monitorCallback, tenantCallbacks)];
 }
 
 /**
@@ -152,7 +157,11 @@ export function admissionManifests(namespace: string): KubernetesObject[] {
  * same rule (runtime/controllers/match.ts policyReachesPod); this rejects the policy with a
  * reason instead of leaving it to match nothing.
  */
-function tenantScopeManifests(namespace: string): KubernetesObject[] {
+function tenantScopeManifests(
+  namespace: string,
+  monitorCallback: string | undefined,
+  tenantCallbacks: readonly string[],
+): KubernetesObject[] {
   const labels = hiveLabels("agent");
   const policy: KubernetesObject = {
     apiVersion: "admissionregistration.k8s.io/v1",
@@ -178,6 +187,16 @@ function tenantScopeManifests(namespace: string): KubernetesObject[] {
           messageExpression:
             `'a HivePolicy outside ${namespace} traps only pods of its own namespace (' + object.metadata.namespace + '): ` +
             `remove match.namespace or set it to ' + object.metadata.namespace + '; policies reaching other namespaces belong in ${namespace}'`,
+          reason: "Forbidden",
+        },
+        {
+          expression:
+            `object.metadata.namespace == '${namespace}' || object.spec.traps.all(t, !has(t.callback) || ` +
+            `${tenantCallbackCel("t.callback", monitorCallback, tenantCallbacks)})`,
+          message:
+            `a HivePolicy outside ${namespace} may send alerts only to the monitor's callback` +
+            (tenantCallbacks.length > 0 ? ` or under ${tenantCallbacks.join(", ")}` : "") +
+            ": remove the trap's callback or ask the platform team to add its URL to the monitor's tenantCallbacks",
           reason: "Forbidden",
         },
       ],

@@ -71,6 +71,7 @@ export function agentArgs(config: HiveConfig): string[] {
     "--runtime-socket",
     `${MOUNTS.runtimeDir}/${basename(config.runtimeSocket)}`,
   ];
+  for (const prefix of config.tenantCallbacks) args.push("--tenant-callback", prefix);
   const cb = config.callback;
   if (cb) {
     args.push("--default-callback", cb.url);

@@ -63,6 +63,7 @@ describe("agent configuration from the component's DaemonSet", () => {
         headersSecret: "hive-callback-headers",
         signingSecret: { name: "hive-signing", key: "hmac" },
       },
+      tenantCallbacks: ["https://teams.example.com", "https://siem.example.com/teams/"],
     } as Parameters<typeof resolveConfig>[0]);
     if (!resolved.ok) throw new Error(JSON.stringify(resolved.problems));
     const [command, ...flags] = agentArgs(resolved.config);
@@ -74,6 +75,8 @@ describe("agent configuration from the component's DaemonSet", () => {
       callbackSigningSecret: "hive-signing",
       callbackSigningKey: "hmac",
       spoolDir: "/var/lib/hive/spool",
+      // A bare origin is normalized to its "/": no look-alike host passes as a prefix.
+      tenantCallbacks: ["https://teams.example.com/", "https://siem.example.com/teams/"],
     });
     expect(c.runtimeSocket.endsWith("containerd.sock")).toBe(true);
   });

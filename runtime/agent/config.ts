@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { parseArgs } from "node:util";
+import { normalizeCallbackPrefix } from "../../api/tenancy.ts";
 import { HiveError } from "../errors.ts";
 import { DEFAULT_LEASE, type LeaseTiming, leaseTiming } from "../k8s/lease.ts";
 import { ATTACH_REQUESTS, type AttachRequest } from "../kernel/contract.ts";
@@ -20,6 +21,8 @@ export interface AgentConfig {
   token?: string;
   runtimeSocket: string;
   containerdNamespaces: string[];
+  /** Where traps of policies outside `namespace` may send alerts besides the default callback (api/tenancy.ts). */
+  tenantCallbacks: string[];
   procRoot: string;
   bootIdPath: string;
   metricsPort: number;
@@ -55,6 +58,8 @@ Options (environment in brackets):
   --proc-root DIR           the host's /proc (hostPID) [HIVE_PROC_ROOT] (default: /proc)
   --metrics-port PORT       /metrics /healthz /readyz [HIVE_METRICS_PORT] (default: 9090; 0 = any)
   --callback URL            default alert callback [HIVE_CALLBACK] (alias --default-callback)
+  --tenant-callback PREFIX  a URL prefix that policies outside --namespace may send alerts to,
+                            besides the default callback (repeatable) [HIVE_TENANT_CALLBACKS, comma-separated]
   --callback-headers-secret NAME  Secret whose entries are headers for the default callback
   --callback-signing-secret NAME --callback-signing-key KEY  HMAC key signing alerts to it
   --log-level LEVEL         debug | info | warn | error [HIVE_LOG_LEVEL] (default: info)
@@ -79,7 +84,7 @@ function positiveInt(name: string, text: string | undefined, fallback: number): 
 }
 
 export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): AgentConfig {
-  let values: Record<string, string | boolean | undefined>;
+  let values: Record<string, string | boolean | string[] | undefined>;
   try {
     ({ values } = parseArgs({
       args: argv,
@@ -97,6 +102,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
         "metrics-port": { type: "string" },
         callback: { type: "string" },
         "default-callback": { type: "string" },
+        "tenant-callback": { type: "string", multiple: true },
         "callback-headers-secret": { type: "string" },
         "callback-signing-secret": { type: "string" },
         "callback-signing-key": { type: "string" },
@@ -169,6 +175,16 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     containerdNamespaces: (str("containerd-namespace", "HIVE_CONTAINERD_NAMESPACES") ?? "k8s.io")
       .split(",")
       .filter(Boolean),
+    tenantCallbacks: (
+      (values["tenant-callback"] as string[] | undefined) ??
+      (env.HIVE_TENANT_CALLBACKS ?? "").split(",").filter(Boolean)
+    ).map((prefix) => {
+      if (!/^https?:\/\/[^/]/.test(prefix))
+        throw new HiveError("ConfigInvalid", "a tenant callback must be an http(s) URL prefix", {
+          object: prefix,
+        });
+      return normalizeCallbackPrefix(prefix);
+    }),
     procRoot: str("proc-root", "HIVE_PROC_ROOT") ?? "/proc",
     bootIdPath: "/proc/sys/kernel/random/boot_id",
     metricsPort: positiveInt("--metrics-port", str("metrics-port", "HIVE_METRICS_PORT"), 9090),

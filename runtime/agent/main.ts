@@ -126,6 +126,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     logger: log.child({ component: "alerts" }),
     metrics,
     ...(config.callback ? { defaultCallback: config.callback } : {}),
+    tenancy: { platformNamespace: config.namespace, callbacks: config.tenantCallbacks },
     ...(config.spoolDir ? { spool: { dir: config.spoolDir } } : {}),
     ...(destinations.length > 0 ? { delivery: { destinations } } : {}),
     procRoot: config.procRoot,

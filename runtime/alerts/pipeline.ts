@@ -5,6 +5,7 @@
  * `handle(event, source)` for every decoded kernel event.
  */
 import type { Alert } from "../../api/alert.ts";
+import { tenantCallbackAllowed } from "../../api/tenancy.ts";
 import { HiveError } from "../errors.ts";
 import type { KernelEvent } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
@@ -30,6 +31,13 @@ export interface AlertPipelineConfig {
   metrics: HiveMetrics;
   /** The monitor's callback: used for traps without their own. Without either, alerts go to stdout only. */
   defaultCallback?: string;
+  /**
+   * Tenancy (api/tenancy.ts): a trap callback of a policy outside `platformNamespace` is used
+   * only when it is the default callback or under one of `callbacks`; otherwise the alert goes
+   * to the default callback and the tenant's URL is never contacted. Without it every trap
+   * callback is used (standalone mode).
+   */
+  tenancy?: { platformNamespace: string; callbacks: readonly string[] };
   /** Where each alert's JSON line goes; default stdout. `false` disables it (benchmarks). */
   lines?: LineSink | false;
   /** Durable spool (a hostPath directory in the cluster); without it undelivered alerts are kept in memory only. */
@@ -68,6 +76,26 @@ export interface AlertPipeline {
 export async function createAlertPipeline(config: AlertPipelineConfig): Promise<AlertPipeline> {
   const { logger, metrics } = config;
   const clock = config.clock ?? createBootClock();
+  const refusedLogged = new Set<string>();
+  /** The trap's callback, unless tenancy forbids it (then the monitor's). */
+  const destinationOf = (source: AlertSource): string | undefined => {
+    const own = source.annotations.callback;
+    const tenancy = config.tenancy;
+    const namespace = source.policyNamespace ?? "default";
+    if (!own || !tenancy || namespace === tenancy.platformNamespace) return own || config.defaultCallback;
+    if (tenantCallbackAllowed(own, config.defaultCallback, tenancy.callbacks)) return own;
+    metrics.tenantCallbacksRefused.inc({ policy_namespace: namespace });
+    const key = `${namespace} ${own}`;
+    if (!refusedLogged.has(key) && refusedLogged.size < 1000) {
+      refusedLogged.add(key);
+      logger.warn("tenant callback not allowed; alerts go to the monitor's callback", {
+        policyNamespace: namespace,
+        callback: own.slice(0, 200),
+        hint: "the monitor's tenantCallbacks option lists the URL prefixes tenant policies may use",
+      });
+    }
+    return config.defaultCallback;
+  };
   const proc =
     config.proc ??
     (config.procRoot === false
@@ -118,7 +146,7 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
         });
         const json = JSON.stringify(alert);
         lines?.(json);
-        const callback = source.annotations.callback || config.defaultCallback;
+        const callback = destinationOf(source);
         if (callback && !closed) {
           dispatcher?.enqueue({
             id: alert.id,

@@ -60,6 +60,8 @@ export interface HiveMetrics {
   readonly reconcileDuration: Histogram<"controller">;
   readonly kubernetesEvents: Counter<"result">;
   readonly kernelEventsDropped: Counter<"reason">;
+  /** Tenant trap callbacks not contacted (outside the monitor's tenantCallbacks), by policy namespace. */
+  readonly tenantCallbacksRefused: Counter<"policy_namespace">;
   /** Feed the kernel's cumulative counters (events, ring-buffer losses, watched entries) at scrape time. */
   observeKernel(source: KernelCountersSource): void;
 }
@@ -191,6 +193,12 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
       help: "Duration of one reconcile, by controller.",
       labelNames: ["controller"],
       buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30],
+      registers,
+    }),
+    tenantCallbacksRefused: new Counter({
+      name: "hive_tenant_callbacks_refused_total",
+      help: "Alerts of policies outside the monitor's namespace whose callback is not among the monitor's tenantCallbacks: sent to the monitor's callback instead, the tenant's URL never contacted.",
+      labelNames: ["policy_namespace"],
       registers,
     }),
     kernelEventsDropped: new Counter({

@@ -9,13 +9,17 @@ import { TENANT_POLICY_NAME } from "../../component/builders/admission.ts";
 import { renderManifests } from "../../component/index.ts";
 import { MINIMAL } from "./configs.ts";
 
-const objects = renderManifests(MINIMAL);
+const objects = renderManifests({
+  ...MINIMAL,
+  callback: { url: "https://alerts.example.com/hive" },
+  tenantCallbacks: ["https://teams.example.com", "https://alerts.example.com/teams/"],
+});
 const vap = objects.find(
   (o) => o.kind === "ValidatingAdmissionPolicy" && o.metadata.name === TENANT_POLICY_NAME,
 );
 const spec = vap?.spec as {
   matchConstraints: { resourceRules: { resources: string[]; operations: string[] }[] };
-  validations: { expression: string; messageExpression: string }[];
+  validations: { expression: string; message?: string; messageExpression?: string }[];
 };
 
 function admit(namespace: string, traps: unknown[], operation = "CREATE"): string {
@@ -23,7 +27,8 @@ function admit(namespace: string, traps: unknown[], operation = "CREATE"): strin
   if (!rule?.operations.includes(operation)) return "not matched";
   const object = { metadata: { name: "p", namespace }, spec: { traps } };
   for (const v of spec.validations)
-    if (evaluate(v.expression, { object }) !== true) return String(evaluate(v.messageExpression, { object }));
+    if (evaluate(v.expression, { object }) !== true)
+      return v.messageExpression ? String(evaluate(v.messageExpression, { object })) : String(v.message);
   return "allowed";
 }
 
@@ -56,5 +61,20 @@ describe("tenant scope at admission", () => {
       );
       expect(answer).toContain("remove match.namespace or set it to team-a");
     }
+  });
+
+  it("lets a tenant trap send alerts only to the monitor's callback or under its tenantCallbacks", () => {
+    const trap = (callback: string) => [{ path: "/etc/shadow", callback }];
+    expect(admit("team-a", trap("https://alerts.example.com/hive"))).toBe("allowed");
+    expect(admit("team-a", trap("https://teams.example.com/team-a"))).toBe("allowed");
+    expect(admit("team-a", trap("https://alerts.example.com/teams/a"))).toBe("allowed");
+    for (const url of [
+      "http://kube-dns.kube-system.svc:53/",
+      "https://teams.example.com.evil.io/x", // a bare origin is a prefix up to its "/"
+      "https://alerts.example.com/hive-other",
+    ]) {
+      expect(admit("team-a", trap(url))).toContain("may send alerts only to the monitor's callback");
+    }
+    expect(admit("hive-system", trap("http://anything.internal/"))).toBe("allowed");
   });
 });
