@@ -1,9 +1,8 @@
 /**
  * One node's agent, composed: discover always runs; the loader role runs where this agent
- * holds its kernel's node-local lock (node-lock.ts: an API-server outage never ends it), the
- * pods role where it holds the cluster-wide Lease (`hive-pods`). A role's informers and
- * controller live exactly as long as its leadership: a lost renewal aborts them before
- * another holder can start.
+ * holds its node's lock and its kernel's Lease (loader-election.ts: an API-server outage never
+ * ends it), the pods role where it holds the cluster-wide Lease (`hive-pods`). A role's
+ * informers and controller live exactly as long as its leadership.
  * main.ts adds flags, signals and the HTTP endpoints; tests and the benchmark start several
  * of these in one process, one per simulated node.
  */
@@ -38,7 +37,8 @@ import type { KubeClients } from "../k8s/kube-client.ts";
 import { type LeaderElectionOptions, LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
-import { NodeLockElector, type RoleElector } from "./node-lock.ts";
+import { LoaderElector } from "./loader-election.ts";
+import type { RoleElector } from "./node-lock.ts";
 
 /** What the agent needs of any informer, whatever its object type. */
 export interface RunningInformer {
@@ -73,6 +73,8 @@ export interface NodeAgentOptions {
   log: Logger;
   roles?: { loader?: boolean; pods?: boolean };
   lease?: Partial<LeaseTiming>;
+  /** The kernel Lease's timing (loader-election.ts LOADER_LEASE_TIMING by default). */
+  loaderLease?: Partial<LeaseTiming>;
   /** Controller tuning (tests shorten these). */
   orphanGraceMs?: number;
   retryBaseMs?: number;
@@ -210,9 +212,14 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       logger: log.child({ role: "pods" }),
       ...leadership,
     });
-  const byNodeLock = (leadership: Leadership): RoleElector =>
-    new NodeLockElector({
-      path: options.loaderLock,
+  const byNodeLockAndLease = (leadership: Leadership): RoleElector =>
+    new LoaderElector({
+      clients,
+      namespace: options.namespace,
+      identity: options.identity,
+      kernelId,
+      lockPath: options.loaderLock,
+      ...(options.loaderLease ? { lease: options.loaderLease } : {}),
       logger: log.child({ role: "loader" }),
       onLockUnavailable: (error) => {
         loaderFailure = error.describe();
@@ -221,7 +228,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     });
 
   if (options.roles?.loader !== false) {
-    leadRole("loader", byNodeLock, async (signal) => {
+    leadRole("loader", byNodeLockAndLease, async (signal) => {
       let kernel: KernelWatcher;
       try {
         kernel = await options.openKernel();

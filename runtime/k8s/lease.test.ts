@@ -29,7 +29,12 @@ const electors: LeaderElector[] = [];
 function candidate(
   identity: string,
   lease: string,
-  timings: { leaseDurationMs?: number; renewDeadlineMs?: number; retryPeriodMs?: number } = {},
+  timings: {
+    leaseDurationMs?: number;
+    renewDeadlineMs?: number;
+    retryPeriodMs?: number;
+    keepRoleWhileUnconfirmed?: boolean;
+  } = {},
 ) {
   const elector = new LeaderElector({
     coordination: api.kubeConfig(identity).makeApiClient(CoordinationV1Api),
@@ -167,6 +172,20 @@ describe("LeaderElector", () => {
     await sleep(3 * RETRY_MS);
     expect(a.isLeader()).toBe(false);
     expect(a.leader()).toBe("cut-b");
+  });
+
+  it("with keepRoleWhileUnconfirmed, a cut-off leader keeps its role until it sees another holder, then hands over", async () => {
+    const a = candidate("sticky-a", "sticky", { keepRoleWhileUnconfirmed: true });
+    a.start();
+    await waitFor(() => a.isLeader(), { timeoutMs: 4 * LEASE_MS, what: "a leads" });
+    const b = started("sticky-b", "sticky");
+    const heal = api.inject({ user: "sticky-a", status: 503 });
+    await waitFor(() => b.isLeader(), { timeoutMs: 6 * LEASE_MS, what: "b takes the expired lease" });
+    expect(a.isLeader()).toBe(true); // no answer from the API server proves nothing: keep watching
+    heal();
+    await waitFor(() => !a.isLeader(), { timeoutMs: 4 * LEASE_MS, what: "a sees b and stops" });
+    expect(a.leader()).toBe("sticky-b");
+    expect(b.isLeader()).toBe(true);
   });
 
   it("a renewal that hangs past the deadline stops the role without waiting for the answer", async () => {

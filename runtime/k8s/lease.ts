@@ -55,6 +55,13 @@ export interface LeaderElectionOptions {
   onStoppedLeading: () => void | Promise<void>;
   /** Called when the observed holder changes ("" = nobody). */
   onNewLeader?: (identity: string) => void;
+  /**
+   * Keep the role when renewals fail (the API server is unreachable): end it only when a read
+   * shows that another candidate holds the Lease. For a role whose absence is worse than a
+   * brief duplicate (the kernel loader: zero loaders means no alerts), never for one that must
+   * not run twice.
+   */
+  keepRoleWhileUnconfirmed?: boolean;
   logger?: Logger;
 }
 
@@ -168,7 +175,15 @@ export class LeaderElector {
       }
       if (ok) {
         if (this.state === "candidate") this.becomeLeader();
-        this.armDeadline(sentAt);
+        if (!this.opts.keepRoleWhileUnconfirmed) this.armDeadline(sentAt);
+      } else if (
+        this.state === "leader" &&
+        this.observedHolder !== undefined &&
+        this.observedHolder !== "" &&
+        this.observedHolder !== this.opts.identity
+      ) {
+        // Only a holder seen on the Lease ends a role kept through failed renewals.
+        await this.loseLeadership(`the lease is held by ${this.observedHolder}`);
       }
       await this.pause(this.opts.retryPeriodMs);
     }

@@ -262,13 +262,12 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
     await eventually(async () => (await list()).length === 0, "HiveData removed with the pod");
   });
 
-  it("releases its Lease on shutdown and leaves the kernel program pinned for the next agent", async () => {
+  it("releases its Leases on shutdown and leaves the kernel program pinned for the next agent", async () => {
     stop();
     expect(await exited).toBe(0);
     const coordination = api.kubeConfig().makeApiClient(CoordinationV1Api);
     const leases = await coordination.listNamespacedLease({ namespace: "hive-system" });
-    // The loader is elected by a node-local lock, not a Lease: the only Lease is the pods role's.
-    expect(leases.items.map((l) => l.metadata?.name)).toEqual(["hive-pods"]);
+    expect(leases.items.map((l) => l.metadata?.name).sort()).toEqual([`hive-loader-${KERNEL}`, "hive-pods"]);
     for (const l of leases.items) expect(l.spec?.holderIdentity ?? "").toBe("");
     expect(kernels.every((k) => k.closed)).toBe(true);
     // Pinned and attached still: its watch table keeps naming the slots for `hive status`.

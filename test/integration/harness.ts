@@ -173,8 +173,8 @@ export class Cluster {
       identity: options.identity ?? `hive-agent-${name}`,
       namespace: AGENT_NS,
       kernelId,
-      // Nodes sharing a kernel share its lock, as agents of one node share the host's /run/hive.
-      loaderLock: join(this.base, "locks", `${kernelId}.loader.lock`),
+      // Each node its own /run/hive: nodes sharing a kernel (kind) meet on the kernel's Lease.
+      loaderLock: join(this.base, "nodes", name, "run", "hive.loader.lock"),
       resolver: createFileResolver(this.containers, this.containers.proc),
       openKernel: async () => {
         if (options.kernelFails)
@@ -189,6 +189,7 @@ export class Cluster {
       log: createLogger({ node: name }, { level: (process.env.HIVE_LOG_LEVEL as "debug") ?? "error" }),
       roles: { loader: options.loader ?? true, pods: options.pods ?? true },
       lease: options.lease ?? FAST_LEASE,
+      loaderLease: options.lease ?? FAST_LEASE,
       orphanGraceMs: 300,
       retryBaseMs: 100,
       notReadyReportMs: 0,

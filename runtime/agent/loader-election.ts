@@ -1,0 +1,78 @@
+/**
+ * Who loads a kernel's program. Two locks, for two different rivals:
+ * - the node-local lock (node-lock.ts): agents of one node (an update's old and new pod) —
+ *   freed by the kernel the moment its holder dies;
+ * - the kernel's Lease (`hive-loader-<boot id>`): nodes that share a kernel (kind) — and kept
+ *   through failed renewals: an API-server outage never ends the role, only another holder
+ *   seen on the Lease does. Zero loaders never follows from an outage; at worst two nodes of
+ *   one shared kernel both report until the second one sees the Lease again.
+ * The Lease renews every 10 s, the kubelet's own node-lease rate: this is the agent's only
+ * periodic write.
+ */
+import type { HiveError } from "../errors.ts";
+import type { KubeClients } from "../k8s/kube-client.ts";
+import { type LeaderElectionOptions, LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
+import type { Logger } from "../log.ts";
+import { NodeLockElector, type RoleElector } from "./node-lock.ts";
+
+export const LOADER_LEASE_PREFIX = "hive-loader-";
+export const LOADER_LEASE_TIMING: LeaseTiming = {
+  leaseDurationMs: 40_000,
+  renewDeadlineMs: 30_000,
+  retryPeriodMs: 10_000,
+};
+
+export interface LoaderElectorOptions
+  extends Pick<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading"> {
+  clients: KubeClients;
+  namespace: string;
+  identity: string;
+  kernelId: string;
+  lockPath: string;
+  lease?: Partial<LeaseTiming>;
+  logger: Logger;
+  onLockUnavailable?: (error: HiveError) => void;
+}
+
+export class LoaderElector implements RoleElector {
+  private readonly lock: NodeLockElector;
+  private lease: LeaderElector | undefined;
+  private release = true;
+
+  constructor(options: LoaderElectorOptions) {
+    this.lock = new NodeLockElector({
+      path: options.lockPath,
+      logger: options.logger,
+      ...(options.onLockUnavailable ? { onLockUnavailable: options.onLockUnavailable } : {}),
+      onStartedLeading: () => {
+        this.lease = new LeaderElector({
+          coordination: options.clients.coordination,
+          namespace: options.namespace,
+          name: `${LOADER_LEASE_PREFIX}${options.kernelId}`,
+          identity: options.identity,
+          ...LOADER_LEASE_TIMING,
+          ...options.lease,
+          keepRoleWhileUnconfirmed: true,
+          logger: options.logger,
+          onStartedLeading: options.onStartedLeading,
+          onStoppedLeading: options.onStoppedLeading,
+        });
+        this.lease.start();
+      },
+      onStoppedLeading: async () => {
+        await this.lease?.stop({ release: this.release });
+        this.lease = undefined;
+      },
+    });
+  }
+
+  start(): void {
+    this.lock.start();
+  }
+
+  /** Ends the role, releases the Lease (unless `release: false`, as a crash would), frees the lock. */
+  async stop(options: { release?: boolean } = {}): Promise<void> {
+    this.release = options.release ?? true;
+    await this.lock.stop();
+  }
+}
