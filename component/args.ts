@@ -112,6 +112,10 @@ export interface HiveMonitorArgs {
   tolerations?: Toleration[];
   /** Default: requests cpu 50m / memory 128Mi, limit memory 512Mi. */
   resources?: ResourceRequirements;
+  /**
+   * Default: `system-node-critical`: a security agent should be the last pod a node evicts
+   * under pressure. An empty string leaves the cluster's default priority.
+   */
   priorityClassName?: string;
   /** Default: `info`. */
   logLevel?: LogLevel;

@@ -30,7 +30,7 @@ describe("resolveConfig", () => {
           { key: "node-role.kubernetes.io/control-plane", operator: "Exists", effect: "NoSchedule" },
         ],
         resources: { requests: { cpu: "50m", memory: "128Mi" }, limits: { memory: "512Mi" } },
-        priorityClassName: undefined,
+        priorityClassName: "system-node-critical",
         logLevel: "info",
         metricsPort: 9464,
         runtimeSocket: "/run/containerd/containerd.sock",
@@ -148,5 +148,18 @@ describe("resolveConfig", () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe("the agent's priority", () => {
+  it("is system-node-critical unless set; an empty string leaves the cluster's default", () => {
+    const of = (priorityClassName?: string) => {
+      const r = resolveConfig({ image, ...(priorityClassName === undefined ? {} : { priorityClassName }) });
+      if (!r.ok) throw new Error(JSON.stringify(r.problems));
+      return r.config.priorityClassName;
+    };
+    expect(of()).toBe("system-node-critical");
+    expect(of("")).toBeUndefined();
+    expect(of("hive-agent")).toBe("hive-agent");
   });
 });

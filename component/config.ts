@@ -46,6 +46,9 @@ export interface PolicyConfig {
   spec: HivePolicySpec;
 }
 
+/** Evicted last under node pressure (built into every cluster, usable in any namespace since 1.17). */
+export const DEFAULT_PRIORITY_CLASS = "system-node-critical";
+
 /** Everything the builders need, defaults applied. */
 export interface HiveConfig {
   namespace: string;
@@ -333,9 +336,9 @@ export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
   }
   const tolerations = checkTolerations(c, args.tolerations);
   const resources = checkResources(c, args.resources);
-  if (args.priorityClassName !== undefined) {
-    c.name("priorityClassName", args.priorityClassName, DNS_SUBDOMAIN, "a PriorityClass name");
-  }
+  const priorityClassName = args.priorityClassName ?? DEFAULT_PRIORITY_CLASS;
+  if (priorityClassName !== "")
+    c.name("priorityClassName", priorityClassName, DNS_SUBDOMAIN, "a PriorityClass name");
   const logLevel = args.logLevel ?? "info";
   c.oneOf("logLevel", logLevel, LOG_LEVELS);
   const metricsPort = args.metricsPort ?? DEFAULT_METRICS_PORT;
@@ -366,7 +369,7 @@ export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
       nodeSelector,
       tolerations,
       resources,
-      priorityClassName: args.priorityClassName,
+      priorityClassName: priorityClassName === "" ? undefined : priorityClassName,
       logLevel,
       metricsPort,
       runtimeSocket,
