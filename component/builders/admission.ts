@@ -63,13 +63,8 @@ export function admissionManifests(
   monitorCallback: string | undefined,
   tenantCallbacks: readonly string[],
 ): KubernetesObject[] {
-  const labels = hiveLabels("agent");
-  const policy: KubernetesObject = {
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingAdmissionPolicy",
-    metadata: { name: ADMISSION_POLICY_NAME, labels },
-    spec: {
-      failurePolicy: "Fail",
+  return [
+    ...boundPolicy(ADMISSION_POLICY_NAME, {
       matchConstraints: {
         resourceRules: [
           {
@@ -139,15 +134,28 @@ export function admissionManifests(
           reason: "Forbidden",
         },
       ],
+    }),
+    ...tenantScopeManifests(namespace, monitorCallback, tenantCallbacks),
+  ];
+}
+
+/** A ValidatingAdmissionPolicy (failing closed) and its binding, which denies what it rejects. */
+function boundPolicy(name: string, spec: Record<string, unknown>): KubernetesObject[] {
+  const labels = hiveLabels("agent");
+  return [
+    {
+      apiVersion: "admissionregistration.k8s.io/v1",
+      kind: "ValidatingAdmissionPolicy",
+      metadata: { name, labels },
+      spec: { failurePolicy: "Fail", ...spec },
     },
-  };
-  const binding: KubernetesObject = {
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingAdmissionPolicyBinding",
-    metadata: { name: ADMISSION_POLICY_NAME, labels },
-    spec: { policyName: ADMISSION_POLICY_NAME, validationActions: ["Deny"] },
-  };
-  return [policy, binding, ...tenantScopeManifests(namespace, monitorCallback, tenantCallbacks)];
+    {
+      apiVersion: "admissionregistration.k8s.io/v1",
+      kind: "ValidatingAdmissionPolicyBinding",
+      metadata: { name, labels },
+      spec: { policyName: name, validationActions: ["Deny"] },
+    },
+  ];
 }
 
 /**
@@ -162,51 +170,37 @@ function tenantScopeManifests(
   monitorCallback: string | undefined,
   tenantCallbacks: readonly string[],
 ): KubernetesObject[] {
-  const labels = hiveLabels("agent");
-  const policy: KubernetesObject = {
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingAdmissionPolicy",
-    metadata: { name: TENANT_POLICY_NAME, labels },
-    spec: {
-      failurePolicy: "Fail",
-      matchConstraints: {
-        resourceRules: [
-          {
-            apiGroups: [GROUP],
-            apiVersions: [VERSION],
-            operations: ["CREATE", "UPDATE"],
-            resources: [PLURAL_POLICY],
-          },
-        ],
-      },
-      validations: [
+  return boundPolicy(TENANT_POLICY_NAME, {
+    matchConstraints: {
+      resourceRules: [
         {
-          expression:
-            `object.metadata.namespace == '${namespace}' || object.spec.traps.all(t, !has(t.match) || ` +
-            "!has(t.match.namespace) || t.match.namespace == object.metadata.namespace)",
-          messageExpression:
-            `'a HivePolicy outside ${namespace} traps only pods of its own namespace (' + object.metadata.namespace + '): ` +
-            `remove match.namespace or set it to ' + object.metadata.namespace + '; policies reaching other namespaces belong in ${namespace}'`,
-          reason: "Forbidden",
-        },
-        {
-          expression:
-            `object.metadata.namespace == '${namespace}' || object.spec.traps.all(t, !has(t.callback) || ` +
-            `${tenantCallbackCel("t.callback", monitorCallback, tenantCallbacks)})`,
-          message:
-            `a HivePolicy outside ${namespace} may send alerts only to the monitor's callback` +
-            (tenantCallbacks.length > 0 ? ` or under ${tenantCallbacks.join(", ")}` : "") +
-            ": remove the trap's callback or ask the platform team to add its URL to the monitor's tenantCallbacks",
-          reason: "Forbidden",
+          apiGroups: [GROUP],
+          apiVersions: [VERSION],
+          operations: ["CREATE", "UPDATE"],
+          resources: [PLURAL_POLICY],
         },
       ],
     },
-  };
-  const binding: KubernetesObject = {
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingAdmissionPolicyBinding",
-    metadata: { name: TENANT_POLICY_NAME, labels },
-    spec: { policyName: TENANT_POLICY_NAME, validationActions: ["Deny"] },
-  };
-  return [policy, binding];
+    validations: [
+      {
+        expression:
+          `object.metadata.namespace == '${namespace}' || object.spec.traps.all(t, !has(t.match) || ` +
+          "!has(t.match.namespace) || t.match.namespace == object.metadata.namespace)",
+        messageExpression:
+          `'a HivePolicy outside ${namespace} traps only pods of its own namespace (' + object.metadata.namespace + '): ` +
+          `remove match.namespace or set it to ' + object.metadata.namespace + '; policies reaching other namespaces belong in ${namespace}'`,
+        reason: "Forbidden",
+      },
+      {
+        expression:
+          `object.metadata.namespace == '${namespace}' || object.spec.traps.all(t, !has(t.callback) || ` +
+          `${tenantCallbackCel("t.callback", monitorCallback, tenantCallbacks)})`,
+        message:
+          `a HivePolicy outside ${namespace} may send alerts only to the monitor's callback` +
+          (tenantCallbacks.length > 0 ? ` or under ${tenantCallbacks.join(", ")}` : "") +
+          ": remove the trap's callback or ask the platform team to add its URL to the monitor's tenantCallbacks",
+        reason: "Forbidden",
+      },
+    ],
+  });
 }

@@ -55,6 +55,21 @@ function recordingWriter() {
   return { writer, removed, annotated };
 }
 
+/** A loader over a recording kernel, with the names of the HiveData each access matched. */
+function routingLoader(kernel = new RecordingKernel(), extra: { maxHeldEvents?: number } = {}) {
+  const accesses: string[][] = [];
+  const loader = createLoaderController({
+    kernelId: KERNEL,
+    kernel,
+    writer: recordingWriter().writer,
+    log: createLogger({}, { level: "error" }),
+    onAccess: (_e, matched) => accesses.push(matched.map((d) => d.metadata.name ?? "")),
+    debounceMs: 1,
+    ...extra,
+  });
+  return { kernel, accesses, loader };
+}
+
 describe("loader controller", () => {
   it("keeps the kernel map equal to its kernel's HiveData, shares slots, routes events and deletes orphans", async () => {
     const kernel = new RecordingKernel();
@@ -116,16 +131,7 @@ describe("loader controller", () => {
       kind: "file" as const,
     };
     kernel.entries = [pinned];
-    const accesses: string[][] = [];
-    const loader = createLoaderController({
-      kernelId: KERNEL,
-      kernel,
-      writer: recordingWriter().writer,
-      log: createLogger({}, { level: "error" }),
-      onAccess: (_e, matched) => accesses.push(matched.map((d) => d.metadata.name ?? "")),
-      debounceMs: 1,
-      maxHeldEvents: 2,
-    });
+    const { accesses, loader } = routingLoader(kernel, { maxHeldEvents: 2 });
     loader.onPolicy("ADDED", policy); // the policy list is in before the HiveData list
     await new Promise((r) => setTimeout(r, 30));
     await loader.idle();
@@ -146,16 +152,7 @@ describe("loader controller", () => {
   });
 
   it("watches and routes an inode number beyond 2^53 exactly", async () => {
-    const kernel = new RecordingKernel();
-    const accesses: string[][] = [];
-    const loader = createLoaderController({
-      kernelId: KERNEL,
-      kernel,
-      writer: recordingWriter().writer,
-      log: createLogger({}, { level: "error" }),
-      onAccess: (_e, matched) => accesses.push(matched.map((d) => d.metadata.name ?? "")),
-      debounceMs: 1,
-    });
+    const { kernel, accesses, loader } = routingLoader();
     const ino = (1n << 60n) + 1n; // Number() would round it to 2^60
     const big = data("big", idOf(0), 1, ["read"]);
     big.spec["inode-no"] = ino.toString();
@@ -170,16 +167,7 @@ describe("loader controller", () => {
   });
 
   it("routes an event by the file's identity, not by a slot number another trap may hold now", async () => {
-    const kernel = new RecordingKernel();
-    const accesses: string[][] = [];
-    const loader = createLoaderController({
-      kernelId: KERNEL,
-      kernel,
-      writer: recordingWriter().writer,
-      log: createLogger({}, { level: "error" }),
-      onAccess: (_e, matched) => accesses.push(matched.map((d) => d.metadata.name ?? "")),
-      debounceMs: 1,
-    });
+    const { kernel, accesses, loader } = routingLoader();
     loader.onPolicy("ADDED", policy);
     loader.onData("ADDED", data("a", idOf(0), 100, ["read"]));
     loader.onData("ADDED", data("c", idOf(0), 200, ["read"]));
