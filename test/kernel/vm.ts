@@ -146,7 +146,8 @@ export function buildInitramfs(kernel: KernelImage): string {
   const self = fileURLToPath(import.meta.url);
   if (existsSync(out) && statSync(out).mtimeMs > statSync(self).mtimeMs) return out;
   const modulesDir = join(kernel.root, "lib/modules", kernel.version);
-  const staging = join(WORK_DIR, `initramfs-${kernel.version}`);
+  // Per process: the kernel suite and the image suite may build the same kernel's at once.
+  const staging = join(WORK_DIR, `initramfs-${kernel.version}.${process.pid}`);
   rmSync(staging, { recursive: true, force: true });
   for (const dir of ["bin", "dev", "proc", "sys", "modules"])
     mkdirSync(join(staging, dir), { recursive: true });
@@ -166,7 +167,7 @@ export function buildInitramfs(kernel: KernelImage): string {
   writeFileSync(join(staging, "stage2.sh"), STAGE2, { mode: 0o755 });
   spawnSyncChecked("sh", [
     "-c",
-    `cd '${staging}' && find . | cpio -o -H newc --quiet | gzip -1 > '${out}.tmp' && mv '${out}.tmp' '${out}'`,
+    `cd '${staging}' && find . | cpio -o -H newc --quiet | gzip -1 > '${out}.${process.pid}' && mv '${out}.${process.pid}' '${out}'`,
   ]);
   rmSync(staging, { recursive: true, force: true });
   return out;
