@@ -11,6 +11,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { AGENT_CAPABILITIES } from "../../component/builders/daemonset.ts";
+import { isHiveError } from "../../runtime/errors.ts";
 import { type BootResult, bootVm, findKernels, REPO_ROOT, vmUnavailable } from "../kernel/vm.ts";
 import { ensureAgentImage } from "./agent-image.ts";
 import { agentRootfs, type BuiltImage } from "./agent-rootfs.ts";
@@ -52,14 +53,20 @@ interface Outcome {
  * One guest per kernel, all booted at once: each keeps one emulated CPU busy for minutes, and
  * one after the other they would be the longest part of the suite.
  */
+const GUEST_TIMEOUT_MS = 1_500_000;
 async function runOn(kernel: (typeof found)[number], rootfs: Promise<string>): Promise<Outcome> {
   const outcome: Outcome = {};
   try {
     outcome.boot = await bootVm({
       kernel,
       command: `export PATH='${join(REPO_ROOT, "node_modules/.bin")}':$PATH\nnode test/image/guest/agent-in-container.ts`,
-      env: { HIVE_IMAGE_INFO: INFO, HIVE_IMAGE_ROOTFS: await rootfs },
-      timeoutMs: 1_500_000,
+      env: {
+        HIVE_IMAGE_INFO: INFO,
+        HIVE_IMAGE_ROOTFS: await rootfs,
+        // The guest gives up first, naming the step it was in; the host's limit is for a dead guest.
+        HIVE_GUEST_DEADLINE_MS: String(GUEST_TIMEOUT_MS - 180_000),
+      },
+      timeoutMs: GUEST_TIMEOUT_MS,
       memoryMb: 3072,
     });
     const file = join(outcome.boot.outDir, "image-results.json");
@@ -109,7 +116,8 @@ for (const series of SERIES) {
     const guest = (): GuestResult => {
       if (reason) throw new Error(`cannot run: ${reason}`);
       const { result, boot, failure } = outcome;
-      if (failure) throw failure;
+      // The hint carries the console and output tails: put them where the test report shows them.
+      if (failure) throw isHiveError(failure) ? new Error(failure.describe(), { cause: failure }) : failure;
       if (!result) throw new Error(`no result from the guest; output tail:\n${boot?.output.slice(-4000)}`);
       if (!result.ok) throw new Error(`${result.error}\nagent log tail:\n${result.agentLogTail}`);
       return result;

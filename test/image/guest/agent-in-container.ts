@@ -30,13 +30,24 @@ const work = "/tmp/hive-image-e2e";
 mkdirSync(work, { recursive: true });
 const started = performance.now();
 const timings: Record<string, number> = {};
-const mark = (name: string) => {
+/** The step under way: what a deadline failure names. */
+let step = "start containerd";
+const mark = (name: string, next: string) => {
   timings[name] = Math.round(performance.now() - started);
-  console.log(`${name} after ${timings[name]} ms`);
+  console.log(`${name} after ${timings[name]} ms (at ${new Date().toISOString()})`);
+  step = next;
 };
 const result: Record<string, unknown> = { timings };
 const resultsFile = process.env.HIVE_RESULTS ?? "/hive-out/image-results.json";
 const save = () => writeFileSync(resultsFile, JSON.stringify(result, null, 2));
+/**
+ * One deadline for the whole run, inside the host's: a stuck step ends the run with its name and
+ * the agent's log instead of the host killing a silent guest. Every wait below is bounded by it.
+ */
+const deadlineMs = Number(process.env.HIVE_GUEST_DEADLINE_MS ?? 1_200_000);
+const remaining = () => Math.max(1000, deadlineMs - (performance.now() - started));
+/** Every command and request is bounded too: a hung `ctr` or socket must not outlast the run. */
+const CALL_TIMEOUT_MS = 120_000;
 
 /** The parts of the image build's record (scripts/build-image.ts) this run needs. */
 interface ImageInfo {
@@ -53,9 +64,34 @@ const agentLog = join(work, "agent.log");
 let metricsUrl: string | undefined;
 let cd: Containerd | undefined;
 const ctr = async (args: string[]) =>
-  (await run("/usr/bin/ctr", ["--address", cd?.socket ?? "", "--namespace", "k8s.io", ...args])).stdout;
+  (
+    await run("/usr/bin/ctr", ["--address", cd?.socket ?? "", "--namespace", "k8s.io", ...args], {
+      timeout: CALL_TIMEOUT_MS,
+    })
+  ).stdout;
+const get = (url: string) => fetch(url, { signal: AbortSignal.timeout(CALL_TIMEOUT_MS) });
+const deadline = setTimeout(() => {
+  result.ok = false;
+  result.error = `the guest's deadline of ${deadlineMs} ms passed during: ${step}`;
+  finish().finally(() => process.exit(0));
+}, deadlineMs);
+
+async function finish(): Promise<void> {
+  try {
+    const log = readFileSync(agentLog, "utf8");
+    writeFileSync(join(resultsFile, "..", "agent.log"), log);
+    result.agentLogTail = log.split("\n").slice(-40).join("\n");
+  } catch {
+    result.agentLogTail = "(no agent log)";
+  }
+  save();
+  await ctr(["task", "kill", "-s", "SIGKILL", AGENT]).catch(() => undefined);
+  await cd?.stop().catch(() => undefined);
+}
+
 try {
-  cd = await startContainerd({ namespace: "k8s.io", startTimeoutMs: 600_000 });
+  cd = await startContainerd({ namespace: "k8s.io", startTimeoutMs: remaining() });
+  mark("containerdStarted", "the API stand-in, the workload container and `ctr run` of the agent");
   const rootfsDir = resolve(process.env.HIVE_IMAGE_ROOTFS ?? "");
 
   const pem = selfSignedCertificate();
@@ -121,18 +157,18 @@ try {
   result.capabilities = spec.capabilities;
   result.ctrArgs = spec.args;
   await ctr(["run", "-d", "--log-uri", `file://${agentLog}`, ...spec.args]);
-  mark("agentStarted");
+  mark("agentStarted", "agent ready (/readyz)");
 
   await waitFor(
     async () => {
       const tasks = await ctr(["task", "ls"]);
       if (new RegExp(`^${AGENT}\\s+\\d+\\s+STOPPED`, "m").test(tasks)) throw new Error("the agent exited");
-      return (await fetch(spec.readinessUrl).catch(() => undefined))?.status === 200;
+      return (await get(spec.readinessUrl).catch(() => undefined))?.status === 200;
     },
-    { timeoutMs: 900_000, intervalMs: 1000, what: "agent ready (/readyz)" },
+    { timeoutMs: remaining(), intervalMs: 1000, what: "agent ready (/readyz)" },
   );
-  mark("agentReady");
-  result.readyz = await (await fetch(`${spec.readinessUrl}?verbose`)).text();
+  mark("agentReady", "HiveData for the trapped file");
+  result.readyz = await (await get(`${spec.readinessUrl}?verbose`)).text();
 
   const pid = new RegExp(`^${AGENT}\\s+(\\d+)\\s+RUNNING`, "m").exec(await ctr(["task", "ls"]))?.[1];
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
@@ -158,28 +194,28 @@ try {
       };
       return list.items.length > 0;
     },
-    { timeoutMs: 300_000, intervalMs: 500, what: "HiveData for the trapped file" },
+    { timeoutMs: remaining(), intervalMs: 500, what: "HiveData for the trapped file" },
   );
-  mark("trapResolved");
+  mark("trapResolved", "the trapped file in the kernel watch map");
   // HiveData exists before the loader has put it into the kernel's watch map: wait for the map.
   metricsUrl = new URL("/metrics", spec.readinessUrl).href;
   const watched = async () =>
-    Number(/^hive_watched_files (\d+)$/m.exec(await (await fetch(metricsUrl ?? "")).text())?.[1] ?? 0);
+    Number(/^hive_watched_files (\d+)$/m.exec(await (await get(metricsUrl ?? "")).text())?.[1] ?? 0);
   await waitFor(async () => (await watched()) >= 2, {
-    timeoutMs: 300_000,
+    timeoutMs: remaining(),
     intervalMs: 500,
     what: "the trapped file and its directory in the kernel watch map (hive_watched_files)",
   });
-  mark("trapWatched");
+  mark("trapWatched", "the alert at the callback");
 
   await cd.exec(WORKLOAD, ["/bin/busybox", "cat", TRAPPED]);
   const alert = await waitFor(() => receiver.accepted[0], {
     // Emulated CPUs shared by several guests: generous, since only a missing alert should fail.
-    timeoutMs: 300_000,
+    timeoutMs: remaining(),
     intervalMs: 200,
     what: "the alert at the callback",
   });
-  mark("alerted");
+  mark("alerted", "hive status and SIGTERM");
   result.alert = JSON.parse(alert.body);
 
   const statusJson = await ctr([
@@ -196,31 +232,22 @@ try {
 
   await ctr(["task", "kill", "-s", "SIGTERM", AGENT]);
   await waitFor(async () => /STOPPED/.test(await ctr(["task", "ls"])), {
-    timeoutMs: 60_000,
+    timeoutMs: Math.min(60_000, remaining()),
     intervalMs: 500,
     what: "the agent to stop on SIGTERM",
   });
-  mark("agentStopped");
+  mark("agentStopped", "done");
   result.ok = true;
   await receiver.close();
   await api.stop();
 } catch (error) {
   result.ok = false;
   // The agent's own counters say where an alert stopped.
-  result.metrics = await fetch(metricsUrl ?? "http://invalid/")
+  result.metrics = await get(metricsUrl ?? "http://invalid/")
     .then(async (r) => (await r.text()).split("\n").filter((l) => l.startsWith("hive_")))
     .catch((e: unknown) => String(e));
   result.error = error instanceof Error ? (error.stack ?? error.message) : String(error);
-} finally {
-  try {
-    const log = readFileSync(agentLog, "utf8");
-    writeFileSync(join(resultsFile, "..", "agent.log"), log);
-    result.agentLogTail = log.split("\n").slice(-40).join("\n");
-  } catch {
-    result.agentLogTail = "(no agent log)";
-  }
-  save();
-  await ctr(["task", "kill", "-s", "SIGKILL", AGENT]).catch(() => undefined);
-  await cd?.stop().catch(() => undefined);
 }
+clearTimeout(deadline);
+await finish();
 process.exit(0);
