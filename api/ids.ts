@@ -23,9 +23,11 @@ function sha256(text: string): string {
 }
 
 /**
- * The `trap-id` label: a hash of what decides WHICH files a trap watches (policy, path,
- * match, create, mode, accesses). The callback is left out on purpose: changing where
- * alerts go must not re-create every HiveData. 40 hex characters fit a label value.
+ * The `trap-id` label: a hash of what decides WHICH files a trap watches and what they
+ * report (policy, path, match, create, mode, accesses, allow). The callback is left out on
+ * purpose: changing where alerts go must not re-create every HiveData. `allow` is kept in:
+ * two traps on one file that differ only in their allowlists must stay two HiveData, or one
+ * trap's allowlist would silence the other's alerts. 40 hex characters fit a label value.
  */
 export function trapId(policy: { namespace?: string; name: string }, trap: HiveTrap): string {
   const { callback: _callback, ...identity } = trap;

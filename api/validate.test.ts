@@ -92,10 +92,70 @@ describe("policy validation", () => {
       { path: "/a", accesses: ["read", "delete"] },
       "spec.traps[0].accesses[1]: must be one of read, write, exec, append, open",
     ],
+    [
+      "relative allow exe",
+      { path: "/etc/shadow", allow: [{ exe: "sshd" }] },
+      'spec.traps[0].allow[0].exe: must be an absolute path (start with "/"), with "*" only as its last character',
+    ],
+    [
+      "parent-exe (in allow) with a * before its end",
+      { path: "/etc/shadow", allow: [{ exe: "/usr/sbin/sshd" }, { "parent-exe": "/usr/*/cron" }] },
+      'spec.traps[0].allow[1].parent-exe: must be an absolute path (start with "/"), with "*" only as its last character',
+    ],
+    [
+      "trap whose allow entry names no executable",
+      { path: "/etc/shadow", allow: [{ accesses: ["read"] }] },
+      "spec.traps[0].allow[0]: needs exe or parent-exe",
+    ],
+    [
+      "trap with an empty allow entry",
+      { path: "/etc/shadow", allow: [{ exe: "/usr/sbin/sshd" }, {}] },
+      "spec.traps[0].allow[1]: needs exe or parent-exe",
+    ],
+    [
+      "trap whose allow entry has an unknown access kind",
+      { path: "/etc/shadow", allow: [{ exe: "/usr/bin/passwd", accesses: ["read", "chmod"] }] },
+      "spec.traps[0].allow[0].accesses[1]: must be one of read, write, exec, append, open",
+    ],
+    [
+      "trap whose allow entry is keyed on the process name",
+      { path: "/etc/shadow", allow: [{ comm: "sshd" }] },
+      "spec.traps[0].allow[0].comm: is not a known field\nspec.traps[0].allow[0]: needs exe or parent-exe",
+    ],
+    [
+      "trap whose allow exe is longer than PATH_MAX",
+      { path: "/etc/shadow", allow: [{ exe: `/${"a".repeat(4096)}` }] },
+      'spec.traps[0].allow[0].exe: must be an absolute path (start with "/"), with "*" only as its last character',
+    ],
   ])("rejects a %s with the field named", (_name, trap, message) => {
     const result = validatePolicy(policy([trap]));
     expect(result.ok).toBe(false);
     if (!result.ok) expect(formatErrors(result.errors)).toBe(message);
+  });
+
+  it("accepts the issue's /etc/shadow allowlist, prefixes included", () => {
+    const result = validatePolicy(
+      policy([
+        {
+          path: "/etc/shadow",
+          allow: [
+            { exe: "/usr/sbin/sshd" },
+            { exe: "/usr/sbin/unix_chkpwd" },
+            { exe: "/usr/bin/passwd", accesses: ["read", "write"] },
+            { "parent-exe": "/usr/sbin/cron" },
+            { exe: "/usr/lib/openssh/*", "parent-exe": "/usr/sbin/sshd" },
+          ],
+        },
+      ]),
+    );
+    expect(result.ok ? "" : formatErrors(result.errors)).toBe("");
+  });
+
+  it("bounds the allow list", () => {
+    const allow = Array.from({ length: 65 }, (_, i) => ({ exe: `/usr/bin/tool${i}` }));
+    const result = validatePolicy(policy([{ path: "/etc/shadow", allow }]));
+    expect(result.ok ? "" : formatErrors(result.errors)).toMatch(/^spec\.traps\[0\]\.allow: /);
+    expect(validatePolicy(policy([{ path: "/etc/shadow", allow: allow.slice(0, 64) }])).ok).toBe(true);
   });
 
   it("rejects an empty trap list", () => {

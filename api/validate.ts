@@ -85,6 +85,16 @@ function specRules(spec: unknown, prefix: string): FieldError[] {
     if (trap.mode !== undefined && trap.create !== true) {
       errors.push({ field: `${at}.mode`, message: "only applies with create: true" });
     }
+    if (Array.isArray(trap.allow)) {
+      trap.allow.forEach((entry: unknown, j) => {
+        if (entry === null || typeof entry !== "object" || Array.isArray(entry)) return;
+        const { exe, "parent-exe": parentExe } = entry as Record<string, unknown>;
+        if (exe === undefined && parentExe === undefined) {
+          // An entry of `accesses` alone would allow every process: it says nothing about who reads.
+          errors.push({ field: `${at}.allow[${j}]`, message: "needs exe or parent-exe" });
+        }
+      });
+    }
   });
   return errors;
 }

@@ -59,6 +59,26 @@ describe("HiveData for one trap × container", () => {
     expect(inodeOf({ "inode-no": "18446744073709551616" })).toBeUndefined(); // 2^64: no such inode
     expect(validateData({ ...d, spec: { ...d.spec, "inode-no": "12a" } })).toMatchObject({ ok: false });
   });
+  it("carries the trap's allow list to the loader, and leaves the field out without one", () => {
+    const allow = [
+      { exe: "/usr/sbin/sshd" },
+      { "parent-exe": "/usr/sbin/cron", accesses: ["read" as const] },
+    ];
+    const d = buildHiveData({ ...input, trap: { ...input.trap, allow } });
+    expect(validateData(d)).toMatchObject({ ok: true });
+    expect(d.spec.allow).toEqual(allow);
+    expect(d.spec.allow).not.toBe(allow);
+    expect("allow" in buildHiveData(input).spec).toBe(false);
+    expect("allow" in buildHiveData({ ...input, trap: { ...input.trap, allow: [] } }).spec).toBe(false);
+    // A changed allowlist is a change the loader must see.
+    expect(dataUpToDate(buildHiveData(input), d)).toBe(false);
+  });
+  it("keeps traps that differ only in their allowlists apart, and existing trap ids unchanged", () => {
+    const ref = { namespace: "hive", name: "p" };
+    const bare = trapId(ref, { path: "/etc/shadow" });
+    expect(trapId(ref, { path: "/etc/shadow", allow: [{ exe: "/usr/sbin/sshd" }] })).not.toBe(bare);
+    expect(trapId(ref, { path: "/etc/shadow", allow: undefined })).toBe(bare);
+  });
   it("writes file keys as text and reads them back", () => {
     expect(parseKeyText(keyText(input.file))).toEqual(input.file);
     expect(parseKeyText("x:1:2")).toBeUndefined();

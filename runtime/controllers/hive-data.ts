@@ -123,6 +123,8 @@ export function buildHiveData(input: DataInput): HiveData {
       "kernel-id": input.kernelId,
       device: { major: input.file.major, minor: input.file.minor },
       accesses: [...(trap.accesses ?? ACCESS_KINDS)],
+      // The loader decides with this copy: the trap's allowlist travels with each of its files.
+      ...(trap.allow && trap.allow.length > 0 ? { allow: trap.allow.map((entry) => ({ ...entry })) } : {}),
     },
   };
 }

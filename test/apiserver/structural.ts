@@ -56,11 +56,38 @@ export interface CelFailure {
   message: string;
 }
 
-/** CEL's view of a JSON value: integers are int64 (BigInt in cel-js). */
-function celValue(value: unknown): unknown {
+const CEL_RESERVED = new Set(
+  "true false null in as break const continue else for function if import let loop package namespace return var void while".split(
+    " ",
+  ),
+);
+
+/** How kube-apiserver names a schema property in CEL: `parent-exe` is `parent__dash__exe`. */
+function celName(name: string): string {
+  if (CEL_RESERVED.has(name)) return `__${name}__`;
+  return name
+    .replaceAll("__", "__underscores__")
+    .replaceAll(".", "__dot__")
+    .replaceAll("-", "__dash__")
+    .replaceAll("/", "__slash__");
+}
+
+/**
+ * CEL's view of a JSON value: integers are int64 (BigInt in cel-js); an object's declared
+ * properties are escaped as kube-apiserver escapes them, map keys (additionalProperties) are not.
+ */
+function celValue(value: unknown, schema: unknown): unknown {
+  const s = isObject(schema) ? (schema as Schema) : {};
   if (typeof value === "number" && Number.isInteger(value)) return BigInt(value);
-  if (Array.isArray(value)) return value.map(celValue);
-  if (isObject(value)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, celValue(v)]));
+  if (Array.isArray(value)) return value.map((v) => celValue(v, s.items));
+  if (isObject(value)) {
+    const properties = isObject(s.properties) ? (s.properties as Record<string, Schema>) : undefined;
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) =>
+        properties ? [celName(k), celValue(v, properties[k])] : [k, celValue(v, s.additionalProperties)],
+      ),
+    );
+  }
   return value;
 }
 
@@ -93,7 +120,7 @@ export function celFailures(
     }
     let ok: unknown;
     try {
-      ok = fn({ self: celValue(value) });
+      ok = fn({ self: celValue(value, s) });
     } catch (err) {
       ok = `${(err as Error).message}`;
     }

@@ -21,34 +21,77 @@ const trapSchema = ((version.schema.openAPIV3Schema.properties as Schema).spec a
   .properties as Schema;
 const trapNode = (trapSchema.traps as Schema).items as Schema;
 
-function rulesOf(node: Schema, at: string): Rule[] {
-  const own = ((node["x-kubernetes-validations"] as Rule[] | undefined) ?? []).map((r) => ({ ...r, at }));
+/** The schema node of each rule rides along, so that `self` gets CEL's view of that node. */
+type PlacedRule = Rule & { node: Schema };
+
+/** Rules below `node`; `at` names list items with `[]`: "allow[].exe" is the exe of every allow entry. */
+function rulesOf(node: Schema, at: string): PlacedRule[] {
+  const own = ((node["x-kubernetes-validations"] as Rule[] | undefined) ?? []).map((r) => ({
+    ...r,
+    at,
+    node,
+  }));
   const children = Object.entries((node.properties as Record<string, Schema> | undefined) ?? {}).flatMap(
     ([k, v]) => rulesOf(v, at ? `${at}.${k}` : k),
   );
-  return [...own, ...children];
+  const items = node.type === "array" && node.items ? rulesOf(node.items as Schema, `${at}[]`) : [];
+  return [...own, ...children, ...items];
 }
 const RULES = rulesOf(trapNode, "");
 
-/** CEL's view of a JSON value: integers are int64. */
-function cel(value: unknown): unknown {
+const CEL_RESERVED = new Set(
+  "true false null in as break const continue else for function if import let loop package namespace return var void while".split(
+    " ",
+  ),
+);
+
+/** How Kubernetes names a schema property in CEL: `parent-exe` is `parent__dash__exe`. */
+function celName(name: string): string {
+  if (CEL_RESERVED.has(name)) return `__${name}__`;
+  return name
+    .replaceAll("__", "__underscores__")
+    .replaceAll(".", "__dot__")
+    .replaceAll("-", "__dash__")
+    .replaceAll("/", "__slash__");
+}
+
+/** CEL's view of a JSON value: integers are int64, properties (not map keys) escaped. */
+function cel(value: unknown, node: Schema): unknown {
   if (typeof value === "number" && Number.isInteger(value)) return BigInt(value);
-  if (Array.isArray(value)) return value.map(cel);
-  if (value !== null && typeof value === "object")
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, cel(v)]));
+  if (Array.isArray(value)) return value.map((v) => cel(v, (node.items as Schema | undefined) ?? {}));
+  if (value !== null && typeof value === "object") {
+    const properties = node.properties as Record<string, Schema> | undefined;
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) =>
+        properties
+          ? [celName(k), cel(v, properties[k] ?? {})]
+          : [k, cel(v, (node.additionalProperties as Schema | undefined) ?? {})],
+      ),
+    );
+  }
   return value;
+}
+
+/** Every value at `at` ("allow[].exe") inside `value`. */
+function valuesAt(value: unknown, at: string): unknown[] {
+  let found: unknown[] = [value];
+  for (const step of at.split(/\.|(?=\[\])/).filter(Boolean)) {
+    found = found.flatMap((v) => {
+      if (step === "[]") return Array.isArray(v) ? v : [];
+      const next = (v as Record<string, unknown> | undefined)?.[step];
+      return next === undefined ? [] : [next];
+    });
+  }
+  return found;
 }
 
 /** Messages of the CEL rules a trap fails (rules on absent fields do not run, as in Kubernetes). */
 function admissionErrors(trap: Record<string, unknown>): string[] {
   const failed: string[] = [];
   for (const r of RULES) {
-    const self =
-      r.at === ""
-        ? trap
-        : r.at.split(".").reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], trap);
-    if (self === undefined) continue;
-    if (evaluate(r.rule, { self: cel(self) }) !== true) failed.push(r.message);
+    for (const self of valuesAt(trap, r.at)) {
+      if (evaluate(r.rule, { self: cel(self, r.node) }) !== true) failed.push(r.message);
+    }
   }
   return failed;
 }
@@ -65,13 +108,43 @@ const trapArb = fc.record(
       fc.constantFrom("0444", "444", "0999", "abc", "04444"),
     ),
     callback: fc.constantFrom("http://a.example/x", "https://b.example", "ftp://c.example", "mailto:x@y"),
+    allow: fc.array(
+      fc.record(
+        {
+          exe: fc.constantFrom(
+            "/usr/sbin/sshd",
+            "/usr/lib/openssh/*",
+            "sshd",
+            "/usr/*/sshd",
+            "*",
+            "/",
+            "/a**",
+          ),
+          "parent-exe": fc.constantFrom("/usr/sbin/cron", "/usr/*", "cron", "/x*y", ""),
+          accesses: fc.constantFrom(["read"], ["read", "write"], ["exec", "open", "append"]),
+        },
+        { requiredKeys: [] },
+      ),
+      { maxLength: 3 },
+    ),
   },
   { requiredKeys: ["path"] },
 );
 
 describe("the HivePolicy CRD's CEL rules", () => {
   it("are found where the schema puts them", () => {
-    expect(RULES.map((r) => r.at).sort()).toEqual(["", "callback", "mode", "path", "path"]);
+    expect(RULES.map((r) => r.at).sort()).toEqual([
+      "",
+      "allow[]",
+      "allow[].exe",
+      "allow[].exe",
+      "allow[].parent-exe",
+      "allow[].parent-exe",
+      "callback",
+      "mode",
+      "path",
+      "path",
+    ]);
   });
 
   it("never reject a trap the shared validation accepts", () => {
@@ -89,8 +162,41 @@ describe("the HivePolicy CRD's CEL rules", () => {
     [{ path: "/x", mode: 444 }, "mode only applies with create: true"],
     [{ path: "/x", create: true, mode: "0999" }, 'mode must be octal digits such as 444 or "0644"'],
     [{ path: "/x", callback: "ftp://example.com" }, "callback must be an http(s) URL"],
+    [{ path: "/etc/shadow", allow: [{ exe: "sshd" }] }, 'exe must be an absolute path (start with "/")'],
+    [{ path: "/etc/shadow", allow: [{ exe: "/usr/*/sshd" }] }, 'exe may hold "*" only as its last character'],
+    [
+      { path: "/etc/shadow", allow: [{ exe: "/usr/sbin/sshd" }, { "parent-exe": "cron" }] },
+      'parent-exe must be an absolute path (start with "/")',
+    ],
+    [
+      { path: "/etc/shadow", allow: [{ "parent-exe": "/usr/sbin/cron*x" }] },
+      'parent-exe may hold "*" only as its last character',
+    ],
+    [{ path: "/etc/shadow", allow: [{ accesses: ["read"] }] }, "an allow entry needs exe or parent-exe"],
+    [{ path: "/etc/shadow", allow: [{}] }, "an allow entry needs exe or parent-exe"],
   ])("reject %j at admission", (trap, message) => {
     expect(admissionErrors(trap)).toContain(message);
     expect(validatePolicySpec({ traps: [trap] }).ok).toBe(false);
+  });
+
+  it.each([
+    [{ exe: "/usr/sbin/sshd" }],
+    [{ "parent-exe": "/usr/sbin/cron" }],
+    [{ exe: "/usr/lib/openssh/*", "parent-exe": "/usr/sbin/sshd*", accesses: ["read"] }],
+  ])("admit the allow entry %j", (entry) => {
+    const trap = { path: "/etc/shadow", allow: [entry] };
+    expect(admissionErrors(trap)).toEqual([]);
+    expect(validatePolicySpec({ traps: [trap] }).ok).toBe(true);
+  });
+
+  it("bound the allow list and its paths, so that the API server can estimate the rules' cost", () => {
+    const allow = (trapNode.properties as Record<string, Schema>).allow as Schema;
+    const entry = allow.items as Schema;
+    const props = entry.properties as Record<string, Schema>;
+    expect(allow.maxItems).toBe(64);
+    expect(props.exe?.maxLength).toBe(4096);
+    expect(props["parent-exe"]?.maxLength).toBe(4096);
+    expect((props.accesses as Schema).maxItems).toBe(5);
+    expect((props.accesses as Schema)["x-kubernetes-list-type"]).toBe("set");
   });
 });
