@@ -5,6 +5,7 @@
  */
 import type { HiveData, HiveDataSpec } from "../../api/data.ts";
 import { type DataAnnotations, LABEL_POLICY_NAMESPACE, LABEL_TRAP_ID } from "../../api/meta.ts";
+import type { AllowEntry } from "../../api/policy.ts";
 
 export interface AlertSource {
   /** The HiveData's annotations (api/meta.ts DATA_ANNOTATIONS); missing ones are left out of the alert. */
@@ -12,6 +13,11 @@ export interface AlertSource {
   /** The HiveData's labels; `trap-id` (LABEL_TRAP_ID) names the trap. */
   labels: Readonly<Record<string, string>>;
   spec?: HiveDataSpec;
+  /**
+   * The trap's allow list (the HiveData's `spec.allow`; the trap's own in standalone mode): an
+   * access matching one of its entries raises no alert (runtime/alerts/allowlist.ts).
+   */
+  allow?: readonly AllowEntry[];
   /** Namespace of the HivePolicy whose trap this is. */
   policyNamespace?: string;
   /** Node the agent runs on (alert `node.name`); the `node_name` annotation wins when present. */
@@ -47,6 +53,7 @@ export function alertSourceFromHiveData(
     nodeName: context.nodeName,
     kernelId: context.kernelId ?? data.spec["kernel-id"],
   };
+  if (data.spec.allow !== undefined) source.allow = data.spec.allow;
   const policyNamespace = context.policyNamespace ?? labels[LABEL_POLICY_NAMESPACE];
   if (policyNamespace !== undefined) source.policyNamespace = policyNamespace;
   const owner = (data.metadata.ownerReferences ?? []).find(

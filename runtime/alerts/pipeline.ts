@@ -1,6 +1,8 @@
 /**
- * The alert pipeline, composed: kernel event + watched file → rate limit → Alert →
- * stdout line, callback delivery (spooled) and a Kubernetes Event on the pod.
+ * The alert pipeline, composed: kernel event + watched file → allow list → rate limit →
+ * Alert → stdout line, callback delivery (spooled) and a Kubernetes Event on the pod.
+ * An access the trap's allow list matches stops at the first step: counted, never alerted,
+ * and it spends none of the rate limit's budget.
  * The agent's loader controller and standalone `hive watch` both create one and call
  * `handle(event, source)` for every decoded kernel event.
  */
@@ -12,6 +14,13 @@ import type { Logger } from "../log.ts";
 import type { CheckResult } from "../metrics/health.ts";
 import type { HiveMetrics } from "../metrics/metrics.ts";
 import { type AlertSource, trapIdOf } from "./alert-source.ts";
+import {
+  type AllowedFileWriter,
+  type AllowedRecord,
+  createAllowedCounts,
+  createAllowedFileWriter,
+} from "./allowed-counts.ts";
+import { allowingEntry } from "./allowlist.ts";
 import { type BootClock, createBootClock } from "./boot-clock.ts";
 import { buildAlert } from "./build-alert.ts";
 import {
@@ -44,8 +53,15 @@ export interface AlertPipelineConfig {
   spool?: { dir: string; maxBytes?: number; segmentBytes?: number; fsyncIntervalMs?: number };
   /** Delivery tuning and per-URL-prefix secrets/format (see DispatcherOptions). */
   delivery?: Omit<DispatcherOptions, "logger" | "metrics" | "spool">;
-  /** Per-trap rate limit; `false` disables it. Default 100/s, burst 200. */
+  /** Rate limit per trap × container × executable; `false` disables it. Default 100/s, burst 200. */
   rateLimit?: RateLimitOptions | false;
+  /**
+   * Where the counts of allowed accesses are written for `hive status`
+   * (runtime/alerts/allowed-counts.ts allowedFileFor); without it they are only in the metric.
+   */
+  allowedFile?: string;
+  /** How often the allowed counts are written when they changed; default 2000 ms. */
+  allowedFlushMs?: number;
   /** Kubernetes Events on the accessed pod (createPodEventRecorder); optional. */
   podEvents?: PodEventRecorder;
   /** Host procfs for exe/ppid (default /proc); `false` never reads procfs. */
@@ -58,9 +74,12 @@ export interface AlertPipelineConfig {
 export interface AlertPipeline {
   /**
    * One decoded kernel event for a watched file. Synchronous and never throws: returns the
-   * alert produced, or undefined when the trap's rate limit suppressed it.
+   * alert produced, or undefined when the trap's allow list allowed the access or the rate
+   * limit suppressed it.
    */
   handle(event: KernelEvent, source: AlertSource): Alert | undefined;
+  /** Accesses allowed so far, by trap and allow entry (what `hive status` shows). */
+  allowed(): AllowedRecord[];
   /** Waits until every queued alert is delivered or given up (true), or timeoutMs passes (false). */
   drain(timeoutMs?: number): Promise<boolean>;
   /** Alerts waiting for delivery. */
@@ -124,14 +143,40 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
 
   const context = { clock, proc, ...(config.newId ? { newId: config.newId } : {}) };
   let closed = false;
+  const allowedCounts = createAllowedCounts();
+  const allowedWriter: AllowedFileWriter | undefined = config.allowedFile
+    ? createAllowedFileWriter({
+        file: config.allowedFile,
+        counts: allowedCounts,
+        logger: logger.child({ component: "allowed-counts" }),
+        ...(config.allowedFlushMs !== undefined ? { intervalMs: config.allowedFlushMs } : {}),
+      })
+    : undefined;
 
   return {
     handle(event, source) {
       try {
         const trapId = trapIdOf(source);
+        // Before the rate limit: an expected reader is counted, and spends no alert budget.
+        const entry = source.allow === undefined ? undefined : allowingEntry(source.allow, event);
+        if (entry !== undefined) {
+          metrics.allowedAccesses.inc({
+            policy_namespace: source.policyNamespace ?? "",
+            policy: source.annotations.hive_policy_name ?? "",
+            trap_id: trapId,
+            entry: String(entry),
+          });
+          allowedCounts.add(source, entry, source.allow?.[entry] ?? {});
+          return undefined;
+        }
         let suppressed = 0;
         if (limiter) {
-          const decision = limiter.take(trapId);
+          const identity = event.process?.exe;
+          const decision = limiter.take({
+            trapId,
+            container: source.annotations.container_id || "host",
+            exe: identity?.source !== "unknown" && identity?.exe ? identity.exe : "unknown",
+          });
           if (!decision.allowed) {
             metrics.alertsSuppressed.inc({ trap_id: trapId });
             return undefined;
@@ -171,6 +216,7 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
         return undefined;
       }
     },
+    allowed: () => allowedCounts.records(),
     drain: (timeoutMs) => dispatcher.idle(timeoutMs),
     pending: () => dispatcher.pending(),
     setDestinations: (list) => dispatcher.setDestinations(list),
@@ -184,6 +230,7 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
       if (options.drainMs && options.drainMs > 0) await dispatcher.idle(options.drainMs);
       await dispatcher.close();
       await config.podEvents?.close();
+      await allowedWriter?.close();
       spool?.close();
       const unreported = limiter?.pending();
       if (unreported && unreported.size > 0) {

@@ -5,7 +5,8 @@
  *
  * Label cardinality is bounded on purpose: `destination` is a URL's origin
  * (scheme://host:port, never its path or query), `trap_id` is bounded by the traps of the
- * cluster's policies, `class`/`reason`/`result` are closed sets named below.
+ * cluster's policies, `entry` by the 64 entries of a trap's allow list, `class`/`reason`/`result`
+ * are closed sets named below.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 
@@ -43,8 +44,10 @@ export interface HiveMetrics {
   readonly registry: Registry;
   /** Alerts produced (after rate limiting), by policy and trap. */
   readonly alerts: Counter<"policy_namespace" | "policy" | "trap_id">;
-  /** Alerts suppressed by the per-trap rate limit. */
+  /** Alerts suppressed by the rate limit (trap × container × executable), by trap. */
   readonly alertsSuppressed: Counter<"trap_id">;
+  /** Accesses that matched an entry of their trap's `allow` list (no alert), by policy, trap and entry index. */
+  readonly allowedAccesses: Counter<"policy_namespace" | "policy" | "trap_id" | "entry">;
   readonly deliveryAttempts: Counter<"destination">;
   readonly deliveryFailures: Counter<"destination" | "class">;
   readonly deliveryRetries: Counter<"destination">;
@@ -131,8 +134,14 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     }),
     alertsSuppressed: new Counter({
       name: "hive_alerts_suppressed_total",
-      help: "Alerts suppressed by the per-trap rate limit (reported as `suppressed` in the trap's next alert).",
+      help: "Alerts suppressed by the rate limit, keyed on trap × container × executable (reported as `suppressed` in that key's next alert).",
       labelNames: ["trap_id"],
+      registers,
+    }),
+    allowedAccesses: new Counter({
+      name: "hive_allowed_accesses_total",
+      help: "Accesses allowed by an entry of their trap's allow list (counted, not alerted), by policy, trap and entry (its index in the list).",
+      labelNames: ["policy_namespace", "policy", "trap_id", "entry"],
       registers,
     }),
     deliveryAttempts: new Counter({
