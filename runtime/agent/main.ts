@@ -5,6 +5,7 @@
  * the roles, releases the Leases, detaches the kernel program and drains alerts.
  */
 import type { HiveData } from "../../api/data.ts";
+import { allowedFileFor } from "../alerts/allowed-counts.ts";
 import {
   alertSourceFromHiveData,
   createAlertPipeline,
@@ -129,6 +130,8 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     tenancy: { platformNamespace: config.namespace, callbacks: config.tenantCallbacks },
     ...(config.spoolDir ? { spool: { dir: config.spoolDir } } : {}),
     ...(destinations.length > 0 ? { delivery: { destinations } } : {}),
+    // What the allow lists let through, for `hive status` (written only by the node loading the kernel).
+    allowedFile: allowedFileFor(config.pinRoot ?? DEFAULT_PIN_ROOT, config.tableDir),
     procRoot: config.procRoot,
     // A Kubernetes Event on the accessed pod per alert (aggregated, rate-limited): `kubectl describe pod`.
     podEvents: createPodEventRecorder({

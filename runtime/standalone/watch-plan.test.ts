@@ -52,6 +52,24 @@ describe("host traps", () => {
     });
   });
 
+  it("gives each trap's alert source its own allow list, as a HiveData carries it in a cluster", () => {
+    const allow = [{ exe: "/usr/sbin/sshd" }, { "parent-exe": "/usr/sbin/cron" }];
+    const refs = trapRefs([
+      {
+        file: "f.yaml",
+        index: 1,
+        policy: policy("p", [
+          { path: "/etc/shadow", allow },
+          { path: "/etc/shadow", accesses: ["write"] },
+        ]),
+      },
+    ]);
+    const plan = planWatches(refs, { kernelId: "k", hostRoot: root });
+    expect(plan.files.map((f) => f.source.allow)).toEqual([allow, undefined]);
+    // Two traps on one file stay two sources: one trap's allowlist never silences the other.
+    expect(new Set(plan.files.map((f) => f.ref.trapId)).size).toBe(2);
+  });
+
   it("creates a missing file with create: true and the trap's mode, and reports missing ones otherwise", () => {
     const refs = trapRefs([
       {

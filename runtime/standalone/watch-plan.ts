@@ -160,6 +160,8 @@ function alertSource(ref: TrapRef, target: WatchTarget, context: PlanContext): A
     kernelId: context.kernelId,
   };
   if (ref.policy.metadata.namespace !== undefined) source.policyNamespace = ref.policy.metadata.namespace;
+  // The same allow list a cluster's HiveData carries: the pipeline decides with it in both modes.
+  if (ref.trap.allow !== undefined && ref.trap.allow.length > 0) source.allow = ref.trap.allow;
   return source;
 }
 

@@ -1,12 +1,14 @@
 /**
  * `hive status` — what the local kernel has loaded, read from the pinned maps (so it works
  * beside a running agent or `hive watch`, and after one died leaving its state pinned),
- * joined with the watch table its writer keeps, which names the trap behind each slot.
+ * joined with the watch table its writer keeps, which names the trap behind each slot, and
+ * with the counts of accesses the traps' allow lists let through (written beside the table).
  */
 
 import { spawnSync } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { dirname, join } from "node:path";
+import { type AllowedFile, allowedFileFor, readAllowedFile } from "../../alerts/allowed-counts.ts";
 import { HiveError } from "../../errors.ts";
 import type { AttachMode } from "../../kernel/contract.ts";
 import { DEFAULT_PIN_ROOT, type PinnedState, readPinnedState } from "../../kernel/index.ts";
@@ -25,13 +27,15 @@ import { EXIT } from "../exit-codes.ts";
 const help = `Usage: hive status [--pin-root DIR] [--json]
 
 Shows what Hive has loaded into this machine's kernel: the program and how it is attached,
-the watched files with the traps they belong to, and the kernel counters (events, losses).
+the watched files with the traps they belong to, the kernel counters (events, losses), and
+the accesses each trap's allow list let through (counted, not alerted), by entry.
 Reads the pinned BPF maps, so it works while an agent or \`hive watch\` runs (needs root).
 
 Options:
   --pin-root DIR  bpffs directory to read (default: both ${DEFAULT_PIN_ROOT}, the agent's,
                   and ${STANDALONE_PIN_ROOT}, hive watch's)
-  --table-dir DIR directory of the watch tables that name each slot's traps (default /run/hive)
+  --table-dir DIR directory of the watch tables that name each slot's traps, and of the
+                  allowed-access counts (default /run/hive)
   --json          print the state as one JSON document instead of text
 
 Exit codes: 0 something is loaded · 2 usage · 3 the maps cannot be read (not root, no libbpf) ·
@@ -42,6 +46,7 @@ interface RootStatus {
   state: PinnedState;
   table: WatchTableFile | undefined;
   program: ProgramInfo | undefined;
+  allowed: AllowedFile | undefined;
 }
 
 /** The attached program as the kernel describes it (bpftool, when installed). */
@@ -140,7 +145,30 @@ function render(root: RootStatus): string {
       `    ${r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join("  ")}`;
     lines.push(fmt(header), ...rows.map(fmt));
   }
+  lines.push(...renderAllowed(root.allowed));
   return lines.join("\n");
+}
+
+/** The allowed-access counts, one row per trap × allow entry. */
+export function renderAllowed(allowed: AllowedFile | undefined): string[] {
+  if (allowed === undefined || allowed.records.length === 0)
+    return ["  allowed   (no access allowed by an allow list)"];
+  const total = allowed.records.reduce((sum, r) => sum + r.count, 0);
+  const lines = [
+    `  allowed   ${total} access${total === 1 ? "" : "es"} counted, not alerted, since ${allowed.startedAt} (pid ${allowed.pid})`,
+  ];
+  const rows = allowed.records.map((r) => [
+    String(r.count),
+    `${r.namespace ? `${r.namespace}/` : ""}${r.policy} ${r.path}`,
+    r.trapId.slice(0, 12),
+    `#${r.entry} ${r.allow}`,
+  ]);
+  const header = ["COUNT", "TRAP", "TRAP-ID", "ENTRY"];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const fmt = (r: string[]) =>
+    `    ${r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join("  ")}`;
+  lines.push(fmt(header), ...rows.map(fmt));
+  return lines;
 }
 
 function toJson(root: RootStatus): unknown {
@@ -165,6 +193,14 @@ function toJson(root: RootStatus): unknown {
       accesses: w.kind === "parent" ? [] : accessesFromMask(w.mask),
       traps: bySlot.get(w.slot)?.traps ?? [],
     })),
+    allowed: root.allowed
+      ? {
+          pid: root.allowed.pid,
+          startedAt: root.allowed.startedAt,
+          updatedAt: root.allowed.updatedAt,
+          records: root.allowed.records,
+        }
+      : null,
   };
 }
 
@@ -193,7 +229,8 @@ export const statusCommand: Command = {
       if (state === null) continue;
       const table = await readWatchTableFile(watchTableFileFor(pinRoot, values["table-dir"]));
       const program = programInfo(pinRoot, state.attachMode);
-      found.push({ pinRoot, state, table, program });
+      const allowed = await readAllowedFile(allowedFileFor(pinRoot, values["table-dir"]));
+      found.push({ pinRoot, state, table, program, allowed });
     }
     if (found.length === 0) {
       throw new HiveError("NotLoaded", "no Hive program is loaded on this kernel", {

@@ -7,6 +7,7 @@
 import { readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { FORMATS } from "../../../api/formats.ts";
+import { allowedFileFor } from "../../alerts/allowed-counts.ts";
 import { createAlertPipeline } from "../../alerts/index.ts";
 import { HiveError } from "../../errors.ts";
 import { ATTACH_REQUESTS, type AttachRequest } from "../../kernel/contract.ts";
@@ -168,6 +169,8 @@ export const watchCommand: Command = {
       logger,
       metrics,
       ...(defaultCallback === undefined ? {} : { defaultCallback }),
+      // What the allow lists let through, for `hive status` (only with pinned maps: status reads those).
+      ...(pinned ? { allowedFile: allowedFileFor(pinRoot) } : {}),
     });
     const lister = values["no-containers"]
       ? undefined
