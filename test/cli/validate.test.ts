@@ -28,6 +28,28 @@ describe("hive validate", () => {
     expect(run.code).toBe(1);
   });
 
+  it("names the allow entry and field of a loose allowlist, and accepts the shipped one", async () => {
+    const run = await runHive([
+      "validate",
+      `${fixtures}/bad-allow.yaml`,
+      "examples/policies/shadow-allow.yaml",
+    ]);
+    const at = (line: number, rest: string) =>
+      `${fixtures}/bad-allow.yaml:${line}: document 1 (HivePolicy "loose-allowlist"): spec.traps[0].${rest}`;
+    const absolute = 'must be an absolute path (start with "/"), with "*" only as its last character';
+    expect(run.stdout.split("\n").filter(Boolean)).toEqual([
+      at(9, `allow[0].exe: ${absolute}`),
+      at(10, `allow[1].parent-exe: ${absolute}`),
+      at(11, "allow[2]: needs exe or parent-exe"),
+      at(13, "allow[3].accesses[1]: must be one of read, write, exec, append, open"),
+      at(14, "allow[4].comm: is not a known field"),
+      at(14, "allow[4]: needs exe or parent-exe"),
+      "examples/policies/shadow-allow.yaml: ok (1 policy, 1 trap)",
+    ]);
+    expect(run.stderr).toBe("6 problems in 1 file\n");
+    expect(run.code).toBe(1);
+  });
+
   it("reports YAML syntax errors with their line", async () => {
     // .txt: the repository's linter parses *.yaml files, and this one is broken on purpose.
     const run = await runHive(["validate", `${fixtures}/syntax-error.txt`]);
