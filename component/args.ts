@@ -28,6 +28,21 @@ export interface TrapMatchArgs {
   matchLabels?: Record<string, string>;
 }
 
+/**
+ * An expected accessor of a trapped file: an access matching every field given raises no
+ * alert and is counted instead. Decided on the executable the kernel recorded (inside the
+ * container), never on the process name; an executable the kernel did not know is never
+ * allowed. Give `exe`, `parentExe` or both.
+ */
+export interface AllowArgs {
+  /** Absolute path of the accessing executable, e.g. `/usr/sbin/sshd`; a trailing `*` matches a prefix. */
+  exe?: string;
+  /** Absolute path of the accessing process's parent executable, e.g. `/usr/sbin/cron`; a trailing `*` matches a prefix. */
+  parentExe?: string;
+  /** Allow only accesses whose kinds are all among these. Default: any kind. */
+  accesses?: AccessKind[];
+}
+
 /** A file to watch inside every matched container. */
 export interface TrapArgs {
   /** Absolute path of the file inside the container, e.g. `/etc/shadow`. */
@@ -44,6 +59,8 @@ export interface TrapArgs {
   /** Access kinds that raise an alert. Default: all (read, write, exec, append, open). */
   accesses?: AccessKind[];
   match?: TrapMatchArgs;
+  /** Expected accessors, counted and not alerted (at most 64). Default: none, every access alerts. */
+  allow?: AllowArgs[];
 }
 
 /** A trap placed by HiveMonitor into a HivePolicy named by `policy`. */

@@ -4,6 +4,7 @@
  *   new HiveMonitor("hive", { image, callback: { url }, traps: [{ path: "/etc/shadow", match: { matchLabels: { security: "high" } } }] })
  */
 export type {
+  AllowArgs,
   CallbackArgs,
   HiveMonitorArgs,
   LogLevel,

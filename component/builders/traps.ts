@@ -3,12 +3,19 @@
  * validation through api/validate.ts with messages that name the option the user wrote
  * (`traps[2].match.containerName`), not the resource field.
  */
-import { formatMode, type HiveTrap, type TrapMatch, validatePolicySpec } from "../../api/index.ts";
+import {
+  type AllowEntry,
+  formatMode,
+  type HiveTrap,
+  type TrapMatch,
+  validatePolicySpec,
+} from "../../api/index.ts";
 import type { TrapArgs } from "../args.ts";
 import type { ArgProblem } from "./problems.ts";
 
-const TRAP_KEYS = ["path", "create", "mode", "callback", "accesses", "match"] as const;
+const TRAP_KEYS = ["path", "create", "mode", "callback", "accesses", "match", "allow"] as const;
 const MATCH_KEYS = ["pod", "namespace", "ip", "containerName", "matchLabels"] as const;
+const ALLOW_KEYS = ["exe", "parentExe", "accesses"] as const;
 
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === "object" && !Array.isArray(value) && !(value instanceof RegExp);
@@ -24,7 +31,7 @@ export function unknownKeys(value: object, known: readonly string[], at: string)
 }
 
 /** Resource field → typed option, where they differ. */
-const OPTION_NAMES: Record<string, string> = { "container-name": "containerName" };
+const OPTION_NAMES: Record<string, string> = { "container-name": "containerName", "parent-exe": "parentExe" };
 
 function containerNamePattern(value: RegExp | string): string {
   return value instanceof RegExp ? value.source : value;
@@ -50,6 +57,15 @@ export function toHiveTrap(trap: TrapArgs): HiveTrap {
     if (m.matchLabels !== undefined) match.matchLabels = { ...m.matchLabels };
     out.match = match;
   }
+  if (trap.allow !== undefined) {
+    out.allow = trap.allow.map((a) => {
+      const entry: AllowEntry = {};
+      if (a.exe !== undefined) entry.exe = a.exe;
+      if (a.parentExe !== undefined) entry["parent-exe"] = a.parentExe;
+      if (a.accesses !== undefined) entry.accesses = [...a.accesses];
+      return entry;
+    });
+  }
   return out;
 }
 
@@ -65,6 +81,18 @@ export function trapProblems(trap: unknown, at: string, extraKeys: readonly stri
     if (!isPlainObject(t.match))
       return [...problems, { option: `${at}.match`, message: "must be an object" }];
     problems.push(...unknownKeys(t.match, MATCH_KEYS, `${at}.match`));
+  }
+  if (t.allow !== undefined) {
+    if (!Array.isArray(t.allow) || !t.allow.every(isPlainObject)) {
+      return [
+        ...problems,
+        { option: `${at}.allow`, message: 'must be a list such as [{ exe: "/usr/sbin/sshd" }]' },
+      ];
+    }
+    // `parent-exe` (the resource's spelling) is named as an unknown option: the typed one is parentExe.
+    t.allow.forEach((entry, i) => {
+      problems.push(...unknownKeys(entry, ALLOW_KEYS, `${at}.allow[${i}]`));
+    });
   }
   // Checks the typed surface has and the resource cannot see (it only gets the converted value).
   const containerName = t.match?.containerName;
@@ -94,7 +122,8 @@ export function trapProblems(trap: unknown, at: string, extraKeys: readonly stri
       const rest = e.field.replace(/^traps\[0\]/, "");
       const option = `${at}${rest}`.replace(/[\w-]+$/, (last) => OPTION_NAMES[last] ?? last);
       if (problems.some((p) => p.option === option)) continue;
-      problems.push({ option, message: e.message });
+      // The resource's field names inside messages, as the typed options spell them.
+      problems.push({ option, message: e.message.replace(/\bparent-exe\b/g, "parentExe") });
     }
   }
   return problems;

@@ -4,9 +4,9 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
-import { LABEL_NODE } from "../../api/index.ts";
+import { LABEL_NODE, validatePolicySpec } from "../../api/index.ts";
 import { ADMISSION_POLICY_NAME } from "../../component/builders/admission.ts";
-import { HiveMonitor, type HiveMonitorArgs, HivePolicy } from "../../component/index.ts";
+import { type AllowArgs, HiveMonitor, type HiveMonitorArgs, HivePolicy } from "../../component/index.ts";
 import { WATCH_TABLE_DIR } from "../../runtime/standalone/watch-table-file.ts";
 import { FULL, MINIMAL } from "./configs.ts";
 import { installMocks, kubernetesObjects, type RecordedResource, resolve, settle } from "./pulumi-mocks.ts";
@@ -425,6 +425,43 @@ describe("HiveMonitor argument errors", () => {
   });
 });
 
+describe("HiveMonitor with allow lists on its traps", () => {
+  it("puts each trap's allow list into its HivePolicy, with the resource's field names", async () => {
+    const { resources } = await run("allowing", {
+      ...MINIMAL,
+      traps: [
+        {
+          path: "/etc/shadow",
+          match: { matchLabels: { security: "high" } },
+          allow: [{ exe: "/usr/sbin/sshd" }, { parentExe: "/usr/sbin/cron", accesses: ["read"] }],
+        },
+        { path: "/etc/gshadow" },
+      ],
+    });
+    const policy = find(resources, "kubernetes:hive-operator.com/v1alpha1:HivePolicy");
+    expect(policy.spec.traps).toEqual([
+      {
+        path: "/etc/shadow",
+        match: { matchLabels: { security: "high" } },
+        allow: [{ exe: "/usr/sbin/sshd" }, { "parent-exe": "/usr/sbin/cron", accesses: ["read"] }],
+      },
+      { path: "/etc/gshadow" },
+    ]);
+  });
+
+  it("names a monitor trap's bad allow entry by its typed option", () => {
+    expect(
+      () =>
+        new HiveMonitor("allow-typo", {
+          ...MINIMAL,
+          traps: [{ path: "/etc/shadow", allow: [{ exe: "./sshd" }] }],
+        }),
+    ).toThrow(
+      'traps[0].allow[0].exe: must be an absolute path (start with "/"), with "*" only as its last character',
+    );
+  });
+});
+
 describe("HivePolicy on its own", () => {
   it("creates a HivePolicy custom resource from typed traps", async () => {
     const policy = new HivePolicy("team-traps", {
@@ -451,6 +488,79 @@ describe("HivePolicy on its own", () => {
         traps: [{ path: "/app/.env", create: true, mode: "0400", match: { "container-name": "api" } }],
       },
     });
+  });
+
+  it("converts typed allow lists to the resource's spelling, keeping only the fields given", async () => {
+    const policy = new HivePolicy("shadow-readers", {
+      namespace: "payments",
+      traps: [
+        {
+          path: "/etc/shadow",
+          allow: [
+            { exe: "/usr/sbin/sshd" },
+            { exe: "/usr/bin/passwd", accesses: ["read", "write"] },
+            { parentExe: "/usr/sbin/cron" },
+            { exe: "/usr/lib/openssh/*", parentExe: "/usr/sbin/sshd" },
+          ],
+        },
+      ],
+    });
+    await resolve(policy.metadata);
+    await settle(recorded);
+    const r = recorded.find((x) => x.name === "shadow-readers");
+    expect(r?.inputs.spec).toEqual({
+      traps: [
+        {
+          path: "/etc/shadow",
+          allow: [
+            { exe: "/usr/sbin/sshd" },
+            { exe: "/usr/bin/passwd", accesses: ["read", "write"] },
+            { "parent-exe": "/usr/sbin/cron" },
+            { exe: "/usr/lib/openssh/*", "parent-exe": "/usr/sbin/sshd" },
+          ],
+        },
+      ],
+    });
+    expect(validatePolicySpec(r?.inputs.spec).ok).toBe(true);
+  });
+
+  it("rejects a loose allow list before creating anything, naming each typed option", async () => {
+    const before = recorded.length;
+    let error: unknown;
+    try {
+      new HivePolicy("loose", {
+        namespace: "payments",
+        traps: [
+          {
+            path: "/etc/shadow",
+            allow: [
+              { exe: "sshd" },
+              { parentExe: "/usr/*/cron" },
+              { accesses: ["read"] },
+              { "parent-exe": "/usr/sbin/cron" } as AllowArgs,
+            ],
+          },
+          { path: "/etc/passwd", allow: { exe: "/usr/sbin/sshd" } as unknown as AllowArgs[] },
+        ],
+      });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(pulumi.ResourceError);
+    const absolute = 'must be an absolute path (start with "/"), with "*" only as its last character';
+    expect((error as Error).message).toBe(
+      [
+        'HivePolicy "loose" has invalid options:',
+        "traps[0].allow[3].parent-exe: is not a known option (known: exe, parentExe, accesses)",
+        `traps[0].allow[0].exe: ${absolute}`,
+        `traps[0].allow[1].parentExe: ${absolute}`,
+        "traps[0].allow[2]: needs exe or parentExe",
+        "traps[0].allow[3]: needs exe or parentExe",
+        'traps[1].allow: must be a list such as [{ exe: "/usr/sbin/sshd" }]',
+      ].join("\n"),
+    );
+    await settle(recorded);
+    expect(recorded.slice(before).filter((r) => r.name === "loose")).toEqual([]);
   });
 
   it("rejects an empty trap list and a bad callback by option name", () => {
