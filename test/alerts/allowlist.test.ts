@@ -6,8 +6,11 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
+import { trapId } from "../../api/ids.ts";
 import type { AllowEntry } from "../../api/policy.ts";
+import { alertSourceFromHiveData } from "../../runtime/alerts/alert-source.ts";
 import { type AlertPipelineConfig, createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
+import { buildHiveData } from "../../runtime/controllers/hive-data.ts";
 import type { ExecIdentity, KernelEvent, ProcessIdentity } from "../../runtime/kernel/contract.ts";
 import { createHiveMetrics, type HiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { assertValidAlert, captureLogger, counterValue, makeEvent, makeSource } from "./fixtures.ts";
@@ -106,6 +109,46 @@ describe("allowlists in the alert pipeline", () => {
     ).toBeUndefined();
     expect(handle(access(3, passwd, undefined, { accesses: ["exec"] }), SHADOW_ALLOW)).toBeDefined();
     expect(handle(access(4, passwd, undefined, { accesses: ["read", "open"] }), SHADOW_ALLOW)).toBeDefined();
+  });
+
+  it("decides with the allow list discover copied from the trap into the HiveData the loader holds", async () => {
+    const { receiver, metrics, lines } = await setup();
+    const pipeline = await createAlertPipeline({
+      logger: captureLogger().logger,
+      metrics,
+      lines: (l) => lines.push(l),
+    });
+    cleanups.push(() => pipeline.close());
+    const trap = { path: "/etc/shadow", callback: receiver.url, allow: SHADOW_ALLOW };
+    const id = trapId({ namespace: "security", name: "shadow-watch" }, trap);
+    const data = buildHiveData({
+      policy: {
+        apiVersion: "hive-operator.com/v1alpha1",
+        kind: "HivePolicy",
+        metadata: { name: "shadow-watch", namespace: "security" },
+        spec: { traps: [trap] },
+      },
+      trap,
+      trapId: id,
+      pod: { metadata: { name: "web", namespace: "prod", uid: "u-1" } },
+      container: { name: "app", containerId: "containerd://abc" },
+      kernelId: "0d9f5c1e-3b7a-4c2e-9f1d-2a6b8c4e0f11",
+      nodeName: "node-a",
+      file: { major: 259, minor: 1, ino: 131_073n },
+      parent: { major: 259, minor: 1, ino: 2n },
+    });
+    const source = alertSourceFromHiveData(data, { nodeName: "node-a" });
+    expect(pipeline.handle(access(1, exec("/usr/sbin/unix_chkpwd")), source)).toBeUndefined();
+    expect(pipeline.handle(access(2, exec("/usr/bin/su")), source)?.pod?.name).toBe("web");
+    expect(lines).toHaveLength(1);
+    expect(
+      await counterValue(metrics.allowedAccesses, {
+        policy_namespace: "security",
+        policy: "shadow-watch",
+        trap_id: id,
+        entry: "1",
+      }),
+    ).toBe(1);
   });
 
   it("checks the allowlist before the rate limiter: allowed readers spend no alert budget", async () => {
