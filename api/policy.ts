@@ -277,7 +277,10 @@ export const HivePolicySchema = Type.Object(
     spec: HivePolicySpecSchema,
     status: Type.Optional(HivePolicyStatusSchema),
   },
-  { description: "Files to watch in matching pods; every access raises an alert." },
+  {
+    description:
+      "Files to watch in matching pods; every access raises an alert, unless the trap's allow list expects it.",
+  },
 );
 export type HivePolicy = Static<typeof HivePolicySchema>;
 
