@@ -9,6 +9,36 @@ import { AccessKindSchema } from "./meta.ts";
 
 export const ALERT_SCHEMA_ID = "https://hive-operator.com/schemas/alert.schema.json";
 
+/** How far up `process.ancestors` goes beyond the parent. */
+export const MAX_ANCESTORS = 8;
+
+/** Where an executable path came from; `unknown` says so explicitly and is never allowlisted. */
+export const EXE_SOURCES = ["exec", "seed", "unknown"] as const;
+export type ExeSource = (typeof EXE_SOURCES)[number];
+
+/** The executable of a process, as the kernel resolved it (never read from /proc afterwards). */
+const ExecIdentityFields = {
+  exe: Type.Optional(
+    Type.String({
+      description:
+        "The executable as the kernel resolved it (through symlinks and relative paths), seen from the process's own root: a container process shows the path inside its container.",
+    }),
+  ),
+  exe_source: Type.Union(
+    EXE_SOURCES.map((s) => Type.Literal(s)),
+    {
+      description:
+        "`exec`: recorded by the kernel when the process executed it; `seed`: the process predates the kernel program and was read from the kernel when it loaded; `unknown`: the kernel did not know the process (then `exe` is absent).",
+    },
+  ),
+  exe_truncated: Type.Optional(
+    Type.Boolean({
+      description:
+        "The path was longer than the kernel keeps: `exe` holds its end, and no allowlist matches it.",
+    }),
+  ),
+};
+
 export const AlertSchema = Type.Object(
   {
     id: Type.String({
@@ -59,13 +89,52 @@ export const AlertSchema = Type.Object(
         pid: Type.Integer({ minimum: 0, description: "Thread id (kernel pid) that accessed the file." }),
         tgid: Type.Integer({ minimum: 0, description: "Process id (kernel tgid)." }),
         ppid: Type.Optional(
-          Type.Integer({ minimum: 0, description: "Parent process id, when still readable." }),
+          Type.Integer({
+            minimum: 0,
+            description: "Parent process id (tgid), as the kernel saw it at the access.",
+          }),
+        ),
+        ns_pid: Type.Optional(
+          Type.Integer({
+            minimum: 0,
+            description: "The process id inside its own pid namespace (what `ps` shows in the container).",
+          }),
         ),
         uid: Type.Integer({ minimum: 0 }),
         gid: Type.Integer({ minimum: 0 }),
-        comm: Type.String({ description: "The thread's command name (at most 15 characters)." }),
-        exe: Type.Optional(
-          Type.String({ description: "Executable path, when the process was still alive to ask." }),
+        comm: Type.String({
+          description:
+            "The thread's command name (at most 15 characters). Any process can set it: shown, never used for a decision.",
+        }),
+        ...ExecIdentityFields,
+        exec_time: Type.Optional(
+          Type.String({
+            format: "date-time",
+            description:
+              "When the process executed `exe` (for `exe_source: seed`, when the process started).",
+          }),
+        ),
+        parent: Type.Optional(
+          Type.Object(
+            {
+              pid: Type.Integer({ minimum: 0 }),
+              comm: Type.Optional(Type.String()),
+              ...ExecIdentityFields,
+            },
+            { additionalProperties: false, description: "The parent process at the access." },
+          ),
+        ),
+        ancestors: Type.Optional(
+          Type.Array(
+            Type.Object(
+              { pid: Type.Integer({ minimum: 0 }), ...ExecIdentityFields },
+              { additionalProperties: false },
+            ),
+            {
+              maxItems: MAX_ANCESTORS,
+              description: `The parent's ancestors, nearest first, up to the container's first process or the host's init (at most ${MAX_ANCESTORS}).`,
+            },
+          ),
         ),
         cgroup_id: Type.Optional(Type.Integer({ minimum: 0 })),
       },

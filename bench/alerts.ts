@@ -25,7 +25,6 @@ import type { AlertSource } from "../runtime/alerts/alert-source.ts";
 import { createBootClock } from "../runtime/alerts/boot-clock.ts";
 import { buildAlert } from "../runtime/alerts/build-alert.ts";
 import { type AlertPipelineConfig, createAlertPipeline } from "../runtime/alerts/pipeline.ts";
-import { noProcReader } from "../runtime/alerts/proc-info.ts";
 import { openSpool } from "../runtime/alerts/spool.ts";
 import type { KernelEvent } from "../runtime/kernel/contract.ts";
 import { createLogger } from "../runtime/log.ts";
@@ -148,7 +147,6 @@ async function pipelineFor(extra: Partial<AlertPipelineConfig>, spoolDir: string
     logger: quiet,
     metrics: createHiveMetrics({ processMetrics: false }),
     lines: false,
-    procRoot: false,
     rateLimit: false,
     spool: { dir: spoolDir },
     delivery: { concurrency: 8 },
@@ -159,7 +157,7 @@ async function pipelineFor(extra: Partial<AlertPipelineConfig>, spoolDir: string
 function benchBuild(): void {
   const clock = createBootClock();
   const src = sources("http://127.0.0.1:9/")[0] as AlertSource;
-  const context = { clock, proc: noProcReader };
+  const context = { clock };
   const count = n(200_000);
   const cpu = process.cpuUsage();
   const t0 = performance.now();
@@ -313,9 +311,7 @@ async function benchBurst(receiver: ReceiverProcess, dir: string, rateLimited: b
 function benchSpool(dir: string): void {
   const spool = openSpool({ dir, logger: quiet, maxBytes: 1024 * 1024 * 1024 });
   const clock = createBootClock();
-  const body = JSON.stringify(
-    buildAlert(event(1), sources("http://x/")[0] as AlertSource, { clock, proc: noProcReader }),
-  );
+  const body = JSON.stringify(buildAlert(event(1), sources("http://x/")[0] as AlertSource, { clock }));
   const count = n(200_000);
   const t0 = performance.now();
   let bytes = 0;

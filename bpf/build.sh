@@ -3,7 +3,8 @@
 set -eu
 cd "$(dirname "$0")"
 out=hive.bpf.o
-if [ -f "$out" ] && [ ! hive.bpf.c -nt "$out" ] && [ ! hive.h -nt "$out" ] && [ ! build.sh -nt "$out" ]; then
+if [ -f "$out" ] && [ ! hive.bpf.c -nt "$out" ] && [ ! hive.h -nt "$out" ] && [ ! process.bpf.h -nt "$out" ] &&
+  [ ! build.sh -nt "$out" ]; then
   exit 0
 fi
 # asm/ headers pulled in by linux/types.h live under the host's multiarch include dir.

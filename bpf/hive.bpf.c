@@ -82,6 +82,8 @@ struct {
 	__type(value, struct hive_counters);
 } hive_counters SEC(".maps");
 
+#include "process.bpf.h"
+
 static __always_inline int hive_bitmap_hit(__u64 ino)
 {
 	__u32 word = (ino & HIVE_BITMAP_MASK) >> 6;
@@ -92,7 +94,7 @@ static __always_inline int hive_bitmap_hit(__u64 ino)
 static __always_inline void hive_emit(struct hive_event *burst, struct hive_counters *counters)
 {
 	/* The burst already sits in map memory: bpf_ringbuf_output copies it in the kernel
-	 * (one helper call) where reserve + submit needed an 88-byte copy in BPF. */
+	 * (one helper call) where reserve + submit needed a copy in BPF. */
 	if (bpf_ringbuf_output(&hive_events, burst, sizeof(*burst), 0))
 		counters->lost++; /* the reservation failed: the ring buffer is full */
 	else
@@ -130,23 +132,29 @@ static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask, int pare
 		hive_emit(burst, counters);
 	}
 
-	struct hive_event next = {};
+	/* The event is larger than the stack: assemble it in per-CPU scratch. */
+	struct hive_scratch *s = hive_scratch_get();
+	if (!s)
+		return 0;
+	struct hive_event *next = &s->event;
 	__u64 uid_gid = bpf_get_current_uid_gid();
-	next.ktime_ns = now;
-	next.last_ns = now;
-	next.ino = ino;
-	next.cgroup_id = bpf_get_current_cgroup_id();
-	next.dev = dev;
-	next.mask = mask;
-	next.pid = tid;
-	next.tgid = pid_tgid >> 32;
-	next.uid = (__u32)uid_gid;
-	next.gid = uid_gid >> 32;
-	next.slot = watch->slot;
-	next.count = 1;
-	next.kind = watch->kind;
-	bpf_get_current_comm(next.comm, sizeof(next.comm));
-	bpf_map_update_elem(&hive_bursts, &tid, &next, BPF_ANY);
+	next->ktime_ns = now;
+	next->last_ns = now;
+	next->ino = ino;
+	next->cgroup_id = bpf_get_current_cgroup_id();
+	next->dev = dev;
+	next->mask = mask;
+	next->pid = tid;
+	next->tgid = pid_tgid >> 32;
+	next->uid = (__u32)uid_gid;
+	next->gid = uid_gid >> 32;
+	next->slot = watch->slot;
+	next->count = 1;
+	next->kind = watch->kind;
+	next->_pad = 0;
+	bpf_get_current_comm(next->comm, sizeof(next->comm));
+	hive_event_identity(next);
+	bpf_map_update_elem(&hive_bursts, &tid, next, BPF_ANY);
 	counters->bursts++;
 	return 0;
 }

@@ -23,6 +23,19 @@
 #define HIVE_BITMAP_WORDS 1024
 #define HIVE_BITMAP_MASK (HIVE_BITMAP_WORDS * 64 - 1)
 
+/* Process identity (process.bpf.h): executables are kept as paths of at most HIVE_EXE_MAX
+ * bytes (with the NUL), resolved by walking at most HIVE_PATH_DEPTH components. */
+#define HIVE_EXE_MAX 256
+#define HIVE_PATH_DEPTH 40
+/* hive_proc.flags / hive_event.exe_flags: where the executable came from (low byte) ... */
+#define HIVE_EXE_UNKNOWN 0
+#define HIVE_EXE_EXEC 1 /* recorded at exec, or inherited at fork from a recorded parent */
+#define HIVE_EXE_SEED 2 /* the process predates the program; read from its task at load */
+#define HIVE_EXE_SOURCE_MASK 0xff
+/* ... and what is wrong with the path. */
+#define HIVE_EXE_TRUNCATED 0x100 /* longer than HIVE_EXE_MAX or deeper than HIVE_PATH_DEPTH */
+#define HIVE_EXE_UNREACHABLE 0x200 /* not under the process's root (the path starts at its mount's root) */
+
 /* A file as the kernel identifies it: the superblock's s_dev (kernel encoding,
  * major << 20 | minor) and the inode number. */
 struct hive_key {
@@ -36,6 +49,18 @@ struct hive_value {
 	__u32 mask;  /* wanted HIVE_MAY_* bits; other checks are dropped in the kernel */
 	__u32 kind;  /* HIVE_KIND_* */
 	__u32 _pad;
+};
+
+/* A process (thread group), keyed by tgid in hive_procs. */
+struct hive_proc {
+	__u64 start_ns;        /* task start_time (CLOCK_MONOTONIC): with the tgid, the process's identity */
+	__u64 exec_ns;         /* when it began running exe: the exec, the fork that inherited it, or start */
+	__u64 parent_start_ns; /* the parent's start_ns: tells a live parent from a reused pid */
+	__u32 ppid;            /* the parent's tgid */
+	__u32 ns_pid;          /* tgid inside the process's own pid namespace */
+	__u32 uid;             /* real uid at exec */
+	__u32 flags;           /* HIVE_EXE_* */
+	char exe[HIVE_EXE_MAX];
 };
 
 /* One access burst (consecutive checks of one file by one thread). */
@@ -55,6 +80,20 @@ struct hive_event {
 	__u32 kind;
 	__u32 _pad;
 	char comm[16];
+	/* The process as hive_procs knew it when the burst opened (never read later). */
+	__u64 exec_ns;
+	/* The parent's parent, from the parent's entry: where user space starts the ancestry,
+	 * which outlives a parent that exits before the event is read. 0 when unknown. */
+	__u64 grandparent_start_ns;
+	__u32 ppid;
+	__u32 ns_pid;
+	__u32 exe_flags;    /* HIVE_EXE_*: HIVE_EXE_UNKNOWN when the process was not known */
+	__u32 parent_flags; /* HIVE_EXE_* of the parent */
+	char parent_comm[16];
+	char exe[HIVE_EXE_MAX];
+	char parent_exe[HIVE_EXE_MAX];
+	__u32 grandparent_pid;
+	__u32 _pad2;
 };
 
 /* Per-CPU counters, summed by user space. */
@@ -67,7 +106,8 @@ struct hive_counters {
 
 _Static_assert(sizeof(struct hive_key) == 16, "hive_key layout");
 _Static_assert(sizeof(struct hive_value) == 16, "hive_value layout");
-_Static_assert(sizeof(struct hive_event) == 88, "hive_event layout");
+_Static_assert(sizeof(struct hive_proc) == 296, "hive_proc layout");
+_Static_assert(sizeof(struct hive_event) == 656, "hive_event layout");
 _Static_assert(sizeof(struct hive_counters) == 32, "hive_counters layout");
 
 #endif

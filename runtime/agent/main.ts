@@ -132,7 +132,8 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     ...(destinations.length > 0 ? { delivery: { destinations } } : {}),
     // What the allow lists let through, for `hive status` (written only by the node loading the kernel).
     allowedFile: allowedFileFor(config.pinRoot ?? DEFAULT_PIN_ROOT, config.tableDir),
-    procRoot: config.procRoot,
+    // The kernel of this node while it is the loader; the event already carries exe and parent.
+    ancestors: (process) => kernel?.ancestors?.(process) ?? [],
     // A Kubernetes Event on the accessed pod per alert (aggregated, rate-limited): `kubectl describe pod`.
     podEvents: createPodEventRecorder({
       core: clients.core,

@@ -5,17 +5,20 @@ import { assertValidAlert, KERNEL_ID, makeEvent, makeSource } from "../../test/a
 import { alertSourceFromHiveData } from "./alert-source.ts";
 import { createBootClock } from "./boot-clock.ts";
 import { buildAlert } from "./build-alert.ts";
-import { noProcReader } from "./proc-info.ts";
 
-const context = { clock: createBootClock(1_700_000_000_000_000_000n), proc: noProcReader };
+const context = { clock: createBootClock(1_700_000_000_000_000_000n) };
 
 describe("alert builder", () => {
   it("fills the reference fields and Hive's additions from the event and the watched file", () => {
     const event = makeEvent(1, { comm: "cat\0\0\0\0", ktimeNs: 5_000_000_000n, mask: 0x24, count: 3 });
+    const ancestors = [
+      { pid: 2_000, exe: { exe: "/usr/sbin/sshd", source: "seed" as const } },
+      { pid: 1_000, exe: { source: "unknown" as const } },
+    ];
     const alert = buildAlert(
       event,
       makeSource("t-1", "http://x/"),
-      { ...context, proc: { read: () => ({ exe: "/usr/bin/cat", ppid: 9 }) } },
+      { ...context, ancestors: () => ancestors },
       4,
     );
     assertValidAlert(alert);
@@ -42,15 +45,43 @@ describe("alert builder", () => {
       process: {
         pid: 4001,
         tgid: 4001,
-        ppid: 9,
+        ppid: 3000,
+        ns_pid: 7,
         uid: 0,
         gid: 0,
         comm: "cat",
         exe: "/usr/bin/cat",
+        exe_source: "exec",
+        exec_time: "2023-11-14T22:13:20.000001Z",
+        parent: { pid: 3000, comm: "sh", exe: "/bin/sh", exe_source: "exec" },
+        ancestors: [
+          { pid: 2000, exe: "/usr/sbin/sshd", exe_source: "seed" },
+          { pid: 1000, exe_source: "unknown" },
+        ],
         cgroup_id: 9876,
       },
       suppressed: 4,
     });
+  });
+
+  it("says so when the kernel did not know the executable, and marks a truncated path", () => {
+    const unknown = buildAlert(
+      makeEvent(3, { process: { exe: { source: "unknown" }, execNs: 0n } }),
+      makeSource("t-3"),
+      context,
+    );
+    assertValidAlert(unknown);
+    expect(unknown.process).toMatchObject({ exe_source: "unknown" });
+    expect(unknown.process).not.toHaveProperty("exe");
+    expect(unknown.process).not.toHaveProperty("exec_time");
+
+    const long = buildAlert(
+      makeEvent(4, { process: { exe: { exe: "/deep/bin/x", source: "exec", truncated: true }, execNs: 9n } }),
+      makeSource("t-4"),
+      context,
+    );
+    assertValidAlert(long);
+    expect(long.process).toMatchObject({ exe: "/deep/bin/x", exe_source: "exec", exe_truncated: true });
   });
 
   it("leaves out the pod for a host path (standalone mode) and stays schema-valid", () => {
@@ -60,7 +91,7 @@ describe("alert builder", () => {
     assertValidAlert(alert);
     expect(alert.pod).toBeUndefined();
     expect(alert.suppressed).toBeUndefined();
-    expect(alert.process.exe).toBeUndefined();
+    expect(alert.process.exe).toBe("/usr/bin/cat");
   });
 
   it("reports an inode number beyond 2^53 exactly (overlayfs xino sets the top bits)", () => {
@@ -136,11 +167,24 @@ describe("alert builder on arbitrary kernel input", () => {
       comm: fc.string({ maxLength: 16, unit: "binary" }),
       cgroupId: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
       count: u32,
+      process: fc.record({
+        exe: fc.record({
+          exe: fc.string({ maxLength: 255, unit: "binary" }),
+          source: fc.constantFrom("exec" as const, "seed" as const, "unknown" as const),
+        }),
+        execNs: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+        ppid: u32,
+        parent: fc.record({
+          pid: u32,
+          comm: fc.string({ maxLength: 16, unit: "binary" }),
+          exe: fc.record({ source: fc.constantFrom("exec" as const, "unknown" as const) }),
+        }),
+      }),
     });
     const clock = createBootClock();
     fc.assert(
       fc.property(event, (e) => {
-        const alert = buildAlert(e, makeSource("t"), { clock, proc: noProcReader });
+        const alert = buildAlert(e, makeSource("t"), { clock });
         assertValidAlert(alert);
         expect(alert.process.comm.length).toBeLessThanOrEqual(15);
       }),

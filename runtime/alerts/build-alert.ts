@@ -1,18 +1,20 @@
 /**
  * Decoded kernel event + the watched file it matched → the Alert (api/alert.ts, the one
- * definition). Pure apart from the injected clock, procfs reader and id generator, so
- * the same function serves the agent, standalone `hive watch` and the benchmark.
+ * definition). Pure apart from the injected clock, ancestry lookup and id generator, so
+ * the same function serves the agent, standalone `hive watch` and the benchmark. The
+ * process is described only by what the kernel recorded (KernelEvent.process): nothing is
+ * read from /proc after the fact, where a short-lived process is gone and a pid reused.
  */
 import { randomUUID } from "node:crypto";
-import type { Alert } from "../../api/alert.ts";
-import type { KernelEvent } from "../kernel/contract.ts";
+import { type Alert, MAX_ANCESTORS } from "../../api/alert.ts";
+import type { Ancestor, ExecIdentity, KernelEvent, ProcessIdentity } from "../kernel/contract.ts";
 import { type AlertSource, trapIdOf } from "./alert-source.ts";
 import type { BootClock } from "./boot-clock.ts";
-import type { ProcReader } from "./proc-info.ts";
 
 export interface AlertContext {
   clock: BootClock;
-  proc: ProcReader;
+  /** The parent's ancestors (KernelWatcher.ancestors); none without it. */
+  ancestors?: (process: ProcessIdentity) => Ancestor[];
   /** Alert id generator; default crypto.randomUUID (v4). */
   newId?: () => string;
 }
@@ -27,6 +29,20 @@ function safeInteger(value: bigint): number | undefined {
   return value >= 0n && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : undefined;
 }
 
+/** The alert's exe fields: the path when the kernel knew it, and always where it came from. */
+function exeFields(identity: ExecIdentity): {
+  exe?: string;
+  exe_source: ExecIdentity["source"];
+  exe_truncated?: true;
+} {
+  const fields: { exe?: string; exe_source: ExecIdentity["source"]; exe_truncated?: true } = {
+    exe_source: identity.source,
+  };
+  if (identity.exe !== undefined && identity.source !== "unknown") fields.exe = identity.exe;
+  if (identity.truncated) fields.exe_truncated = true;
+  return fields;
+}
+
 export function buildAlert(
   event: KernelEvent,
   source: AlertSource,
@@ -34,17 +50,27 @@ export function buildAlert(
   suppressed = 0,
 ): Alert {
   const a = source.annotations;
-  const comm = cleanComm(event.comm);
-  const proc = context.proc.read(event.tgid, comm);
+  const identity = event.process;
   const process: Alert["process"] = {
     pid: event.pid,
     tgid: event.tgid,
     uid: event.uid,
     gid: event.gid,
-    comm,
+    comm: cleanComm(event.comm),
+    ...exeFields(identity.exe),
   };
-  if (proc.ppid !== undefined) process.ppid = proc.ppid;
-  if (proc.exe !== undefined) process.exe = proc.exe;
+  if (identity.nsPid !== undefined) process.ns_pid = identity.nsPid;
+  if (identity.execNs > 0n && identity.exe.source !== "unknown")
+    process.exec_time = context.clock.toIso(identity.execNs);
+  if (identity.ppid !== undefined) process.ppid = identity.ppid;
+  if (identity.parent) {
+    process.parent = { pid: identity.parent.pid, ...exeFields(identity.parent.exe) };
+    const parentComm = identity.parent.comm === undefined ? "" : cleanComm(identity.parent.comm);
+    if (parentComm) process.parent.comm = parentComm;
+    const ancestors = context.ancestors?.(identity) ?? [];
+    if (ancestors.length > 0)
+      process.ancestors = ancestors.slice(0, MAX_ANCESTORS).map((a) => ({ pid: a.pid, ...exeFields(a.exe) }));
+  }
   const cgroupId = safeInteger(event.cgroupId);
   if (cgroupId !== undefined) process.cgroup_id = cgroupId;
 

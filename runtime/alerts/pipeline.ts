@@ -9,7 +9,7 @@
 import type { Alert } from "../../api/alert.ts";
 import { tenantCallbackAllowed } from "../../api/tenancy.ts";
 import { HiveError } from "../errors.ts";
-import type { KernelEvent } from "../kernel/contract.ts";
+import type { Ancestor, KernelEvent, ProcessIdentity } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import type { CheckResult } from "../metrics/health.ts";
 import type { HiveMetrics } from "../metrics/metrics.ts";
@@ -30,7 +30,6 @@ import {
   type DispatcherOptions,
 } from "./dispatcher.ts";
 import type { PodEventRecorder } from "./pod-events.ts";
-import { createProcReader, noProcReader, type ProcReader } from "./proc-info.ts";
 import { createTrapRateLimiter, type RateLimitOptions, type TrapRateLimiter } from "./rate-limit.ts";
 import { openSpool, type Spool } from "./spool.ts";
 import { type LineSink, stdoutSink } from "./stdout-sink.ts";
@@ -64,9 +63,8 @@ export interface AlertPipelineConfig {
   allowedFlushMs?: number;
   /** Kubernetes Events on the accessed pod (createPodEventRecorder); optional. */
   podEvents?: PodEventRecorder;
-  /** Host procfs for exe/ppid (default /proc); `false` never reads procfs. */
-  procRoot?: string | false;
-  proc?: ProcReader;
+  /** The parent's ancestors from the kernel (KernelWatcher.ancestors), looked up only for alerts. */
+  ancestors?: (process: ProcessIdentity) => Ancestor[];
   clock?: BootClock;
   newId?: () => string;
 }
@@ -115,11 +113,6 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
     }
     return config.defaultCallback;
   };
-  const proc =
-    config.proc ??
-    (config.procRoot === false
-      ? noProcReader
-      : createProcReader(config.procRoot ? { procRoot: config.procRoot } : {}));
   const lines = config.lines === false ? undefined : (config.lines ?? stdoutSink());
   const limiter: TrapRateLimiter | undefined =
     config.rateLimit === false ? undefined : createTrapRateLimiter(config.rateLimit ?? {});
@@ -141,7 +134,11 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
     ...(spool ? { spool } : {}),
   });
 
-  const context = { clock, proc, ...(config.newId ? { newId: config.newId } : {}) };
+  const context = {
+    clock,
+    ...(config.ancestors ? { ancestors: config.ancestors } : {}),
+    ...(config.newId ? { newId: config.newId } : {}),
+  };
   let closed = false;
   const allowedCounts = createAllowedCounts();
   const allowedWriter: AllowedFileWriter | undefined = config.allowedFile

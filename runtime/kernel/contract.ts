@@ -4,6 +4,7 @@
  * mode consume it. Kept small so controllers can be exercised against any implementation
  * of the same contract (e.g. a loader running in a test VM) without reaching into libbpf.
  */
+import type { ExeSource } from "../../api/alert.ts";
 import type { AccessKind } from "../../api/meta.ts";
 
 /**
@@ -37,6 +38,40 @@ export interface WatchEntry {
   kind: "file" | "parent";
 }
 
+/**
+ * A process's executable as the kernel recorded it (bpf/hive.bpf.c tracks exec and fork):
+ * never read from /proc after the fact, so a short-lived process keeps it and a later exec
+ * cannot change it. `exe` is absent when `source` is "unknown".
+ */
+export interface ExecIdentity {
+  exe?: string;
+  source: ExeSource;
+  /** The path did not fit the kernel's buffer: `exe` is its end; no allowlist may match it. */
+  truncated?: boolean;
+}
+
+/** A process above the parent (KernelWatcher.ancestors). */
+export interface Ancestor {
+  pid: number;
+  exe: ExecIdentity;
+}
+
+/** The accessing process, as the kernel knew it at the access. */
+export interface ProcessIdentity {
+  exe: ExecIdentity;
+  /** CLOCK_MONOTONIC ns of the exec (process start when seeded); 0 when unknown. */
+  execNs: bigint;
+  /** Process id inside its own pid namespace. */
+  nsPid?: number;
+  ppid?: number;
+  parent?: { pid: number; comm?: string; exe: ExecIdentity };
+  /**
+   * The parent's parent as the kernel knew it at the access (tgid and start time): where the
+   * ancestry starts in the kernel's process map, even when the parent has exited since.
+   */
+  grandparent?: { pid: number; startNs: bigint };
+}
+
 /** One access burst, decoded from the kernel event struct (bpf/hive.h). */
 export interface KernelEvent {
   /** CLOCK_MONOTONIC ns of the burst's first check (bpf_ktime_get_ns). */
@@ -55,6 +90,7 @@ export interface KernelEvent {
   cgroupId: bigint;
   /** inode_permission calls collapsed into this event. */
   count: number;
+  process: ProcessIdentity;
 }
 
 export interface KernelCounters {
@@ -72,6 +108,11 @@ export interface KernelWatcher {
   sync(entries: readonly WatchEntry[]): void;
   /** Events are delivered on Node's event loop; consumption never blocks it. */
   onEvent(listener: (event: KernelEvent) => void): void;
+  /**
+   * The parent's ancestors, nearest first (at most api/alert.ts MAX_ANCESTORS), from the
+   * kernel's process map: asked only for accesses that become alerts.
+   */
+  ancestors?(process: ProcessIdentity): Ancestor[];
   counters(): KernelCounters;
   /** `keepPinned: true` leaves maps/links pinned for the next agent to adopt. */
   close(options?: { keepPinned?: boolean }): Promise<void>;

@@ -5,7 +5,7 @@
  * here against the compiled object's BTF.
  */
 import type { AccessKind } from "../../api/meta.ts";
-import type { FileKey, KernelEvent, WatchEntry } from "./contract.ts";
+import type { ExecIdentity, FileKey, KernelEvent, WatchEntry } from "./contract.ts";
 
 /** MAY_* bits of inode_permission's mask (include/linux/fs.h, mirrored in bpf/hive.h). */
 const MAY = { exec: 0x01, write: 0x02, read: 0x04, append: 0x08, access: 0x10, open: 0x20 } as const;
@@ -37,7 +37,7 @@ export const KEY_LAYOUT = { size: 16, ino: 0, dev: 8 } as const;
 export const VALUE_LAYOUT = { size: 16, slot: 0, mask: 4, kind: 8 } as const;
 /** struct hive_event */
 export const EVENT_LAYOUT = {
-  size: 88,
+  size: 656,
   ktime_ns: 0,
   last_ns: 8,
   ino: 16,
@@ -53,7 +53,32 @@ export const EVENT_LAYOUT = {
   kind: 64,
   comm: 72,
   commSize: 16,
+  exec_ns: 88,
+  grandparent_start_ns: 96,
+  ppid: 104,
+  ns_pid: 108,
+  exe_flags: 112,
+  parent_flags: 116,
+  parent_comm: 120,
+  exe: 136,
+  parent_exe: 392,
+  grandparent_pid: 648,
 } as const;
+/** struct hive_proc (values of hive_procs, keyed by tgid). */
+export const PROC_LAYOUT = {
+  size: 296,
+  start_ns: 0,
+  exec_ns: 8,
+  parent_start_ns: 16,
+  ppid: 24,
+  ns_pid: 28,
+  uid: 32,
+  flags: 36,
+  exe: 40,
+} as const;
+/** HIVE_EXE_MAX, HIVE_EXE_* of bpf/hive.h. */
+export const EXE_MAX = 256;
+const EXE = { unknown: 0, exec: 1, seed: 2, sourceMask: 0xff, truncated: 0x100, unreachable: 0x200 } as const;
 /** struct hive_counters (one per CPU in hive_counters). */
 export const COUNTERS_LAYOUT = { size: 32, events: 0, lost: 8, checks: 16, bursts: 24 } as const;
 
@@ -140,6 +165,50 @@ export function decodeBurstTimes(buf: Uint8Array): BurstTimes {
   };
 }
 
+/** A NUL-terminated string of a record, decoded without copying the bytes first. */
+function cString(buf: Uint8Array, offset: number, size: number): string {
+  const bytes = buf.subarray(offset, offset + size);
+  const nul = bytes.indexOf(0);
+  return Buffer.from(bytes.buffer, bytes.byteOffset, nul < 0 ? bytes.length : nul).toString("utf8");
+}
+
+/**
+ * An executable path as the kernel recorded it, with where it came from. Unknown, or a path
+ * the walk could not finish from the process's root, is never an exact identity.
+ */
+export function decodeExecIdentity(flags: number, path: string): ExecIdentity {
+  const source = flags & EXE.sourceMask;
+  if (source !== EXE.exec && source !== EXE.seed) return { source: "unknown" };
+  const identity: ExecIdentity = { exe: path, source: source === EXE.exec ? "exec" : "seed" };
+  if (flags & (EXE.truncated | EXE.unreachable)) identity.truncated = true;
+  return identity;
+}
+
+/** One hive_procs value: the process's executable, its parent and when it started. */
+export interface DecodedProc {
+  startNs: bigint;
+  execNs: bigint;
+  parentStartNs: bigint;
+  ppid: number;
+  nsPid: number;
+  uid: number;
+  exe: ExecIdentity;
+}
+
+export function decodeProc(buf: Uint8Array): DecodedProc {
+  const view = new DataView(buf.buffer, buf.byteOffset, PROC_LAYOUT.size);
+  const L = PROC_LAYOUT;
+  return {
+    startNs: view.getBigUint64(L.start_ns, true),
+    execNs: view.getBigUint64(L.exec_ns, true),
+    parentStartNs: view.getBigUint64(L.parent_start_ns, true),
+    ppid: view.getUint32(L.ppid, true),
+    nsPid: view.getUint32(L.ns_pid, true),
+    uid: view.getUint32(L.uid, true),
+    exe: decodeExecIdentity(view.getUint32(L.flags, true), cString(buf, L.exe, EXE_MAX)),
+  };
+}
+
 export function decodeEvent(buf: Uint8Array): KernelEvent {
   if (buf.byteLength < EVENT_LAYOUT.size) {
     throw new RangeError(`kernel event of ${buf.byteLength} bytes, expected ${EVENT_LAYOUT.size}`);
@@ -148,10 +217,22 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
   const L = EVENT_LAYOUT;
   const u32 = (offset: number) => view.getUint32(offset, true);
   const mask = u32(L.mask);
-  const commBytes = buf.subarray(L.comm, L.comm + L.commSize);
-  const nul = commBytes.indexOf(0);
-  // A Buffer view over the record's memory: the name is decoded without copying it first.
-  const comm = Buffer.from(commBytes.buffer, commBytes.byteOffset, nul < 0 ? commBytes.length : nul);
+  const ppid = u32(L.ppid);
+  const nsPid = u32(L.ns_pid);
+  const process: KernelEvent["process"] = {
+    exe: decodeExecIdentity(u32(L.exe_flags), cString(buf, L.exe, EXE_MAX)),
+    execNs: view.getBigUint64(L.exec_ns, true),
+    ppid,
+    parent: {
+      pid: ppid,
+      comm: cString(buf, L.parent_comm, L.commSize),
+      exe: decodeExecIdentity(u32(L.parent_flags), cString(buf, L.parent_exe, EXE_MAX)),
+    },
+  };
+  const grandparent = u32(L.grandparent_pid);
+  if (grandparent > 0)
+    process.grandparent = { pid: grandparent, startNs: view.getBigUint64(L.grandparent_start_ns, true) };
+  if (nsPid > 0) process.nsPid = nsPid;
   return {
     ktimeNs: view.getBigUint64(L.ktime_ns, true),
     key: keyFromKernelDev(u32(L.dev), view.getBigUint64(L.ino, true)),
@@ -163,8 +244,9 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
     tgid: u32(L.tgid),
     uid: u32(L.uid),
     gid: u32(L.gid),
-    comm: comm.toString("utf8"),
+    comm: cString(buf, L.comm, L.commSize),
     cgroupId: view.getBigUint64(L.cgroup_id, true),
     count: u32(L.count),
+    process,
   };
 }

@@ -35,6 +35,9 @@ function declare(lib: LibraryHandle) {
     bpf_program__set_autoload: lib.func("int bpf_program__set_autoload(void *prog, bool autoload)"),
     bpf_program__fd: lib.func("int bpf_program__fd(void *prog)"),
     bpf_program__attach: lib.func("void *bpf_program__attach(void *prog)"),
+    bpf_program__attach_iter: lib.func("void *bpf_program__attach_iter(void *prog, void *opts)"),
+    bpf_iter_create: lib.func("int bpf_iter_create(int link_fd)"),
+    bpf_link__fd: lib.func("int bpf_link__fd(void *link)"),
     bpf_program__attach_kprobe_multi_opts: lib.func(
       "void *bpf_program__attach_kprobe_multi_opts(void *prog, const char *pattern, const bpf_kprobe_multi_opts *opts)",
     ),

@@ -25,12 +25,14 @@ import {
 } from "./attach.ts";
 import { DEFAULT_PIN_ROOT, ensureBpffsDir } from "./bpffs.ts";
 import {
+  type Ancestor,
   ATTACH_MODES,
   type AttachMode,
   type AttachRequest,
   type KernelCounters,
   type KernelEvent,
   type KernelWatcher,
+  type ProcessIdentity,
   type WatchEntry,
 } from "./contract.ts";
 import { datasecOffsets, type InodePermissionSignature, inodePermissionSignature } from "./kernel-btf.ts";
@@ -57,6 +59,7 @@ import {
   type Pointer,
 } from "./libbpf-ffi.ts";
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
+import { ProcessTracking } from "./process-tracking.ts";
 import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
 
 export { linkPinName } from "./attach.ts";
@@ -71,7 +74,14 @@ export const DEFAULT_OBJECT_PATH = fileURLToPath(
     import.meta.url,
   ),
 );
-const PINNED_MAPS = ["hive_watch", "hive_bitmap", "hive_bursts", "hive_events", "hive_counters"] as const;
+const PINNED_MAPS = [
+  "hive_watch",
+  "hive_bitmap",
+  "hive_bursts",
+  "hive_events",
+  "hive_counters",
+  "hive_procs",
+] as const;
 
 export interface KernelWatcherOptions {
   /** Compiled program; default bpf/hive.bpf.o of this package. */
@@ -132,6 +142,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
    */
   readonly parentEvents: boolean;
   private parentLink: Pointer | null = null;
+  private tracking: ProcessTracking | null = null;
   /** True when an earlier agent's pinned link was adopted instead of attaching anew. */
   readonly adopted: boolean;
   readonly programFd: number;
@@ -231,6 +242,17 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       this.readCurrent();
       const before = readCounters(this.fds.hive_counters, this.ncpus);
       this.deliveredBase = before.bursts - before.lost;
+      if (options.attach !== false) {
+        // Before the trap: an access is then never reported by a process the kernel has not seen.
+        this.tracking = new ProcessTracking(
+          this.lib,
+          (name) => this.program(name),
+          this.pinRoot,
+          fds.hive_procs,
+          this.logger,
+        );
+        this.tracking.start();
+      }
       this.adopted = options.attach === false ? false : this.attach(prog);
       if (options.attach !== false && split && loadParentHook) this.attachParentHook();
       this.parentEvents = !split || this.parentLink !== null;
@@ -246,6 +268,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         if (this.pinRoot) this.lib.bpf_link__unpin(this.link);
         this.lib.bpf_link__destroy(this.link);
       }
+      this.tracking?.close(false);
       this.lib.bpf_object__close(this.obj);
       throw error;
     }
@@ -439,6 +462,10 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     }
   }
 
+  ancestors(process: ProcessIdentity): Ancestor[] {
+    return this.tracking?.ancestors(process) ?? [];
+  }
+
   onEvent(listener: (event: KernelEvent) => void): void {
     this.listeners.push(listener);
   }
@@ -529,6 +556,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       await worker.terminate();
     }
     const keep = options.keepPinned === true && this.pinRoot !== null;
+    this.tracking?.close(keep);
     if (this.parentLink) this.lib.bpf_link__destroy(this.parentLink);
     if (this.link) {
       if (keep)

@@ -33,7 +33,6 @@ async function deliveryPipeline(config: Partial<AlertPipelineConfig>): Promise<A
     logger: captureLogger().logger,
     metrics: createHiveMetrics({ processMetrics: false }),
     lines: false,
-    procRoot: false,
     ...config,
   });
   cleanups.push(() => pipeline.close());

@@ -51,7 +51,6 @@ async function setup(options: Partial<AlertPipelineConfig> & { receiver?: Receiv
     metrics,
     lines: (l) => lines.push(l),
     rateLimit: false,
-    procRoot: false,
     ...options,
     delivery: { ...FAST, ...options.delivery },
   });

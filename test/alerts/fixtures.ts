@@ -41,6 +41,14 @@ export function makeEvent(n: number, overrides: Partial<KernelEvent> = {}): Kern
     comm: "cat",
     cgroupId: 9_876n,
     count: 3,
+    process: {
+      exe: { exe: "/usr/bin/cat", source: "exec" },
+      execNs: 1_000n,
+      nsPid: 7,
+      ppid: 3_000,
+      parent: { pid: 3_000, comm: "sh", exe: { exe: "/bin/sh", source: "exec" } },
+      grandparent: { pid: 2_000, startNs: 500n },
+    },
     ...overrides,
   };
 }

@@ -24,7 +24,6 @@ async function start(delivery: (url: string) => AlertPipelineConfig["delivery"])
     logger: captureLogger().logger,
     metrics,
     lines: false,
-    procRoot: false,
     delivery: delivery(receiver.url),
   });
   return { receiver, metrics, pipeline };

@@ -15,7 +15,6 @@ import {
   type PodEventRecorder,
   type PodEventRecorderOptions,
 } from "../../runtime/alerts/pod-events.ts";
-import { noProcReader } from "../../runtime/alerts/proc-info.ts";
 import { loadSecretHeaders } from "../../runtime/alerts/secret-headers.ts";
 import { isHiveError } from "../../runtime/errors.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
@@ -72,7 +71,6 @@ function alertFor(pod: string, trap: string, n: number, comm = "cat"): Alert {
   source.annotations.pod_name = pod;
   return buildAlert(makeEvent(n, { comm, ktimeNs: clock.nowKtimeNs() }), source, {
     clock,
-    proc: noProcReader,
   });
 }
 
@@ -93,7 +91,7 @@ describe("Kubernetes Events for alerts", () => {
       reason: EVENT_REASON,
       type: "Warning",
       count: 1,
-      message: "file /etc/shadow read/open by cat (pid 4001) in container nginx",
+      message: "file /etc/shadow read/open by cat (pid 4001, /usr/bin/cat) in container nginx",
       source: { component: "hive-agent", host: "node-a" },
       reportingInstance: "node-a",
     });
@@ -101,7 +99,9 @@ describe("Kubernetes Events for alerts", () => {
     await recorder.flush();
     expect(eventsOf(api)).toHaveLength(1);
     expect(eventsOf(api)[0]?.count).toBe(10);
-    expect(eventsOf(api)[0]?.message).toBe("file /etc/shadow read/open by sh (pid 4010) in container nginx");
+    expect(eventsOf(api)[0]?.message).toBe(
+      "file /etc/shadow read/open by sh (pid 4010, /usr/bin/cat) in container nginx",
+    );
     const patches = eventWrites(api).filter((v) => v === "patch");
     expect(patches.length).toBeGreaterThanOrEqual(1);
     expect(patches.length).toBeLessThan(9);
@@ -124,7 +124,7 @@ describe("Kubernetes Events for alerts", () => {
       fieldSelector: `involvedObject.name=nginx-1,involvedObject.namespace=default,involvedObject.kind=Pod,involvedObject.uid=${uid}`,
     });
     expect(found.items.map((e) => e.message)).toEqual([
-      "file /etc/shadow read/open by cat (pid 4001) in container nginx",
+      "file /etc/shadow read/open by cat (pid 4001, /usr/bin/cat) in container nginx",
     ]);
   });
 

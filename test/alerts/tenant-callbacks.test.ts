@@ -29,7 +29,6 @@ describe("tenant callbacks", () => {
       defaultCallback: monitor.url,
       tenancy: { platformNamespace: "hive-system", callbacks: [`${allowed.url}`] },
       lines: false,
-      procRoot: false,
     });
     cleanups.push(() => pipeline.close());
 

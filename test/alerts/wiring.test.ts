@@ -71,7 +71,6 @@ describe("alert pipeline wired like the agent", () => {
       defaultCallback: receiver.url,
       spool: { dir },
       lines: false,
-      procRoot: false,
       delivery: { destinations },
       podEvents: createPodEventRecorder({ core, nodeName: "node-a", logger, metrics }),
     });

@@ -36,7 +36,19 @@ describe("published JSON Schemas", () => {
         container: { id: "containerd://9d7df722223a4ad7f67f2afef5fbc0e2", name: "nginx" },
       },
       node: { name: "hive-worker2" },
-      process: { pid: 61116, tgid: 61164, uid: 0, gid: 0, comm: "cat", exe: "/bin/cat" },
+      process: {
+        pid: 61116,
+        tgid: 61164,
+        uid: 0,
+        gid: 0,
+        comm: "cat",
+        exe: "/usr/bin/cat",
+        exe_source: "exec",
+        exec_time: "2024-05-01T12:00:00.000000Z",
+        ppid: 61100,
+        parent: { pid: 61100, comm: "sh", exe: "/usr/bin/dash", exe_source: "exec" },
+        ancestors: [{ pid: 1, exe: "/usr/sbin/sshd", exe_source: "seed" }],
+      },
     };
     expect(validate(alert), JSON.stringify(validate.errors)).toBe(true);
     // The reference's misspelt `contianer` is not accepted: receivers can rely on `container`.

@@ -71,6 +71,7 @@ export class RecordingKernel implements KernelWatcher {
       comm: "cat",
       cgroupId: 0n,
       count: 1,
+      process: { exe: { exe: "/usr/bin/cat", source: "exec" }, execNs: 1n },
       ...partial,
     };
     for (const l of this.listeners) l(event);

@@ -10,10 +10,12 @@ import {
   decodeBurstTimes,
   decodeEvent,
   decodeKey,
+  decodeProc,
   EVENT_LAYOUT,
   encodeKey,
   encodeValue,
   KEY_LAYOUT,
+  PROC_LAYOUT,
   VALUE_LAYOUT,
 } from "../../runtime/kernel/layout.ts";
 import { DEFAULT_OBJECT_PATH } from "../../runtime/kernel/loader.ts";
@@ -99,6 +101,16 @@ describe("kernel struct layouts match the compiled object's BTF", () => {
     buf.writeUInt32LE(3, at("count"));
     buf.writeUInt32LE(1, at("kind"));
     buf.write("cat", at("comm"));
+    buf.writeBigUInt64LE(90n, at("exec_ns"));
+    buf.writeBigUInt64LE(80n, at("grandparent_start_ns"));
+    buf.writeUInt32LE(77, at("grandparent_pid"));
+    buf.writeUInt32LE(999, at("ppid"));
+    buf.writeUInt32LE(5, at("ns_pid"));
+    buf.writeUInt32LE(0x101, at("exe_flags")); // recorded at exec, truncated
+    buf.writeUInt32LE(0, at("parent_flags")); // unknown: the path bytes below are ignored
+    buf.write("bash", at("parent_comm"));
+    buf.write("/usr/bin/cat", at("exe"));
+    buf.write("/stale/path", at("parent_exe"));
     expect(decodeEvent(buf)).toEqual({
       ktimeNs: 111n,
       key: { major: 259, minor: 3, ino: 0x1_0000_0001n },
@@ -113,6 +125,38 @@ describe("kernel struct layouts match the compiled object's BTF", () => {
       comm: "cat",
       cgroupId: 777n,
       count: 3,
+      process: {
+        exe: { exe: "/usr/bin/cat", source: "exec", truncated: true },
+        execNs: 90n,
+        nsPid: 5,
+        ppid: 999,
+        parent: { pid: 999, comm: "bash", exe: { source: "unknown" } },
+        grandparent: { pid: 77, startNs: 80n },
+      },
+    });
+  });
+
+  it("hive_proc, and decodes a process entry written at the BTF's offsets", () => {
+    const { size, fields } = offsets("hive_proc");
+    expect(PROC_LAYOUT.size).toBe(size);
+    expect(tsFields(PROC_LAYOUT)).toEqual(fields);
+    const buf = Buffer.alloc(size);
+    buf.writeBigUInt64LE(10n, fields.start_ns ?? -1);
+    buf.writeBigUInt64LE(20n, fields.exec_ns ?? -1);
+    buf.writeBigUInt64LE(5n, fields.parent_start_ns ?? -1);
+    buf.writeUInt32LE(1, fields.ppid ?? -1);
+    buf.writeUInt32LE(1, fields.ns_pid ?? -1);
+    buf.writeUInt32LE(1000, fields.uid ?? -1);
+    buf.writeUInt32LE(2, fields.flags ?? -1); // seeded
+    buf.write("/usr/sbin/sshd", fields.exe ?? -1);
+    expect(decodeProc(buf)).toEqual({
+      startNs: 10n,
+      execNs: 20n,
+      parentStartNs: 5n,
+      ppid: 1,
+      nsPid: 1,
+      uid: 1000,
+      exe: { exe: "/usr/sbin/sshd", source: "seed" },
     });
   });
 

@@ -168,6 +168,7 @@ export const watchCommand: Command = {
     const alerts = await createAlertPipeline({
       logger,
       metrics,
+      ancestors: (process) => watcher.ancestors(process),
       ...(defaultCallback === undefined ? {} : { defaultCallback }),
       // What the allow lists let through, for `hive status` (only with pinned maps: status reads those).
       ...(pinned ? { allowedFile: allowedFileFor(pinRoot) } : {}),

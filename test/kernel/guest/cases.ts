@@ -27,6 +27,7 @@ import { fileKeyFromStat, fileKeyId } from "../../../runtime/kernel/layout.ts";
 import { type LibbpfKernelWatcher, openKernelWatcher } from "../../../runtime/kernel/loader.ts";
 import { readPinnedState } from "../../../runtime/kernel/pinned-state.ts";
 import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseName, type KernelCaseResult } from "./case-names.ts";
+import { processCases } from "./process-cases.ts";
 
 const ALL: AccessKind[] = ["read", "write", "exec", "append", "open"];
 const PIN_ROOT = "/sys/fs/bpf/hive-test";
@@ -81,6 +82,15 @@ async function observe(
 const forSlot = (list: KernelEvent[], slot: number) => list.filter((e) => e.slot === slot);
 
 const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | undefined>> = {
+  ...processCases({
+    watcher: () => watcher,
+    observe,
+    file,
+    entry: (path, slot) => entry(path, slot),
+    dir,
+    gapMs: GAP_MS,
+    replacer,
+  }),
   async "a read of a watched file gives exactly one event with the reader's pid, tgid, uid, gid, comm and mask"() {
     const path = file("read.txt");
     const key = fileKeyFromStat(statSync(path));
@@ -273,7 +283,7 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
     }
   },
 
-  async "a file inside a real container (containerd + runc) is reported with the container's cgroup id"() {
+  async "a file inside a real container (containerd + runc) is reported with the container's cgroup id and the executable as the container sees it"() {
     const base = "/tmp/hive-ctd";
     const rootfs = join(base, "rootfs");
     for (const d of ["bin", "secret", "proc", "dev", "sys"]) mkdirSync(join(rootfs, d), { recursive: true });
@@ -306,7 +316,9 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
       );
       assert.equal(seen.length, 1, JSON.stringify(seen, replacer));
       assert.equal(seen[0]?.cgroupId, cgroupId, `cgroup ${cgroupPath}`);
-      return { cgroup: cgroupPath, cgroupId, comm: seen[0]?.comm };
+      // The path inside the container, not the host path of its root filesystem.
+      assert.deepEqual(seen[0]?.process.exe, { exe: "/bin/busybox", source: "exec" });
+      return { cgroup: cgroupPath, cgroupId, comm: seen[0]?.comm, exe: seen[0]?.process.exe };
     } finally {
       spawnSync("ctr", ["-a", sock, "task", "kill", "-s", "SIGKILL", "hive-ctr"]);
       for (let i = 0; i < 40; i++) {

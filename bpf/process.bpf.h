@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Process identity, kept by the kernel so that an alert names the binary that really made
+ * the access: hive_procs maps each thread group to the executable the kernel resolved at
+ * exec (the file executed, through symlinks and relative paths, as a path from the
+ * process's own root, so a container process shows the path inside its container), its
+ * start and exec times and its parent. Short-lived processes are covered because the entry
+ * is written at exec and copied into the event when the access happens; nothing is read
+ * from /proc afterwards.
+ *
+ *   exec  (raw tracepoint sched_process_exec): a new entry from the task's mm->exe_file;
+ *   fork  (raw tracepoint sched_process_fork): the child inherits its parent's entry;
+ *   exit  (raw tracepoint sched_process_exit): the entry goes when the last thread does;
+ *   seed  (task iterator, run once at load): processes that predate the program, marked.
+ *
+ * Raw tracepoints and task iterators attach through BPF links, without perf_event_open:
+ * CAP_BPF + CAP_PERFMON suffice in every attach mode.
+ *
+ * Included by hive.bpf.c (one object, one BTF). */
+#ifndef HIVE_PROCESS_BPF_H
+#define HIVE_PROCESS_BPF_H
+
+/* Minimal kernel types; CO-RE relocates every field against the running kernel's BTF. */
+struct qstr {
+	__u32 len;
+	const unsigned char *name;
+} __attribute__((preserve_access_index));
+
+struct dentry {
+	struct dentry *d_parent;
+	struct qstr d_name;
+} __attribute__((preserve_access_index));
+
+struct vfsmount {
+	struct dentry *mnt_root;
+} __attribute__((preserve_access_index));
+
+struct mount {
+	struct mount *mnt_parent;
+	struct dentry *mnt_mountpoint;
+	struct vfsmount mnt;
+} __attribute__((preserve_access_index));
+
+struct path {
+	struct vfsmount *mnt;
+	struct dentry *dentry;
+} __attribute__((preserve_access_index));
+
+struct file {
+	struct path f_path;
+} __attribute__((preserve_access_index));
+
+struct mm_struct {
+	struct file *exe_file;
+} __attribute__((preserve_access_index));
+
+struct fs_struct {
+	struct path root;
+} __attribute__((preserve_access_index));
+
+struct upid {
+	int nr;
+	void *ns;
+} __attribute__((preserve_access_index));
+
+struct pid {
+	unsigned int level;
+	struct upid numbers[1];
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	__u32 val;
+} hive_kuid_t;
+
+struct cred {
+	hive_kuid_t uid;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	int counter;
+} hive_atomic_t;
+
+struct signal_struct {
+	hive_atomic_t live;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	int pid;
+	int tgid;
+	__u64 start_time;
+	struct task_struct *real_parent;
+	struct task_struct *group_leader;
+	struct mm_struct *mm;
+	struct fs_struct *fs;
+	struct pid *thread_pid;
+	const struct cred *cred;
+	struct signal_struct *signal;
+	char comm[16];
+} __attribute__((preserve_access_index));
+
+struct bpf_iter_meta;
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
+} __attribute__((preserve_access_index));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 32768);
+	__type(key, __u32);
+	__type(value, struct hive_proc);
+} hive_procs SEC(".maps");
+
+/* Per-CPU room for what does not fit the 512-byte stack: the path under construction, the
+ * entry being written, and a new burst. The path's write position lives here too, not in a
+ * register: the verifier then sees an unknown (masked) offset on every iteration of the
+ * walk and can merge the branches of one iteration, instead of following every path. */
+struct hive_scratch {
+	char path[2 * HIVE_EXE_MAX];
+	__u32 off;
+	__u32 flags;
+	struct hive_proc proc;
+	struct hive_event event;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hive_scratch);
+} hive_scratch SEC(".maps");
+
+static __always_inline struct hive_scratch *hive_scratch_get(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&hive_scratch, &zero);
+}
+
+/* The process start time that, with the tgid, identifies a thread group. */
+static __always_inline __u64 hive_start_ns(struct task_struct *task)
+{
+	return BPF_CORE_READ(task, group_leader, start_time);
+}
+
+/* The task's tgid as its own pid namespace numbers it. */
+static __always_inline __u32 hive_ns_pid(struct task_struct *task)
+{
+	struct task_struct *leader = BPF_CORE_READ(task, group_leader);
+	struct pid *pid = BPF_CORE_READ(leader, thread_pid);
+	unsigned int level = BPF_CORE_READ(pid, level);
+	int nr = 0;
+	if (pid && level < 32)
+		bpf_probe_read_kernel(&nr, sizeof(nr),
+				      (void *)pid + bpf_core_field_offset(struct pid, numbers) +
+					      level * bpf_core_type_size(struct upid) +
+					      bpf_core_field_offset(struct upid, nr));
+	return (__u32)nr;
+}
+
+/* Writes the path of the task's executable, from the task's root, right-aligned in
+ * s->path[0..HIVE_EXE_MAX) and NUL-terminated at HIVE_EXE_MAX - 1; s->off is where it
+ * starts. Walks dentries up to the root, crossing mounts as d_path does. 0 when the task
+ * has no executable (a kernel thread, or one whose mm is gone). */
+static __always_inline int hive_exe_path(struct task_struct *task, struct hive_scratch *s)
+{
+	struct file *exe = BPF_CORE_READ(task, mm, exe_file);
+	if (!exe)
+		return 0;
+	struct dentry *dentry = BPF_CORE_READ(exe, f_path.dentry);
+	struct vfsmount *vfsmnt = BPF_CORE_READ(exe, f_path.mnt);
+	struct dentry *root = BPF_CORE_READ(task, fs, root.dentry);
+	struct vfsmount *root_mnt = BPF_CORE_READ(task, fs, root.mnt);
+	__u64 mnt_offset = bpf_core_field_offset(struct mount, mnt);
+	s->off = HIVE_EXE_MAX - 1;
+	s->flags = HIVE_EXE_TRUNCATED; /* cleared when the walk reaches a root */
+	s->path[HIVE_EXE_MAX - 1] = 0;
+	for (int i = 0; i < HIVE_PATH_DEPTH; i++) {
+		if (dentry == root && vfsmnt == root_mnt) {
+			s->flags = 0;
+			break;
+		}
+		struct dentry *parent = BPF_CORE_READ(dentry, d_parent);
+		if (dentry == BPF_CORE_READ(vfsmnt, mnt_root) || dentry == parent) {
+			/* The root of a mount: continue from where it is mounted. */
+			struct mount *mnt = (void *)vfsmnt - mnt_offset;
+			struct mount *up = BPF_CORE_READ(mnt, mnt_parent);
+			if (up == mnt) {
+				/* The namespace's root and not the task's root: outside its root. */
+				s->flags = HIVE_EXE_UNREACHABLE;
+				break;
+			}
+			dentry = BPF_CORE_READ(mnt, mnt_mountpoint);
+			vfsmnt = (void *)up + mnt_offset;
+			continue;
+		}
+		__u32 len = BPF_CORE_READ(dentry, d_name.len);
+		const unsigned char *name = BPF_CORE_READ(dentry, d_name.name);
+		__u32 off = s->off;
+		if (len + 1 > off)
+			break; /* does not fit: stays HIVE_EXE_TRUNCATED, holding the path's end */
+		off -= len;
+		bpf_probe_read_kernel(&s->path[off & (HIVE_EXE_MAX - 1)], len & (HIVE_EXE_MAX - 1), name);
+		off--;
+		s->path[off & (HIVE_EXE_MAX - 1)] = '/';
+		s->off = off;
+		dentry = parent;
+	}
+	if (s->off == HIVE_EXE_MAX - 1) { /* the root directory itself */
+		s->off = HIVE_EXE_MAX - 2;
+		s->path[HIVE_EXE_MAX - 2] = '/';
+	}
+	return 1;
+}
+
+/* Builds the entry of a thread-group leader from its task into s->proc. */
+static __always_inline int hive_proc_from_task(struct task_struct *task, struct hive_scratch *s, __u32 source,
+					       __u64 exec_ns)
+{
+	if (!hive_exe_path(task, s))
+		return 0;
+	struct hive_proc *p = &s->proc;
+	/* Constant size from a masked offset: copies the path, its NUL and bytes the reader
+	 * ignores (the verifier proves the read stays inside s->path). */
+	bpf_probe_read_kernel(p->exe, HIVE_EXE_MAX, &s->path[s->off & (HIVE_EXE_MAX - 1)]);
+	p->flags = source | s->flags;
+	p->start_ns = BPF_CORE_READ(task, start_time);
+	p->exec_ns = exec_ns ? exec_ns : p->start_ns;
+	struct task_struct *parent = BPF_CORE_READ(task, real_parent);
+	p->ppid = BPF_CORE_READ(parent, tgid);
+	p->parent_start_ns = hive_start_ns(parent);
+	p->ns_pid = hive_ns_pid(task);
+	p->uid = BPF_CORE_READ(task, cred, uid.val);
+	return 1;
+}
+
+/* The entry of the task's thread group, or NULL when none or when it belongs to an earlier
+ * process that had the same tgid. */
+static __always_inline struct hive_proc *hive_proc_of(struct task_struct *task)
+{
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	struct hive_proc *p = bpf_map_lookup_elem(&hive_procs, &tgid);
+	if (p && p->start_ns != hive_start_ns(task))
+		return NULL;
+	return p;
+}
+
+SEC("raw_tracepoint/sched_process_exec")
+int hive_proc_exec(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx->args[0];
+	struct hive_scratch *s = hive_scratch_get();
+	if (!s || !hive_proc_from_task(task, s, HIVE_EXE_EXEC, bpf_ktime_get_ns()))
+		return 0;
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	bpf_map_update_elem(&hive_procs, &tgid, &s->proc, BPF_ANY);
+	return 0;
+}
+
+SEC("raw_tracepoint/sched_process_fork")
+int hive_proc_fork(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *parent = (struct task_struct *)ctx->args[0];
+	struct task_struct *child = (struct task_struct *)ctx->args[1];
+	__u32 tgid = BPF_CORE_READ(child, tgid);
+	if (BPF_CORE_READ(child, pid) != tgid)
+		return 0; /* a new thread of an existing process */
+	struct hive_proc *from = hive_proc_of(parent);
+	struct hive_scratch *s = hive_scratch_get();
+	if (!from || !s)
+		return 0; /* an unknown parent makes an unknown child: never guess */
+	struct hive_proc *p = &s->proc;
+	bpf_probe_read_kernel(p, sizeof(*p), from);
+	p->start_ns = BPF_CORE_READ(child, start_time);
+	p->exec_ns = p->start_ns;
+	struct task_struct *real_parent = BPF_CORE_READ(child, real_parent);
+	p->ppid = BPF_CORE_READ(real_parent, tgid);
+	p->parent_start_ns = hive_start_ns(real_parent);
+	p->ns_pid = hive_ns_pid(child);
+	bpf_map_update_elem(&hive_procs, &tgid, p, BPF_ANY);
+	return 0;
+}
+
+SEC("raw_tracepoint/sched_process_exit")
+int hive_proc_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx->args[0];
+	/* signal->live counts the group's threads not yet exiting: 0 once the last one is. */
+	if (BPF_CORE_READ(task, signal, live.counter) != 0)
+		return 0;
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	if (hive_proc_of(task))
+		bpf_map_delete_elem(&hive_procs, &tgid);
+	return 0;
+}
+
+SEC("iter/task")
+int hive_proc_seed(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task)
+		return 0;
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	if (BPF_CORE_READ(task, pid) != tgid)
+		return 0;
+	struct hive_scratch *s = hive_scratch_get();
+	if (!s || !hive_proc_from_task(task, s, HIVE_EXE_SEED, 0))
+		return 0;
+	/* Only where exec and fork have not been seen: those entries are exact. */
+	bpf_map_update_elem(&hive_procs, &tgid, &s->proc, BPF_NOEXIST);
+	return 0;
+}
+
+/* Copies what the kernel knows of the current process and its parent into a new burst. */
+static __always_inline void hive_event_identity(struct hive_event *e)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct hive_proc *p = hive_proc_of(task);
+	e->ns_pid = hive_ns_pid(task);
+	if (p) {
+		e->exe_flags = p->flags;
+		e->exec_ns = p->exec_ns;
+		bpf_probe_read_kernel(e->exe, HIVE_EXE_MAX, p->exe);
+	} else {
+		e->exe_flags = HIVE_EXE_UNKNOWN;
+		e->exec_ns = 0;
+		e->exe[0] = 0;
+	}
+	struct task_struct *parent = BPF_CORE_READ(task, real_parent);
+	e->ppid = BPF_CORE_READ(parent, tgid);
+	BPF_CORE_READ_STR_INTO(&e->parent_comm, parent, comm);
+	struct hive_proc *pp = hive_proc_of(parent);
+	e->_pad2 = 0;
+	if (pp) {
+		e->parent_flags = pp->flags;
+		bpf_probe_read_kernel(e->parent_exe, HIVE_EXE_MAX, pp->exe);
+		e->grandparent_pid = pp->ppid;
+		e->grandparent_start_ns = pp->parent_start_ns;
+	} else {
+		e->parent_flags = HIVE_EXE_UNKNOWN;
+		e->parent_exe[0] = 0;
+		e->grandparent_pid = 0;
+		e->grandparent_start_ns = 0;
+	}
+}
+
+#endif

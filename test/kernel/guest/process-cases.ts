@@ -1,0 +1,139 @@
+/**
+ * Kernel cases for process identity (bpf/process.bpf.h): run inside the test VM by
+ * cases.ts, against the real program. Every event must name the executable the kernel
+ * resolved and the parent, whatever the process did to its name or how it was started.
+ */
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  realpathSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { join } from "node:path";
+import { createBootClock } from "../../../runtime/alerts/boot-clock.ts";
+import { buildAlert } from "../../../runtime/alerts/build-alert.ts";
+import type { KernelEvent, WatchEntry } from "../../../runtime/kernel/contract.ts";
+import { type LibbpfKernelWatcher, openKernelWatcher } from "../../../runtime/kernel/loader.ts";
+import { assertValidAlert, makeSource } from "../../alerts/fixtures.ts";
+import type { KernelCaseName } from "./case-names.ts";
+
+export interface GuestHarness {
+  watcher: () => LibbpfKernelWatcher;
+  observe: (action: () => void | Promise<void>, w?: LibbpfKernelWatcher) => Promise<KernelEvent[]>;
+  file: (name: string, content?: string) => string;
+  entry: (path: string, slot: number) => WatchEntry;
+  dir: string;
+  gapMs: number;
+  replacer: (key: string, value: unknown) => unknown;
+}
+
+type ProcessCaseName = Extract<
+  KernelCaseName,
+  | "an event names the executable the kernel resolved, its parent and ancestors, for a process that exits at once"
+  | "a process that renamed itself is named by its executable; comm is what it set"
+  | "a binary run through a symlink or a relative path is named by the file executed"
+  | "a process that predates the program is named from the seed, and marked as seeded"
+>;
+
+/** Where `name` resolves on PATH, through every symlink: what the kernel must report. */
+function resolved(name: string): string {
+  const which = spawnSync("sh", ["-c", `command -v ${name}`], { encoding: "utf8" }).stdout.trim();
+  assert.ok(which, `${name} not on PATH`);
+  return realpathSync(which);
+}
+
+export function processCases(
+  h: GuestHarness,
+): Record<ProcessCaseName, () => Promise<Record<string, unknown>>> {
+  const clock = createBootClock();
+  /** The alert each event becomes must validate against the published schema. */
+  const alertOf = (e: KernelEvent, w: LibbpfKernelWatcher) => {
+    const alert = buildAlert(e, makeSource("process-case"), { clock, ancestors: (p) => w.ancestors(p) });
+    assertValidAlert(alert);
+    return alert;
+  };
+  const only = (seen: KernelEvent[], slot: number, comm?: string) => {
+    const mine = seen.filter((e) => e.slot === slot && (comm === undefined || e.comm === comm));
+    assert.equal(mine.length, 1, `expected one event: ${JSON.stringify(seen, h.replacer)}`);
+    return mine[0] as KernelEvent;
+  };
+
+  return {
+    async "an event names the executable the kernel resolved, its parent and ancestors, for a process that exits at once"() {
+      const path = h.file("identity.txt");
+      h.watcher().sync([h.entry(path, 40)]);
+      const e = only(await h.observe(() => void spawnSync("sh", ["-c", `cat ${path}; true`])), 40, "cat");
+      assert.deepEqual(e.process.exe, { exe: resolved("cat"), source: "exec" });
+      assert.ok(e.process.execNs > 0n && e.process.execNs <= e.ktimeNs, "exec time before the access");
+      assert.equal(e.process.parent?.comm, "sh");
+      assert.deepEqual(e.process.parent?.exe, { exe: realpathSync("/bin/sh"), source: "exec" });
+      assert.equal(e.process.ppid, e.process.parent?.pid);
+      // The shell's parent is this test process: an ancestor whose path crosses the guest's mounts.
+      const alert = alertOf(e, h.watcher());
+      assert.equal(alert.process.ancestors?.[0]?.pid, process.pid);
+      assert.equal(alert.process.ancestors?.[0]?.exe, realpathSync(process.execPath));
+      return { process: alert.process };
+    },
+
+    async "a process that renamed itself is named by its executable; comm is what it set"() {
+      const path = h.file("renamed.txt");
+      h.watcher().sync([h.entry(path, 41)]);
+      // perl sets the thread name (prctl PR_SET_NAME) when $0 is assigned.
+      const script = `$0 = "sshd"; open(my $f, "<", $ARGV[0]) or die; my @l = <$f>;`;
+      const e = only(await h.observe(() => void spawnSync("perl", ["-e", script, path])), 41);
+      assert.equal(e.comm, "sshd");
+      assert.deepEqual(e.process.exe, { exe: resolved("perl"), source: "exec" });
+      return { comm: e.comm, exe: e.process.exe.exe };
+    },
+
+    async "a binary run through a symlink or a relative path is named by the file executed"() {
+      const path = h.file("indirect.txt");
+      const bin = join(h.dir, "bin");
+      mkdirSync(bin, { recursive: true });
+      const real = join(bin, "hcat");
+      if (!existsSync(real)) {
+        copyFileSync(resolved("cat"), real);
+        chmodSync(real, 0o755);
+        symlinkSync("bin/hcat", join(h.dir, "hlink"));
+      }
+      h.watcher().sync([h.entry(path, 42)]);
+      const viaLink = only(await h.observe(() => void spawnSync(join(h.dir, "hlink"), [path])), 42);
+      const relative = only(await h.observe(() => void spawnSync("./bin/hcat", [path], { cwd: h.dir })), 42);
+      assert.deepEqual(viaLink.process.exe, { exe: real, source: "exec" });
+      assert.deepEqual(relative.process.exe, { exe: real, source: "exec" });
+      return { viaLink: viaLink.process.exe.exe, relative: relative.process.exe.exe };
+    },
+
+    async "a process that predates the program is named from the seed, and marked as seeded"() {
+      const path = h.file("seeded.txt");
+      const go = join(h.dir, "seed-go");
+      // The shell itself reads the file (a redirect, no child), once the new program is loaded.
+      const early = spawn("sh", ["-c", `while [ ! -e ${go} ]; do sleep 0.05; done; read l < ${path}`]);
+      const exited = new Promise((resolve) => early.on("exit", resolve));
+      await new Promise((r) => setTimeout(r, 300));
+      const fresh = openKernelWatcher({ pinRoot: null, burstGapMs: h.gapMs });
+      try {
+        const seen: KernelEvent[] = [];
+        fresh.onEvent((event) => seen.push(event));
+        fresh.sync([h.entry(path, 43)]);
+        await fresh.flush();
+        writeFileSync(go, "");
+        await exited;
+        await fresh.flush();
+        const e = only(seen, 43);
+        assert.equal(e.tgid, early.pid);
+        assert.deepEqual(e.process.exe, { exe: realpathSync("/bin/sh"), source: "seed" });
+        const alert = alertOf(e, fresh);
+        assert.equal(alert.process.exe_source, "seed");
+        return { process: alert.process };
+      } finally {
+        await fresh.close();
+      }
+    },
+  };
+}
