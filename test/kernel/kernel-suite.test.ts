@@ -39,7 +39,7 @@ for (const series of SERIES) {
         boot = await bootVm({
           kernel,
           command: `export PATH='${join(REPO_ROOT, "node_modules/.bin")}':$PATH\nnode test/kernel/guest/cases.ts`,
-          timeoutMs: 420_000,
+          timeoutMs: 600_000,
         });
         const file = join(boot.outDir, "results.json");
         if (existsSync(file)) {
@@ -50,7 +50,7 @@ for (const series of SERIES) {
       } catch (error) {
         bootError = error;
       }
-    }, 480_000);
+    }, 660_000);
 
     for (const name of KERNEL_CASES) {
       // A case a kernel cannot run (CASE_EXCLUSIONS says why) is not a test on that kernel:

@@ -14,7 +14,9 @@ import {
   linkSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readFileSync,
+  realpathSync,
   renameSync,
   statSync,
   symlinkSync,
@@ -445,6 +447,10 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
     assert.ok(state, "nothing pinned");
     assert.equal(state.watched.length, 1);
     assert.equal(state.watched[0]?.slot, 30);
+    // The process trackers stay attached through their pins: no exec goes unseen meanwhile.
+    const pins = readdirSync(PIN_ROOT);
+    for (const pin of ["link_proc_exec", "link_proc_fork", "link_proc_exit", "hive_procs"])
+      assert.ok(pins.includes(pin), `${pin} not pinned: ${pins}`);
     // While no agent runs: accesses still go to the pinned maps when the link is pinned.
     run("cat", [path]);
     watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: GAP_MS });
@@ -459,6 +465,9 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
     if (state.attachMode !== null) {
       assert.equal(watcher.adopted, true);
       assert.ok(seen.length >= 2, `the access made while no agent ran was kept (events: ${seen.length})`);
+      // ...and names the cat that was exec'd while no agent ran.
+      const cat = realpathSync(execFileSync("sh", ["-c", "command -v cat"], { encoding: "utf8" }).trim());
+      for (const e of seen) assert.deepEqual(e.process.exe, { exe: cat, source: "exec" });
     }
     await watcher.close();
     assert.equal(existsSync(PIN_ROOT), false, "clean shutdown must remove the pins");

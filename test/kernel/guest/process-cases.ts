@@ -15,11 +15,15 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
+import type { Alert } from "../../../api/alert.ts";
+import type { AllowEntry } from "../../../api/policy.ts";
 import { createBootClock } from "../../../runtime/alerts/boot-clock.ts";
 import { buildAlert } from "../../../runtime/alerts/build-alert.ts";
+import { createAlertPipeline } from "../../../runtime/alerts/pipeline.ts";
 import type { KernelEvent, WatchEntry } from "../../../runtime/kernel/contract.ts";
 import { type LibbpfKernelWatcher, openKernelWatcher } from "../../../runtime/kernel/loader.ts";
-import { assertValidAlert, makeSource } from "../../alerts/fixtures.ts";
+import { createHiveMetrics } from "../../../runtime/metrics/metrics.ts";
+import { assertValidAlert, captureLogger, counterValue, makeSource } from "../../alerts/fixtures.ts";
 import type { KernelCaseName } from "./case-names.ts";
 
 export interface GuestHarness {
@@ -38,6 +42,9 @@ type ProcessCaseName = Extract<
   | "a process that renamed itself is named by its executable; comm is what it set"
   | "a binary run through a symlink or a relative path is named by the file executed"
   | "a process that predates the program is named from the seed, and marked as seeded"
+  | "allow: an allowed executable raises no alert and is counted; a copy under the allowed name elsewhere or another binary alerts"
+  | "allow: a child of an allowed parent raises no alert; the same child under another parent alerts"
+  | "a decoy reading the trap in a loop does not hide a single read by another executable"
 >;
 
 /** Where `name` resolves on PATH, through every symlink: what the kernel must report. */
@@ -45,6 +52,29 @@ function resolved(name: string): string {
   const which = spawnSync("sh", ["-c", `command -v ${name}`], { encoding: "utf8" }).stdout.trim();
   assert.ok(which, `${name} not on PATH`);
   return realpathSync(which);
+}
+
+/** Kernel events through the real alert pipeline, with `allow` on the trap; alerts captured. */
+async function pipelineFor(allow: AllowEntry[], rateLimit?: { perSecond: number; burst: number }) {
+  const metrics = createHiveMetrics({ processMetrics: false });
+  const alerts: Alert[] = [];
+  const pipeline = await createAlertPipeline({
+    logger: captureLogger().logger,
+    metrics,
+    lines: (line) => alerts.push(JSON.parse(line) as Alert),
+    ...(rateLimit ? { rateLimit } : {}),
+  });
+  const source = makeSource("allow-case");
+  source.allow = allow;
+  return {
+    alerts,
+    handle: (events: KernelEvent[]) => {
+      for (const e of events) pipeline.handle(e, source);
+      for (const a of alerts) assertValidAlert(a);
+    },
+    allowed: (entry: number) => counterValue(metrics.allowedAccesses, { entry: String(entry) }),
+    close: () => pipeline.close(),
+  };
 }
 
 export function processCases(
@@ -133,6 +163,70 @@ export function processCases(
         return { process: alert.process };
       } finally {
         await fresh.close();
+      }
+    },
+
+    async "allow: an allowed executable raises no alert and is counted; a copy under the allowed name elsewhere or another binary alerts"() {
+      const path = h.file("allow.txt");
+      const copy = join(h.dir, "sbin", "sshd"); // cat, copied under sshd's name
+      mkdirSync(join(h.dir, "sbin"), { recursive: true });
+      copyFileSync(resolved("cat"), copy);
+      chmodSync(copy, 0o755);
+      h.watcher().sync([h.entry(path, 44)]);
+      const p = await pipelineFor([{ exe: "/usr/sbin/sshd" }, { exe: resolved("cat") }]);
+      try {
+        p.handle(await h.observe(() => void spawnSync("cat", [path])));
+        assert.equal(p.alerts.length, 0, `allowed cat alerted: ${JSON.stringify(p.alerts)}`);
+        assert.equal(await p.allowed(1), 1);
+        p.handle(await h.observe(() => void spawnSync(copy, [path])));
+        p.handle(await h.observe(() => void spawnSync("head", ["-c1", path])));
+        assert.deepEqual(
+          p.alerts.map((a) => a.process.exe),
+          [copy, resolved("head")],
+        );
+        assert.equal(await p.allowed(0), 0);
+        return { alerted: p.alerts.map((a) => a.process.exe), allowed: await p.allowed(1) };
+      } finally {
+        await p.close();
+      }
+    },
+
+    async "allow: a child of an allowed parent raises no alert; the same child under another parent alerts"() {
+      const path = h.file("allow-parent.txt");
+      h.watcher().sync([h.entry(path, 45)]);
+      const p = await pipelineFor([{ "parent-exe": realpathSync("/bin/sh"), accesses: ["read", "open"] }]);
+      try {
+        p.handle(await h.observe(() => void spawnSync("sh", ["-c", `cat ${path}; true`])));
+        assert.equal(p.alerts.length, 0, `child of sh alerted: ${JSON.stringify(p.alerts)}`);
+        assert.equal(await p.allowed(0), 1);
+        const underPerl = `system("cat", $ARGV[0]) == 0 or die;`;
+        p.handle(await h.observe(() => void spawnSync("perl", ["-e", underPerl, path])));
+        assert.equal(p.alerts.length, 1);
+        assert.equal(p.alerts[0]?.process.parent?.exe, resolved("perl"));
+        return { alertedParent: p.alerts[0]?.process.parent?.exe, allowed: await p.allowed(0) };
+      } finally {
+        await p.close();
+      }
+    },
+
+    async "a decoy reading the trap in a loop does not hide a single read by another executable"() {
+      const path = h.file("decoy.txt");
+      h.watcher().sync([h.entry(path, 46)]);
+      const p = await pipelineFor([], { perSecond: 1, burst: 3 });
+      try {
+        const loop = `i=0; while [ $i -lt 100 ]; do cat ${path} >/dev/null; i=$((i+1)); done; head -c1 ${path}`;
+        const seen = await h.observe(() => void spawnSync("sh", ["-c", loop]));
+        p.handle(seen.filter((e) => e.slot === 46));
+        const byExe = (exe: string) => p.alerts.filter((a) => a.process.exe === exe).length;
+        assert.ok(byExe(resolved("cat")) < 10, `the decoy was not rate limited: ${byExe(resolved("cat"))}`);
+        assert.equal(byExe(resolved("head")), 1, "the single read by head must alert");
+        return {
+          decoyAlerts: byExe(resolved("cat")),
+          headAlerts: byExe(resolved("head")),
+          events: seen.length,
+        };
+      } finally {
+        await p.close();
       }
     },
   };
