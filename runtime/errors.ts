@@ -17,6 +17,7 @@ export const KERNEL_ERROR_CODES = [
   "LibbpfMissing",
   "BpfObjectMissing",
   "BpfCallFailed",
+  "PinsOfAnotherLayout",
   "MapFull",
   "QemuUnavailable",
   "ArchitectureUnsupported",

@@ -159,6 +159,8 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
       (await import("../kernel/loader.ts")).openKernelWatcher({
         attachMode: config.attachMode,
         logger: log.child({ component: "kernel" }),
+        // Loaders hold the node-local lock: pins of another version are nobody's but an old agent's.
+        replaceStalePins: true,
         ...(config.pinRoot ? { pinRoot: config.pinRoot } : {}),
         ...(config.bpfObject ? { objectPath: config.bpfObject } : {}),
       }));

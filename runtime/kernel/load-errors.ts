@@ -40,11 +40,15 @@ export function loadError(errno: number, object: string, mode: AttachMode, facts
   const tail = libbpfLog.slice(-25);
   const log = tail.join("\n");
   if (/reuse pinned map|pinned map .* incompatible/i.test(log)) {
-    return new HiveError("BpfCallFailed", "the maps pinned by an earlier agent do not fit this program", {
-      object,
-      hint: "an agent of another version left them; remove the pin directory (e.g. rm -r /sys/fs/bpf/hive) and restart",
-      libbpfLog: tail,
-    });
+    return new HiveError(
+      "PinsOfAnotherLayout",
+      "the maps pinned by an earlier agent do not fit this program",
+      {
+        object,
+        hint: "an agent of another version left them; remove the pin directory (e.g. rm -r /sys/fs/bpf/hive) and restart",
+        libbpfLog: tail,
+      },
+    );
   }
   if (mode === "fentry" && (errno === 1 || errno === 95 || errno === 524) && !/capab/i.test(log)) {
     return new HiveError(

@@ -5,7 +5,7 @@
  * delivers ring-buffer events from a worker thread. Maps (and the link, where the kernel
  * can pin it) live under a bpffs directory so that a restarted agent adopts them.
  */
-import { existsSync, readdirSync, rmdirSync } from "node:fs";
+import { existsSync, readdirSync, rmdirSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
@@ -104,6 +104,12 @@ export interface KernelWatcherOptions {
   parentHook?: "auto" | "always" | "never";
   /** How often idle bursts are swept from the kernel map. Default 10 ms. */
   sweepIntervalMs?: number;
+  /**
+   * Pins of another layout (an agent of another version) are removed and replaced instead of
+   * refused. Only for a caller that knows no other loader uses them (the agent holds the
+   * node-local loader lock); `hive watch` refuses and says what to remove.
+   */
+  replaceStalePins?: boolean;
   logger?: Logger;
 }
 
@@ -626,6 +632,20 @@ const MODE_UNUSABLE = new Set([
  * attaches; the watcher says which one and why (attachMode, attachReason).
  */
 export function openKernelWatcher(options: KernelWatcherOptions = {}): LibbpfKernelWatcher {
+  try {
+    return openInSomeMode(options);
+  } catch (error) {
+    const pinRoot = options.pinRoot === undefined ? DEFAULT_PIN_ROOT : options.pinRoot;
+    if (!isHiveError(error, "PinsOfAnotherLayout") || !options.replaceStalePins || !pinRoot) throw error;
+    // An upgrade changed a map's layout: watching with fresh maps beats staying blind. Removing
+    // the pins detaches the old version's links (their pins were the last references).
+    options.logger?.warn("replacing the pins of an agent of another version", { pinRoot });
+    for (const name of readdirSync(pinRoot)) unlinkSync(join(pinRoot, name));
+    return openInSomeMode(options);
+  }
+}
+
+function openInSomeMode(options: KernelWatcherOptions): LibbpfKernelWatcher {
   checkArchitecture();
   const facts = readKernelFacts();
   const pinRoot = options.pinRoot === undefined ? DEFAULT_PIN_ROOT : options.pinRoot;

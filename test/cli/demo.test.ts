@@ -3,7 +3,8 @@
  * with its output checked: the alerts the callback receiver got, for the demo's traps, from
  * the processes that read the files (on the host, and inside a real container). Boots a VM here (this kernel has no kprobes).
  */
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { realpathSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { validateAlert } from "../../api/index.ts";
 import { containersAvailable } from "../containers/containerd-harness.ts";
@@ -36,7 +37,13 @@ describe.runIf(kernel !== undefined)("npm run demo", () => {
         JSON.parse(m[1] ?? "{}") as {
           hive_policy_name: string;
           metadata: { path: string; accesses: string[] };
-          process: { tgid: number; comm: string };
+          process: {
+            tgid: number;
+            comm: string;
+            exe?: string;
+            exe_source: string;
+            parent?: { exe?: string };
+          };
           pod?: unknown;
         },
     );
@@ -45,12 +52,23 @@ describe.runIf(kernel !== undefined)("npm run demo", () => {
     expect(host?.hive_policy_name).toBe("demo-secret");
     expect(host?.metadata.path).toBe("/run/hive-demo-secret");
     expect(host?.metadata.accesses).toContain("read");
-    expect(host?.process).toMatchObject({ tgid: Number(reader?.[1]), comm: "cat" });
+    // The executable and the parent as the kernel recorded them: cat is gone before the alert is built.
+    expect(host?.process).toMatchObject({
+      tgid: Number(reader?.[1]),
+      comm: "cat",
+      exe: realpathSync(execFileSync("sh", ["-c", "command -v cat"], { encoding: "utf8" }).trim()),
+      exe_source: "exec",
+      parent: { exe: expect.stringMatching(/^\//) },
+    });
     expect(host?.pod).toBeUndefined();
     // The guest runs this machine's binaries: a container part exactly when containerd and runc are here.
     if (containersAvailable().ok) {
       expect(alerts).toHaveLength(2);
       expect(container?.metadata.path).toBe("/etc/hive-demo-secret");
+      expect(container?.process).toMatchObject({
+        exe: expect.stringMatching(/^\/bin\//),
+        exe_source: "exec",
+      });
       expect(container?.pod).toEqual({
         name: "hive-demo-web",
         namespace: "default",

@@ -147,7 +147,12 @@ for (const series of SERIES) {
         metadata: { path: "/etc/hive-secret" },
         pod: { name: "web", namespace: "default", container: { id: "containerd://web-app", name: "app" } },
         node: { name: "node-image" },
-        process: { comm: "busybox" }, // /bin/busybox cat: the kernel reports the executed file's name
+        process: {
+          comm: "busybox", // /bin/busybox cat: the kernel reports the executed file's name
+          // Tracked in the kernel with the DaemonSet's capabilities: the path inside the container.
+          exe: "/bin/busybox",
+          exe_source: "exec",
+        },
       });
     });
   });

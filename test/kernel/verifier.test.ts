@@ -126,10 +126,15 @@ describe("the trap program on the host kernel", () => {
         ]);
         expect(() => openKernelWatcher({ attach: false, pinRoot })).toThrowError(
           expect.objectContaining({
-            code: "BpfCallFailed",
+            code: "PinsOfAnotherLayout",
             hint: expect.stringMatching(/remove the pin directory/),
           }),
         );
+        // The agent (which holds the node's loader lock) replaces them: an upgrade never leaves it blind.
+        const upgraded = openKernelWatcher({ attach: false, pinRoot, replaceStalePins: true });
+        upgraded.sync([{ key: { major: 8, minor: 1, ino: 78n }, slot: 4, accesses: ["read"], kind: "file" }]);
+        expect(readPinnedState(pinRoot)?.watched).toHaveLength(1);
+        await upgraded.close();
       } finally {
         execFileSync("umount", [dir]);
         rmSync(dir, { recursive: true, force: true });
