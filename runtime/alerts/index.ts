@@ -10,7 +10,7 @@ export * from "./destinations.ts";
 export * from "./dispatcher.ts";
 export * from "./pipeline.ts";
 export * from "./pod-events.ts";
-export * from "./proc-info.ts";
+export * from "./proc-stat.ts";
 export * from "./rate-limit.ts";
 export * from "./secret-headers.ts";
 export * from "./signature.ts";
