@@ -36,6 +36,8 @@ export interface AgentConfig {
   spoolDir?: string;
   attachMode: AttachRequest;
   bpfObject?: string;
+  /** Entries of the kernel watch map (default: the program's, 65,536). */
+  watchCapacity?: number;
   /** bpffs directory of the pinned maps (default: the kernel loader's, /sys/fs/bpf/hive). */
   pinRoot?: string;
   /** Directory of the watch table `hive status` reads (default /run/hive). */
@@ -66,6 +68,7 @@ Options (environment in brackets):
   --spool-dir DIR           durable alert spool [HIVE_SPOOL_DIR]
   --attach MODE             auto | kprobe.multi | fentry | kprobe [HIVE_ATTACH] (default: auto, the least-privileged mode the kernel can attach)
   --bpf-object FILE         compiled program [HIVE_BPF_OBJECT]
+  --watch-capacity N        files (and their directories) the kernel watch map holds [HIVE_WATCH_CAPACITY] (default: 65536)
   --pin-root DIR            bpffs directory of the pinned maps [HIVE_PIN_ROOT] (default: /sys/fs/bpf/hive)
   --table-dir DIR           where the watch table for \`hive status\` is written [HIVE_TABLE_DIR] (default: /run/hive)
   --no-loader / --no-pods   never run that role on this node
@@ -110,6 +113,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
         "spool-dir": { type: "string" },
         attach: { type: "string" },
         "bpf-object": { type: "string" },
+        "watch-capacity": { type: "string" },
         "pin-root": { type: "string" },
         "table-dir": { type: "string" },
         "no-loader": { type: "boolean" },
@@ -207,6 +211,12 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     ["tableDir", str("table-dir", "HIVE_TABLE_DIR")],
   ];
   for (const [k, v] of optional) if (v !== undefined) (config as unknown as Record<string, unknown>)[k] = v;
+  const capacity = str("watch-capacity", "HIVE_WATCH_CAPACITY");
+  if (capacity !== undefined) {
+    config.watchCapacity = positiveInt("--watch-capacity", capacity, 65_536);
+    if (config.watchCapacity < 1)
+      throw new HiveError("ConfigInvalid", "--watch-capacity must be at least 1", { object: capacity });
+  }
   return config;
 }
 

@@ -163,6 +163,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
         replaceStalePins: true,
         ...(config.pinRoot ? { pinRoot: config.pinRoot } : {}),
         ...(config.bpfObject ? { objectPath: config.bpfObject } : {}),
+        ...(config.watchCapacity ? { watchCapacity: config.watchCapacity } : {}),
       }));
   // The same for every event; the policy's namespace comes from each HiveData's label.
   const sourceContext = { nodeName: config.nodeName, kernelId };
@@ -205,6 +206,15 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   health.addReadinessCheck("kernel-program", () => {
     const failure = agent.loaderFailure();
     return failure === undefined ? { ok: true } : { ok: false, message: failure };
+  });
+  health.addReadinessCheck("watch-map", () => {
+    const notWatched = kernel?.counters().notWatched ?? 0;
+    return notWatched === 0
+      ? { ok: true }
+      : {
+          ok: false,
+          message: `the kernel watch map is full: ${notWatched} files not watched (watch fewer files or raise --watch-capacity)`,
+        };
   });
   health.addReadinessCheck("alert-spool", () => alerts.health());
   health.addLivenessCheck("event-loop", () => true);

@@ -55,6 +55,8 @@ export interface LoaderOptions {
 export interface LoaderStats {
   syncs: number;
   entries: number;
+  /** Entries of the last sync the kernel watch map had no room for. */
+  notWatched: number;
   orphansDeleted: number;
   resolveRequests: number;
   accessEvents: number;
@@ -97,6 +99,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   const stats: LoaderStats = {
     syncs: 0,
     entries: 0,
+    notWatched: 0,
     orphansDeleted: 0,
     resolveRequests: 0,
     accessEvents: 0,
@@ -186,7 +189,9 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       }
     }
     const entries = [...byKey.values()].map((v) => v.entry);
-    kernel.sync(entries);
+    // A full map takes what fits (the kernel watcher logs it; readiness, metrics and
+    // `hive status` report it) and takes the rest as soon as entries go.
+    stats.notWatched = kernel.sync(entries).notWatched.length;
     byKeyId = byKey;
     bySlot = new Map([...byKey.values()].map((v) => [v.entry.slot, v]));
     stats.syncs += 1;

@@ -98,14 +98,26 @@ export interface KernelCounters {
   /** Events that could not be reserved in the ring buffer (lost, and counted). */
   lost: bigint;
   watched: number;
+  /** Entries of the last sync the watch map had no room for (not watched until room is made). */
+  notWatched?: number;
+}
+
+/** What a sync could not do. */
+export interface SyncResult {
+  /** Entries the kernel map had no room for: not watched, and to be reported as such. */
+  notWatched: readonly WatchEntry[];
 }
 
 export interface KernelWatcher {
   readonly attachMode: AttachMode;
   /** Why this attach mode was used (logged at start, shown by `hive status`). */
   readonly attachReason?: string;
-  /** Make the kernel map equal to `entries` (a diff: only changed keys are written). */
-  sync(entries: readonly WatchEntry[]): void;
+  /**
+   * Make the kernel map equal to `entries` (a diff: only changed keys are written). Removals
+   * come first, so a full map recovers as soon as entries go; what still does not fit is
+   * returned, never thrown.
+   */
+  sync(entries: readonly WatchEntry[]): SyncResult;
   /** Events are delivered on Node's event loop; consumption never blocks it. */
   onEvent(listener: (event: KernelEvent) => void): void;
   /**

@@ -42,6 +42,7 @@ function declare(lib: LibraryHandle) {
       "void *bpf_program__attach_kprobe_multi_opts(void *prog, const char *pattern, const bpf_kprobe_multi_opts *opts)",
     ),
     bpf_map__fd: lib.func("int bpf_map__fd(void *map)"),
+    bpf_map__set_max_entries: lib.func("int bpf_map__set_max_entries(void *map, uint32_t max_entries)"),
     bpf_map__set_pin_path: lib.func("int bpf_map__set_pin_path(void *map, const char *path)"),
     bpf_map__unpin: lib.func("int bpf_map__unpin(void *map, const char *path)"),
     bpf_map__initial_value: lib.func("void *bpf_map__initial_value(void *map, _Out_ size_t *size)"),

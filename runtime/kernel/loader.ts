@@ -33,6 +33,7 @@ import {
   type KernelEvent,
   type KernelWatcher,
   type ProcessIdentity,
+  type SyncResult,
   type WatchEntry,
 } from "./contract.ts";
 import { datasecOffsets, type InodePermissionSignature, inodePermissionSignature } from "./kernel-btf.ts";
@@ -74,6 +75,8 @@ export const DEFAULT_OBJECT_PATH = fileURLToPath(
     import.meta.url,
   ),
 );
+/** hive_watch's max_entries in bpf/hive.bpf.c. */
+export const DEFAULT_WATCH_CAPACITY = 65_536;
 const PINNED_MAPS = [
   "hive_watch",
   "hive_bitmap",
@@ -110,6 +113,11 @@ export interface KernelWatcherOptions {
    * node-local loader lock); `hive watch` refuses and says what to remove.
    */
   replaceStalePins?: boolean;
+  /**
+   * Entries the kernel watch map holds (trapped files and their directories); default
+   * 65,536 (bpf/hive.bpf.c). Pins of another capacity are pins of another layout.
+   */
+  watchCapacity?: number;
   logger?: Logger;
 }
 
@@ -149,6 +157,10 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   readonly parentEvents: boolean;
   private parentLink: Pointer | null = null;
   private tracking: ProcessTracking | null = null;
+  /** Entries the last sync had no room for. */
+  private notWatched = 0;
+  /** hive_watch's max_entries. */
+  readonly watchCapacity: number;
   /** True when an earlier agent's pinned link was adopted instead of attaching anew. */
   readonly adopted: boolean;
   readonly programFd: number;
@@ -226,6 +238,14 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         );
       }
       this.maps = maps;
+      this.watchCapacity = options.watchCapacity ?? DEFAULT_WATCH_CAPACITY;
+      if (options.watchCapacity !== undefined) {
+        check(
+          this.lib.bpf_map__set_max_entries(maps.hive_watch, options.watchCapacity) as number,
+          "sizing the watch map",
+          { object: "hive_watch" },
+        );
+      }
       if (this.pinRoot) {
         ensureBpffsDir(this.pinRoot);
         for (const name of PINNED_MAPS) {
@@ -408,8 +428,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     this.writeBitmap(new BigUint64Array(BITMAP_WORDS).fill(~0n)); // rewrite all words once
   }
 
-  sync(entries: readonly WatchEntry[]): void {
-    const desired = new Map<string, Stored>();
+  sync(entries: readonly WatchEntry[]): SyncResult {
+    const desired = new Map<string, Stored & { entry: WatchEntry }>();
     for (const entry of entries) {
       const id = fileKeyId(entry.key);
       if (desired.has(id)) {
@@ -418,19 +438,26 @@ export class LibbpfKernelWatcher implements KernelWatcher {
           hint: "give each (device, inode) one entry",
         });
       }
-      desired.set(id, { key: encodeKey(entry.key), value: encodeValue(entry), ino: entry.key.ino });
+      desired.set(id, { key: encodeKey(entry.key), value: encodeValue(entry), ino: entry.key.ino, entry });
     }
     const fd = this.fds.hive_watch;
-    // Add/change first, then widen the bitmap; narrow the bitmap, then delete.
+    // Deletes first: a full map must make room for what replaces the entries that go. The
+    // bitmap is written once at the end, exact for what the map then holds (until then it is
+    // a superset for the deleted entries, and the added ones wait for their bits).
+    for (const [id, have] of this.current) {
+      if (desired.has(id)) continue;
+      const rc = this.lib.bpf_map_delete_elem(fd, have.key) as number;
+      if (rc < 0 && rc !== -2 /* ENOENT */) check(rc, "deleting from the watch map", { object: id });
+      this.current.delete(id);
+    }
+    const notWatched: WatchEntry[] = [];
     for (const [id, want] of desired) {
       const have = this.current.get(id);
       if (have?.value.equals(want.value)) continue;
       const rc = this.lib.bpf_map_update_elem(fd, want.key, want.value, 0) as number;
-      if (rc === -7 /* E2BIG */) {
-        throw new HiveError("MapFull", "the kernel watch map is full", {
-          object: id,
-          hint: "watch fewer files (limit 65536)",
-        });
+      if (rc === -7 /* E2BIG: the map is full */) {
+        notWatched.push(want.entry);
+        continue;
       }
       check(rc, "updating the watch map", { object: id });
       this.current.set(id, want);
@@ -438,19 +465,18 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     const previous = this.bitmap;
     this.bitmap = bitmapOf([...this.current.values()].map((s) => s.ino));
     this.writeBitmap(previous);
-    let removed = false;
-    for (const [id, have] of this.current) {
-      if (desired.has(id)) continue;
-      const rc = this.lib.bpf_map_delete_elem(fd, have.key) as number;
-      if (rc < 0 && rc !== -2 /* ENOENT */) check(rc, "deleting from the watch map", { object: id });
-      this.current.delete(id);
-      removed = true;
+    if (notWatched.length !== this.notWatched) {
+      if (notWatched.length > 0)
+        this.logger?.warn("the kernel watch map is full: files not watched", {
+          notWatched: notWatched.length,
+          capacity: this.watchCapacity,
+          hint: "watch fewer files, or raise the capacity (--watch-capacity)",
+        });
+      else if (this.notWatched > 0)
+        this.logger?.info("the kernel watch map has room again: every file watched");
     }
-    if (removed) {
-      const wide = this.bitmap;
-      this.bitmap = bitmapOf([...this.current.values()].map((s) => s.ino));
-      this.writeBitmap(wide);
-    }
+    this.notWatched = notWatched.length;
+    return { notWatched };
   }
 
   private writeBitmap(previous: BigUint64Array): void {
@@ -478,7 +504,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   counters(): LibbpfCounters {
     const total = readCounters(this.fds.hive_counters, this.ncpus);
-    return { ...total, watched: this.current.size, delivered: this.delivered };
+    return { ...total, watched: this.current.size, notWatched: this.notWatched, delivered: this.delivered };
   }
 
   private startWorker(): void {

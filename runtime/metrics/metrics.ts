@@ -38,7 +38,12 @@ export const FAILURE_CLASSES = [
 export type FailureClass = (typeof FAILURE_CLASSES)[number];
 
 /** Cumulative counters the kernel watcher reports (runtime/kernel/contract.ts KernelCounters). */
-export type KernelCountersSource = () => { events: bigint; lost: bigint; watched: number };
+export type KernelCountersSource = () => {
+  events: bigint;
+  lost: bigint;
+  watched: number;
+  notWatched?: number;
+};
 
 export interface HiveMetrics {
   readonly registry: Registry;
@@ -118,6 +123,14 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     registers,
     collect() {
       if (kernelSource) this.set(kernelSource().watched);
+    },
+  });
+  new Gauge({
+    name: "hive_unwatched_files",
+    help: "Files (and parent directories) to watch that the full kernel watch map has no room for.",
+    registers,
+    collect() {
+      if (kernelSource) this.set(kernelSource().notWatched ?? 0);
     },
   });
 

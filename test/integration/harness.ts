@@ -24,6 +24,7 @@ import type {
   KernelCounters,
   KernelEvent,
   KernelWatcher,
+  SyncResult,
   WatchEntry,
 } from "../../runtime/kernel/contract.ts";
 import { createLogger } from "../../runtime/log.ts";
@@ -42,10 +43,11 @@ export class RecordingKernel implements KernelWatcher {
   /** Closed with `keepPinned` (left attached for the next agent). */
   keptPinned = false;
   private listeners: ((e: KernelEvent) => void)[] = [];
-  sync(entries: readonly WatchEntry[]): void {
+  sync(entries: readonly WatchEntry[]): SyncResult {
     if (this.closed) throw new Error("sync after close");
     this.entries = [...entries];
     this.syncs += 1;
+    return { notWatched: [] };
   }
   onEvent(listener: (event: KernelEvent) => void): void {
     this.listeners.push(listener);

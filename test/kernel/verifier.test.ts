@@ -41,6 +41,36 @@ describe("the trap program on the host kernel", () => {
     await watcher.close();
   });
 
+  runIt(
+    "a full watch map takes what fits, names what it could not take, and recovers when entries go",
+    async () => {
+      const watcher = openKernelWatcher({
+        attach: false,
+        pinRoot: null,
+        attachMode: "kprobe",
+        watchCapacity: 8,
+      });
+      try {
+        const files = (from: number, count: number) =>
+          Array.from({ length: count }, (_, i) => ({
+            key: { major: 8, minor: 1, ino: BigInt(from + i) },
+            slot: from + i,
+            accesses: ["read" as const],
+            kind: "file" as const,
+          }));
+        const first = watcher.sync(files(100, 12));
+        expect(first.notWatched).toHaveLength(4);
+        expect(watcher.counters()).toMatchObject({ watched: 8, notWatched: 4 });
+        // The old containers go, new ones come: the map must take them all, not stay full.
+        const second = watcher.sync(files(200, 8));
+        expect(second.notWatched).toEqual([]);
+        expect(watcher.counters()).toMatchObject({ watched: 8, notWatched: 0 });
+      } finally {
+        await watcher.close();
+      }
+    },
+  );
+
   runIt("passes the verifier with the parent-directory hook loaded too", async () => {
     const watcher = openKernelWatcher({
       attach: false,

@@ -87,6 +87,17 @@ function programInfo(pinRoot: string, mode: AttachMode | null | undefined): Prog
   }
 }
 
+/**
+ * The writer's slots the kernel map does not hold: entries a full map had no room for (the
+ * writer syncs every entry it wants; the map keeps what fits).
+ */
+export function notWatched(root: Pick<RootStatus, "state" | "table">): WatchTableRecord[] {
+  const inKernel = new Set(
+    root.state.watched.map((w) => `${w.kind}:${w.key.major}:${w.key.minor}:${w.key.ino}`),
+  );
+  return (root.table?.slots ?? []).filter((r) => !inKernel.has(`${r.kind}:${r.device}:${r.inode}`));
+}
+
 function trapLabel(record: WatchTableRecord | undefined): string {
   if (record === undefined) return "(no watch table: the writer did not name this slot)";
   return record.traps
@@ -145,6 +156,13 @@ function render(root: RootStatus): string {
       `    ${r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join("  ")}`;
     lines.push(fmt(header), ...rows.map(fmt));
   }
+  const missing = notWatched(root);
+  if (missing.length > 0) {
+    lines.push(
+      `  NOT WATCHED ${missing.length} (the kernel watch map is full; they are armed as soon as room is made)`,
+    );
+    for (const r of missing) lines.push(`    ${r.kind} ${r.device} ${r.inode}  ${trapLabel(r)}`);
+  }
   lines.push(...renderAllowed(root.allowed));
   return lines.join("\n");
 }
@@ -192,6 +210,12 @@ function toJson(root: RootStatus): unknown {
       inode: w.key.ino.toString(),
       accesses: w.kind === "parent" ? [] : accessesFromMask(w.mask),
       traps: bySlot.get(w.slot)?.traps ?? [],
+    })),
+    notWatched: notWatched(root).map((r) => ({
+      kind: r.kind,
+      device: r.device,
+      inode: r.inode,
+      traps: r.traps,
     })),
     allowed: root.allowed
       ? {
