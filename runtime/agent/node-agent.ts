@@ -182,9 +182,11 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
           if (!started) return;
           const { controller, informers, close } = started;
           stopRole = async () => {
+            // The kernel first: the ring worker's last batch reaches the listeners while the
+            // controller still routes events (stopped first, it would drop them as unmatched).
+            await close?.();
             controller.stop();
             await Promise.all(informers.map((i) => i.stop()));
-            await close?.();
             if (leading[role] === controller) leading[role] = undefined;
           };
           if (signal.aborted) return;

@@ -55,7 +55,10 @@ export class RecordingKernel implements KernelWatcher {
   counters(): KernelCounters {
     return { events: 0n, lost: 0n, watched: this.entries.length };
   }
+  /** Runs inside close(), as the ring worker's final drain does: events it emits are the last ones. */
+  onClose?: (kernel: RecordingKernel) => void;
   async close(options: { keepPinned?: boolean } = {}): Promise<void> {
+    this.onClose?.(this);
     this.closed = true;
     this.keptPinned = options.keepPinned === true;
   }
