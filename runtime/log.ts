@@ -1,7 +1,12 @@
 /**
  * Structured logging: one JSON object per line on stderr (stdout carries alerts only, so
  * log shippers can tell them apart). Level from HIVE_LOG_LEVEL (debug|info|warn|error).
+ * Every string (message and fields, error messages included) goes through `displaySafe`:
+ * fields carry text containers control (paths, symlink targets, process names), which must
+ * neither forge lines nor escape sequences in a terminal, nor grow a line without bound.
  */
+import { displaySafe, displaySafeDeep } from "./text.ts";
+
 export type LogLevel = "debug" | "info" | "warn" | "error";
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
@@ -33,8 +38,8 @@ export function createLogger(base: Fields = {}, options: { level?: LogLevel; sin
   const sink = options.sink ?? ((line: string) => process.stderr.write(`${line}\n`));
   const emit = (level: LogLevel, msg: string, fields?: Fields) => {
     if (ORDER[level] < threshold) return;
-    const record: Record<string, unknown> = { time: new Date().toISOString(), level, msg, ...base };
-    for (const [k, v] of Object.entries(fields ?? {})) record[k] = serialise(v);
+    const record: Record<string, unknown> = { time: new Date().toISOString(), level, msg: displaySafe(msg) };
+    for (const [k, v] of Object.entries({ ...base, ...fields })) record[k] = displaySafeDeep(serialise(v));
     sink(JSON.stringify(record));
   };
   return {

@@ -14,6 +14,7 @@ import type { CoreV1Api, CoreV1Event } from "@kubernetes/client-node";
 import type { Alert } from "../../api/alert.ts";
 import type { Logger } from "../log.ts";
 import type { HiveMetrics } from "../metrics/metrics.ts";
+import { displaySafe } from "../text.ts";
 
 export const EVENT_REASON = "FileAccessed";
 export const EVENT_COMPONENT = "hive-agent";
@@ -59,12 +60,24 @@ interface Group {
   lastWriteMs: number;
 }
 
-/** "file /etc/shadow read by cat (pid 4242)" — accesses joined with "/". */
+/** Longest Event message written (events.k8s.io bounds an Event's note to 1 KiB). */
+export const EVENT_MESSAGE_MAX = 1024;
+
+/**
+ * "file /etc/shadow read by cat (pid 4242, /usr/bin/cat)" — accesses joined with "/". The path,
+ * comm and executable are the container's to choose: each is escaped and bounded on its own (so
+ * a long path cannot push the process out of the message), then the whole message once more.
+ */
 export function eventMessage(alert: Alert): string {
   const what = alert.metadata.accesses.length > 0 ? alert.metadata.accesses.join("/") : "accessed";
-  const exe = alert.process.exe ? `, ${alert.process.exe}` : "";
+  const exe = alert.process.exe ? `, ${displaySafe(alert.process.exe, 256)}` : "";
   const container = alert.pod?.container.name ? ` in container ${alert.pod.container.name}` : "";
-  return `file ${alert.metadata.path} ${what} by ${alert.process.comm} (pid ${alert.process.tgid}${exe})${container}`;
+  const path = displaySafe(alert.metadata.path, 384);
+  const comm = displaySafe(alert.process.comm, 64);
+  return displaySafe(
+    `file ${path} ${what} by ${comm} (pid ${alert.process.tgid}${exe})${container}`,
+    EVENT_MESSAGE_MAX,
+  );
 }
 
 const alertTime = (alert: Alert): Date => new Date(Date.parse(alert.timestamp) || Date.now());

@@ -17,6 +17,7 @@ import { backoffDelay } from "../backoff.ts";
 import type { ContainerFiles, FileResolver } from "../discover/file-resolver.ts";
 import { HiveError, isHiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
+import { displaySafe } from "../text.ts";
 import { buildHiveData, dataUpToDate, markMissing } from "./hive-data.ts";
 import { compileMatch, matchContainers, policyReachesPod } from "./match.ts";
 import {
@@ -24,6 +25,7 @@ import {
   type NodeTrapError,
   objectKey,
   specProblems,
+  TRAP_ERROR_MESSAGE_MAX,
   type TrapErrorReporter,
   type WatchEventType,
 } from "./ports.ts";
@@ -236,7 +238,8 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         }
         errorFor(item.policy, item.trapId, {
           reason: e.code,
-          message: e.describe(),
+          // Names symlinks and paths of the container's choosing: escaped and bounded before it leaves the node.
+          message: displaySafe(e.describe(), TRAP_ERROR_MESSAGE_MAX),
           pod: item.pod.metadata?.name ?? "",
           container: item.container.name,
         });

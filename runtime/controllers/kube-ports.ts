@@ -29,7 +29,14 @@ import {
 } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { apiError, isAlreadyExists, isNotFound } from "../k8s/api-errors.ts";
-import type { DataWriter, NodeTrapError, PolicyWriter, TrapErrorReporter } from "./ports.ts";
+import { displaySafe } from "../text.ts";
+import {
+  type DataWriter,
+  type NodeTrapError,
+  type PolicyWriter,
+  TRAP_ERROR_MESSAGE_MAX,
+  type TrapErrorReporter,
+} from "./ports.ts";
 
 /** Annotation on a trap-error Event carrying the structured report (the aggregator reads it). */
 export const ANNOTATION_TRAP_ERROR = `${GROUP}/trap-error`;
@@ -208,9 +215,12 @@ export function createTrapErrorReporter(
             ...(e.policyUid ? { uid: e.policyUid } : {}),
           },
           reason: e.reason,
-          message: [e.pod && `pod ${e.pod}`, e.container && `container ${e.container}`, e.message]
-            .filter(Boolean)
-            .join(": "),
+          message: displaySafe(
+            [e.pod && `pod ${e.pod}`, e.container && `container ${e.container}`, e.message]
+              .filter(Boolean)
+              .join(": "),
+            TRAP_ERROR_MESSAGE_MAX + 320,
+          ),
           type: "Warning",
           source: { component, host: nodeName },
           reportingComponent: `${GROUP}/agent`,

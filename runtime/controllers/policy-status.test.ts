@@ -3,6 +3,7 @@ import type { HiveData } from "../../api/data.ts";
 import { trapId } from "../../api/ids.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { validatePolicy } from "../../api/validate.ts";
+import { UNSAFE_TEXT } from "../../test/fixtures/hostile-text.ts";
 import { computePolicyStatus, sameStatus } from "./policy-status.ts";
 import type { NodeTrapError } from "./ports.ts";
 
@@ -80,6 +81,20 @@ describe("policy status", () => {
     );
     expect(none.conditions?.[0]).toMatchObject({ status: "True", reason: "NoMatchingContainers" });
     expect(sameStatus(first, none)).toBe(false);
+  });
+});
+
+describe("text a container chose, as a node reported it", () => {
+  it("is shown escaped, on one line and bounded, whatever the node sent", () => {
+    const hostile = {
+      ...missing("n1", "a"),
+      message: `FileNotFound: /etc/shadow -> /\n\x1b[31mERROR\u202e${"x".repeat(4096)} does not exist`,
+    };
+    const status = computePolicyStatus(policy, new Map(), new Map([[ids[1] ?? "", [hostile]]]));
+    const message = status.traps?.[1]?.errors?.[0]?.message ?? "";
+    expect(message).not.toMatch(UNSAFE_TEXT);
+    expect(message.length).toBeLessThanOrEqual(1024);
+    expect(message.startsWith("FileNotFound: /etc/shadow -> /\\n\\x1b[31mERROR\\u202exxx")).toBe(true);
   });
 });
 

@@ -8,9 +8,10 @@ import type { HiveData } from "../../api/data.ts";
 import { trapId as computeTrapId } from "../../api/ids.ts";
 import { type Condition, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy, HivePolicyStatus, TrapError, TrapStatus } from "../../api/policy.ts";
+import { displaySafe } from "../text.ts";
 import { isMissing } from "./hive-data.ts";
 import { compileMatch } from "./match.ts";
-import type { NodeTrapError } from "./ports.ts";
+import { type NodeTrapError, TRAP_ERROR_MESSAGE_MAX } from "./ports.ts";
 
 const MAX_ERRORS = 32;
 
@@ -47,7 +48,8 @@ export function computePolicyStatus(
         ...(pod ? { pod } : {}),
         ...(container ? { container } : {}),
         reason,
-        message,
+        // Reports come from every node and name container files: shown escaped and bounded, whatever the node did.
+        message: displaySafe(message, TRAP_ERROR_MESSAGE_MAX),
       });
     }
     const status: TrapStatus = {
@@ -130,7 +132,7 @@ export function invalidPolicyStatus(
         type: "Ready",
         status: "False",
         reason: "PolicyInvalid",
-        message: problems.slice(0, 4000),
+        message: displaySafe(problems, 4000),
         lastTransitionTime: previous?.status === "False" ? previous.lastTransitionTime : now.toISOString(),
         ...(generation !== undefined ? { observedGeneration: generation } : {}),
       },

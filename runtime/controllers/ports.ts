@@ -18,6 +18,9 @@ export interface DataWriter {
   annotate(namespace: string, name: string, annotations: Record<string, string>): Promise<void>;
 }
 
+/** Longest message of one trap error (it may quote a container's paths and symlink targets). */
+export const TRAP_ERROR_MESSAGE_MAX = 1024;
+
 /** One problem a node found with one trap, as it reports it for the policy status. */
 export interface NodeTrapError extends TrapError {
   policyNamespace: string;

@@ -11,6 +11,7 @@ import { buildAlert } from "../../runtime/alerts/build-alert.ts";
 import { resolveDestinations } from "../../runtime/alerts/destinations.ts";
 import {
   createPodEventRecorder,
+  EVENT_MESSAGE_MAX,
   EVENT_REASON,
   type PodEventRecorder,
   type PodEventRecorderOptions,
@@ -19,6 +20,7 @@ import { loadSecretHeaders } from "../../runtime/alerts/secret-headers.ts";
 import { isHiveError } from "../../runtime/errors.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { type ApiServer, startApiServer } from "../apiserver/server.ts";
+import { UNSAFE_TEXT } from "../fixtures/hostile-text.ts";
 import { captureLogger, counterValue, makeEvent, makeSource } from "./fixtures.ts";
 
 async function startApi(): Promise<ApiServer> {
@@ -144,6 +146,35 @@ describe("Kubernetes Events for alerts", () => {
     expect(eventWrites(api)).toEqual(["create", "patch", "create"]);
     expect(eventsOf(api).map((e) => e.count)).toEqual([5, 5]);
     expect(await counterValue(metrics.kubernetesEvents, { result: "throttled" })).toBeGreaterThan(0);
+  });
+
+  it("writes what the container chose (comm, path, executable) escaped, on one line and bounded; the alert keeps it exact", async () => {
+    const api = await startApi();
+    const recorder = startRecorder(api);
+    const hostilePath = `/data/${"a\u202e".repeat(2048)}`; // 4 KiB of a name with bidi overrides
+    const source = makeSource("trap-a");
+    source.annotations.path = hostilePath;
+    const alert = buildAlert(
+      makeEvent(1, {
+        comm: "\n\x1b[31mfake",
+        ktimeNs: clock.nowKtimeNs(),
+        process: {
+          ...makeEvent(1).process,
+          exe: { exe: `/tmp/\r\nlevel=error msg=forged\u0000${"x".repeat(4096)}`, source: "exec" },
+        },
+      }),
+      source,
+      { clock },
+    );
+    expect(alert.metadata.path).toBe(hostilePath);
+    recorder.record(alert);
+    await recorder.flush();
+    const message = String(eventsOf(api)[0]?.message);
+    expect(message.length).toBeLessThanOrEqual(EVENT_MESSAGE_MAX);
+    expect(message).not.toMatch(UNSAFE_TEXT);
+    expect(message).toContain("by \\n\\x1b[31mfake (pid 4001, /tmp/\\r\\nlevel=error msg=forged\\x00xxx");
+    expect(message).toMatch(/^file \/data\/(a\\u202e)+a?…/);
+    expect(message).toMatch(/ in container nginx$/);
   });
 
   it("writes nothing for host alerts without a pod", async () => {

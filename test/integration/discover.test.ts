@@ -2,13 +2,14 @@
  * Discover, loader and pods controllers end to end through the API server stand-in:
  * the user story, each match filter, pods and policies coming and going, status.
  */
-import { rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { trapId } from "../../api/ids.ts";
 import { LABEL_KERNEL_ID, LABEL_NODE, LABEL_TRAP_ID, POLICY_FINALIZER } from "../../api/meta.ts";
 import type { HiveTrap } from "../../api/policy.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
+import { UNSAFE_TEXT } from "../fixtures/hostile-text.ts";
 import { Cluster, eventually, POLICY_NS } from "./harness.ts";
 
 const KERNEL_A = "11111111-1111-4111-8111-111111111111";
@@ -302,6 +303,41 @@ describe("discover through the API server", () => {
       const p = await c.getPolicy("shadow");
       return p?.status?.traps?.[0]?.inodesFound === 1 && !p.status.traps[0].errors;
     }, "status recovers");
+  });
+
+  it("quotes a container's symlink targets in status and in the trap error Event escaped, on one line and bounded", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    await c.addNode("node-1", KERNEL_A);
+    const pod = await c.addPod("web", "node-1", { files: {} });
+    const containerId = pod.status?.containerStatuses?.[0]?.containerID?.replace("containerd://", "") ?? "";
+    const root = c.containers.rootOf(containerId);
+    // A 4 KiB chain of real directories; names open with a newline, an ANSI escape and a bidi override.
+    const dirs = Array.from({ length: 16 }, (_, i) => `${i}`.padStart(240, "d"));
+    dirs[0] = `\n\x1b[31mERROR\u202e${dirs[0]}`;
+    mkdirSync(join(root, ...dirs), { recursive: true });
+    mkdirSync(join(root, "etc"), { recursive: true });
+    symlinkSync(`../${dirs.join("/")}/\n\x1b[31mERROR\u202egone`, join(root, "etc/shadow"));
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    const policy = await eventually(async () => {
+      const p = await c.getPolicy("shadow");
+      return p?.status?.traps?.[0]?.errors?.[0]?.reason === "FileNotFound" ? p : undefined;
+    }, "status reports the missing file");
+    const statusMessage = policy.status?.traps?.[0]?.errors?.[0]?.message ?? "";
+    expect(statusMessage).not.toMatch(UNSAFE_TEXT);
+    expect(statusMessage.length).toBeLessThanOrEqual(1024);
+    expect(statusMessage).toMatch(/^FileNotFound: \/\\n\\x1b\[31mERROR\\u202ed+0\/d+1\//);
+    const events = await eventually(async () => {
+      const list = await c.admin.core.listNamespacedEvent({
+        namespace: POLICY_NS,
+        labelSelector: "app.kubernetes.io/managed-by=hive",
+      });
+      return list.items.length > 0 ? list.items : undefined;
+    }, "trap error Event");
+    const eventMessage = events[0]?.message ?? "";
+    expect(eventMessage).not.toMatch(UNSAFE_TEXT);
+    expect(eventMessage.length).toBeLessThanOrEqual(1024 + 320);
+    expect(eventMessage).toMatch(/^pod web: container app: FileNotFound: \/\\n\\x1b\[31mERROR\\u202ed+0\//);
   });
 
   it("moves to the new container when a container restarts", async () => {
