@@ -59,6 +59,11 @@ export const isConflict = (err: unknown): boolean =>
   apiFailure(err).code === 409 && apiFailure(err).reason !== "AlreadyExists";
 export const isAlreadyExists = (err: unknown): boolean => apiFailure(err).reason === "AlreadyExists";
 export const isGone = (err: unknown): boolean => apiFailure(err).code === 410;
+/** A list asked for a resourceVersion the (lagging) server has not reached yet: 504 "Too large resource version". */
+export const isTooLargeResourceVersion = (err: unknown): boolean => {
+  const f = apiFailure(err);
+  return f.code === 504 && /too large resource version/i.test(f.message);
+};
 
 /** Wraps an API failure as a HiveError naming the request and the object. */
 export function apiError(what: string, object: string, err: unknown): HiveError {

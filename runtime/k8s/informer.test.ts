@@ -98,6 +98,9 @@ describe("Informer", () => {
       ),
     ).toBe(true);
     expect(lists.filter((r) => r.query.includes("continue=")).length).toBe(2);
+    // The first page is served from the watch cache; the continue token carries the version after it.
+    expect(new URLSearchParams(lists[0]?.query).get("resourceVersion")).toBe("0");
+    expect(lists.slice(1).every((r) => !new URLSearchParams(r.query).has("resourceVersion"))).toBe(true);
     await waitFor(() => api.countRequests({ user: "pager", verb: "watch" }) === 1);
     const watchReq = api.requests.find((r) => r.user === "pager" && r.verb === "watch");
     expect(watchReq?.query).toContain("allowWatchBookmarks=true");
@@ -194,6 +197,34 @@ describe("Informer", () => {
         .sort(),
     ).toEqual(["new-one", "p000", "p001"]);
     expect(informer.stats.lists).toBe(2);
+    // The re-list asks for the version last seen (compacted: 410), then reads from storage.
+    const lists = api.requests.filter((r) => r.user === "gone" && r.verb === "list");
+    expect(lists.map((r) => [r.code, new URLSearchParams(r.query).get("resourceVersion")])).toEqual([
+      [200, "0"],
+      [410, expect.stringMatching(/^[1-9]\d*$/)],
+      [200, null],
+    ]);
+  });
+
+  it("re-lists from the watch cache when the version it saw last is still there", async () => {
+    await namespaceWithPods("inf-relist", 2);
+    const rec = recorder<V1Pod>();
+    // Unpaginated, as a real API server answers resourceVersion=0: not-older-than reads need no etcd.
+    const informer = podInformer("inf-relist", { handlers: rec.handlers, pageSize: 0 }, "relist");
+    await informer.start();
+    await waitFor(() => api.countRequests({ user: "relist", verb: "watch" }) === 1);
+    const seen = informer.resourceVersion();
+    // One watch answered 410 though the history is there (another API server behind a load balancer).
+    const release = api.inject({ user: "relist", verb: "watch", status: 410, times: 1 });
+    api.closeWatches();
+    await waitFor(() => informer.stats.relists === 1, { what: "a re-list" });
+    release();
+    await waitFor(() => informer.stats.lists === 2, { what: "the re-list done" });
+    const lists = api.requests.filter((r) => r.user === "relist" && r.verb === "list");
+    expect(lists.map((r) => [r.code, new URLSearchParams(r.query).get("resourceVersion")])).toEqual([
+      [200, "0"],
+      [200, seen],
+    ]);
   });
 
   it("advances its resourceVersion from bookmarks, so a quiet informer resumes after compaction without re-listing", async () => {

@@ -2,6 +2,11 @@
  * A list-watch cache (informer) over @kubernetes/client-node's Watch and list calls:
  * - LIST in pages (`limit` + `continue`); a continue token that expired (410) restarts the
  *   list without pagination, as client-go's pager does;
+ * - the first LIST asks for `resourceVersion=0`, so the API server answers from its watch cache
+ *   instead of a consistent read from etcd (a thousand nodes starting at once must not each
+ *   read the whole collection from etcd); later re-lists ask for the last resourceVersion seen
+ *   (never older than what the handlers saw); only when that is gone (410) or ahead of a lagging
+ *   server does a re-list read from etcd. The same choice as client-go's reflector;
  * - WATCH from the list's resourceVersion with bookmarks; a dropped or timed-out stream
  *   resumes from the last resourceVersion seen (event or bookmark);
  * - `410 Gone` (an ERROR event or an HTTP 410) → full re-list, diffed against the cache so
@@ -14,7 +19,7 @@ import type { CoreV1Api, CustomObjectsApi, KubernetesObject, Watch } from "@kube
 import { ObjectSerializer } from "@kubernetes/client-node/dist/gen/models/ObjectSerializer.js";
 import { backoffDelay } from "../backoff.ts";
 import { createLogger, type Logger } from "../log.ts";
-import { apiFailure, isGone } from "./api-errors.ts";
+import { apiFailure, isGone, isTooLargeResourceVersion } from "./api-errors.ts";
 import { objectKey } from "./object-key.ts";
 
 /** Which collection to watch: group "" is the core API. Without namespace: all namespaces. */
@@ -26,6 +31,8 @@ export interface ResourceRef {
 }
 
 export interface ListParams {
+  /** "0": any version (the watch cache); a version: not older than it; absent: a consistent read. */
+  resourceVersion?: string;
   limit?: number;
   continueToken?: string;
   labelSelector?: string;
@@ -104,6 +111,7 @@ export function resourceLister<T>(
         group: ref.group,
         version: ref.version,
         plural: ref.plural,
+        ...(p.resourceVersion !== undefined ? { resourceVersion: p.resourceVersion } : {}),
         ...(p.limit ? { limit: p.limit } : {}),
         ...(p.continueToken ? { _continue: p.continueToken } : {}),
         ...(p.labelSelector ? { labelSelector: p.labelSelector } : {}),
@@ -120,6 +128,7 @@ export function resourceLister<T>(
   const core = clients.core;
   const list: ListFn<T> = async (p) => {
     const q = {
+      ...(p.resourceVersion !== undefined ? { resourceVersion: p.resourceVersion } : {}),
       ...(p.limit ? { limit: p.limit } : {}),
       ...(p.continueToken ? { _continue: p.continueToken } : {}),
       ...(p.labelSelector ? { labelSelector: p.labelSelector } : {}),
@@ -178,6 +187,8 @@ export class Informer<T extends KubernetesObject> {
   readonly stats: InformerStats = { lists: 0, listPages: 0, watches: 0, relists: 0, errors: 0, events: 0 };
   private cache = new Map<string, T>();
   private rv = "";
+  /** The last list's version is gone or ahead of the server: the next LIST is a consistent read. */
+  private rvUnavailable = false;
   private synced = false;
   private stopped = false;
   private running: Promise<void> | undefined;
@@ -281,14 +292,23 @@ export class Informer<T extends KubernetesObject> {
     }
   }
 
+  /** What the next LIST asks for (client-go's relistResourceVersion): undefined is a consistent read. */
+  private listResourceVersion(): string | undefined {
+    if (this.rvUnavailable) return undefined;
+    return this.rv === "" ? "0" : this.rv;
+  }
+
   private async listAll(): Promise<{ items: T[]; resourceVersion: string }> {
     const items: T[] = [];
     let limit: number | undefined = this.opts.pageSize ?? 500;
     let continueToken: string | undefined;
+    let fromVersion = this.listResourceVersion();
     for (;;) {
       let page: ListPage<T>;
       try {
         const params: ListParams = {};
+        // The continue token carries the snapshot's version: the API refuses both together.
+        if (!continueToken && fromVersion !== undefined) params.resourceVersion = fromVersion;
         if (limit) params.limit = limit;
         if (continueToken) params.continueToken = continueToken;
         if (this.opts.labelSelector) params.labelSelector = this.opts.labelSelector;
@@ -302,13 +322,32 @@ export class Informer<T extends KubernetesObject> {
           items.length = 0;
           continueToken = undefined;
           limit = undefined;
+          fromVersion = undefined;
+          continue;
+        }
+        if (
+          !continueToken &&
+          fromVersion !== undefined &&
+          fromVersion !== "0" &&
+          (isGone(err) || isTooLargeResourceVersion(err))
+        ) {
+          // The version we saw last is compacted away, or this server lags behind it: read from etcd.
+          this.log.info("list from the last resourceVersion refused; listing from storage", {
+            resourceVersion: fromVersion,
+            error: apiFailure(err),
+          });
+          this.rvUnavailable = true;
+          fromVersion = undefined;
           continue;
         }
         throw err;
       }
       items.push(...page.items);
       continueToken = page.metadata?._continue ?? page.metadata?.continue ?? undefined;
-      if (!continueToken) return { items, resourceVersion: page.metadata?.resourceVersion ?? "" };
+      if (!continueToken) {
+        this.rvUnavailable = false;
+        return { items, resourceVersion: page.metadata?.resourceVersion ?? "" };
+      }
     }
   }
 

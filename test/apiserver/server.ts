@@ -371,6 +371,8 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
       labelSelector: q.get("labelSelector"),
       fieldSelector: q.get("fieldSelector"),
       continue: q.get("continue"),
+      resourceVersion: q.get("resourceVersion"),
+      resourceVersionMatch: q.get("resourceVersionMatch"),
     };
     if (limit !== null) {
       const n = Number(limit);

@@ -17,7 +17,14 @@ export interface StatusBody {
   status: "Failure" | "Success";
   message?: string;
   reason?: string;
-  details?: { name?: string; group?: string; kind?: string; uid?: string; causes?: StatusCause[] };
+  details?: {
+    name?: string;
+    group?: string;
+    kind?: string;
+    uid?: string;
+    causes?: StatusCause[];
+    retryAfterSeconds?: number;
+  };
   code: number;
 }
 
@@ -106,6 +113,13 @@ export const errors = {
   /** 410 Expired: a watch or list asked for a resourceVersion older than the retained history. */
   expired(message: string): ApiError {
     return failure(410, "Expired", message);
+  },
+  /** A list asked for a resourceVersion the server has not reached (504, cause ResourceVersionTooLarge). */
+  tooLargeResourceVersion(asked: string, current: number): ApiError {
+    return failure(504, "Timeout", `Too large resource version: ${asked}, current: ${current}`, {
+      causes: [{ reason: "ResourceVersionTooLarge", message: "Too large resource version" }],
+      retryAfterSeconds: 1,
+    });
   },
   unauthorized(): ApiError {
     return failure(401, "Unauthorized", "Unauthorized");

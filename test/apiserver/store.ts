@@ -92,6 +92,13 @@ export interface ListQuery {
   fieldSelector?: string | null;
   limit?: number;
   continue?: string | null;
+  /**
+   * As kube-apiserver reads it: absent or "" is a consistent read (served from storage); "0" is
+   * any version (served from the watch cache); another value with `limit` and no
+   * `resourceVersionMatch` is an exact read (410 Expired once compacted), otherwise not older than it.
+   */
+  resourceVersion?: string | null;
+  resourceVersionMatch?: string | null;
 }
 
 export interface ListResult {
@@ -273,6 +280,22 @@ export class Store {
     let snap: Snapshot;
     let offset = 0;
     let id: string | undefined;
+    const rv = query.resourceVersion ?? "";
+    if (query.continue && rv !== "") {
+      throw errors.badRequest("specifying resource version is not allowed when using continue");
+    }
+    if (rv !== "" && !/^\d+$/.test(rv)) throw errors.badRequest(`invalid resource version: ${rv}`);
+    if (query.resourceVersionMatch && rv === "") {
+      throw errors.badRequest("resourceVersionMatch is forbidden unless resourceVersion is provided");
+    }
+    if (rv !== "" && rv !== "0") {
+      const exact = query.resourceVersionMatch === "Exact" || (!query.resourceVersionMatch && query.limit);
+      // The stand-in keeps no history: an exact read of a version still in it is served from the present.
+      if (exact && Number(rv) < this.compactedRv) {
+        throw errors.expired(`too old resource version: ${rv} (${this.compactedRv})`);
+      }
+      if (Number(rv) > this.rv) throw errors.tooLargeResourceVersion(rv, this.rv);
+    }
     if (query.continue) {
       const token = decodeContinue(query.continue);
       const found = token ? this.snapshots.get(token.id) : undefined;
