@@ -16,8 +16,8 @@
  * each follows the previous within hive_burst_gap_ns and the burst is younger than
  * hive_burst_max_ns. A burst ends when its thread hits another watched file or the gap or
  * age is exceeded: the kernel emits it when that thread next starts a burst, and user
- * space emits bursts idle for longer than the gap by reading hive_bursts (deduplicating
- * by thread id + first-check time). */
+ * space emits bursts idle for longer than the gap by reading hive_bursts, marking each in
+ * hive_swept (thread id → first-check time) so that the kernel does not emit it again. */
 #include <linux/types.h>
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -69,6 +69,16 @@ struct {
 	__type(key, __u32);
 	__type(value, struct hive_event);
 } hive_bursts SEC(".maps");
+
+/* Bursts user space has already delivered from hive_bursts (the sweep), by thread id → the
+ * burst's first-check time: the kernel does not emit them again when their thread starts a
+ * new burst, and a restarted agent's sweep skips them. Pinned, so a restart keeps it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u64);
+} hive_swept SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -129,7 +139,9 @@ static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask, int pare
 			burst->last_ns = now;
 			return 0;
 		}
-		hive_emit(burst, counters);
+		__u64 *swept = bpf_map_lookup_elem(&hive_swept, &tid);
+		if (!swept || *swept != burst->ktime_ns)
+			hive_emit(burst, counters);
 	}
 
 	/* The event is larger than the stack: assemble it in per-CPU scratch. */

@@ -84,6 +84,7 @@ const PINNED_MAPS = [
   "hive_events",
   "hive_counters",
   "hive_procs",
+  "hive_swept",
 ] as const;
 
 export interface KernelWatcherOptions {
@@ -511,6 +512,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     const data: RingWorkerData = {
       eventsFd: this.fds.hive_events,
       burstsFd: this.fds.hive_bursts,
+      sweptFd: this.fds.hive_swept,
       countersFd: this.fds.hive_counters,
       burstGapNs: this.burstGapNs,
       burstMaxNs: this.burstMaxNs,

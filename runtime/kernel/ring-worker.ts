@@ -3,8 +3,9 @@
  * the mapped ring (ring-reader.ts), waits in poll(2) with a short timeout, decodes events
  * (layout.ts) and posts them in batches. It also ends idle bursts: a burst stays pending in hive_bursts until its thread
  * next hits a watched file, so bursts idle for longer than the gap are read from the map
- * and posted here; when the kernel later emits the same burst (same thread id and
- * first-check time) the duplicate is dropped. Stopped through a shared flag.
+ * and posted here, and marked in the pinned hive_swept map so that neither the kernel nor a
+ * later agent delivers them again (a burst the kernel emitted while the mark was being
+ * written is dropped here as a duplicate). Stopped through a shared flag.
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { COUNTERS_LAYOUT, decodeBurstTimes, EVENT_LAYOUT } from "./layout.ts";
@@ -14,6 +15,8 @@ import { RingReader } from "./ring-reader.ts";
 export interface RingWorkerData {
   eventsFd: number;
   burstsFd: number;
+  /** hive_swept: bursts already delivered by a sweep (thread id → first-check time), pinned. */
+  sweptFd: number;
   countersFd: number;
   burstGapNs: bigint;
   burstMaxNs: bigint;
@@ -60,8 +63,21 @@ function run(
   };
   let swept = 0;
   let duplicates = 0;
-  // Bursts posted by the sweep, by thread id → first-check time.
+  // Bursts posted by the sweep, by thread id → first-check time; from the kernel's record
+  // first, so that a restarted agent does not deliver again what its predecessor swept.
   const delivered = new Map<number, bigint>();
+  forEachMapEntry(data.sweptFd, 4, 8, (key, value) =>
+    delivered.set(key.readUInt32LE(0), value.readBigUInt64LE(0)),
+  );
+  const sweptKey = Buffer.alloc(4);
+  const sweptValue = Buffer.alloc(8);
+  /** Tells the kernel a burst was delivered: it will not emit it when its thread starts the next. */
+  const markSwept = (pid: number, ktimeNs: bigint) => {
+    delivered.set(pid, ktimeNs);
+    sweptKey.writeUInt32LE(pid);
+    sweptValue.writeBigUInt64LE(ktimeNs);
+    lib.bpf_map_update_elem(data.sweptFd, sweptKey, sweptValue, 0);
+  };
 
   const reader = new RingReader(data.eventsFd);
   const onRecord = (record: Uint8Array) => {
@@ -136,7 +152,7 @@ function run(
       const idle = now > burst.lastNs && now - burst.lastNs >= 2n * data.burstGapNs;
       const old = now > burst.ktimeNs && now - burst.ktimeNs >= data.burstMaxNs + data.burstGapNs;
       if (idle || old) {
-        delivered.set(burst.pid, burst.ktimeNs);
+        markSwept(burst.pid, burst.ktimeNs);
         append(record);
         swept++;
       } else {

@@ -442,6 +442,9 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
   async "pinned maps survive an agent restart and are adopted; a clean shutdown removes them"() {
     const path = file("pinned.txt");
     watcher.sync([entry(path, 30)]);
+    // Delivered before the restart (its burst stays in the pinned burst map): never again after it.
+    const before = forSlot(await observe(() => void run("cat", [path])), 30);
+    assert.equal(before.length, 1, JSON.stringify(before, replacer));
     await watcher.close({ keepPinned: true });
     const state = readPinnedState(PIN_ROOT);
     assert.ok(state, "nothing pinned");
@@ -461,6 +464,8 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
     await observe(() => void run("cat", [path]));
     const seen = forSlot(sinceRestart, 30);
     assert.ok(seen.length >= 1, "no event after adoption");
+    const again = seen.filter((e) => e.ktimeNs === before[0]?.ktimeNs);
+    assert.equal(again.length, 0, `delivered again after the restart: ${JSON.stringify(again, replacer)}`);
     const details = { linkPinned: state.attachMode !== null, adopted: watcher.adopted, events: seen.length };
     if (state.attachMode !== null) {
       assert.equal(watcher.adopted, true);
