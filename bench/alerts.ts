@@ -323,7 +323,7 @@ function benchSpool(dir: string): void {
       createdMs: 0,
       body,
     });
-    bytes += r?.bytes ?? 0;
+    bytes += "bytes" in r ? r.bytes : 0;
     if (i % 1000 === 999) spool.flush();
   }
   spool.flush();

@@ -8,45 +8,38 @@
  * - Ordering promise: alerts of one trap are delivered in the order they were produced
  *   (across restarts too: the spool replays in order). The next alert of a trap is sent
  *   only after the previous one was acknowledged (2xx) or given up (permanent failure,
- *   dropped by the spool bound). Different traps proceed independently, so one slow trap
- *   does not hold up others beyond sharing the destination's sockets.
- * - Retryable failures (refused, reset, timeouts, DNS, 5xx, 408/425, 429) are retried
- *   forever with exponential backoff and jitter; a Retry-After on 429/503 pauses the whole
- *   destination for that long (capped). What bounds a long outage is the spool: when full,
- *   the oldest alerts are dropped and counted. Permanent failures (other 4xx) are logged
- *   with the status and counted as dropped (reason permanent_failure); they are not retried.
+ *   dropped by a bound). Different traps proceed independently (delivery-queue.ts).
+ * - Retryable failures (refused, reset, timeouts, DNS, 5xx, 408/425, 429, and 401/403/404:
+ *   credentials being rotated) are retried forever with capped backoff (retry-policy.ts).
+ *   When one alert of a failing destination gets through, the others waiting out a backoff
+ *   are sent at once. Permanent failures (other 4xx) are logged with the status and counted
+ *   as dropped (reason permanent_failure); they are not retried.
+ * - Bounds: the spool's (spool.ts: per destination, then fair share) or, without a spool,
+ *   `maxPendingBytes` with the same rule: a destination over `destinationQuotaBytes` loses
+ *   its own oldest (destination_quota); when all together are over the bound, the
+ *   destination holding the most loses its oldest (spool_full). One dead callback cannot
+ *   evict the smaller backlog of another.
  * - Every request carries `Hive-Alert-Id` (the alert id, stable across retries, so a
  *   receiver can drop duplicates) and `Hive-Delivery-Attempt` (1, 2, …).
  */
 import http from "node:http";
 import https from "node:https";
 import tls from "node:tls";
-import { backoffDelay } from "../backoff.ts";
-import { HiveError } from "../errors.ts";
+import { HiveError, isHiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import type { HiveMetrics } from "../metrics/metrics.ts";
-import { CLOUDEVENTS_CONTENT_TYPE, cloudEventBody } from "./cloudevents.ts";
+import type { DropReason, HiveMetrics } from "../metrics/metrics.ts";
+import {
+  type CallbackRequest,
+  createCallbackOptions,
+  type DestinationOptions,
+  redact,
+} from "./callback-options.ts";
+import { type Item, ItemList, type Lane, laneHead, newLane, trimLane } from "./delivery-queue.ts";
 import { type PostResult, postOnce } from "./http-post.ts";
-import { SIGNATURE_HEADER, signBody } from "./signature.ts";
-import type { Spool, SpoolRecord, SpoolRef } from "./spool.ts";
+import { retryDelay, retrySettings } from "./retry-policy.ts";
+import type { SegmentDrop, Spool, SpoolRecord, SpoolRef } from "./spool.ts";
 
-export type AlertFormat = "json" | "cloudevents";
-
-/**
- * Options for the callbacks under one URL prefix. Secrets (extra headers, HMAC keys) are
- * only ever sent to URLs under the prefix they are configured for, so a policy author who
- * points a trap at their own server never receives the monitor's token.
- */
-export interface DestinationOptions {
-  /** e.g. "https://siem.example.com/hooks/"; matches that URL and URLs below it. */
-  urlPrefix: string;
-  /** Extra request headers (e.g. Authorization), resolved from a Kubernetes Secret. */
-  headers?: Record<string, string>;
-  /** HMAC-SHA256 keys; several during a rotation (one `v1=` each in Hive-Signature). */
-  hmacSecrets?: (string | Buffer)[];
-  /** Body format; default "json" (the alert itself). */
-  format?: AlertFormat;
-}
+export type { AlertFormat, DestinationOptions } from "./callback-options.ts";
 
 export interface DispatcherOptions {
   logger: Logger;
@@ -58,34 +51,22 @@ export interface DispatcherOptions {
   connectTimeoutMs?: number;
   responseTimeoutMs?: number;
   backoffBaseMs?: number;
+  /** Longest wait between attempts of one alert; default 15 s. */
   backoffMaxMs?: number;
   /** Longest Retry-After honoured; longer ones are cut to this. Default 5 min. */
   maxRetryAfterMs?: number;
   /** Memory bound without a spool (oldest dropped and counted beyond it); default 16 MiB. */
   maxPendingBytes?: number;
+  /** Without a spool: undelivered bytes one destination may hold; default maxPendingBytes (the spool has its own). */
+  destinationQuotaBytes?: number;
   destinations?: DestinationOptions[];
   userAgent?: string;
   /** Extra CA certificates (PEM) trusted for https callbacks, besides the system's; e.g. a private CA. */
   ca?: string | Buffer | (string | Buffer)[];
   /** Jitter source (tests); default Math.random. */
   random?: () => number;
-}
-
-interface Item {
-  rec: SpoolRecord;
-  ref: SpoolRef | undefined;
-  bytes: number;
-  attempts: number;
-  inFlight: boolean;
-  done: boolean;
-}
-
-interface Lane {
-  items: Item[];
-  head: number;
-  busy: boolean;
-  queued: boolean;
-  timer: NodeJS.Timeout | undefined;
+  /** A destination started refusing Hive's credentials (401/403/404); called once per such episode. */
+  onAuthFailure?: (failure: { destination: string; status: number | undefined; url: string }) => void;
 }
 
 interface Destination {
@@ -97,51 +78,25 @@ interface Destination {
   lanes: Map<string, Lane>;
   ready: Lane[];
   failing: boolean;
-}
-
-interface ResolvedOptions {
-  headers: Record<string, string>;
-  secrets: (string | Buffer)[];
-  format: AlertFormat;
+  authFailing: boolean;
+  /** Undelivered items and their bytes (the quota). */
+  items: ItemList;
+  pendingCount: number;
+  pendingBytes: number;
 }
 
 export interface Dispatcher {
-  /** Queues an alert for its callback; spooled first when a spool is configured. */
+  /** Queues an alert for its callback; spooled first when a spool is configured. Never throws. */
   enqueue(record: SpoolRecord): void;
   /** Resolves when no alert is waiting (delivered or given up), or after timeoutMs (false). */
   idle(timeoutMs?: number): Promise<boolean>;
   pending(): number;
-  /** Replaces the per-prefix options (e.g. after a Secret rotation); applies from the next attempt. */
+  /** Replaces the per-prefix options (e.g. after a Secret rotation); alerts waiting out a backoff are retried now. */
   setDestinations(destinations: readonly DestinationOptions[]): void;
-  /** The spool dropped `segment` (and everything older) to stay in its bound: count and forget those alerts. */
-  spoolSegmentDropped(segment: number): void;
+  /** The spool dropped a segment of a destination to stay in a bound: count and forget its alerts (and older ones). */
+  spoolSegmentDropped(drop: SegmentDrop): void;
   /** Stops sending; what is not delivered stays in the spool for the next start. */
   close(): Promise<void>;
-}
-
-const RESERVED_HEADERS = new Set([
-  "content-type",
-  "content-length",
-  "host",
-  "connection",
-  "transfer-encoding",
-]);
-
-function urlUnder(url: string, prefix: string): boolean {
-  if (!url.startsWith(prefix)) return false;
-  if (url.length === prefix.length || prefix.endsWith("/")) return true;
-  const next = url[prefix.length];
-  return next === "/" || next === "?" || next === "#";
-}
-
-/** URL for logs: origin and path, never the query (it may carry a token). */
-function redact(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.origin}${u.pathname}`;
-  } catch {
-    return "invalid URL";
-  }
 }
 
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
@@ -151,25 +106,18 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     connectTimeoutMs: options.connectTimeoutMs ?? 5_000,
     responseTimeoutMs: options.responseTimeoutMs ?? 10_000,
   };
-  const backoff = { baseMs: options.backoffBaseMs ?? 500, maxMs: options.backoffMaxMs ?? 60_000 };
-  const maxRetryAfterMs = options.maxRetryAfterMs ?? 300_000;
+  const retry = retrySettings(options);
   const maxPendingBytes = options.maxPendingBytes ?? 16 * 1024 * 1024;
+  const quotaBytes = options.destinationQuotaBytes ?? maxPendingBytes;
   const random = options.random ?? Math.random;
   const userAgent = options.userAgent ?? "hive-agent";
-  const byLongestPrefix = (list: readonly DestinationOptions[]) =>
-    [...list].sort((a, b) => b.urlPrefix.length - a.urlPrefix.length);
-  let prefixes = byLongestPrefix(options.destinations ?? []);
+  const callbackOptions = createCallbackOptions(options.destinations ?? []);
 
   // Node's `ca` option replaces the default trust store: add the system's roots to what is given.
   const extraCa = options.ca
     ? [...tls.rootCertificates, ...(Array.isArray(options.ca) ? options.ca : [options.ca])]
     : undefined;
   const destinations = new Map<string, Destination>();
-  const resolved = new Map<string, ResolvedOptions>();
-  /** Every queued item, oldest first, for drop-oldest; `doneInAll` counts finished ones at or after allHead. */
-  let all: Item[] = [];
-  let allHead = 0;
-  let doneInAll = 0;
   let pendingCount = 0;
   let pendingBytes = 0;
   let closed = false;
@@ -185,21 +133,6 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       metrics.pendingAlerts.set(pendingCount);
       metrics.spoolBytes.set(pendingBytes);
     }
-  };
-
-  const optionsFor = (url: string): ResolvedOptions => {
-    let r = resolved.get(url);
-    if (r) return r;
-    const match = prefixes.find((p) => urlUnder(url, p.urlPrefix));
-    const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(match?.headers ?? {})) {
-      const key = k.toLowerCase();
-      if (RESERVED_HEADERS.has(key) || key.startsWith("hive-")) continue;
-      headers[key] = v;
-    }
-    r = { headers, secrets: match?.hmacSecrets ?? [], format: match?.format ?? "json" };
-    resolved.set(url, r);
-    return r;
   };
 
   const destinationFor = (origin: string, protocol: string): Destination => {
@@ -223,6 +156,10 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       lanes: new Map(),
       ready: [],
       failing: false,
+      authFailing: false,
+      items: new ItemList(),
+      pendingCount: 0,
+      pendingBytes: 0,
     };
     destinations.set(origin, d);
     return d;
@@ -234,9 +171,13 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     // A finished item may stay referenced for a while (a lane waiting out a backoff keeps
     // its queue): release the body now so only a small shell remains.
     if (item.rec.body !== "") item.rec = { ...item.rec, body: "" };
-    doneInAll++;
     pendingCount--;
     pendingBytes -= item.bytes;
+    const dest = destinations.get(item.origin);
+    if (dest) {
+      dest.pendingCount--;
+      dest.pendingBytes -= item.bytes;
+    }
     if (item.ref && spool) spool.ack(item.ref);
     if (pendingCount === 0) {
       const w = waiters;
@@ -245,63 +186,34 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     }
   };
 
-  /** Forgets completed items in `all` once they are the majority (called between iterations only). */
-  const compact = () => {
-    const finished = allHead + doneInAll;
-    if (finished > 4096 && finished * 2 > all.length) {
-      all = all.slice(allHead).filter((i) => !i.done);
-      allHead = 0;
-      doneInAll = 0;
-    }
+  const reportDrops = (dropped: number, reason: DropReason, destination?: string) => {
+    if (dropped === 0) return;
+    metrics.alertsDropped.inc({ reason }, dropped);
+    const quota = reason === "destination_quota";
+    logger.error(
+      quota
+        ? "alert callback's backlog reached its quota: its oldest undelivered alerts dropped"
+        : "alert spool full: oldest undelivered alerts dropped",
+      {
+        error: new HiveError(
+          "SpoolFull",
+          quota ? "destination quota reached" : "alert spool reached its size bound",
+          {
+            hint: "the callbacks have been unreachable for long; raise the spool size or fix the receiver",
+            dropped,
+            ...(destination ? { destination } : {}),
+          },
+        ),
+      },
+    );
   };
 
-  /** Drops undelivered items from the oldest, while `more()` says so. */
-  const dropOldest = (more: (item: Item) => boolean, reason: "spool_full") => {
-    let dropped = 0;
-    for (let i = allHead; i < all.length; i++) {
-      const item = all[i] as Item;
-      if (!more(item)) break;
-      // An in-flight alert is dropped too (its durable record is gone); if that request
-      // still succeeds it is also counted as delivered, since it did arrive.
-      if (item.done) continue;
-      item.ref = undefined; // its spool record is gone (or never existed)
-      complete(item);
-      dropped++;
-    }
-    while (allHead < all.length && (all[allHead] as Item).done) {
-      allHead++;
-      doneInAll--;
-    }
-    if (dropped > 0) {
-      metrics.alertsDropped.inc({ reason }, dropped);
-      logger.error("alert spool full: oldest undelivered alerts dropped", {
-        error: new HiveError("SpoolFull", "alert spool reached its size bound", {
-          hint: "the callbacks have been unreachable for long; raise the spool size or fix the receiver",
-          dropped,
-        }),
-      });
-    }
-  };
-
-  const laneHead = (lane: Lane): Item | undefined => {
-    while (lane.head < lane.items.length) {
-      const item = lane.items[lane.head] as Item;
-      if (!item.done) return item;
-      lane.items[lane.head] = undefined as unknown as Item; // release for GC
-      lane.head++;
-    }
-    if (lane.head > 0) {
-      lane.items = [];
-      lane.head = 0;
-    }
-    return undefined;
-  };
-  /** A lane that never empties would keep its consumed slots forever: cut them off now and then. */
-  const trimLane = (lane: Lane) => {
-    if (lane.head > 1024 && lane.head * 2 > lane.items.length) {
-      lane.items = lane.items.slice(lane.head);
-      lane.head = 0;
-    }
+  /** An item dropped by a bound: its spool record is gone (or given up) with it. */
+  const dropItem = (keepSpoolRecord: boolean) => (item: Item) => {
+    // An in-flight alert is dropped too; if that request still succeeds it is also counted
+    // as delivered, since it did arrive.
+    if (!keepSpoolRecord) item.ref = undefined;
+    complete(item);
   };
 
   const makeReady = (dest: Destination, lane: Lane) => {
@@ -335,11 +247,22 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     }
   };
 
-  const buildRequest = (item: Item): { body: Buffer; headers: Record<string, string> } => {
-    const opts = optionsFor(item.rec.url);
-    const cloud = opts.format === "cloudevents";
+  /** Lanes waiting out a backoff are sent now (the receiver answered again, or credentials changed). */
+  const wakeLanes = (dest: Destination) => {
+    for (const lane of dest.lanes.values()) {
+      if (!lane.timer) continue;
+      clearTimeout(lane.timer);
+      lane.timer = undefined;
+      lane.busy = false;
+      makeReady(dest, lane);
+    }
+    pump(dest);
+  };
+
+  const buildRequest = (item: Item): CallbackRequest => {
     // With a spool the body is kept in memory only while it is enqueued (so a first attempt
-    // made at once needs no read-back); later attempts read it back from disk.
+    // made at once needs no read-back); later attempts read it back (from the spool's memory
+    // while the disk has not taken it yet, else from disk).
     const alertJson =
       item.rec.body !== "" ? item.rec.body : item.ref && spool ? spool.read(item.ref) : undefined;
     if (alertJson === undefined) {
@@ -347,31 +270,54 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
         object: item.rec.id,
       });
     }
-    const body = Buffer.from(cloud ? cloudEventBody(alertJson) : alertJson, "utf8");
-    const headers: Record<string, string> = {
-      ...opts.headers,
-      "content-type": cloud ? CLOUDEVENTS_CONTENT_TYPE : "application/json",
-      "user-agent": userAgent,
-      "hive-alert-id": item.rec.id,
-      "hive-delivery-attempt": String(item.attempts),
-    };
-    if (opts.secrets.length > 0)
-      headers[SIGNATURE_HEADER.toLowerCase()] = signBody(opts.secrets, body, Date.now() / 1000);
-    return { body, headers };
+    return callbackOptions.request(item.rec.url, alertJson, {
+      alertId: item.rec.id,
+      attempt: item.attempts,
+      userAgent,
+    });
+  };
+
+  const finishAttempt = (dest: Destination, lane: Lane) => {
+    lane.busy = false;
+    updateGauges();
+    makeReady(dest, lane);
+    pump(dest);
+  };
+
+  const retryLater = (dest: Destination, lane: Lane, item: Item, retryAfterMs: number | undefined) => {
+    metrics.deliveryRetries.inc({ destination: dest.origin });
+    const { delayMs, wholeDestination } = retryDelay(item.attempts, retryAfterMs, retry, random);
+    // The receiver asked the whole destination to slow down, not just this trap.
+    if (wholeDestination) dest.notBefore = Math.max(dest.notBefore, Date.now() + delayMs);
+    lane.timer = setTimeout(() => {
+      lane.timer = undefined;
+      lane.busy = false;
+      makeReady(dest, lane);
+      pump(dest);
+    }, delayMs);
+    updateGauges();
+    pump(dest);
+    return delayMs;
   };
 
   const attempt = async (dest: Destination, lane: Lane, item: Item): Promise<void> => {
     item.inFlight = true;
     item.attempts++;
     const label = { destination: dest.origin };
-    let request: { body: Buffer; headers: Record<string, string> };
+    let request: CallbackRequest;
     try {
       request = buildRequest(item);
     } catch (error) {
-      // The spooled bytes are damaged: no request is made, retrying cannot help.
-      logger.error("a spooled alert cannot be read back; it is dropped", { error, alertId: item.rec.id });
       item.inFlight = false;
       dest.inFlight--;
+      if (!isHiveError(error, "SpoolCorrupt") && !item.done && !closed) {
+        // The spool's disk could not be read: the alert stays queued.
+        logger.warn("a spooled alert cannot be read back now; retrying", { error, alertId: item.rec.id });
+        retryLater(dest, lane, item, undefined);
+        return;
+      }
+      // The spooled bytes are damaged: no request is made, retrying cannot help.
+      logger.error("a spooled alert cannot be read back; it is dropped", { error, alertId: item.rec.id });
       if (!item.done) {
         metrics.alertsDropped.inc({ reason: "spool_corrupt" });
         complete(item);
@@ -393,77 +339,72 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     item.inFlight = false;
     dest.inFlight--;
     if (result.ok) {
-      if (dest.failing) {
+      if (dest.failing || dest.authFailing) {
+        logger.info("alert callback accepts alerts again", { destination: dest.origin });
         dest.failing = false;
-        logger.info("alert callback reachable again", { destination: dest.origin });
+        dest.authFailing = false;
+        // The receiver is back: the others waiting out their backoff need not wait any longer.
+        queueMicrotask(() => wakeLanes(dest));
       }
-      // Counted even when the spool bound dropped the alert while this request was in flight: it did arrive.
+      // Counted even when a bound dropped the alert while this request was in flight: it did arrive.
       metrics.alertsDelivered.inc(label);
       metrics.deliveryLatency.observe(label, Math.max(0, Date.now() - item.rec.createdMs) / 1000);
       complete(item);
-      lane.busy = false;
-    } else {
-      metrics.deliveryFailures.inc({ destination: dest.origin, class: result.class });
-      if (!result.retryable) {
-        const error = new HiveError(
-          "DeliveryFailed",
-          `alert callback rejected the alert: ${result.message}`,
-          {
-            object: redact(item.rec.url),
-            hint: "the receiver refuses this request (wrong URL, auth or payload); fix it, retrying cannot help",
-            status: result.status,
-            alertId: item.rec.id,
-            trapId: item.rec.trapId,
-          },
-        );
-        logger.error(error.message, { error });
-        if (!item.done) {
-          metrics.alertsDropped.inc({ reason: "permanent_failure" });
-          complete(item);
-        }
-        lane.busy = false;
-      } else if (item.done || closed) {
-        // Dropped by the spool bound while in flight, or shutting down: no retry.
-        lane.busy = false;
-      } else {
-        metrics.deliveryRetries.inc(label);
-        let delay = backoffDelay(item.attempts, backoff, random);
-        if (result.retryAfterMs !== undefined) {
-          delay = Math.min(result.retryAfterMs, maxRetryAfterMs);
-          // The receiver asked the whole destination to slow down, not just this trap.
-          dest.notBefore = Math.max(dest.notBefore, Date.now() + delay);
-        }
-        if (!dest.failing) {
-          dest.failing = true;
-          logger.warn("alert callback failing; retrying with backoff", {
-            destination: dest.origin,
-            class: result.class,
-            status: result.status,
-            message: result.message,
-          });
-        } else {
-          logger.debug("alert delivery retry", {
-            destination: dest.origin,
-            alertId: item.rec.id,
-            attempt: item.attempts,
-            delayMs: Math.round(delay),
-            message: result.message,
-          });
-        }
-        lane.timer = setTimeout(() => {
-          lane.timer = undefined;
-          lane.busy = false;
-          makeReady(dest, lane);
-          pump(dest);
-        }, delay);
-        updateGauges();
-        pump(dest);
-        return;
-      }
+      finishAttempt(dest, lane);
+      return;
     }
-    updateGauges();
-    makeReady(dest, lane);
-    pump(dest);
+    metrics.deliveryFailures.inc({ destination: dest.origin, class: result.class });
+    if (!result.retryable) {
+      const error = new HiveError("DeliveryFailed", `alert callback rejected the alert: ${result.message}`, {
+        object: redact(item.rec.url),
+        hint: "the receiver refuses this request (wrong URL or payload); fix it, retrying cannot help",
+        status: result.status,
+        alertId: item.rec.id,
+        trapId: item.rec.trapId,
+      });
+      logger.error(error.message, { error });
+      if (!item.done) {
+        metrics.alertsDropped.inc({ reason: "permanent_failure" });
+        complete(item);
+      }
+      finishAttempt(dest, lane);
+      return;
+    }
+    if (item.done || closed) {
+      // Dropped by a bound while in flight, or shutting down: no retry.
+      finishAttempt(dest, lane);
+      return;
+    }
+    const delayMs = retryLater(dest, lane, item, result.retryAfterMs);
+    const isAuth = result.class === "http_auth" || result.status === 404;
+    if (isAuth && !dest.authFailing) {
+      dest.authFailing = true;
+      dest.failing = true;
+      logger.error("alert callback refuses Hive's credentials; alerts are kept and retried", {
+        error: new HiveError("DeliveryFailed", `alert callback answered ${result.message}`, {
+          object: redact(item.rec.url),
+          hint: "update the callback headers Secret (applied without a restart) or the receiver; alerts wait in the spool meanwhile",
+          status: result.status,
+        }),
+      });
+      options.onAuthFailure?.({ destination: dest.origin, status: result.status, url: redact(item.rec.url) });
+    } else if (!dest.failing) {
+      dest.failing = true;
+      logger.warn("alert callback failing; retrying with backoff", {
+        destination: dest.origin,
+        class: result.class,
+        status: result.status,
+        message: result.message,
+      });
+    } else {
+      logger.debug("alert delivery retry", {
+        destination: dest.origin,
+        alertId: item.rec.id,
+        attempt: item.attempts,
+        delayMs: Math.round(delayMs),
+        message: result.message,
+      });
+    }
   };
 
   const parsed = new Map<string, URL | undefined>();
@@ -482,25 +423,22 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return url;
   };
 
-  const enqueueItem = (rec: SpoolRecord, ref: SpoolRef | undefined, bytes: number): Item | undefined => {
-    const url = parse(rec.url);
-    if (!url) {
-      logger.error("alert callback URL is invalid; alert not delivered", {
-        error: new HiveError("DeliveryFailed", "invalid callback URL", { object: rec.url, alertId: rec.id }),
-      });
-      metrics.alertsDropped.inc({ reason: "permanent_failure" });
-      if (ref && spool) spool.ack(ref);
-      return undefined;
-    }
-    compact();
-    const item: Item = { rec, ref, bytes, attempts: 0, inFlight: false, done: false };
-    all.push(item);
+  const enqueueItem = (
+    dest: Destination,
+    rec: SpoolRecord,
+    ref: SpoolRef | undefined,
+    bytes: number,
+  ): Item => {
+    dest.items.compact(dest.pendingCount);
+    const item: Item = { rec, ref, bytes, attempts: 0, inFlight: false, done: false, origin: dest.origin };
+    dest.items.push(item);
     pendingCount++;
     pendingBytes += bytes;
-    const dest = destinationFor(url.origin, url.protocol);
+    dest.pendingCount++;
+    dest.pendingBytes += bytes;
     let lane = dest.lanes.get(rec.trapId);
     if (!lane) {
-      lane = { items: [], head: 0, busy: false, queued: false, timer: undefined };
+      lane = newLane();
       dest.lanes.set(rec.trapId, lane);
     }
     trimLane(lane);
@@ -510,41 +448,104 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return item;
   };
 
+  const invalidUrl = (rec: SpoolRecord, ref: SpoolRef | undefined) => {
+    logger.error("alert callback URL is invalid; alert not delivered", {
+      error: new HiveError("DeliveryFailed", "invalid callback URL", { object: rec.url, alertId: rec.id }),
+    });
+    metrics.alertsDropped.inc({ reason: "permanent_failure" });
+    if (ref && spool) spool.ack(ref);
+  };
+
+  /** Makes room for `bytes` more in the destination's quota by dropping its own oldest. */
+  const enforceQuota = (dest: Destination, bytes: number) => {
+    if (dest.pendingBytes + bytes <= quotaBytes) return;
+    let free = dest.pendingBytes + bytes - quotaBytes;
+    const dropped = dest.items.dropOldest(
+      () => free > 0,
+      (item) => {
+        free -= item.bytes;
+        // Given up: acknowledged in the spool, so its segment can be deleted.
+        dropItem(true)(item);
+      },
+    );
+    reportDrops(dropped, "destination_quota", dest.origin);
+  };
+
+  /** Appends to the spool; a refusal (or an unexpected failure) is counted and the alert dropped. */
+  const spoolAppend = (rec: SpoolRecord): { ref: SpoolRef; bytes: number } | undefined => {
+    let result: ReturnType<Spool["append"]>;
+    try {
+      result = (spool as Spool).append(rec);
+    } catch (error) {
+      result = { refused: "spool_unwritable" };
+      logger.error("alert spool failed to take an alert", { error, alertId: rec.id });
+    }
+    if ("ref" in result) return result;
+    metrics.alertsDropped.inc({ reason: result.refused });
+    logger.error(
+      result.refused === "too_large"
+        ? "alert larger than the spool can hold; dropped"
+        : "alert spool cannot write and its memory buffer is full; alert dropped",
+      { alertId: rec.id, bytes: Buffer.byteLength(rec.body) + 128, reason: result.refused },
+    );
+    return undefined;
+  };
+
   // Alerts spooled before a restart go first, in their original order.
-  if (spool) for (const r of spool.recovered) enqueueItem({ ...r, body: "" }, r.ref, r.bytes);
+  if (spool) {
+    for (const r of spool.recovered) {
+      const url = parse(r.url);
+      if (!url) invalidUrl({ ...r, body: "" }, r.ref);
+      else enqueueItem(destinationFor(url.origin, url.protocol), { ...r, body: "" }, r.ref, r.bytes);
+    }
+  }
   updateGauges();
 
   return {
     enqueue(rec) {
-      if (closed) throw new HiveError("DeliveryFailed", "alert dispatcher is closed", { object: rec.id });
+      if (closed) {
+        logger.error("alert dispatcher is closed; alert not delivered", { alertId: rec.id });
+        return;
+      }
+      const url = parse(rec.url);
+      if (!url) {
+        invalidUrl(rec, undefined);
+        return;
+      }
+      const dest = destinationFor(url.origin, url.protocol);
       let ref: SpoolRef | undefined;
       let bytes: number;
       if (spool) {
-        const spooled = spool.append(rec);
+        const spooled = spoolAppend(rec);
         if (!spooled) {
-          metrics.alertsDropped.inc({ reason: "too_large" });
-          logger.error("alert larger than the spool can hold; dropped", {
-            alertId: rec.id,
-            bytes: Buffer.byteLength(rec.body) + 128,
-          });
+          updateGauges();
           return;
         }
-        ref = spooled.ref;
-        bytes = spooled.bytes; // measured by the spool already
+        ({ ref, bytes } = spooled);
       } else {
         bytes = Buffer.byteLength(rec.body) + 128;
-        if (pendingBytes + bytes > maxPendingBytes) {
+        while (pendingBytes + bytes > maxPendingBytes) {
+          // The destination holding the most gives up its oldest.
+          let largest: Destination | undefined;
+          for (const d of destinations.values())
+            if (!largest || d.pendingBytes > largest.pendingBytes) largest = d;
+          if (!largest || largest.pendingCount === 0) break;
           let free = pendingBytes + bytes - maxPendingBytes;
-          dropOldest((item) => {
-            if (free <= 0) return false;
-            if (!item.done) free -= item.bytes;
-            return true;
-          }, "spool_full");
+          const dropped = largest.items.dropOldest(
+            () => free > 0,
+            (item) => {
+              free -= item.bytes;
+              dropItem(false)(item);
+            },
+          );
+          reportDrops(dropped, "spool_full", largest.origin);
+          if (dropped === 0) break;
         }
+        enforceQuota(dest, bytes);
       }
-      const item = enqueueItem(rec, ref, bytes);
-      // On disk now: an attempt not made during enqueueItem reads the body back when it is sent.
-      if (item && ref && !item.done) item.rec = { ...item.rec, body: "" };
+      const item = enqueueItem(dest, rec, ref, bytes);
+      // In the spool now: an attempt not made during enqueueItem reads the body back from there.
+      if (ref && !item.done) item.rec = { ...item.rec, body: "" };
       updateGauges();
     },
     idle(timeoutMs) {
@@ -569,12 +570,19 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       updateGauges();
     },
     setDestinations(list) {
-      prefixes = byLongestPrefix(list);
-      resolved.clear();
+      callbackOptions.set(list);
+      // New credentials: what waits for a retry is tried with them at once.
+      for (const dest of destinations.values()) if (dest.failing) wakeLanes(dest);
     },
-    spoolSegmentDropped(segment) {
-      // The spool drops whole segments, oldest first: drop the items of that segment and older.
-      dropOldest((item) => item.ref === undefined || item.ref.segment <= segment, "spool_full");
+    spoolSegmentDropped(drop) {
+      // The spool drops a destination's segments oldest first: drop its items of that segment and older.
+      const dest = destinations.get(drop.stream);
+      const dropped =
+        dest?.items.dropOldest(
+          (item) => item.ref === undefined || item.ref.segment <= drop.segment,
+          dropItem(false),
+        ) ?? 0;
+      reportDrops(dropped, drop.reason, drop.stream);
     },
   };
 }

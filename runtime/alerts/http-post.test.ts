@@ -3,10 +3,12 @@ import { backoffDelay } from "../backoff.ts";
 import { classifyStatus, parseRetryAfter } from "./http-post.ts";
 
 describe("delivery failure classification", () => {
-  it("retries 5xx, 429, 408 and 425 and gives up on other 4xx", () => {
+  it("retries 5xx, 429, 408, 425, refused credentials (401, 403) and 404, and gives up on other 4xx", () => {
     expect(classifyStatus(204)).toEqual({ ok: true, retryable: false });
-    for (const s of [500, 502, 503, 429, 408, 425]) expect(classifyStatus(s).retryable).toBe(true);
-    for (const s of [400, 401, 403, 404, 410, 413, 422])
+    for (const s of [500, 502, 503, 429, 408, 425, 404]) expect(classifyStatus(s).retryable).toBe(true);
+    for (const s of [401, 403])
+      expect(classifyStatus(s)).toEqual({ ok: false, retryable: true, class: "http_auth" });
+    for (const s of [400, 405, 410, 413, 422])
       expect(classifyStatus(s)).toEqual({ ok: false, retryable: false, class: "http_4xx" });
   });
 

@@ -1,7 +1,7 @@
 /**
  * One HTTP POST attempt to a callback, with connect and response timeouts, classified as
- * data: delivered, retryable (refused, reset, timeouts, DNS, 5xx, 408, 425, 429 with its
- * Retry-After) or permanent (every other 4xx, bad URL). Never throws.
+ * data: delivered, retryable (refused, reset, timeouts, DNS, 5xx, 401, 403, 404, 408, 425,
+ * 429 with its Retry-After) or permanent (every other 4xx, bad URL). Never throws.
  *
  * Node's http/https with a keep-alive Agent per destination; not global fetch, whose pool
  * cannot be given a connect timeout without importing undici.
@@ -82,9 +82,14 @@ export function classifyStatus(status: number): { ok: boolean; retryable: boolea
   if (status >= 200 && status < 300) return { ok: true, retryable: false };
   if (status === 429) return { ok: false, retryable: true, class: "http_429" };
   if (status >= 500) return { ok: false, retryable: true, class: "http_5xx" };
-  // 408 Request Timeout and 425 Too Early invite a retry; other 4xx (and 1xx/3xx, which a
+  // Refused credentials change when a Secret is rotated (the agent applies it without a
+  // restart): retried with backoff, within the spool's bounds. Receivers often answer 404
+  // to a wrong token, to hide that the route exists.
+  if (status === 401 || status === 403) return { ok: false, retryable: true, class: "http_auth" };
+  // 404, 408 Request Timeout and 425 Too Early invite a retry; other 4xx (and 1xx/3xx, which a
   // POST callback should not answer) will not change by retrying.
-  if (status === 408 || status === 425) return { ok: false, retryable: true, class: "http_4xx" };
+  if (status === 404 || status === 408 || status === 425)
+    return { ok: false, retryable: true, class: "http_4xx" };
   return { ok: false, retryable: false, class: "http_4xx" };
 }
 

@@ -31,7 +31,7 @@ import {
 } from "./dispatcher.ts";
 import type { PodEventRecorder } from "./pod-events.ts";
 import { createTrapRateLimiter, type RateLimitOptions, type TrapRateLimiter } from "./rate-limit.ts";
-import { openSpool, type Spool } from "./spool.ts";
+import { openSpool, type Spool, type SpoolOptions } from "./spool.ts";
 import { type LineSink, stdoutSink } from "./stdout-sink.ts";
 
 export interface AlertPipelineConfig {
@@ -49,7 +49,7 @@ export interface AlertPipelineConfig {
   /** Where each alert's JSON line goes; default stdout. `false` disables it (benchmarks). */
   lines?: LineSink | false;
   /** Durable spool (a hostPath directory in the cluster); without it undelivered alerts are kept in memory only. */
-  spool?: { dir: string; maxBytes?: number; segmentBytes?: number; fsyncIntervalMs?: number };
+  spool?: Omit<SpoolOptions, "logger" | "onDrop" | "onCorrupt" | "onWriteError">;
   /** Delivery tuning and per-URL-prefix secrets/format (see DispatcherOptions). */
   delivery?: Omit<DispatcherOptions, "logger" | "metrics" | "spool">;
   /** Rate limit per trap × container × executable; `false` disables it. Default 100/s, burst 200. */
@@ -123,8 +123,9 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
     spool = openSpool({
       ...config.spool,
       logger: logger.child({ component: "alert-spool" }),
-      onDrop: (segment) => dispatcher?.spoolSegmentDropped(segment),
+      onDrop: (drop) => dispatcher?.spoolSegmentDropped(drop),
       onCorrupt: () => metrics.spoolCorruptFiles.inc(),
+      onWriteError: (reason) => metrics.spoolWriteErrors.inc({ reason }),
     });
   }
   dispatcher = createDispatcher({
@@ -228,7 +229,8 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
       await dispatcher.close();
       await config.podEvents?.close();
       await allowedWriter?.close();
-      spool?.close();
+      const lost = spool?.close().unwritten ?? 0;
+      if (lost > 0) metrics.alertsDropped.inc({ reason: "spool_unwritable" }, lost);
       const unreported = limiter?.pending();
       if (unreported && unreported.size > 0) {
         logger.info("alerts suppressed by rate limiting and not yet reported in an alert", {

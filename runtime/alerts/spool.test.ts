@@ -35,7 +35,7 @@ describe("alert spool", () => {
     const { dir, logger } = setup();
     const spool = openSpool({ dir, logger, segmentBytes: 4096 });
     const refs = Array.from({ length: 100 }, (_, n) => spool.append(record(n)));
-    for (const [n, r] of refs.entries()) if (n % 2 === 0 && r) spool.ack(r.ref);
+    for (const [n, r] of refs.entries()) if (n % 2 === 0 && "ref" in r) spool.ack(r.ref);
     spool.close();
     const again = openSpool({ dir, logger, segmentBytes: 4096 });
     expect(again.recovered.map((r) => r.id)).toEqual(
@@ -53,7 +53,7 @@ describe("alert spool", () => {
     spool.flush();
     const before = segmentFiles(dir).length;
     expect(before).toBeGreaterThan(3);
-    for (const r of refs) if (r) spool.ack(r.ref);
+    for (const r of refs) if ("ref" in r) spool.ack(r.ref);
     spool.close();
     expect(segmentFiles(dir)).toEqual([]);
     expect(spoolDiskBytes(dir)).toBe(0);
@@ -68,7 +68,7 @@ describe("alert spool", () => {
       logger,
       maxBytes,
       segmentBytes: 4096,
-      onDrop: (segment, undelivered) => drops.push({ segment, undelivered }),
+      onDrop: ({ segment, undelivered }) => drops.push({ segment, undelivered }),
     });
     for (let n = 0; n < 1000; n++) {
       spool.append(record(n));
@@ -134,7 +134,8 @@ describe("alert spool", () => {
     expect(logs.some((l) => l.level === "error")).toBe(true);
     // New records go to a newer segment and survive a restart.
     const r = spool.append(record(1));
-    expect(r?.ref.segment).toBe(8);
+    spool.flush();
+    expect("ref" in r && r.ref.segment).toBe(8);
     spool.close();
     const again = openSpool({ dir, logger });
     expect(again.recovered.map((x) => x.id)).toEqual([record(1).id]);
@@ -148,7 +149,7 @@ describe("alert spool", () => {
     for (let n = 0; n < 600; n++) {
       const r = spool.append(record(n));
       if (n % 3 === 0) kept.push(record(n).id);
-      else if (r) spool.ack(r.ref);
+      else if ("ref" in r) spool.ack(r.ref);
       if (n % 20 === 0) await new Promise((resolve) => setTimeout(resolve, 1));
     }
     spool.close();
@@ -175,8 +176,8 @@ describe("alert spool", () => {
   it("refuses a record larger than a quarter of the bound", () => {
     const { dir, logger } = setup();
     const spool = openSpool({ dir, logger, maxBytes: 16 * 1024 });
-    expect(spool.append(record(1, "x".repeat(8 * 1024)))).toBeUndefined();
-    expect(spool.append(record(2))).toBeDefined();
+    expect(spool.append(record(1, "x".repeat(8 * 1024)))).toEqual({ refused: "too_large" });
+    expect(spool.append(record(2))).toHaveProperty("ref");
     spool.close();
   });
 });

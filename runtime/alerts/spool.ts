@@ -5,72 +5,81 @@
  * Layout: a directory of numbered segments. `seg-<n>.log` holds alert records, appended
  * only; `seg-<n>.ack` holds the record numbers of that segment already delivered (or given
  * up). A segment whose records are all acknowledged is deleted. After a restart a new
- * segment is started; old segments are only read and acknowledged.
+ * segment is started; old segments are only read and acknowledged. The format is in
+ * spool-format.ts, reading it back at start in spool-recovery.ts.
  *
- * Framing (every record in both files), little-endian:
- *   magic "HV" (2 bytes) · version 1 (1) · type (1: alert, 2: ack) · payload length (4) · CRC-32 of payload (4) · payload
- * An incomplete or checksum-failing record at the very end of a file is a torn write (the
- * process or machine died mid-append): it is ignored with a warning. A bad record anywhere
- * else means the file is corrupt: the records before it are kept, the rest is skipped, and
- * an error is logged and counted; the agent goes on.
+ * Each destination (a callback URL's origin) has segments of its own — a stream — so that
+ * acknowledging one destination's alerts frees whole segments whatever the others do.
  *
- * Bound: the files together never exceed `maxBytes`. To make room the oldest segment is
- * dropped whole; its alerts not yet delivered are reported to `onDrop` (counted as
- * spool_full), never silently lost. Segments are `segmentBytes` each, so the drop
- * granularity is one segment (maxBytes / 16 by default).
+ * Bounds: the files together never exceed `maxBytes`, one destination's never exceed
+ * `destinationQuotaBytes` (default: maxBytes). To make room a whole segment is dropped: the
+ * destination's own oldest when it is over its quota (destination_quota), else the oldest
+ * of the destination holding the most (spool_full) — so a dead callback filling the spool
+ * loses its own alerts, never the smaller backlog of another. Undelivered alerts of a
+ * dropped segment are reported to `onDrop`, never silently lost. Segments are
+ * `segmentBytes` each, so the drop granularity is one segment (maxBytes / 16 by default).
+ *
+ * A disk that refuses writes (full, quota, I/O error) never corrupts the spool and never
+ * throws out of `append`: a record gets its place in a segment only when its bytes are
+ * written, a write cut short is continued exactly where it stopped, and records not yet
+ * written wait in memory (bounded by `maxUnwrittenBytes`; beyond it `append` refuses with
+ * `spool_unwritable`), readable and acknowledgeable from there. Writing is retried every
+ * `retryWriteMs` and as soon as a deleted segment frees space. Each failed attempt is
+ * reported to `onWriteError` with its reason.
  *
  * Durability: appends are written (write(2)) at the end of the current event-loop turn,
  * which survives a crash of the agent process; fdatasync runs every `fsyncIntervalMs` on
- * the thread pool (default 1 s; 0 = after every write), which bounds what a machine crash can lose.
+ * the thread pool (default 1 s; 0 = after every write), which bounds what a machine crash
+ * can lose. The directory is fsynced the same way after a segment is created or deleted.
  */
-import {
-  closeSync,
-  fdatasync,
-  fdatasyncSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  readSync,
-  statSync,
-  unlinkSync,
-  writeSync,
-} from "node:fs";
+import { mkdirSync, openSync, readdirSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { crc32 } from "node:zlib";
 import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
+import { AppendFile, SpoolFiles, type SpoolWriteError, writeErrorReason } from "./spool-file.ts";
+import {
+  decodeFramedBody,
+  frameAck,
+  frameRecord,
+  HEADER_BYTES,
+  type SpoolRecord,
+  segmentFileName,
+} from "./spool-format.ts";
 import { acquireSpoolLock } from "./spool-lock.ts";
+import { type RecoveredRecord, recoverSpool, type SpoolRef } from "./spool-recovery.ts";
 
-export interface SpoolRecord {
-  id: string;
-  url: string;
-  trapId: string;
-  /** Wall-clock ms when the alert was produced (delivery latency survives restarts). */
-  createdMs: number;
-  /** The alert, serialised. */
-  body: string;
-}
-
-export interface SpoolRef {
-  segment: number;
-  index: number;
-  /** Byte offset and length of the record's payload in its segment file (for read-back). */
-  offset: number;
-  length: number;
-}
+export type { SpoolRecord } from "./spool-format.ts";
+export type { RecoveredRecord, SpoolRef } from "./spool-recovery.ts";
 
 /** Where an appended record went. */
 export interface Spooled {
+  /** Filled in (segment, index, offset) once the record is written; the same object throughout. */
   ref: SpoolRef;
   /** Bytes the record occupies on disk. */
   bytes: number;
 }
 
-/** A recovered record: its body stays on disk until `read` (memory stays small after a long outage). */
-export interface RecoveredRecord extends Omit<SpoolRecord, "body"> {
-  ref: SpoolRef;
-  bytes: number;
+/** A segment dropped to stay in a bound: its records not acknowledged yet are lost. */
+export interface SegmentDrop {
+  segment: number;
+  /** The destination (streamOf) whose records it held. */
+  stream: string;
+  undelivered: number;
+  reason: "spool_full" | "destination_quota";
+}
+
+/** The stream (destination) a record belongs to: its callback URL's origin. */
+export function streamOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return "invalid";
+  }
+}
+
+/** Why `append` did not take a record (the dispatcher counts it as a drop with this reason). */
+export interface SpoolRefusal {
+  refused: "too_large" | "spool_unwritable";
 }
 
 export interface SpoolOptions {
@@ -81,176 +90,77 @@ export interface SpoolOptions {
   segmentBytes?: number;
   /** fdatasync period; 0 syncs after every write. Default 1000 ms. */
   fsyncIntervalMs?: number;
+  /** Records held in memory while the disk refuses writes; default 8 MiB, at most maxBytes / 4. */
+  maxUnwrittenBytes?: number;
+  /** How often writing is tried again after a failure; default 1000 ms. */
+  retryWriteMs?: number;
   logger: Logger;
-  /** Called when a segment is dropped to stay under maxBytes, with its undelivered records. */
-  onDrop?: (segment: number, undelivered: number) => void;
+  /** Bytes one destination's segments may hold; default maxBytes (then only the fair share applies). */
+  destinationQuotaBytes?: number;
+  /** Called when a segment is dropped to stay in a bound, with its undelivered records. */
+  onDrop?: (drop: SegmentDrop) => void;
   /** Called once per corrupt file found at open. */
   onCorrupt?: (file: string) => void;
+  /** Called for each failed attempt to write the spool. */
+  onWriteError?: (reason: SpoolWriteError) => void;
+}
+
+export interface SpoolStats {
+  bytes: number;
+  pending: number;
+  segments: number;
+  /** Bytes of records waiting in memory for the disk to take them. */
+  unwrittenBytes: number;
+  /** Why the last write to disk failed, until a later write succeeds. */
+  writeError?: string;
 }
 
 export interface Spool {
+  /** The bound of the spool's files together (bytes). */
+  readonly maxBytes: number;
   /** Undelivered records found at open, oldest first (bodies left on disk: use `read`). */
   readonly recovered: readonly RecoveredRecord[];
-  /** Appends a record; undefined when the record alone is larger than the spool may hold. */
-  append(record: SpoolRecord): Spooled | undefined;
+  /** Takes a record (never throws); a refusal says why it was not taken. */
+  append(record: SpoolRecord): Spooled | SpoolRefusal;
   /**
-   * The body of a spooled record, read back from disk (checksum verified). Undefined when
-   * the record is gone (acknowledged, or dropped by the bound); throws a SpoolCorrupt
-   * HiveError when the bytes on disk no longer match.
+   * The body of a spooled record, from memory while it is not written yet, else read back
+   * from disk (checksum verified). Undefined when the record is gone (acknowledged, or
+   * dropped by the bound); throws a SpoolCorrupt HiveError when the bytes on disk no longer
+   * match, a DeliveryFailed one when the disk cannot be read (worth retrying).
    */
   read(ref: SpoolRef): string | undefined;
   ack(ref: SpoolRef): void;
-  /** `writeError`: why the last write to disk failed, until a later write succeeds. */
-  stats(): { bytes: number; pending: number; segments: number; writeError?: string };
-  /** Writes buffered appends and acks, then fdatasyncs. */
+  stats(): SpoolStats;
+  /** Writes what waits (never throws: a failure is in `stats().writeError`), then fdatasyncs. */
   flush(): void;
-  close(): void;
+  /** Flushes and closes; returns how many records could not be written and are lost. */
+  close(): { unwritten: number };
 }
 
-const MAGIC0 = 0x48; // "H"
-const MAGIC1 = 0x56; // "V"
-const VERSION = 1;
-const TYPE_ALERT = 1;
-const TYPE_ACK = 2;
-const HEADER_BYTES = 12;
-
-function frame(type: number, payload: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(HEADER_BYTES + payload.length);
-  out[0] = MAGIC0;
-  out[1] = MAGIC1;
-  out[2] = VERSION;
-  out[3] = type;
-  out.writeUInt32LE(payload.length, 4);
-  out.writeUInt32LE(crc32(payload), 8);
-  payload.copy(out, HEADER_BYTES);
-  return out;
-}
-
-export type FrameScan =
-  | { ok: true; payloads: Buffer[]; offsets: number[] }
-  | { ok: false; payloads: Buffer[]; offsets: number[]; torn: boolean; offset: number; reason: string };
-
-/** Reads framed records of one type; stops at the first bad one and says whether it is a torn tail. */
-export function scanFrames(data: Buffer, type: number): FrameScan {
-  const payloads: Buffer[] = [];
-  const offsets: number[] = [];
-  let offset = 0;
-  while (offset < data.length) {
-    const left = data.length - offset;
-    if (left < HEADER_BYTES)
-      return { ok: false, payloads, offsets, torn: true, offset, reason: "incomplete record header" };
-    if (
-      data[offset] !== MAGIC0 ||
-      data[offset + 1] !== MAGIC1 ||
-      data[offset + 2] !== VERSION ||
-      data[offset + 3] !== type
-    ) {
-      return { ok: false, payloads, offsets, torn: false, offset, reason: "bad record header" };
-    }
-    const length = data.readUInt32LE(offset + 4);
-    const end = offset + HEADER_BYTES + length;
-    if (end > data.length)
-      return {
-        ok: false,
-        payloads,
-        offsets,
-        torn: true,
-        offset,
-        reason: "record runs past the end of the file",
-      };
-    const payload = data.subarray(offset + HEADER_BYTES, end);
-    if (crc32(payload) !== data.readUInt32LE(offset + 8)) {
-      // A checksum failure on the last record is what a torn page write looks like.
-      return { ok: false, payloads, offsets, torn: end === data.length, offset, reason: "checksum mismatch" };
-    }
-    payloads.push(payload);
-    offsets.push(offset + HEADER_BYTES);
-    offset = end;
-  }
-  return { ok: true, payloads, offsets };
-}
-
-/** An alert record, framed, written straight into one buffer (the hot path: no intermediate copies). */
-function frameRecord(record: SpoolRecord): Buffer {
-  const head = `${JSON.stringify({ i: record.id, u: record.url, t: record.trapId, c: record.createdMs })}\n`;
-  const headBytes = Buffer.byteLength(head);
-  const length = headBytes + Buffer.byteLength(record.body);
-  const out = Buffer.allocUnsafe(HEADER_BYTES + length);
-  out[0] = MAGIC0;
-  out[1] = MAGIC1;
-  out[2] = VERSION;
-  out[3] = TYPE_ALERT;
-  out.writeUInt32LE(length, 4);
-  out.write(head, HEADER_BYTES, "utf8");
-  out.write(record.body, HEADER_BYTES + headBytes, "utf8");
-  out.writeUInt32LE(crc32(out.subarray(HEADER_BYTES)), 8);
-  return out;
-}
-
-function decodeRecordSafe(payload: Buffer): SpoolRecord | undefined {
-  try {
-    return decodeRecord(payload);
-  } catch {
-    return undefined;
-  }
-}
-
-function decodeRecord(payload: Buffer): SpoolRecord | undefined {
-  const text = payload.toString("utf8");
-  const nl = text.indexOf("\n");
-  if (nl < 0) return undefined;
-  const head = JSON.parse(text.slice(0, nl)) as { i?: unknown; u?: unknown; t?: unknown; c?: unknown };
-  if (
-    typeof head.i !== "string" ||
-    typeof head.u !== "string" ||
-    typeof head.t !== "string" ||
-    typeof head.c !== "number"
-  ) {
-    return undefined;
-  }
-  return { id: head.i, url: head.u, trapId: head.t, createdMs: head.c, body: text.slice(nl + 1) };
-}
+/** `segment` of a record not written yet (compares greater than every real segment). */
+const UNASSIGNED = Number.MAX_SAFE_INTEGER;
 
 interface Segment {
   n: number;
-  logFd: number | undefined;
-  ackFd: number | undefined;
+  stream: string;
+  log: AppendFile;
+  ack: AppendFile;
   logBytes: number;
   ackBytes: number;
   records: number;
   acked: Set<number>;
-  logBuf: Buffer[];
-  ackBuf: Buffer[];
-  dirty: boolean;
-  /** Log bytes already written to the file (the rest is in logBuf). */
-  flushed: number;
+  /** The record whose write was cut short: its remainder is queued in `log`, its bytes in memory. */
+  tail: SpoolRef | undefined;
   readFd: number | undefined;
 }
-
-/** Segment `n` with nothing read, written or open yet. */
-const emptySegment = (n: number): Segment => ({
-  n,
-  logFd: undefined,
-  ackFd: undefined,
-  logBytes: 0,
-  ackBytes: 0,
-  records: 0,
-  acked: new Set(),
-  logBuf: [],
-  ackBuf: [],
-  dirty: false,
-  flushed: 0,
-  readFd: undefined,
-});
-
-const SEGMENT_FILE = /^seg-(\d{1,16})\.log$/;
-const name = (n: number, ext: "log" | "ack") => `seg-${String(n).padStart(16, "0")}.${ext}`;
 
 export function openSpool(options: SpoolOptions): Spool {
   const { dir, logger } = options;
   const maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
   const segmentBytes = Math.max(4096, options.segmentBytes ?? Math.floor(maxBytes / 16));
   const fsyncIntervalMs = options.fsyncIntervalMs ?? 1000;
+  const maxUnwrittenBytes = Math.min(options.maxUnwrittenBytes ?? 8 * 1024 * 1024, maxBytes / 4);
+  const retryWriteMs = options.retryWriteMs ?? 1000;
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   } catch (error) {
@@ -262,258 +172,344 @@ export function openSpool(options: SpoolOptions): Spool {
   }
 
   const releaseLock = acquireSpoolLock(dir);
+  const files = new SpoolFiles(dir, logger);
+  const path = (n: number, ext: "log" | "ack") => join(dir, segmentFileName(n, ext));
 
+  const quotaBytes = options.destinationQuotaBytes ?? maxBytes;
   const segments = new Map<number, Segment>(); // insertion order = oldest first
-  let current: Segment | undefined;
+  /** The segment each stream appends to. */
+  const currents = new Map<string, Segment>();
+  /** Bytes each stream holds (its segments and its records not written yet). */
+  const streamBytes = new Map<string, number>();
+  const addBytes = (stream: string, bytes: number) => {
+    totalBytes += bytes;
+    const now = (streamBytes.get(stream) ?? 0) + bytes;
+    if (now <= 0) streamBytes.delete(stream);
+    else streamBytes.set(stream, now);
+  };
   let totalBytes = 0;
   let pending = 0;
+  /** Records not wholly on disk (not written yet, or cut short), by their ref. */
+  const memory = new Map<SpoolRef, { framed: Buffer; stream: string }>();
+  const urlStreams = new Map<string, string>();
+  const streamOfUrl = (url: string) => {
+    let stream = urlStreams.get(url);
+    if (stream === undefined) {
+      stream = streamOf(url);
+      if (urlStreams.size > 10_000) urlStreams.clear();
+      urlStreams.set(url, stream);
+    }
+    return stream;
+  };
+  /** Records not written yet, oldest first (entries whose ref left `memory` were acknowledged). */
+  let queue: SpoolRef[] = [];
+  let queueHead = 0;
+  let ackedInQueue = 0;
+  let unassignedBytes = 0;
   let flushScheduled = false;
   let closed = false;
   let writeError: string | undefined;
-  const path = (n: number, ext: "log" | "ack") => join(dir, name(n, ext));
+  let lastFailureMs = 0;
+  let retryTimer: NodeJS.Timeout | undefined;
 
-  // The periodic fdatasync runs on libuv's thread pool so a slow disk never stalls the
-  // event loop (and with it delivery). An fd is not closed while such a sync is pending,
-  // so its number cannot be reused under the sync.
-  const syncing = new Map<number, number>();
-  const closeAfterSync = new Set<number>();
-  const closeFd = (fd: number) => {
-    if (syncing.has(fd)) closeAfterSync.add(fd);
-    else closeSync(fd);
-  };
-  const syncInBackground = (fd: number) => {
-    if (syncing.has(fd)) return;
-    syncing.set(fd, 1);
-    fdatasync(fd, (error) => {
-      syncing.delete(fd);
-      if (closeAfterSync.delete(fd)) closeSync(fd);
-      if (error) logger.warn("alert spool fdatasync failed", { error });
-    });
-  };
+  const makeSegment = (n: number, stream: string): Segment => ({
+    n,
+    stream,
+    log: new AppendFile(path(n, "log"), files),
+    ack: new AppendFile(path(n, "ack"), files),
+    logBytes: 0,
+    ackBytes: 0,
+    records: 0,
+    acked: new Set(),
+    tail: undefined,
+    readFd: undefined,
+  });
 
   const removeSegment = (seg: Segment) => {
-    for (const fd of [seg.logFd, seg.ackFd, seg.readFd]) if (fd !== undefined) closeFd(fd);
-    seg.logFd = undefined;
-    seg.ackFd = undefined;
+    seg.log.close();
+    seg.ack.close();
+    if (seg.readFd !== undefined) files.close(seg.readFd);
     seg.readFd = undefined;
-    for (const ext of ["log", "ack"] as const) {
-      try {
-        unlinkSync(path(seg.n, ext));
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "ENOENT")
-          logger.error("cannot delete a spool file", { file: name(seg.n, ext), error });
-      }
-    }
-    totalBytes -= seg.logBytes + seg.ackBytes;
+    files.remove(path(seg.n, "log"));
+    files.remove(path(seg.n, "ack"));
+    addBytes(seg.stream, -(seg.logBytes + seg.ackBytes));
     pending -= seg.records - seg.acked.size;
+    if (seg.tail) memory.delete(seg.tail);
     segments.delete(seg.n);
-    if (current === seg) current = undefined;
+    if (currents.get(seg.stream) === seg) currents.delete(seg.stream);
+    if (fsyncIntervalMs === 0) files.syncDirectory(false);
+    // Space was freed: what waits in memory may fit now.
+    if (writeError !== undefined) scheduleFlush();
   };
 
   // ---- recovery --------------------------------------------------------------------
-  const recovered: RecoveredRecord[] = [];
-  let nextSegment = 1;
-  const found = readdirSync(dir)
-    .map((f) => SEGMENT_FILE.exec(f))
-    .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => Number(m[1]))
-    .sort((a, b) => a - b);
-  for (const n of found) {
-    nextSegment = Math.max(nextSegment, n + 1);
-    const seg = emptySegment(n);
-    let logData: Buffer;
-    try {
-      logData = readFileSync(path(n, "log"));
-    } catch (error) {
-      logger.error("cannot read a spool file; skipping it", { file: name(n, "log"), error });
-      continue;
-    }
-    seg.logBytes = logData.length;
-    seg.flushed = logData.length;
-    const scan = scanFrames(logData, TYPE_ALERT);
-    const records: (SpoolRecord | undefined)[] = [];
-    let corrupt = !scan.ok && !scan.torn;
-    for (const payload of scan.payloads) {
-      const record = decodeRecordSafe(payload);
-      if (!record) {
-        corrupt = true;
-        break;
-      }
-      records.push(record);
-    }
-    if (!scan.ok && scan.torn) {
-      logger.warn("torn record at the end of a spool file ignored (the agent stopped mid-write)", {
-        file: name(n, "log"),
-        offset: scan.offset,
-        reason: scan.reason,
-      });
-    }
-    if (corrupt) {
-      const error = new HiveError(
-        "SpoolCorrupt",
-        "alert spool file is corrupt; its readable records are kept, the rest is skipped",
-        {
-          object: name(n, "log"),
-          hint: "the disk or another process damaged the spool; alerts in the damaged part cannot be delivered",
-          offset: scan.ok ? undefined : scan.offset,
-          reason: scan.ok ? "undecodable record" : scan.reason,
-          kept: records.length,
-        },
-      );
-      logger.error(error.message, { error });
-      options.onCorrupt?.(name(n, "log"));
-    }
-    seg.records = records.length;
-    try {
-      const ackData = readFileSync(path(n, "ack"));
-      seg.ackBytes = ackData.length;
-      const acks = scanFrames(ackData, TYPE_ACK);
-      if (!acks.ok && !acks.torn) {
-        logger.error("alert spool acknowledgement file is corrupt; its alerts may be delivered twice", {
-          error: new HiveError("SpoolCorrupt", "corrupt acknowledgement file", {
-            object: name(n, "ack"),
-            reason: acks.reason,
-          }),
-        });
-        options.onCorrupt?.(name(n, "ack"));
-      }
-      for (const p of acks.payloads) if (p.length === 4) seg.acked.add(p.readUInt32LE(0));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT")
-        logger.error("cannot read a spool acknowledgement file", { file: name(n, "ack"), error });
-    }
-    segments.set(n, seg);
-    totalBytes += seg.logBytes + seg.ackBytes;
-    for (const index of [...seg.acked]) if (index >= seg.records) seg.acked.delete(index);
-    pending += seg.records - seg.acked.size;
-    if (seg.acked.size === seg.records) {
-      removeSegment(seg);
-      continue;
-    }
-    records.forEach((record, index) => {
-      const payload = scan.payloads[index] as Buffer;
-      if (record && !seg.acked.has(index)) {
-        recovered.push({
-          id: record.id,
-          url: record.url,
-          trapId: record.trapId,
-          createdMs: record.createdMs,
-          ref: { segment: n, index, offset: scan.offsets[index] as number, length: payload.length },
-          bytes: HEADER_BYTES + payload.length,
-        });
-      }
+  const recovery = recoverSpool(dir, logger, streamOf, options.onCorrupt);
+  let nextSegment = recovery.nextSegment;
+  for (const found of recovery.segments) {
+    const seg = makeSegment(found.n, found.stream);
+    Object.assign(seg, {
+      logBytes: found.logBytes,
+      ackBytes: found.ackBytes,
+      records: found.records,
+      acked: found.acked,
     });
+    segments.set(seg.n, seg);
+    addBytes(seg.stream, seg.logBytes + seg.ackBytes);
+    pending += seg.records - seg.acked.size;
+    if (seg.acked.size === seg.records) removeSegment(seg);
   }
+  const recovered = recovery.recovered;
   if (recovered.length > 0)
     logger.info("alert spool recovered undelivered alerts", { alerts: recovered.length, bytes: totalBytes });
 
   // ---- writing ---------------------------------------------------------------------
+  const syncAll = (background: boolean) => {
+    for (const seg of segments.values()) {
+      seg.log.sync(background);
+      seg.ack.sync(background);
+    }
+    files.syncDirectory(background);
+  };
   const fsyncTimer =
     fsyncIntervalMs > 0
       ? setInterval(() => {
-          for (const seg of segments.values()) {
-            if (!seg.dirty) continue;
-            seg.dirty = false;
-            for (const fd of [seg.logFd, seg.ackFd]) if (fd !== undefined) syncInBackground(fd);
+          try {
+            syncAll(true);
+          } catch (error) {
+            logger.warn("alert spool fdatasync failed", { error });
           }
         }, fsyncIntervalMs)
       : undefined;
   fsyncTimer?.unref();
 
-  const writeAll = (fd: number, chunks: Buffer[]) => {
-    const buf = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
-    let off = 0;
-    while (off < buf.length) off += writeSync(fd, buf, off, buf.length - off);
+  /** A new current segment of `stream`; the previous one keeps only what it still has to write. */
+  const roll = (stream: string): Segment => {
+    const previous = currents.get(stream);
+    const seg = makeSegment(nextSegment++, stream);
+    segments.set(seg.n, seg);
+    currents.set(stream, seg);
+    if (previous && previous.log.queued === 0) {
+      previous.log.close();
+      if (previous.acked.size === previous.records) removeSegment(previous);
+    }
+    return seg;
   };
 
-  const flushWrites = () => {
-    flushScheduled = false;
-    // Alert records first, then acknowledgements: an ack never reaches disk before its record.
-    for (const seg of segments.values()) {
-      if (seg.logBuf.length === 0) continue;
-      seg.logFd ??= openSync(path(seg.n, "log"), "a", 0o600);
-      writeAll(seg.logFd, seg.logBuf);
-      seg.logBuf = [];
-      seg.flushed = seg.logBytes;
-      seg.dirty = true;
-      if (fsyncIntervalMs === 0) fdatasyncSync(seg.logFd);
-    }
-    for (const seg of segments.values()) {
-      if (seg.ackBuf.length === 0) continue;
-      seg.ackFd ??= openSync(path(seg.n, "ack"), "a", 0o600);
-      writeAll(seg.ackFd, seg.ackBuf);
-      seg.ackBuf = [];
-      seg.dirty = true;
-      if (fsyncIntervalMs === 0) fdatasyncSync(seg.ackFd);
-    }
+  const unassign = (ref: SpoolRef) => {
+    ref.segment = UNASSIGNED;
+    ref.index = -1;
+    ref.offset = -1;
   };
+
+  /** Writes alert records: first the rest of records cut short, then new ones, each at its place. */
+  const flushLog = (): NodeJS.ErrnoException | undefined => {
+    for (const seg of segments.values()) {
+      if (seg.log.queued === 0) continue;
+      const { error } = seg.log.drain();
+      if (error) return error;
+      if (seg.tail) memory.delete(seg.tail);
+      seg.tail = undefined;
+      if (currents.get(seg.stream) !== seg) seg.log.close();
+    }
+    // Order matters only within a stream: group what waits by stream, oldest first.
+    const byStream = new Map<string, SpoolRef[]>();
+    for (let i = queueHead; i < queue.length; i++) {
+      const ref = queue[i] as SpoolRef;
+      const held = memory.get(ref);
+      if (!held) continue; // acknowledged before it was written: never written
+      let list = byStream.get(held.stream);
+      if (!list) {
+        list = [];
+        byStream.set(held.stream, list);
+      }
+      list.push(ref);
+    }
+    queue = [];
+    queueHead = 0;
+    ackedInQueue = 0;
+    let failure: NodeJS.ErrnoException | undefined;
+    for (const [stream, refs] of byStream) {
+      if (failure) {
+        queue.push(...refs);
+        continue;
+      }
+      let next = 0;
+      while (next < refs.length) {
+        const cur = currents.get(stream);
+        const seg = !cur || cur.logBytes >= segmentBytes ? roll(stream) : cur;
+        const batchStart = seg.logBytes;
+        const batch: SpoolRef[] = [];
+        let room = segmentBytes - seg.logBytes;
+        while (next < refs.length) {
+          const ref = refs[next] as SpoolRef;
+          const framed = (memory.get(ref) as { framed: Buffer }).framed;
+          if (batch.length > 0 && framed.length > room) break;
+          next++;
+          ref.segment = seg.n;
+          ref.index = seg.records++;
+          ref.offset = seg.logBytes + HEADER_BYTES;
+          seg.logBytes += framed.length;
+          room -= framed.length;
+          unassignedBytes -= framed.length;
+          seg.log.push(framed);
+          batch.push(ref);
+        }
+        const { written, error } = seg.log.drain();
+        if (!error) {
+          for (const ref of batch) memory.delete(ref);
+          continue;
+        }
+        // Cut short: what reached the file stays, the record written in part is finished by
+        // the next attempt, the records not begun get their place again later.
+        failure = error;
+        const onDisk = batchStart + written;
+        const back: SpoolRef[] = [];
+        let keep = 0;
+        for (const ref of batch) {
+          const begin = ref.offset - HEADER_BYTES;
+          const end = begin + HEADER_BYTES + ref.length;
+          if (end <= onDisk) memory.delete(ref);
+          else if (begin < onDisk) {
+            seg.tail = ref;
+            keep = end - onDisk;
+          } else back.push(ref);
+        }
+        seg.log.truncateQueue(keep);
+        for (const ref of back) {
+          seg.records--;
+          seg.logBytes -= HEADER_BYTES + ref.length;
+          unassignedBytes += HEADER_BYTES + ref.length;
+          unassign(ref);
+        }
+        queue.push(...back, ...refs.slice(next));
+        break;
+      }
+    }
+    return failure;
+  };
+
+  const flushAcks = (): NodeJS.ErrnoException | undefined => {
+    let first: NodeJS.ErrnoException | undefined;
+    for (const seg of segments.values()) {
+      if (seg.ack.queued === 0) continue;
+      const { error } = seg.ack.drain();
+      first ??= error;
+    }
+    return first;
+  };
+
+  /** One attempt to write everything waiting; true when it all reached the disk. */
+  const runFlush = (): boolean => {
+    flushScheduled = false;
+    let error: unknown;
+    try {
+      // Alert records first, then acknowledgements.
+      error = flushLog();
+      error = flushAcks() ?? error;
+      if (!error && fsyncIntervalMs === 0) syncAll(false);
+    } catch (thrown) {
+      error = thrown;
+    }
+    if (!error) {
+      if (writeError !== undefined) logger.info("alert spool writable again", { dir });
+      writeError = undefined;
+      clearTimeout(retryTimer);
+      retryTimer = undefined;
+      return true;
+    }
+    const reason = writeErrorReason(error);
+    options.onWriteError?.(reason);
+    lastFailureMs = Date.now();
+    if (writeError === undefined) {
+      logger.error("cannot write the alert spool; alerts wait in memory until it can", {
+        error: new HiveError("DeliveryFailed", "spool write failed", {
+          object: dir,
+          hint: "free space on the spool's disk (or fix its I/O errors); writing is retried",
+          reason,
+          cause: error,
+        }),
+        unwrittenBytes: unassignedBytes,
+      });
+    }
+    writeError = (error as Error).message ?? String(error);
+    if (!retryTimer && !closed) {
+      retryTimer = setTimeout(() => {
+        retryTimer = undefined;
+        if (!closed) runFlush();
+      }, retryWriteMs);
+      retryTimer.unref();
+    }
+    return false;
+  };
+
   const scheduleFlush = () => {
     if (flushScheduled || closed) return;
     flushScheduled = true;
     setImmediate(() => {
-      if (!flushScheduled) return;
-      try {
-        flushWrites();
-        writeError = undefined;
-      } catch (error) {
-        writeError = (error as Error).message;
-        logger.error("cannot write the alert spool; undelivered alerts are held in memory only", {
-          error: new HiveError("DeliveryFailed", "spool write failed", { object: dir, cause: error }),
-        });
-      }
+      if (flushScheduled && !closed) runFlush();
     });
   };
 
-  const newSegment = (): Segment => {
-    if (current && current.logBuf.length > 0) flushWrites();
-    if (current?.logFd !== undefined) {
-      closeFd(current.logFd);
-      current.logFd = undefined;
+  const unwrittenCount = () => memory.size;
+
+  /** Drops the oldest segment of `stream` (the current one last); false when it has none. */
+  const dropOldestOf = (stream: string, reason: SegmentDrop["reason"]): boolean => {
+    for (const seg of segments.values()) {
+      if (seg.stream !== stream) continue;
+      const undelivered = seg.records - seg.acked.size;
+      removeSegment(seg);
+      options.onDrop?.({ segment: seg.n, stream, undelivered, reason });
+      return true;
     }
-    const previous = current;
-    const seg = emptySegment(nextSegment++);
-    segments.set(seg.n, seg);
-    current = seg;
-    if (previous && previous.acked.size === previous.records) removeSegment(previous);
-    return seg;
+    return false;
   };
 
   return {
+    maxBytes,
     recovered,
     append(record) {
+      if (closed) return { refused: "spool_unwritable" };
       const framed = frameRecord(record);
       // Leave room for the acknowledgements: a record may use at most a quarter of the spool.
-      if (framed.length > maxBytes / 4) return undefined;
-      while (totalBytes + framed.length > maxBytes) {
-        const oldest = segments.values().next().value as Segment | undefined;
-        if (!oldest) break;
-        if (oldest === current) {
-          newSegment();
-          continue;
-        }
-        const undelivered = oldest.records - oldest.acked.size;
-        removeSegment(oldest);
-        options.onDrop?.(oldest.n, undelivered);
+      if (framed.length > maxBytes / 4) return { refused: "too_large" };
+      if (unassignedBytes + framed.length > maxUnwrittenBytes) {
+        // A burst within one turn writes now; a failing disk is tried again at most every retryWriteMs.
+        if (writeError === undefined || Date.now() - lastFailureMs >= retryWriteMs) runFlush();
+        if (unassignedBytes + framed.length > maxUnwrittenBytes) return { refused: "spool_unwritable" };
       }
-      let seg = current;
-      if (!seg || seg.logBytes >= segmentBytes) seg = newSegment();
-      const index = seg.records++;
-      const offset = seg.logBytes + HEADER_BYTES;
-      seg.logBuf.push(framed);
-      seg.logBytes += framed.length;
-      totalBytes += framed.length;
-      pending++;
-      scheduleFlush();
-      return {
-        ref: { segment: seg.n, index, offset, length: framed.length - HEADER_BYTES },
-        bytes: framed.length,
+      const stream = streamOfUrl(record.url);
+      while (totalBytes + framed.length > maxBytes) {
+        // The destination holding the most gives up its oldest segment.
+        let largest: string | undefined;
+        for (const seg of segments.values()) {
+          if (largest === undefined || (streamBytes.get(seg.stream) ?? 0) > (streamBytes.get(largest) ?? 0))
+            largest = seg.stream;
+        }
+        if (largest === undefined || !dropOldestOf(largest, "spool_full")) break;
+      }
+      while ((streamBytes.get(stream) ?? 0) + framed.length > quotaBytes) {
+        if (!dropOldestOf(stream, "destination_quota")) break;
+      }
+      const ref: SpoolRef = {
+        segment: UNASSIGNED,
+        index: -1,
+        offset: -1,
+        length: framed.length - HEADER_BYTES,
       };
+      memory.set(ref, { framed, stream });
+      queue.push(ref);
+      unassignedBytes += framed.length;
+      addBytes(stream, framed.length);
+      pending++;
+      if (writeError === undefined) scheduleFlush();
+      return { ref, bytes: framed.length };
     },
     read(ref) {
+      const held = memory.get(ref);
+      if (held) return decodeFramedBody(held.framed);
       const seg = segments.get(ref.segment);
-      if (!seg || seg.acked.has(ref.index) || ref.index >= seg.records) return undefined;
-      if (ref.offset + ref.length > seg.flushed) flushWrites();
-      const file = name(seg.n, "log");
+      if (!seg || seg.acked.has(ref.index) || ref.index < 0 || ref.index >= seg.records) return undefined;
+      const file = segmentFileName(seg.n, "log");
       const buf = Buffer.allocUnsafe(HEADER_BYTES + ref.length);
       let got = 0;
       try {
@@ -524,67 +520,98 @@ export function openSpool(options: SpoolOptions): Spool {
           got += r;
         }
       } catch (error) {
-        throw new HiveError("SpoolCorrupt", "cannot read an alert back from the spool", {
+        throw new HiveError("DeliveryFailed", "cannot read an alert back from the spool", {
           object: file,
+          hint: "the spool's disk reports errors; the alert stays queued and reading is retried",
           cause: error,
         });
       }
-      const scan = scanFrames(buf.subarray(0, got), TYPE_ALERT);
-      const record = scan.payloads.length === 1 ? decodeRecordSafe(scan.payloads[0] as Buffer) : undefined;
-      if (!record) {
+      const body = decodeFramedBody(buf.subarray(0, got));
+      if (body === undefined) {
         throw new HiveError("SpoolCorrupt", "an alert changed on disk after it was spooled", {
           object: file,
           hint: "the disk or another process damaged the spool; this alert cannot be delivered",
           offset: ref.offset,
         });
       }
-      return record.body;
+      return body;
     },
     ack(ref) {
+      if (ref.segment === UNASSIGNED) {
+        const held = memory.get(ref);
+        if (!held) return;
+        // Delivered before the disk took it: it is never written.
+        memory.delete(ref);
+        unassignedBytes -= held.framed.length;
+        addBytes(held.stream, -held.framed.length);
+        pending--;
+        if (++ackedInQueue > 1024 && ackedInQueue * 2 > queue.length - queueHead) {
+          queue = queue.slice(queueHead).filter((r) => memory.has(r));
+          queueHead = 0;
+          ackedInQueue = 0;
+        }
+        return;
+      }
       const seg = segments.get(ref.segment);
-      if (!seg || seg.acked.has(ref.index) || ref.index >= seg.records) return;
+      if (!seg || seg.acked.has(ref.index) || ref.index < 0 || ref.index >= seg.records) return;
       seg.acked.add(ref.index);
       pending--;
-      if (seg !== current && seg.acked.size === seg.records) {
-        // Fully delivered: delete instead of recording the last ack.
+      const done = seg.acked.size === seg.records;
+      // Fully delivered: delete instead of recording the last ack. The current segment is
+      // kept (no file churn per alert) unless the disk is failing and its space is needed.
+      if (done && (currents.get(seg.stream) !== seg || writeError !== undefined)) {
         removeSegment(seg);
         return;
       }
-      const payload = Buffer.allocUnsafe(4);
-      payload.writeUInt32LE(ref.index, 0);
-      const framed = frame(TYPE_ACK, payload);
-      seg.ackBuf.push(framed);
+      const framed = frameAck(ref.index);
+      seg.ack.push(framed);
       seg.ackBytes += framed.length;
-      totalBytes += framed.length;
-      scheduleFlush();
+      addBytes(seg.stream, framed.length);
+      if (writeError === undefined) scheduleFlush();
     },
     stats: () => ({
       bytes: totalBytes,
       pending,
       segments: segments.size,
-      ...(writeError ? { writeError } : {}),
+      unwrittenBytes: unassignedBytes,
+      ...(writeError !== undefined ? { writeError } : {}),
     }),
     flush() {
-      flushWrites();
-      for (const seg of segments.values()) {
-        if (!seg.dirty) continue;
-        seg.dirty = false;
-        for (const fd of [seg.logFd, seg.ackFd]) if (fd !== undefined) fdatasyncSync(fd);
+      if (!runFlush()) return;
+      try {
+        syncAll(false);
+      } catch (error) {
+        logger.warn("alert spool fdatasync failed", { error });
       }
     },
     close() {
-      if (closed) return;
+      if (closed) return { unwritten: 0 };
       this.flush();
       closed = true;
       clearInterval(fsyncTimer);
+      clearTimeout(retryTimer);
+      const unwritten = unwrittenCount();
+      for (const seg of [...currents.values()])
+        if (seg.records === seg.acked.size && seg.log.queued === 0) removeSegment(seg);
       for (const seg of segments.values()) {
-        for (const fd of [seg.logFd, seg.ackFd, seg.readFd]) if (fd !== undefined) closeFd(fd);
-        seg.logFd = undefined;
-        seg.ackFd = undefined;
+        seg.log.close();
+        seg.ack.close();
+        if (seg.readFd !== undefined) files.close(seg.readFd);
         seg.readFd = undefined;
       }
-      if (current && current.records === current.acked.size) removeSegment(current);
+      files.syncDirectory(false);
+      files.closeDirectory();
       releaseLock();
+      if (unwritten > 0) {
+        logger.error("alerts the spool could not write are lost at shutdown", {
+          error: new HiveError("DeliveryFailed", "spool not writable at shutdown", {
+            object: dir,
+            reason: writeError,
+            alerts: unwritten,
+          }),
+        });
+      }
+      return { unwritten };
     },
   };
 }

@@ -11,7 +11,14 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 
 /** Why an alert was not delivered (the `reason` label of hive_alerts_dropped_total). */
-export const DROP_REASONS = ["spool_full", "permanent_failure", "too_large", "spool_corrupt"] as const;
+export const DROP_REASONS = [
+  "spool_full",
+  "destination_quota",
+  "spool_unwritable",
+  "permanent_failure",
+  "too_large",
+  "spool_corrupt",
+] as const;
 export type DropReason = (typeof DROP_REASONS)[number];
 
 /**
@@ -32,6 +39,7 @@ export const FAILURE_CLASSES = [
   "tls",
   "http_429",
   "http_5xx",
+  "http_auth",
   "http_4xx",
   "other",
 ] as const;
@@ -64,6 +72,8 @@ export interface HiveMetrics {
   readonly pendingAlerts: Gauge;
   readonly spoolBytes: Gauge;
   readonly spoolCorruptFiles: Counter;
+  /** Failed attempts to write the spool, by reason (runtime/alerts/spool-file.ts SPOOL_WRITE_ERRORS). */
+  readonly spoolWriteErrors: Counter<"reason">;
   readonly watchedFiles: Gauge;
   readonly reconcileDuration: Histogram<"controller">;
   readonly kubernetesEvents: Counter<"result">;
@@ -207,6 +217,12 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     spoolCorruptFiles: new Counter({
       name: "hive_spool_corrupt_files_total",
       help: "Spool files found corrupt at start-up (the readable part is kept, the rest skipped).",
+      registers,
+    }),
+    spoolWriteErrors: new Counter({
+      name: "hive_spool_write_errors_total",
+      help: "Failed attempts to write the alert spool, by reason (enospc, edquot, eio, erofs, emfile, other); alerts wait in memory meanwhile.",
+      labelNames: ["reason"],
       registers,
     }),
     watchedFiles,

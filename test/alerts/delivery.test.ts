@@ -242,7 +242,7 @@ describe("alert delivery to a real receiver", () => {
     const { pipeline, receiver, metrics, logs } = await setup();
     let rejectId = "";
     receiver.fault = (_n, req) =>
-      req.headers["hive-alert-id"] === rejectId ? { kind: "status", status: 403 } : { kind: "ok" };
+      req.headers["hive-alert-id"] === rejectId ? { kind: "status", status: 422 } : { kind: "ok" };
     const rejected = pipeline.handle(makeEvent(0), makeSource("trap-x", receiver.url)) as Alert;
     rejectId = rejected.id;
     const order = produce(pipeline, receiver.url, ["trap-a"], 5);
@@ -254,7 +254,7 @@ describe("alert delivery to a real receiver", () => {
     expect(await counterValue(metrics.deliveryFailures, { class: "http_4xx" })).toBe(1);
     const error = logs.find((l) => (l.error as { code?: string } | undefined)?.code === "DeliveryFailed");
     expect(error?.level).toBe("error");
-    expect((error?.error as { details?: { status?: number } } | undefined)?.details?.status).toBe(403);
+    expect((error?.error as { details?: { status?: number } } | undefined)?.details?.status).toBe(422);
   });
 
   it("without a spool, bounds memory by dropping the oldest undelivered alerts and counting them", async () => {
