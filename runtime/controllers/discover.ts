@@ -170,7 +170,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
       });
     }
 
-    // PIDs are looked up once per container per pass, however many traps match it.
+    // PIDs are looked up (and the process held open) once per container per pass, however many traps match it.
     let nextRetryMs = Number.POSITIVE_INFINITY;
     const containers = new Map<string, Promise<ContainerFiles>>();
     const openContainer = (id: string) => {
@@ -245,6 +245,11 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         });
       }
     });
+    for (const opened of containers.values())
+      void opened.then(
+        (files) => files.close(),
+        () => undefined,
+      );
     if (nextRetryMs !== Number.POSITIVE_INFINITY) runner.retryIn(nextRetryMs);
     const current = new Set(items.map((item) => `${item.namespace}/${item.name}`));
     for (const k of [...attempts.keys()]) if (!current.has(k)) attempts.delete(k); // gone while waiting

@@ -47,9 +47,22 @@ export interface RuntimeOptions {
   timeoutMs?: number;
 }
 
+/**
+ * Whether a /proc/<pid>/cgroup text places the process in the container's cgroup: a path whose
+ * last component is the id (cgroupfs: `/kubepods/…/<id>`, ctr: `/default/<id>`) or the runtime's
+ * systemd scope (`cri-containerd-<id>.scope`, `crio-<id>.scope`, `docker-<id>.scope`).
+ */
+export function containerCgroupMatcher(id: string): (cgroupText: string) => boolean {
+  const named = new RegExp(`(^|[/:-])${id.replace(/[.]/g, "\\.")}(\\.scope)?$`);
+  return (cgroupText) =>
+    cgroupText
+      .split("\n")
+      .some((line) => named.test(line.slice(line.indexOf(":", line.indexOf(":") + 1) + 1)));
+}
+
 /** Scans <proc>/<pid>/cgroup for a cgroup path that names the container; the lowest PID is the container's first process. */
 export function findPidByCgroup(id: string, procRoot = "/proc"): number | undefined {
-  const named = new RegExp(`(^|[/:-])${id.replace(/[.]/g, "\\.")}(\\.scope)?$`);
+  const inContainer = containerCgroupMatcher(id);
   let best: number | undefined;
   for (const entry of (() => {
     try {
@@ -67,13 +80,7 @@ export function findPidByCgroup(id: string, procRoot = "/proc"): number | undefi
     } catch {
       continue; // the process exited while we scanned
     }
-    for (const line of text.split("\n")) {
-      const path = line.slice(line.indexOf(":", line.indexOf(":") + 1) + 1);
-      if (named.test(path)) {
-        best = pid;
-        break;
-      }
-    }
+    if (inContainer(text)) best = pid;
   }
   return best;
 }

@@ -88,13 +88,7 @@ function errno(error: unknown): string | undefined {
  * and the file does not exist inside it) or ContainerNotFound.
  */
 export function resolveInRoot(rootPath: string, path: string, options: ResolveOptions = {}): ResolvedFile {
-  const maxSymlinks = options.maxSymlinks ?? MAX_SYMLINKS;
-  if (!path.startsWith("/")) {
-    throw new HiveError("PathInvalid", "trap path must be absolute", {
-      object: path,
-      hint: 'start the path with "/"',
-    });
-  }
+  assertAbsolute(path);
   let rootFd: number;
   try {
     // Following the /proc/<pid>/root magic link is the one deliberate follow: it IS the container root.
@@ -106,8 +100,41 @@ export function resolveInRoot(rootPath: string, path: string, options: ResolveOp
       cause: error,
     });
   }
-  const opened: number[] = [rootFd];
-  const rootStat = fstat(rootFd);
+  try {
+    const rootStat = fstat(rootFd);
+    const found = resolveInRootFd(rootFd, path, options);
+    // The container may have been replaced while we walked: the root must be the one we started in.
+    const rootNow = statSync(rootPath, { bigint: true });
+    if (rootNow.dev !== rootStat.dev || rootNow.ino !== rootStat.ino) {
+      throw new HiveError("ContainerNotFound", "container root changed during resolution", {
+        object: rootPath,
+        hint: "the container restarted; it is resolved again",
+      });
+    }
+    return found;
+  } finally {
+    closeSync(rootFd);
+  }
+}
+
+function assertAbsolute(path: string): void {
+  if (!path.startsWith("/")) {
+    throw new HiveError("PathInvalid", "trap path must be absolute", {
+      object: path,
+      hint: 'start the path with "/"',
+    });
+  }
+}
+
+/**
+ * Resolves `path` under the directory `rootFd` holds (O_PATH; see container-process.ts for how
+ * a container's root is reached without trusting its PID). The caller keeps and closes `rootFd`.
+ * Throws as resolveInRoot does.
+ */
+export function resolveInRootFd(rootFd: number, path: string, options: ResolveOptions = {}): ResolvedFile {
+  const maxSymlinks = options.maxSymlinks ?? MAX_SYMLINKS;
+  assertAbsolute(path);
+  const opened: number[] = [];
   // The walk is a stack of directory fds: `..` pops to the directory we actually came from.
   const stack: Frame[] = [{ fd: rootFd, name: "" }];
   const symlinks: string[] = [];
@@ -220,14 +247,6 @@ export function resolveInRoot(rootPath: string, path: string, options: ResolveOp
     }
     if (final === undefined) {
       throw new HiveError("PathInvalid", "trap path names the container root, not a file", { object: path });
-    }
-    // The container may have been replaced while we walked (PID reuse): the root must be the one we started in.
-    const rootNow = statSync(rootPath, { bigint: true });
-    if (rootNow.dev !== rootStat.dev || rootNow.ino !== rootStat.ino) {
-      throw new HiveError("ContainerNotFound", "container root changed during resolution", {
-        object: rootPath,
-        hint: "the container restarted; it is resolved again",
-      });
     }
     const parentStat = fstat(final.parentFd);
     return {

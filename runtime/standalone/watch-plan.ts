@@ -23,7 +23,9 @@ import {
 } from "../../api/index.ts";
 import type { AlertSource } from "../alerts/alert-source.ts";
 import { podMatches } from "../controllers/match.ts";
-import { type ResolvedFile, resolveInRoot } from "../discover/safe-path.ts";
+import { openContainerProcess } from "../discover/container-process.ts";
+import { resolveInProcessRoot } from "../discover/file-resolver.ts";
+import { type ResolvedFile, type ResolveOptions, resolveInRoot } from "../discover/safe-path.ts";
 import { HiveError, isHiveError } from "../errors.ts";
 import type { FileKey, WatchEntry } from "../kernel/contract.ts";
 
@@ -87,6 +89,8 @@ export interface PlanContext {
   containers?: readonly LocalContainer[];
   /** Root of the host filesystem, "/" except in tests. */
   hostRoot?: string;
+  /** The proc filesystem the containers' processes are reached through, "/proc" except in tests. */
+  procRoot?: string;
 }
 
 export function trapRefs(
@@ -172,15 +176,32 @@ function targetsOf(ref: TrapRef, context: PlanContext): WatchTarget[] {
     .map((container) => ({ kind: "container", container }));
 }
 
-function rootOf(target: WatchTarget, context: PlanContext): string {
-  return target.kind === "host" ? (context.hostRoot ?? "/") : `/proc/${target.container.pid}/root`;
+/**
+ * Resolves `path` on the host or in a container. A container's root is reached through its
+ * process held open and checked to be the container's (a PID reused by a host process since the
+ * runtime listed it must never lead to the host root).
+ */
+function resolveOn(
+  target: WatchTarget,
+  context: PlanContext,
+  path: string,
+  options?: ResolveOptions,
+): ResolvedFile {
+  if (target.kind === "host") return resolveInRoot(context.hostRoot ?? "/", path, options);
+  const { pid, id } = target.container;
+  const process = openContainerProcess(context.procRoot ?? "/proc", pid, id);
+  try {
+    return resolveInProcessRoot(process, path, options);
+  } finally {
+    process.close();
+  }
 }
 
 /** The key of the directory a missing file would be created in, if that directory exists. */
-function parentKey(root: string, path: string): FileKey | undefined {
+function parentKey(target: WatchTarget, context: PlanContext, path: string): FileKey | undefined {
   const dir = path.slice(0, path.lastIndexOf("/")) || "/";
   try {
-    const resolved = resolveInRoot(root, dir);
+    const resolved = resolveOn(target, context, dir);
     return resolved.fileType === "directory" ? resolved.key : undefined;
   } catch {
     return undefined; // the directory is missing too: nothing to watch for now
@@ -198,7 +219,7 @@ export function planWatches(refs: readonly TrapRef[], context: PlanContext): Wat
         const options: { create?: boolean; mode?: number } = {};
         if (ref.trap.create) options.create = true;
         if (ref.trap.mode !== undefined) options.mode = parseMode(ref.trap.mode);
-        const resolved = resolveInRoot(rootOf(target, context), ref.trap.path, options);
+        const resolved = resolveOn(target, context, ref.trap.path, options);
         if (resolved.fileType === "directory") {
           throw new HiveError("PathInvalid", "trap path is a directory, not a file", {
             object: ref.trap.path,
@@ -209,8 +230,7 @@ export function planWatches(refs: readonly TrapRef[], context: PlanContext): Wat
       } catch (error) {
         if (!isHiveError(error)) throw error;
         const miss: UnresolvedTrap = { ref, target, error };
-        const parent =
-          error.code === "FileNotFound" ? parentKey(rootOf(target, context), ref.trap.path) : undefined;
+        const parent = error.code === "FileNotFound" ? parentKey(target, context, ref.trap.path) : undefined;
         if (parent !== undefined) miss.parent = parent;
         plan.unresolved.push(miss);
       }

@@ -92,6 +92,38 @@ describe.skipIf(!enabled)("trap paths in real containers", () => {
     expect(after.mtimeNs).toBe(before.mtimeNs);
   });
 
+  it("holds the container's process: once the container is gone, its PID never leads to another root", async () => {
+    const rootfs = cd.makeRootfs("gone", { "etc/shadow": "gone\n" });
+    await cd.start("ctr-gone", rootfs);
+    const files = await createFileResolver(runtime).openContainer("containerd://ctr-gone");
+    try {
+      expect(files.resolve("/etc/shadow").resolvedPath).toBe("/etc/shadow");
+      await cd.remove("ctr-gone");
+      const trapPath = join(hostDir, "after-exit");
+      let error: unknown;
+      try {
+        files.resolve(trapPath, { create: true });
+      } catch (e) {
+        error = e;
+      }
+      expect(isHiveError(error, "ContainerNotFound")).toBe(true);
+      expect(existsSync(trapPath)).toBe(false);
+    } finally {
+      files.close();
+    }
+    // The runtime naming a PID of another container's process is refused as well.
+    const other = cd.makeRootfs("other");
+    await cd.start("ctr-other", other);
+    const { pid } = await runtime.findProcess("containerd://ctr-other");
+    const lying: ContainerRuntime = {
+      findProcess: async () => ({ pid, source: "containerd" }),
+      close: () => {},
+    };
+    await expect(createFileResolver(lying).openContainer("containerd://ctr-a")).rejects.toSatisfy((e) =>
+      isHiveError(e, "ContainerNotFound"),
+    );
+  });
+
   it("creates a missing trap file inside the container with the requested mode, and nowhere else", async () => {
     const rootfs = cd.makeRootfs("create");
     await cd.start("ctr-create", rootfs);

@@ -97,6 +97,11 @@ export class FakeContainers implements ContainerRuntime {
     const pid = this.next++;
     const root = this.root(pid);
     mkdirSync(root, { recursive: true });
+    // As the kubelet's containerd names it: discover checks the process is still the container's.
+    writeFileSync(
+      join(this.proc, String(pid), "cgroup"),
+      `0::/kubepods.slice/kubepods-besteffort.slice/cri-containerd-${id}.scope\n`,
+    );
     for (const [p, content] of Object.entries(files)) {
       mkdirSync(join(root, p, ".."), { recursive: true });
       writeFileSync(join(root, p), content);
