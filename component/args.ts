@@ -1,12 +1,29 @@
 /**
  * The typed surface of the component: what a platform engineer writes in a Pulumi program
- * (and what `hive render --config` reads). Idiomatic TypeScript, camelCase; the builders map
- * it onto the resource fields of api/ (`container-name`, octal `mode` strings…).
+ * (and, as plain values, what `hive render --config` reads). Idiomatic TypeScript, camelCase;
+ * the builders map it onto the resource fields of api/ (`container-name`, octal `mode` strings…).
  *
- * Values are plain (not `pulumi.Input`) on purpose: every option is validated before any
- * child resource is created, and the same values feed `renderManifests` for kubectl users.
+ * Every leaf takes a `pulumi.Input`: the image often comes from an image build in the same
+ * program, a callback URL from `config.requireSecret`. Known values are validated before any
+ * child is created; values known only later are validated when they resolve, with the same
+ * messages. Lists and the options that decide which resources exist (`namespace`'s form,
+ * `traps[].policy`, `admissionPolicy`, `podMonitor`, `deleteCrdsOnDestroy`) are plain.
+ * `HiveMonitorValues` is the same surface with plain values only (`hive render`).
  */
+import type * as k8s from "@pulumi/kubernetes";
+import type * as pulumi from "@pulumi/pulumi";
 import type { AccessKind } from "../api/index.ts";
+
+type Input<T> = pulumi.Input<T>;
+
+/** `T` with every `pulumi.Input` resolved: the plain values `hive render` reads and the builders take. */
+export type Plain<T> = T extends pulumi.OutputInstance<infer U> | Promise<infer U>
+  ? Plain<U>
+  : T extends RegExp | string | number | boolean | null | undefined
+    ? T
+    : T extends readonly (infer E)[]
+      ? Plain<E>[]
+      : { [K in keyof T]: Plain<T[K]> };
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 export type PullPolicy = "Always" | "IfNotPresent" | "Never";
@@ -14,18 +31,18 @@ export type PullPolicy = "Always" | "IfNotPresent" | "Never";
 /** Which pods and containers a trap applies to; no filter matches every pod. */
 export interface TrapMatchArgs {
   /** Name of the pod. */
-  pod?: string;
+  pod?: Input<string>;
   /** Namespace of the pod. */
-  namespace?: string;
+  namespace?: Input<string>;
   /** IPv4 address of the pod. */
-  ip?: string;
+  ip?: Input<string>;
   /**
    * Container names to watch, matched against the whole name. A RegExp's `source` is used;
    * flags are not supported (the agent compiles the pattern without flags).
    */
-  containerName?: RegExp | string;
+  containerName?: Input<RegExp | string>;
   /** Labels the pod must carry, all of them, with these values. */
-  matchLabels?: Record<string, string>;
+  matchLabels?: Input<Record<string, Input<string>>>;
 }
 
 /**
@@ -36,28 +53,28 @@ export interface TrapMatchArgs {
  */
 export interface AllowArgs {
   /** Absolute path of the accessing executable, e.g. `/usr/sbin/sshd`; a trailing `*` matches a prefix. */
-  exe?: string;
+  exe?: Input<string>;
   /** Absolute path of the accessing process's parent executable, e.g. `/usr/sbin/cron`; a trailing `*` matches a prefix. */
-  parentExe?: string;
+  parentExe?: Input<string>;
   /** Allow only accesses whose kinds are all among these. Default: any kind. */
-  accesses?: AccessKind[];
+  accesses?: Input<Input<AccessKind>[]>;
 }
 
 /** A file to watch inside every matched container. */
 export interface TrapArgs {
   /** Absolute path of the file inside the container, e.g. `/etc/shadow`. */
-  path: string;
+  path: Input<string>;
   /** Create the file (empty) when it does not exist. Default: false. */
-  create?: boolean;
+  create?: Input<boolean>;
   /**
    * Permission bits of a created file. A number is the bits themselves (write `0o444`);
    * a string is octal digits as in the reference design (`"444"`, `"0444"`). Needs `create: true`.
    */
-  mode?: number | string;
+  mode?: Input<number | string>;
   /** URL that receives this trap's alerts; default: the monitor's callback. */
-  callback?: string;
+  callback?: Input<string>;
   /** Access kinds that raise an alert. Default: all (read, write, exec, append, open). */
-  accesses?: AccessKind[];
+  accesses?: Input<Input<AccessKind>[]>;
   match?: TrapMatchArgs;
   /** Expected accessors, counted and not alerted (at most 64). Default: none, every access alerts. */
   allow?: AllowArgs[];
@@ -65,38 +82,45 @@ export interface TrapArgs {
 
 /** A trap placed by HiveMonitor into a HivePolicy named by `policy`. */
 export interface MonitorTrapArgs extends TrapArgs {
-  /** Name of the HivePolicy holding this trap; traps with the same name share one. Default: `"default"`. */
+  /**
+   * Name of the HivePolicy holding this trap; traps with the same name share one. Plain (not an
+   * Input): it decides which HivePolicy resources exist. Default: `"default"`.
+   */
   policy?: string;
 }
 
 export interface SecretKeyRef {
   /** Secret in the monitor's namespace. */
-  name: string;
+  name: Input<string>;
   /** Key inside the Secret. */
-  key: string;
+  key: Input<string>;
 }
 
 /** Where alerts go when a trap names no callback of its own. */
 export interface CallbackArgs {
-  /** http(s) URL receiving each alert as a JSON POST. */
-  url: string;
+  /** http(s) URL receiving each alert as a JSON POST. A secret Output stays secret in the state. */
+  url: Input<string>;
   /** A Secret in the monitor's namespace whose entries are sent as HTTP headers (e.g. `Authorization`). */
-  headersSecret?: string;
+  headersSecret?: Input<string>;
   /** HMAC-SHA256 key for signing alert bodies, from a Secret in the monitor's namespace. */
   signingSecret?: SecretKeyRef;
 }
 
-export interface Toleration {
-  key?: string;
-  operator?: "Exists" | "Equal";
-  value?: string;
-  effect?: "NoSchedule" | "PreferNoSchedule" | "NoExecute";
-  tolerationSeconds?: number;
-}
+/** Pod tolerations, as in a pod spec (`@pulumi/kubernetes`' own type). */
+export type Toleration = k8s.types.input.core.v1.Toleration;
+/** Requests and limits of the agent container, as in a pod spec. */
+export type ResourceRequirements = k8s.types.input.core.v1.ResourceRequirements;
+/** Node and pod affinity of the agent pods, as in a pod spec. */
+export type Affinity = k8s.types.input.core.v1.Affinity;
+/** How a changed DaemonSet replaces its pods, as in a DaemonSet spec. */
+export type DaemonSetUpdateStrategy = k8s.types.input.apps.v1.DaemonSetUpdateStrategy;
 
-export interface ResourceRequirements {
-  requests?: Record<string, string>;
-  limits?: Record<string, string>;
+/** A Prometheus Operator `PodMonitor` (monitoring.coreos.com/v1) scraping the agents' metrics port. */
+export interface PodMonitorArgs {
+  /** Scrape interval, e.g. `"30s"`. Default: Prometheus' own. */
+  interval?: Input<string>;
+  /** Labels on the PodMonitor, e.g. those your Prometheus' `podMonitorSelector` selects (`release: prometheus`). */
+  labels?: Input<Record<string, Input<string>>>;
 }
 
 export interface HiveMonitorArgs {
@@ -105,43 +129,58 @@ export interface HiveMonitorArgs {
    * namespace; `{ existing: "name" }` uses one that exists (it must allow privileged pods).
    * Default: `"hive-system"`, created.
    */
-  namespace?: string | { existing: string };
-  /** The agent image (built from this repository's Dockerfile), e.g. `registry.example.com/hive:0.1.0`. */
-  image: string;
+  namespace?: Input<string> | { existing: Input<string> };
+  /**
+   * The agent image (built from this repository's Dockerfile), e.g. `registry.example.com/hive:0.1.0`,
+   * or the Output of an image build in the same program.
+   */
+  image: Input<string>;
   /** Default: `IfNotPresent`. */
-  imagePullPolicy?: PullPolicy;
+  imagePullPolicy?: Input<PullPolicy>;
   /** Names of image pull Secrets in the monitor's namespace. */
-  imagePullSecrets?: string[];
-  /** Default destination of alerts. Without it (and without a trap callback) alerts go to stdout only. */
-  callback?: CallbackArgs;
+  imagePullSecrets?: Input<Input<string>[]>;
+  /**
+   * Default destination of alerts: a URL (`"https://alerts.example.com/hive"`, short for `{ url }`)
+   * or `{ url, headersSecret?, signingSecret? }`. Without it (and without a trap callback) alerts
+   * go to stdout only. A secret URL (`config.requireSecret`) keeps every object carrying it secret.
+   */
+  callback?: Input<string> | CallbackArgs;
   /**
    * URL prefixes that HivePolicies outside the monitor's namespace (tenants') may name as a
    * trap `callback`, besides the monitor's own callback, e.g. `https://alerts.example.com/teams/`.
    * A tenant trap naming another URL is rejected at admission, and the agent never contacts it
    * (its alerts go to the monitor's callback). Default: none.
    */
-  tenantCallbacks?: string[];
+  tenantCallbacks?: Input<Input<string>[]>;
   /** Traps, grouped into one HivePolicy per `policy` name. */
   traps?: MonitorTrapArgs[];
   /** Extra node labels the agent's nodes must carry (`kubernetes.io/os: linux` and `kubernetes.io/arch: amd64` are always set). */
-  nodeSelector?: Record<string, string>;
+  nodeSelector?: Input<Record<string, Input<string>>>;
   /** Default: tolerate the control-plane taint, so control-plane nodes are watched too. */
-  tolerations?: Toleration[];
+  tolerations?: Input<Input<Toleration>[]>;
+  /** Node affinity and pod (anti-)affinity of the agent pods. Default: none. */
+  affinity?: Input<Affinity>;
   /** Default: requests cpu 50m / memory 128Mi, limit memory 512Mi. */
-  resources?: ResourceRequirements;
+  resources?: Input<ResourceRequirements>;
+  /** Extra labels on the agent pods (not on their selector). Default: none. */
+  podLabels?: Input<Record<string, Input<string>>>;
+  /** Annotations on the agent pods. Default: none. */
+  podAnnotations?: Input<Record<string, Input<string>>>;
+  /** How a changed DaemonSet replaces its pods. Default: `RollingUpdate`, one node at a time (`maxUnavailable: 1`). */
+  updateStrategy?: Input<DaemonSetUpdateStrategy>;
   /**
    * Default: `system-node-critical`: a security agent should be the last pod a node evicts
    * under pressure. An empty string leaves the cluster's default priority.
    */
-  priorityClassName?: string;
+  priorityClassName?: Input<string>;
   /** Default: `info`. */
-  logLevel?: LogLevel;
+  logLevel?: Input<LogLevel>;
   /** Port of `/metrics`, `/healthz` and `/readyz`. Default: 9464. */
-  metricsPort?: number;
+  metricsPort?: Input<number>;
   /** Host path of the containerd socket. Default: `/run/containerd/containerd.sock` (k3s: `/run/k3s/containerd/containerd.sock`). */
-  runtimeSocket?: string;
+  runtimeSocket?: Input<string>;
   /** Host directory of the alert spool (alerts not delivered yet survive restarts there). Default: `/var/lib/hive/spool`. */
-  spoolDir?: string;
+  spoolDir?: Input<string>;
   /**
    * Adds CAP_SYS_ADMIN, for two kinds of node kernels only: older than 5.8 (no CAP_BPF and
    * CAP_PERFMON: bpf() demands CAP_SYS_ADMIN), and kernels with neither kprobe.multi links
@@ -150,15 +189,33 @@ export interface HiveMonitorArgs {
    * to CAP_SYS_ADMIN. Current kernels need neither (the agent reports PermissionDenied with
    * this option named when they do). Default: false.
    */
-  legacyKernelCapabilities?: boolean;
+  legacyKernelCapabilities?: Input<boolean>;
   /**
    * Create the ValidatingAdmissionPolicy that keeps each agent to its own node's HiveData.
    * It needs admissionregistration.k8s.io/v1 and the node name in service-account tokens
    * (Kubernetes 1.30 or later). Turn it off only for older clusters: a compromised node could
-   * then forge or delete the HiveData of every node. Default: true.
+   * then forge or delete the HiveData of every node. Plain: it decides which resources exist.
+   * Default: true.
    */
   admissionPolicy?: boolean;
+  /**
+   * Create a Prometheus Operator `PodMonitor` for the agents' metrics port: `true`, or its
+   * settings. Needs the monitoring.coreos.com CRDs in the cluster. Plain. Default: none.
+   */
+  podMonitor?: boolean | PodMonitorArgs;
+  /**
+   * Delete the HivePolicy and HiveData CRDs on `pulumi destroy`. Deleting a CRD deletes every
+   * HivePolicy of every team in the cluster, so by default the CRDs stay (Pulumi forgets them).
+   * Plain: it is a resource option. Default: false.
+   */
+  deleteCrdsOnDestroy?: boolean;
 }
+
+/** HiveMonitorArgs as plain values: what `hive render --config` reads and `resolveConfig` checks. */
+export type HiveMonitorValues = Plain<HiveMonitorArgs>;
+export type CallbackValues = Plain<CallbackArgs>;
+export type TrapValues = Plain<TrapArgs>;
+export type MonitorTrapValues = Plain<MonitorTrapArgs>;
 
 /** The options HiveMonitorArgs knows, to reject typos by name. */
 export const MONITOR_OPTIONS = [
@@ -171,7 +228,11 @@ export const MONITOR_OPTIONS = [
   "traps",
   "nodeSelector",
   "tolerations",
+  "affinity",
   "resources",
+  "podLabels",
+  "podAnnotations",
+  "updateStrategy",
   "priorityClassName",
   "logLevel",
   "metricsPort",
@@ -179,6 +240,8 @@ export const MONITOR_OPTIONS = [
   "spoolDir",
   "legacyKernelCapabilities",
   "admissionPolicy",
+  "podMonitor",
+  "deleteCrdsOnDestroy",
 ] as const satisfies readonly (keyof HiveMonitorArgs)[];
 
 export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const satisfies readonly LogLevel[];

@@ -1,13 +1,13 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import type { HiveMonitorArgs } from "./args.ts";
+import type { HiveMonitorValues } from "./args.ts";
 import { formatProblems } from "./builders/problems.ts";
 import { resolveConfig } from "./config.ts";
 
 const image = "registry.example.com/hive:0.1.0";
 
 function problems(args: unknown): string {
-  const result = resolveConfig(args as HiveMonitorArgs);
+  const result = resolveConfig(args as HiveMonitorValues);
   return result.ok ? "" : formatProblems(result.problems);
 }
 
@@ -29,7 +29,11 @@ describe("resolveConfig", () => {
         tolerations: [
           { key: "node-role.kubernetes.io/control-plane", operator: "Exists", effect: "NoSchedule" },
         ],
+        affinity: undefined,
         resources: { requests: { cpu: "50m", memory: "128Mi" }, limits: { memory: "512Mi" } },
+        podLabels: {},
+        podAnnotations: {},
+        updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } },
         priorityClassName: "system-node-critical",
         logLevel: "info",
         metricsPort: 9464,
@@ -37,7 +41,42 @@ describe("resolveConfig", () => {
         spoolDir: "/var/lib/hive/spool",
         legacyKernelCapabilities: false,
         admissionPolicy: true,
+        podMonitor: undefined,
+        deleteCrdsOnDestroy: false,
       },
+    });
+  });
+
+  it("takes a callback URL alone as short for { url }", () => {
+    const result = resolveConfig({ image, callback: "https://alerts.example.com/hive" });
+    expect(result.ok && result.config.callback).toEqual({ url: "https://alerts.example.com/hive" });
+  });
+
+  it("keeps the scheduling options it is given, as the pod spec spells them", () => {
+    const affinity = {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [{ matchExpressions: [{ key: "pool", operator: "In", values: ["apps"] }] }],
+        },
+      },
+    };
+    const result = resolveConfig({
+      image,
+      affinity,
+      podLabels: { team: "security" },
+      podAnnotations: { "example.com/owner": "security team" },
+      updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: "10%" } },
+      podMonitor: true,
+      deleteCrdsOnDestroy: true,
+    });
+    if (!result.ok) throw new Error(formatProblems(result.problems));
+    expect(result.config).toMatchObject({
+      affinity,
+      podLabels: { team: "security" },
+      podAnnotations: { "example.com/owner": "security team" },
+      updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: "10%" } },
+      podMonitor: {},
+      deleteCrdsOnDestroy: true,
     });
   });
 
@@ -135,6 +174,41 @@ describe("resolveConfig", () => {
     [{ image, spoolDir: "/" }, 'spoolDir: "/" must be an absolute host path (not "/", no ".." components)'],
     [{ image, legacyKernelCapabilities: "yes" }, "legacyKernelCapabilities: must be true or false"],
     [{ image, admissionPolicy: "off" }, "admissionPolicy: must be true or false"],
+    [
+      { image, callback: "alerts.example.com" },
+      'callback: "alerts.example.com" must be an http:// or https:// URL',
+    ],
+    [
+      { image, affinity: { nodeAffinity: {}, antiAffinity: {} } },
+      "affinity.antiAffinity: is not a known option",
+    ],
+    [
+      { image, podLabels: { "app.kubernetes.io/component": "x" } },
+      "podLabels.app.kubernetes.io/component: is set by Hive (the DaemonSet selects its pods by it); use another key",
+    ],
+    [{ image, podLabels: { team: "Sec Ops" } }, 'podLabels.team: "Sec Ops" is not a valid label value'],
+    [{ image, podAnnotations: { "example.com/x": 1 } }, "podAnnotations.example.com/x: 1 must be a string"],
+    [
+      { image, updateStrategy: { type: "Recreate" } },
+      'updateStrategy.type: "Recreate" is not one of RollingUpdate, OnDelete',
+    ],
+    [
+      { image, updateStrategy: { type: "OnDelete", rollingUpdate: { maxUnavailable: 2 } } },
+      'updateStrategy.rollingUpdate: only applies with type "RollingUpdate"',
+    ],
+    [
+      { image, updateStrategy: { rollingUpdate: { maxUnavailable: "ten" } } },
+      'updateStrategy.rollingUpdate.maxUnavailable: "ten" must be a number of pods or a percentage such as "10%"',
+    ],
+    [
+      { image, podMonitor: { interval: "often" } },
+      'podMonitor.interval: "often" must be a duration such as "30s" or "1m"',
+    ],
+    [
+      { image, podMonitor: "yes" },
+      'podMonitor: must be true or { interval?: "30s", labels?: { release: "prometheus" } }',
+    ],
+    [{ image, deleteCrdsOnDestroy: "yes" }, "deleteCrdsOnDestroy: must be true or false"],
   ])("names the option and the fix for %j", (args, expected) => {
     expect(problems(args)).toContain(expected);
   });
@@ -143,7 +217,7 @@ describe("resolveConfig", () => {
     fc.assert(
       fc.property(fc.anything(), fc.anything(), (traps, rest) => {
         const args = { image, traps, ...(typeof rest === "object" && rest !== null ? rest : {}) };
-        const result = resolveConfig(args as HiveMonitorArgs);
+        const result = resolveConfig(args as HiveMonitorValues);
         expect(typeof result.ok).toBe("boolean");
       }),
       { numRuns: 300 },

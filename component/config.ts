@@ -13,17 +13,21 @@ import {
 } from "../api/index.ts";
 import { normalizeCallbackPrefix } from "../api/tenancy.ts";
 import {
-  type CallbackArgs,
-  type HiveMonitorArgs,
+  type Affinity,
+  type CallbackValues,
+  type DaemonSetUpdateStrategy,
+  type HiveMonitorValues,
   LOG_LEVELS,
   type LogLevel,
   MONITOR_OPTIONS,
+  type Plain,
+  type PodMonitorArgs,
   PULL_POLICIES,
   type PullPolicy,
   type ResourceRequirements,
   type Toleration,
 } from "./args.ts";
-import { AGENT_NODE_SELECTOR } from "./builders/daemonset.ts";
+import { AGENT_NODE_SELECTOR, AGENT_SELECTOR } from "./builders/daemonset.ts";
 import type { ArgProblem } from "./builders/problems.ts";
 import { isPlainObject, toHiveTrap, trapProblems, unknownKeys } from "./builders/traps.ts";
 
@@ -32,12 +36,12 @@ export const DEFAULT_POLICY = "default";
 export const DEFAULT_METRICS_PORT = 9464;
 export const DEFAULT_RUNTIME_SOCKET = "/run/containerd/containerd.sock";
 export const DEFAULT_SPOOL_DIR = "/var/lib/hive/spool";
-export const DEFAULT_RESOURCES: ResourceRequirements = {
+export const DEFAULT_RESOURCES: Plain<ResourceRequirements> = {
   requests: { cpu: "50m", memory: "128Mi" },
   limits: { memory: "512Mi" },
 };
 /** Control-plane nodes run pods too (static ones at least); a file monitor should watch them. */
-export const DEFAULT_TOLERATIONS: Toleration[] = [
+export const DEFAULT_TOLERATIONS: Plain<Toleration>[] = [
   { key: "node-role.kubernetes.io/control-plane", operator: "Exists", effect: "NoSchedule" },
 ];
 
@@ -56,13 +60,17 @@ export interface HiveConfig {
   image: string;
   imagePullPolicy: PullPolicy;
   imagePullSecrets: string[];
-  callback: CallbackArgs | undefined;
+  callback: CallbackValues | undefined;
   /** Normalized (api/tenancy.ts): where tenant policies' traps may send alerts. */
   tenantCallbacks: string[];
   policies: PolicyConfig[];
   nodeSelector: Record<string, string>;
-  tolerations: Toleration[];
-  resources: ResourceRequirements;
+  tolerations: Plain<Toleration>[];
+  affinity: Plain<Affinity> | undefined;
+  resources: Plain<ResourceRequirements>;
+  podLabels: Record<string, string>;
+  podAnnotations: Record<string, string>;
+  updateStrategy: Plain<DaemonSetUpdateStrategy>;
   priorityClassName: string | undefined;
   logLevel: LogLevel;
   metricsPort: number;
@@ -70,7 +78,16 @@ export interface HiveConfig {
   spoolDir: string;
   legacyKernelCapabilities: boolean;
   admissionPolicy: boolean;
+  /** The Prometheus Operator PodMonitor's settings, when one is wanted. */
+  podMonitor: Plain<PodMonitorArgs> | undefined;
+  deleteCrdsOnDestroy: boolean;
 }
+
+/** One agent pod replaced at a time: the others keep watching. */
+export const DEFAULT_UPDATE_STRATEGY: Plain<DaemonSetUpdateStrategy> = {
+  type: "RollingUpdate",
+  rollingUpdate: { maxUnavailable: 1 },
+};
 
 export type ConfigResult = { ok: true; config: HiveConfig } | { ok: false; problems: ArgProblem[] };
 
@@ -134,13 +151,17 @@ class Checker {
   }
 }
 
-function checkNamespace(c: Checker, value: HiveMonitorArgs["namespace"]): { name: string; create: boolean } {
+function checkNamespace(
+  c: Checker,
+  value: HiveMonitorValues["namespace"],
+): { name: string; create: boolean } {
   if (value === undefined) return { name: DEFAULT_NAMESPACE, create: true };
   if (typeof value === "string") {
     c.name("namespace", value, DNS_LABEL, "a namespace name (lowercase letters, digits and '-', at most 63)");
     return { name: value, create: true };
   }
-  if (isPlainObject(value) && typeof value.existing === "string") {
+  // An `existing` not known yet is undefined here: named by its own option, not as a wrong form.
+  if (isPlainObject(value) && Object.hasOwn(value, "existing")) {
     c.problems.push(...unknownKeys(value, ["existing"], "namespace"));
     c.name("namespace.existing", value.existing, DNS_LABEL, "a namespace name");
     return { name: value.existing, create: false };
@@ -152,15 +173,23 @@ function checkNamespace(c: Checker, value: HiveMonitorArgs["namespace"]): { name
   return { name: DEFAULT_NAMESPACE, create: true };
 }
 
-function checkCallback(c: Checker, value: unknown): CallbackArgs | undefined {
+function checkCallback(c: Checker, value: unknown): CallbackValues | undefined {
   if (value === undefined) return undefined;
+  const url = FORMATS["http-url"];
+  // A URL alone is short for { url }.
+  if (typeof value === "string") {
+    if (!url?.(value)) c.add("callback", `${JSON.stringify(value)} must be an http:// or https:// URL`);
+    return { url: value };
+  }
   if (!isPlainObject(value)) {
-    c.add("callback", 'must be an object such as { url: "https://alerts.example.com/hive" }');
+    c.add(
+      "callback",
+      'must be a URL or an object such as { url: "https://alerts.example.com/hive", headersSecret: "hive-callback" }',
+    );
     return undefined;
   }
   c.problems.push(...unknownKeys(value, ["url", "headersSecret", "signingSecret"], "callback"));
-  const cb = value as unknown as CallbackArgs;
-  const url = FORMATS["http-url"];
+  const cb = value as unknown as CallbackValues;
   if (typeof cb.url !== "string" || !url?.(cb.url)) {
     c.add("callback.url", `${JSON.stringify(cb.url)} must be an http:// or https:// URL`);
   }
@@ -189,7 +218,7 @@ function checkCallback(c: Checker, value: unknown): CallbackArgs | undefined {
   return cb;
 }
 
-function checkTolerations(c: Checker, value: unknown): Toleration[] {
+function checkTolerations(c: Checker, value: unknown): Plain<Toleration>[] {
   if (value === undefined) return DEFAULT_TOLERATIONS;
   if (!Array.isArray(value)) {
     c.add("tolerations", "must be a list of tolerations");
@@ -214,16 +243,16 @@ function checkTolerations(c: Checker, value: unknown): Toleration[] {
       c.add(`${at}.tolerationSeconds`, "must be a whole number of seconds");
     }
   }
-  return value as Toleration[];
+  return value as Plain<Toleration>[];
 }
 
-function checkResources(c: Checker, value: unknown): ResourceRequirements {
+function checkResources(c: Checker, value: unknown): Plain<ResourceRequirements> {
   if (value === undefined) return DEFAULT_RESOURCES;
   if (!isPlainObject(value)) {
     c.add("resources", 'must be { requests?: { cpu: "50m" }, limits?: { memory: "512Mi" } }');
     return {};
   }
-  c.problems.push(...unknownKeys(value, ["requests", "limits"], "resources"));
+  c.problems.push(...unknownKeys(value, ["requests", "limits", "claims"], "resources"));
   for (const part of ["requests", "limits"] as const) {
     const quantities = value[part];
     if (quantities === undefined) continue;
@@ -240,7 +269,102 @@ function checkResources(c: Checker, value: unknown): ResourceRequirements {
       }
     }
   }
-  return value as ResourceRequirements;
+  return value as Plain<ResourceRequirements>;
+}
+
+function checkAffinity(c: Checker, value: unknown): Plain<Affinity> | undefined {
+  if (value === undefined) return undefined;
+  if (!isPlainObject(value)) {
+    c.add("affinity", "must be { nodeAffinity?, podAffinity?, podAntiAffinity? } as in a pod spec");
+    return undefined;
+  }
+  c.problems.push(...unknownKeys(value, ["nodeAffinity", "podAffinity", "podAntiAffinity"], "affinity"));
+  return value as Plain<Affinity>;
+}
+
+/** Label keys the DaemonSet's selector and Hive's own labels use: a pod label must not change them. */
+const RESERVED_POD_LABELS = [...Object.keys(AGENT_SELECTOR), "app.kubernetes.io/instance"];
+
+function checkPodMetadata(c: Checker, labels: unknown, annotations: unknown): void {
+  if (labels !== undefined && c.labels("podLabels", labels)) {
+    for (const key of Object.keys(labels)) {
+      if (RESERVED_POD_LABELS.includes(key))
+        c.add(`podLabels.${key}`, "is set by Hive (the DaemonSet selects its pods by it); use another key");
+    }
+  }
+  if (annotations === undefined) return;
+  if (!isPlainObject(annotations)) {
+    c.add("podAnnotations", 'must map annotation names to values, e.g. { "example.com/team": "security" }');
+    return;
+  }
+  for (const [k, v] of Object.entries(annotations)) {
+    if (!LABEL_KEY.test(k)) c.add(`podAnnotations.${k}`, "the key is not a valid annotation name");
+    else if (typeof v !== "string") c.add(`podAnnotations.${k}`, `${JSON.stringify(v)} must be a string`);
+  }
+}
+
+/** An int or a percentage, as Kubernetes' IntOrString fields of a rolling update take them. */
+const INT_OR_PERCENT = /^\d+%?$/;
+
+function checkUpdateStrategy(c: Checker, value: unknown): Plain<DaemonSetUpdateStrategy> {
+  if (value === undefined) return DEFAULT_UPDATE_STRATEGY;
+  if (!isPlainObject(value)) {
+    c.add(
+      "updateStrategy",
+      'must be { type: "RollingUpdate", rollingUpdate?: { maxUnavailable } } or { type: "OnDelete" }',
+    );
+    return DEFAULT_UPDATE_STRATEGY;
+  }
+  c.problems.push(...unknownKeys(value, ["type", "rollingUpdate"], "updateStrategy"));
+  const type = value.type ?? "RollingUpdate";
+  c.oneOf("updateStrategy.type", type, ["RollingUpdate", "OnDelete"]);
+  const rolling = value.rollingUpdate;
+  if (rolling !== undefined) {
+    if (type !== "RollingUpdate")
+      c.add("updateStrategy.rollingUpdate", 'only applies with type "RollingUpdate"');
+    else if (!isPlainObject(rolling))
+      c.add("updateStrategy.rollingUpdate", "must be { maxUnavailable?, maxSurge? }");
+    else {
+      c.problems.push(
+        ...unknownKeys(rolling, ["maxUnavailable", "maxSurge"], "updateStrategy.rollingUpdate"),
+      );
+      for (const key of ["maxUnavailable", "maxSurge"]) {
+        const v = rolling[key];
+        if (v === undefined) continue;
+        if (
+          !(Number.isInteger(v) && (v as number) >= 0) &&
+          !(typeof v === "string" && INT_OR_PERCENT.test(v))
+        ) {
+          c.add(
+            `updateStrategy.rollingUpdate.${key}`,
+            `${JSON.stringify(v)} must be a number of pods or a percentage such as "10%"`,
+          );
+        }
+      }
+    }
+  }
+  return value as Plain<DaemonSetUpdateStrategy>;
+}
+
+function checkPodMonitor(c: Checker, value: unknown): Plain<PodMonitorArgs> | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (value === true) return {};
+  if (!isPlainObject(value)) {
+    c.add("podMonitor", 'must be true or { interval?: "30s", labels?: { release: "prometheus" } }');
+    return undefined;
+  }
+  c.problems.push(...unknownKeys(value, ["interval", "labels"], "podMonitor"));
+  if (
+    value.interval !== undefined &&
+    (typeof value.interval !== "string" || !/^(\d+(ms|s|m|h))+$/.test(value.interval))
+  ) {
+    c.add(
+      "podMonitor.interval",
+      `${JSON.stringify(value.interval)} must be a duration such as "30s" or "1m"`,
+    );
+  }
+  if (value.labels !== undefined) c.labels("podMonitor.labels", value.labels);
+  return value as Plain<PodMonitorArgs>;
 }
 
 function groupTraps(c: Checker, value: unknown): { name: string; spec: HivePolicySpec }[] {
@@ -295,7 +419,7 @@ function checkTenantCallbacks(c: Checker, value: unknown): string[] {
   return out;
 }
 
-export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
+export function resolveConfig(args: HiveMonitorValues): ConfigResult {
   const c = new Checker();
   if (!isPlainObject(args)) {
     return {
@@ -335,7 +459,10 @@ export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
     }
   }
   const tolerations = checkTolerations(c, args.tolerations);
+  const affinity = checkAffinity(c, args.affinity);
   const resources = checkResources(c, args.resources);
+  checkPodMetadata(c, args.podLabels, args.podAnnotations);
+  const updateStrategy = checkUpdateStrategy(c, args.updateStrategy);
   const priorityClassName = args.priorityClassName ?? DEFAULT_PRIORITY_CLASS;
   if (priorityClassName !== "")
     c.name("priorityClassName", priorityClassName, DNS_SUBDOMAIN, "a PriorityClass name");
@@ -353,6 +480,9 @@ export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
   if (typeof legacy !== "boolean") c.add("legacyKernelCapabilities", "must be true or false");
   const admissionPolicy = args.admissionPolicy ?? true;
   if (typeof admissionPolicy !== "boolean") c.add("admissionPolicy", "must be true or false");
+  const podMonitor = checkPodMonitor(c, args.podMonitor);
+  const deleteCrds = args.deleteCrdsOnDestroy ?? false;
+  if (typeof deleteCrds !== "boolean") c.add("deleteCrdsOnDestroy", "must be true or false");
 
   if (c.problems.length > 0) return { ok: false, problems: c.problems };
   return {
@@ -368,7 +498,11 @@ export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
       policies,
       nodeSelector,
       tolerations,
+      affinity,
       resources,
+      podLabels: args.podLabels ?? {},
+      podAnnotations: args.podAnnotations ?? {},
+      updateStrategy,
       priorityClassName: priorityClassName === "" ? undefined : priorityClassName,
       logLevel,
       metricsPort,
@@ -376,6 +510,8 @@ export function resolveConfig(args: HiveMonitorArgs): ConfigResult {
       spoolDir,
       legacyKernelCapabilities: legacy,
       admissionPolicy,
+      podMonitor,
+      deleteCrdsOnDestroy: deleteCrds,
     },
   };
 }

@@ -1,15 +1,18 @@
 /**
  * HiveMonitor: the Pulumi component. It only wires: the objects come from render.ts (the
  * same builders `hive render` uses), and this class turns each into a Kubernetes resource
- * with the dependencies that make `pulumi up` converge in one run.
+ * with the dependencies that make `pulumi up` converge in one run, and a destroy that
+ * neither hangs nor takes other teams' HivePolicies down.
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
-import type { HiveMonitorArgs } from "./args.ts";
-import type { KubernetesObject } from "./builders/objects.ts";
-import { formatProblems } from "./builders/problems.ts";
-import { resolveConfig } from "./config.ts";
-import { buildManifests } from "./render.ts";
+import type { HiveMonitorArgs, HiveMonitorValues } from "./args.ts";
+import type { Identity, KubernetesObject } from "./builders/objects.ts";
+import { type ArgProblem, formatProblems } from "./builders/problems.ts";
+import { type HiveConfig, resolveConfig } from "./config.ts";
+import { findInputs, knownProblems, type PendingInput, withValues } from "./inputs.ts";
+import { buildManifests, flattenManifests, type MonitorManifests } from "./render.ts";
+import { resolvedObject, resolveObjects } from "./resolve.ts";
 
 export const HIVE_MONITOR_TYPE = "hive:index:HiveMonitor";
 
@@ -32,6 +35,45 @@ const RESOURCE_CLASSES: Readonly<Record<string, ResourceClass>> = {
   DaemonSet: k8s.apps.v1.DaemonSet,
 };
 
+/** Options that decide which resources exist: they must be known when the monitor is constructed. */
+const STRUCTURAL_OPTIONS = [
+  /^$/,
+  /^traps(\[\d+\])?$/,
+  /^traps\[\d+\]\.policy$/,
+  /^admissionPolicy$/,
+  /^podMonitor$/,
+  /^deleteCrdsOnDestroy$/,
+];
+
+function structuralProblems(pending: readonly PendingInput[]): ArgProblem[] {
+  return pending
+    .filter((p) => STRUCTURAL_OPTIONS.some((re) => re.test(p.path)))
+    .map((p) => ({
+      option: p.path || "(args)",
+      message:
+        "must be a plain value, not an Output or Promise: it decides which resources the monitor creates",
+    }));
+}
+
+/**
+ * The same arguments with only what decides the set of objects and their names (namespace,
+ * policy names, optional objects): built before the pending values are known, for the shape.
+ */
+function shapeArgs(args: HiveMonitorArgs, known: HiveMonitorValues): HiveMonitorValues {
+  const ns = known.namespace;
+  return {
+    image: "shape",
+    namespace:
+      typeof ns === "string" ? ns : ns && typeof ns === "object" ? { existing: ns.existing ?? "shape" } : ns,
+    admissionPolicy: args.admissionPolicy,
+    podMonitor: args.podMonitor === undefined ? undefined : args.podMonitor !== false,
+    traps: args.traps?.map((t) => ({
+      path: "/shape",
+      ...(t.policy === undefined ? {} : { policy: t.policy }),
+    })),
+  };
+}
+
 /** One Kubernetes object → the matching typed Pulumi resource, with its object as the inputs. */
 function toResource(name: string, o: KubernetesObject, opts: Opts): pulumi.CustomResource {
   const Resource = RESOURCE_CLASSES[o.kind] ?? k8s.apiextensions.CustomResource;
@@ -53,40 +95,75 @@ export class HiveMonitor extends pulumi.ComponentResource {
 
   constructor(name: string, args: HiveMonitorArgs, opts?: pulumi.ComponentResourceOptions) {
     super(HIVE_MONITOR_TYPE, name, {}, opts);
-    // Every option is checked before any child exists, so a typo creates nothing.
-    const result = resolveConfig(args);
-    if (!result.ok) {
-      throw new pulumi.ResourceError(
-        `HiveMonitor "${name}" has invalid options:\n${formatProblems(result.problems)}`,
+    const invalid = (problems: ArgProblem[]) =>
+      new pulumi.ResourceError(
+        `HiveMonitor "${name}" has invalid options:\n${formatProblems(problems)}`,
         this,
       );
+    // Every known option is checked before any child exists, so a typo creates nothing; the
+    // values not known yet (Outputs) are checked with the same messages once they are.
+    const pending = findInputs(args);
+    const known = withValues(args, pending, []) as HiveMonitorValues;
+    const first = resolveConfig(known);
+    const problems = [
+      ...structuralProblems(pending),
+      ...(first.ok ? [] : knownProblems(first.problems, pending)),
+    ];
+    if (problems.length > 0) throw invalid(problems);
+
+    const id: Identity = { instance: name, managedBy: "pulumi" };
+    let config: HiveConfig;
+    let m: MonitorManifests;
+    /** The inputs of each object of `m`, in flattenManifests order. */
+    let inputsOf: (o: KubernetesObject, index: number) => KubernetesObject;
+    if (pending.length === 0 && first.ok) {
+      config = first.config;
+      m = buildManifests(config, id);
+      inputsOf = (o) => o;
+    } else {
+      const shape = resolveConfig(shapeArgs(args, known));
+      if (!shape.ok) throw invalid(shape.problems);
+      config = shape.config;
+      m = buildManifests(config, id);
+      const resolved = resolveObjects(pending, (values) => {
+        const result = resolveConfig(withValues(args, pending, values) as HiveMonitorValues);
+        if (!result.ok) throw invalid(result.problems);
+        return flattenManifests(buildManifests(result.config, id));
+      });
+      inputsOf = (o, index) => resolvedObject(resolved, index, o);
     }
-    const m = buildManifests(result.config);
-    const child = (o: KubernetesObject, dependsOn: pulumi.Resource[] = []) =>
-      toResource(childName(name, o), o, { parent: this, dependsOn });
+    const order = flattenManifests(m);
+    const child = (o: KubernetesObject, options: Opts = {}) =>
+      toResource(childName(name, o), inputsOf(o, order.indexOf(o)), { parent: this, ...options });
 
     const ns = m.namespace ? child(m.namespace) : undefined;
     const inNamespace = ns ? [ns] : [];
-    const crds = m.crds.map((o) => child(o));
-    const access = m.access.map((o) => child(o, inNamespace));
+    // The CRDs outlive the monitor unless told otherwise: deleting a CRD deletes every HivePolicy
+    // of every team, whose finalizers no agent would remove any more (the destroy would hang).
+    const crds = m.crds.map((o) => child(o, { retainOnDelete: !config.deleteCrdsOnDestroy }));
+    const access = m.access.map((o) => child(o, { dependsOn: inNamespace }));
     const admission = m.admission.map((o) => child(o));
     // The agent starts only once it may do its job (RBAC) and may not overstep it (admission),
     // and once the kinds it watches exist.
-    const daemonSet = child(m.daemonSet, [
-      ...inNamespace,
-      ...crds,
-      ...access,
-      ...admission,
-    ]) as k8s.apps.v1.DaemonSet;
+    const daemonSet = child(m.daemonSet, {
+      dependsOn: [...inNamespace, ...crds, ...access, ...admission],
+    }) as k8s.apps.v1.DaemonSet;
     // Policies depend on the agent so that `pulumi destroy` deletes them while the agent still
     // runs to remove its finalizer (dependents are deleted first); otherwise deletion would hang.
     const policies = m.policies.map(
-      (o) => child(o, [...inNamespace, ...crds, daemonSet]) as k8s.apiextensions.CustomResource,
+      (o) =>
+        child(o, { dependsOn: [...inNamespace, ...crds, daemonSet] }) as k8s.apiextensions.CustomResource,
     );
+    if (m.podMonitor) child(m.podMonitor, { dependsOn: [...inNamespace, daemonSet] });
 
+    const nsArg = args.namespace;
     this.namespace = ns
       ? (ns as k8s.core.v1.Namespace).metadata.name
-      : pulumi.output(result.config.namespace);
+      : pulumi.output(
+          nsArg !== null && typeof nsArg === "object" && "existing" in nsArg
+            ? nsArg.existing
+            : config.namespace,
+        );
     this.daemonSetName = daemonSet.metadata.name;
     this.policyNames = pulumi.all(policies.map((p) => p.metadata.name));
     this.registerOutputs({

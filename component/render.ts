@@ -4,17 +4,20 @@
  */
 import { stringify } from "yaml";
 import { HiveError } from "../runtime/errors.ts";
-import type { HiveMonitorArgs } from "./args.ts";
+import type { HiveMonitorArgs, HiveMonitorValues } from "./args.ts";
 import { admissionManifests } from "./builders/admission.ts";
 import { crdManifests } from "./builders/crds.ts";
 import { daemonSetManifest } from "./builders/daemonset.ts";
 import { namespaceManifest } from "./builders/namespace.ts";
-import type { KubernetesObject } from "./builders/objects.ts";
+import { type Identity, type KubernetesObject, withRecommendedLabels } from "./builders/objects.ts";
+import { podMonitorManifest } from "./builders/pod-monitor.ts";
 import { policyManifest } from "./builders/policies.ts";
 import { formatProblems } from "./builders/problems.ts";
 import { rbacManifests } from "./builders/rbac.ts";
 import { serviceAccountManifest } from "./builders/service-account.ts";
 import { type HiveConfig, resolveConfig } from "./config.ts";
+import { findInputs } from "./inputs.ts";
+import { PACKAGE_VERSION } from "./version.ts";
 
 /** The objects of a monitor, grouped by what must exist before what. */
 export interface MonitorManifests {
@@ -28,19 +31,31 @@ export interface MonitorManifests {
   daemonSet: KubernetesObject;
   /** One HivePolicy per group of traps. */
   policies: KubernetesObject[];
+  /** The Prometheus Operator PodMonitor, when `podMonitor` asks for one. */
+  podMonitor: KubernetesObject | undefined;
 }
 
-/** Objects for an already validated configuration. */
-export function buildManifests(config: HiveConfig): MonitorManifests {
+/** The identity of rendered manifests (`hive render`, `renderManifests`). */
+export const RENDER_IDENTITY: Identity = { instance: "hive", managedBy: "hive-render" };
+
+/** Objects for an already validated configuration, each with the recommended labels. */
+export function buildManifests(config: HiveConfig, id: Identity = RENDER_IDENTITY): MonitorManifests {
+  const label = (o: KubernetesObject) => withRecommendedLabels(o, id, PACKAGE_VERSION);
   return {
-    namespace: config.createNamespace ? namespaceManifest(config.namespace) : undefined,
-    crds: crdManifests(),
-    access: [serviceAccountManifest(config.namespace), ...rbacManifests(config.namespace, config.callback)],
+    namespace: config.createNamespace ? label(namespaceManifest(config.namespace)) : undefined,
+    crds: crdManifests().map(label),
+    access: [
+      serviceAccountManifest(config.namespace),
+      ...rbacManifests(config.namespace, config.callback),
+    ].map(label),
     admission: config.admissionPolicy
-      ? admissionManifests(config.namespace, config.callback?.url, config.tenantCallbacks)
+      ? admissionManifests(config.namespace, config.callback?.url, config.tenantCallbacks).map(label)
       : [],
-    daemonSet: daemonSetManifest(config),
-    policies: config.policies.map((p) => policyManifest(p.name, config.namespace, p.spec)),
+    daemonSet: label(daemonSetManifest(config)),
+    policies: config.policies.map((p) => label(policyManifest(p.name, config.namespace, p.spec))),
+    podMonitor: config.podMonitor
+      ? label(podMonitorManifest(config.namespace, config.podMonitor))
+      : undefined,
   };
 }
 
@@ -53,15 +68,31 @@ export function flattenManifests(m: MonitorManifests): KubernetesObject[] {
     ...m.admission,
     m.daemonSet,
     ...m.policies,
+    ...(m.podMonitor ? [m.podMonitor] : []),
   ];
 }
 
 /**
- * Every object HiveMonitor would create for `args`, in apply order. Throws a HiveError
- * (`ConfigInvalid`) listing every invalid option.
+ * Every object HiveMonitor would create for `args` (plain values: an Output has no value to
+ * print), in apply order. Throws a HiveError (`ConfigInvalid`) listing every invalid option.
  */
-export function renderManifests(args: HiveMonitorArgs): KubernetesObject[] {
-  const result = resolveConfig(args);
+export function renderManifests(
+  args: HiveMonitorArgs | HiveMonitorValues,
+  id?: Identity,
+): KubernetesObject[] {
+  const outputs = findInputs(args);
+  if (outputs.length > 0) {
+    const problems = outputs.map((i) => ({
+      option: i.path,
+      message: "is a Pulumi Output or Promise; rendering needs plain values",
+    }));
+    throw new HiveError("ConfigInvalid", `invalid Hive configuration:\n${formatProblems(problems)}`, {
+      object: "HiveMonitorArgs",
+      hint: "pass plain values (read them from a file, as `hive render --config` does)",
+      problems,
+    });
+  }
+  const result = resolveConfig(args as HiveMonitorValues);
   if (!result.ok) {
     throw new HiveError("ConfigInvalid", `invalid Hive configuration:\n${formatProblems(result.problems)}`, {
       object: "HiveMonitorArgs",
@@ -69,11 +100,11 @@ export function renderManifests(args: HiveMonitorArgs): KubernetesObject[] {
       problems: result.problems,
     });
   }
-  return flattenManifests(buildManifests(result.config));
+  return flattenManifests(buildManifests(result.config, id));
 }
 
 /** The same objects as a multi-document YAML stream, ready for `kubectl apply -f -`. */
-export function renderYaml(args: HiveMonitorArgs): string {
+export function renderYaml(args: HiveMonitorArgs | HiveMonitorValues): string {
   return renderManifests(args)
     .map((o) => stringify(o, { lineWidth: 0 }))
     .join("---\n");

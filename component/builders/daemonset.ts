@@ -151,6 +151,7 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
     // The program reads x86-64 registers; the agent refuses to start elsewhere (config.ts rejects another arch).
     nodeSelector: { ...config.nodeSelector, ...AGENT_NODE_SELECTOR },
     tolerations: config.tolerations,
+    ...(config.affinity ? { affinity: config.affinity } : {}),
     ...(config.priorityClassName ? { priorityClassName: config.priorityClassName } : {}),
     ...(config.imagePullSecrets.length > 0
       ? { imagePullSecrets: config.imagePullSecrets.map((name) => ({ name })) }
@@ -175,8 +176,15 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
     metadata: { name: AGENT_NAME, namespace: config.namespace, labels },
     spec: {
       selector: { matchLabels: AGENT_SELECTOR },
-      updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } },
-      template: { metadata: { labels }, spec: podSpec },
+      updateStrategy: config.updateStrategy,
+      template: {
+        metadata: {
+          // Hive's labels last: the selector's must stay (config.ts rejects pod labels that would change them).
+          labels: { ...config.podLabels, ...labels },
+          ...(Object.keys(config.podAnnotations).length > 0 ? { annotations: config.podAnnotations } : {}),
+        },
+        spec: podSpec,
+      },
     },
   };
 }

@@ -6,7 +6,7 @@
  * admission.ts adds.
  */
 import { GROUP, PLURAL_DATA, PLURAL_POLICY } from "../../api/index.ts";
-import type { CallbackArgs } from "../args.ts";
+import type { CallbackValues } from "../args.ts";
 import { AGENT_NAME, hiveLabels, type KubernetesObject } from "./objects.ts";
 
 export interface PolicyRule {
@@ -45,7 +45,7 @@ export function clusterRules(): PolicyRule[] {
 }
 
 /** Rules in the monitor's namespace: the agent's own objects. */
-export function namespaceRules(callback: CallbackArgs | undefined): PolicyRule[] {
+export function namespaceRules(callback: CallbackValues | undefined): PolicyRule[] {
   const rules: PolicyRule[] = [
     // One HiveData per trap × container; the admission policy keeps each agent to its node's.
     {
@@ -75,7 +75,7 @@ export function namespaceRules(callback: CallbackArgs | undefined): PolicyRule[]
   return rules;
 }
 
-export function rbacManifests(namespace: string, callback: CallbackArgs | undefined): KubernetesObject[] {
+export function rbacManifests(namespace: string, callback: CallbackValues | undefined): KubernetesObject[] {
   const labels = hiveLabels("agent");
   const subjects = [{ kind: "ServiceAccount", name: AGENT_NAME, namespace }];
   return [

@@ -10,7 +10,7 @@ import {
   type TrapMatch,
   validatePolicySpec,
 } from "../../api/index.ts";
-import type { TrapArgs } from "../args.ts";
+import type { TrapValues } from "../args.ts";
 import type { ArgProblem } from "./problems.ts";
 
 const TRAP_KEYS = ["path", "create", "mode", "callback", "accesses", "match", "allow"] as const;
@@ -41,7 +41,7 @@ function containerNamePattern(value: RegExp | string): string {
  * One trap as the resource spells it. Absent options stay absent (no `undefined` keys), so
  * the object is the same whether it is applied by Pulumi or printed as YAML.
  */
-export function toHiveTrap(trap: TrapArgs): HiveTrap {
+export function toHiveTrap(trap: TrapValues): HiveTrap {
   const out: HiveTrap = { path: trap.path };
   if (trap.create !== undefined) out.create = trap.create;
   if (trap.mode !== undefined) out.mode = typeof trap.mode === "number" ? formatMode(trap.mode) : trap.mode;
@@ -74,7 +74,7 @@ export function trapProblems(trap: unknown, at: string, extraKeys: readonly stri
   if (!isPlainObject(trap)) {
     return [{ option: at, message: 'must be an object such as { path: "/etc/shadow" }' }];
   }
-  const t = trap as TrapArgs & Record<string, unknown>;
+  const t = trap as TrapValues & Record<string, unknown>;
   // Unknown keys would be dropped by the conversion below; name them instead (typos such as `crate`).
   const problems: ArgProblem[] = unknownKeys(t, [...TRAP_KEYS, ...extraKeys], at);
   if (t.match !== undefined) {

@@ -54,7 +54,10 @@ describe("Pulumi.yaml", () => {
     expect(ds.inputs.spec.template.spec.containers[0].args).toContain("--default-callback");
     expect(outputs).toEqual({ namespace: "hive-system", daemonSet: "hive-agent", policies: ["default"] });
     // The kubectl quick start (hive render --config examples/quickstart/hive.yaml) is the same monitor.
-    const rendered = renderManifests(parse(readFileSync(join(root, project.main, "hive.yaml"), "utf8")));
+    const rendered = renderManifests(parse(readFileSync(join(root, project.main, "hive.yaml"), "utf8")), {
+      instance: "hive",
+      managedBy: "pulumi",
+    });
     // biome-ignore lint/suspicious/noExplicitAny: recorded inputs
     const applied = resources.filter((r: any) => r.type.startsWith("kubernetes:")).map((r: any) => r.inputs);
     const key = (o: { kind: string; metadata: { name: string } }) => `${o.kind}/${o.metadata.name}`;

@@ -27,7 +27,7 @@ describe.each([
 ])("the %s configuration", (name, args) => {
   it("gives Pulumi exactly the objects renderManifests returns", async () => {
     const applied = await pulumiObjects(name, args);
-    const rendered = renderManifests(args);
+    const rendered = renderManifests(args, { instance: name, managedBy: "pulumi" });
     expect(applied).toHaveLength(rendered.length);
     expect(byKey(applied)).toEqual(byKey(rendered));
   });
