@@ -1,22 +1,35 @@
 /**
  * Runs inside the benchmark VM (bench/kernel.ts boots it with -icount shift=0, so guest
- * nanoseconds are guest instructions): syscall loops with and without the program
- * attached, the program's own run time from kernel BPF stats, and ring-buffer → decoded
- * event throughput. Writes its figures to $HIVE_BENCH_OUT as JSON.
+ * nanoseconds are guest instructions): syscall loops and fork + exec with and without the
+ * program (trap + process trackers) attached, the programs' own run time from kernel BPF
+ * stats, the allowlist comparison (an allowed access filtered in user space vs dropped in
+ * the kernel) and ring-buffer → decoded event throughput. Writes its figures to
+ * $HIVE_BENCH_OUT as JSON.
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { AccessKind } from "../../api/meta.ts";
+import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import type { AttachMode, WatchEntry } from "../../runtime/kernel/contract.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { libbpf } from "../../runtime/kernel/libbpf-ffi.ts";
 import { type LibbpfKernelWatcher, openKernelWatcher } from "../../runtime/kernel/loader.ts";
+import { TRACKERS } from "../../runtime/kernel/process-tracking.ts";
+import { createLogger } from "../../runtime/log.ts";
+import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
+import { allowSource, measureAllowCost } from "./allow-cost.ts";
 
-const loop = process.env.HIVE_BENCH_LOOP ?? "";
 const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
 const root = "/tmp/hive-bench";
 const deep = join(root, "a/b/c/d/e/f");
 mkdirSync(deep, { recursive: true });
+// Both binaries on the guest's tmpfs: exec then reads no 9p, and the loop's executable
+// (the identity the kernel records, which the allowlist figures match) is a stable path.
+const loop = join(root, "loop");
+copyFileSync(process.env.HIVE_BENCH_LOOP ?? "", loop);
+const tinyProgram = join(root, "true");
+copyFileSync(process.env.HIVE_BENCH_TRUE ?? "", tinyProgram);
 const deepFile = join(deep, "file"); // 9 path components
 writeFileSync(deepFile, "x");
 const small = join(root, "small.txt");
@@ -34,14 +47,29 @@ for (let i = 0; i < 100; i++) {
   });
 }
 
+// The exec-heavy workload; bench/kernel.ts reads its figures under this name.
+const SPAWN_WORKLOAD = "fork+exec+wait of a tiny static binary";
 const WORKLOADS = [
   { name: "access() 9-component path", args: ["access", deepFile], n: 5000 },
   { name: "stat() 9-component path", args: ["stat", deepFile], n: 5000 },
   { name: "open()+read()+close() small file", args: ["openread", small], n: 3000 },
+  { name: SPAWN_WORKLOAD, args: ["spawn", tinyProgram], n: 300 },
 ];
 
+/** Per iteration: the whole system (wall) and the loop process's own CPU time. */
+function loopCost(args: string[], count: number): { wall: number; cpu: number } {
+  const out = execFileSync(loop, [...args, String(Math.max(1, Math.round(count)))], { encoding: "utf8" });
+  const [wall, cpu] = out.trim().split(/\s+/).map(Number);
+  return { wall: wall as number, cpu: cpu as number };
+}
+
+/** loopCost with n scaled by HIVE_BENCH_SCALE. */
+function measureBoth(args: string[], n: number): { wall: number; cpu: number } {
+  return loopCost(args, n * scale);
+}
+
 function measure(args: string[], n: number): number {
-  return Number(execFileSync(loop, [...args, String(Math.round(n * scale))], { encoding: "utf8" }).trim());
+  return measureBoth(args, n).wall;
 }
 
 function progStats(fd: number): { runTimeNs: bigint; runCnt: bigint } {
@@ -54,11 +82,29 @@ function progStats(fd: number): { runTimeNs: bigint; runCnt: bigint } {
 
 const setStats = (on: boolean) => writeFileSync("/proc/sys/kernel/bpf_stats_enabled", on ? "1" : "0");
 
+/** Run time and count of the process trackers, by program name (bpftool reads them by id). */
+function trackerStats(): Map<string, { runTimeNs: number; runCnt: number }> {
+  const progs = JSON.parse(execFileSync("bpftool", ["-j", "prog", "show"], { encoding: "utf8" })) as Array<{
+    name?: string;
+    run_time_ns?: number;
+    run_cnt?: number;
+  }>;
+  const wanted = new Set<string>(TRACKERS.map((t) => t.program));
+  const out = new Map<string, { runTimeNs: number; runCnt: number }>();
+  for (const p of progs) {
+    if (p.name && wanted.has(p.name))
+      out.set(p.name, { runTimeNs: p.run_time_ns ?? 0, runCnt: p.run_cnt ?? 0 });
+  }
+  return out;
+}
+
 const results: Record<string, unknown> = {
   kernel: execFileSync("uname", ["-r"], { encoding: "utf8" }).trim(),
 };
 const costs: Record<string, Record<string, number>> = {};
 const perRun: Record<string, Record<string, { instrPerRun: number; runsPerCall: number }>> = {};
+/** Mode → tracker program → its cost in the exec-heavy workload. */
+const trackers: Record<string, Record<string, { instrPerRun: number; runsPerCall: number }>> = {};
 
 for (const mode of ["none", "kprobe", "fentry"] as const) {
   let watcher: LibbpfKernelWatcher | null = null;
@@ -84,6 +130,7 @@ for (const mode of ["none", "kprobe", "fentry"] as const) {
     setStats(true);
     for (const w of WORKLOADS) {
       const before = progStats(watcher.programFd);
+      const trackersBefore = w.name === SPAWN_WORKLOAD ? trackerStats() : undefined;
       const n = Math.round(w.n * scale);
       measure(w.args, w.n);
       const after = progStats(watcher.programFd);
@@ -92,6 +139,19 @@ for (const mode of ["none", "kprobe", "fentry"] as const) {
         instrPerRun: runs > 0n ? Number(after.runTimeNs - before.runTimeNs) / Number(runs) : 0,
         runsPerCall: Number(runs) / n,
       };
+      if (trackersBefore) {
+        // Includes the loop's own fork + exec and bpftool's: one more of each per measurement.
+        const trackersAfter = trackerStats();
+        trackers[mode] = {};
+        for (const [name, a] of trackersAfter) {
+          const b = trackersBefore.get(name) ?? { runTimeNs: 0, runCnt: 0 };
+          const r = a.runCnt - b.runCnt;
+          (trackers[mode] as Record<string, unknown>)[name] = {
+            instrPerRun: r > 0 ? (a.runTimeNs - b.runTimeNs) / r : 0,
+            runsPerCall: r / n,
+          };
+        }
+      }
     }
     setStats(false);
     await watcher.close();
@@ -99,6 +159,104 @@ for (const mode of ["none", "kprobe", "fentry"] as const) {
 }
 results.costs = costs;
 results.perRun = perRun;
+results.trackers = trackers;
+
+// The allowlist comparison. A reader alternating open+read+close between two trapped files
+// opens a new burst on every access (the worst case for per-burst costs):
+//   none     no program;
+//   dropped  the watch entries' masks exclude read/open: the kernel drops each check after
+//            the hash lookup (a lower bound for any in-kernel allow check, which needs more);
+//   allowed  every access emits an event, the ring reader delivers it, and the real alert
+//            pipeline allows it by the executable the kernel recorded (user-space filtering).
+// Kernel cost: the reader's own CPU time per access (its system calls, the program, the ring
+// buffer write and the reader's wake-up). User-space cost: the agent process's CPU time per
+// event (ring reader thread, decode, allow match, counting), over the dropped run's.
+{
+  const n = 3000;
+  const count = Math.round(n * scale);
+  const BURST_MAX_MS = 250; // the loader's default, passed explicitly
+  const a = join(root, "allow-a");
+  const b = join(root, "allow-b");
+  writeFileSync(a, "a\n");
+  writeFileSync(b, "b\n");
+  const entries = (accesses: AccessKind[]): WatchEntry[] => [
+    { key: fileKeyFromStat(statSync(a)), slot: 1, accesses, kind: "file" },
+    { key: fileKeyFromStat(statSync(b)), slot: 2, accesses, kind: "file" },
+  ];
+  const best = (args: string[]) => {
+    measureBoth(args, n / 10);
+    const runs = [measureBoth(args, n), measureBoth(args, n), measureBoth(args, n)];
+    return { wall: Math.min(...runs.map((r) => r.wall)), cpu: Math.min(...runs.map((r) => r.cpu)) };
+  };
+  const none = best(["openread2", a, b]);
+  const noneOne = best(["openread", a]);
+  const watcher = openKernelWatcher({ pinRoot: null, burstMaxMs: BURST_MAX_MS });
+  const metrics = createHiveMetrics({ processMetrics: false });
+  const pipeline = await createAlertPipeline({
+    logger: createLogger({}, { level: "error" }),
+    metrics,
+    lines: false,
+  });
+  const source = allowSource([{ exe: loop }]);
+  let received = 0;
+  watcher.onEvent((event) => {
+    received++;
+    pipeline.handle(event, source);
+  });
+  await watcher.whenReady();
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  /** One run, then every event delivered: the reader's figures and the agent's CPU time. */
+  const run = async (args: string[], count: number) => {
+    const eventsBefore = received;
+    const cpu = process.cpuUsage();
+    const reader = loopCost(args, count);
+    await watcher.flush(120_000);
+    const u = process.cpuUsage(cpu);
+    return { ...reader, agentNs: (u.user + u.system) * 1000, events: received - eventsBefore };
+  };
+  const bestRun = async (args: string[], count: number, repeats = 3) => {
+    await run(args, count / 10);
+    const runs: Array<Awaited<ReturnType<typeof run>>> = [];
+    for (let i = 0; i < repeats; i++) runs.push(await run(args, count));
+    const pick = (f: (r: (typeof runs)[number]) => number) => Math.min(...runs.map(f));
+    return {
+      wall: pick((r) => r.wall),
+      cpu: pick((r) => r.cpu),
+      agentNs: pick((r) => r.agentNs),
+      events: runs[0]?.events ?? 0,
+      count,
+    };
+  };
+  watcher.sync(entries(["write"]));
+  const dropped = await bestRun(["openread2", a, b], count);
+  watcher.sync(entries(["read", "open"]));
+  const allowed = await bestRun(["openread2", a, b], count);
+  // A reader looping on one file: its checks extend one burst for at most burstMaxMs, so the
+  // loop runs for about three burst lifetimes (guest ns = instructions) whatever the scale.
+  // A real CPU does more accesses in burstMaxMs than the emulated one: fewer events per access.
+  const oneCount = Math.ceil((3 * BURST_MAX_MS * 1e6) / noneOne.wall);
+  const loopOne = await bestRun(["openread", a], oneCount, 2);
+  const allowedCount = pipeline.allowed().reduce((sum, r) => sum + r.count, 0);
+  results.allow = {
+    attachMode: watcher.attachMode,
+    accesses: count,
+    none,
+    noneOne,
+    dropped,
+    allowed: {
+      ...allowed,
+      userPerEvent: (allowed.agentNs - dropped.agentNs) / Math.max(1, allowed.events),
+    },
+    loopOne: { ...loopOne, eventsPerAccess: loopOne.events / loopOne.count },
+    received,
+    allowedCount,
+    alertsRaised: received - allowedCount,
+  };
+  await pipeline.close();
+  await watcher.close();
+  // The user-space step alone, in guest instructions (the host measures it in ns).
+  results.allowCost = await measureAllowCost(Math.round(20_000 * Math.max(scale, 0.25)));
+}
 
 // Ring buffer → decoded events: alternating opens of two watched files, one burst each.
 {
