@@ -2,6 +2,8 @@
  * HiveMonitor under pulumi.runtime.setMocks: the resources a minimal and a full
  * configuration create, with the fields that decide what the agent may do.
  */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import { LABEL_NODE, validatePolicySpec } from "../../api/index.ts";
@@ -605,5 +607,88 @@ describe("HiveMonitor ordering", () => {
     }
     // Deleted before the agent on destroy, so the agent can still remove its finalizer.
     expect(byKind("HivePolicy")[0]?.dependsOn).toContain(ds?.name);
+  });
+});
+
+describe("HiveMonitor's Kubernetes conventions", () => {
+  it("puts the recommended labels on every object and on the agent pods, selecting by name and component only", async () => {
+    const { resources } = await run("labelled", { ...MINIMAL, traps: [{ path: "/etc/shadow" }] });
+    const version = JSON.parse(readFileSync(join(import.meta.dirname, "../../package.json"), "utf8")).version;
+    const objects = kubernetesObjects(resources);
+    expect(objects.length).toBeGreaterThan(10);
+    for (const r of objects) {
+      expect(r.inputs.metadata.labels, r.name).toMatchObject({
+        "app.kubernetes.io/name": "hive",
+        "app.kubernetes.io/instance": "labelled",
+        "app.kubernetes.io/version": version,
+        "app.kubernetes.io/component": expect.stringMatching(/^(agent|crd|policy)$/),
+        "app.kubernetes.io/part-of": "hive",
+        "app.kubernetes.io/managed-by": "pulumi",
+      });
+    }
+    const ds = find(resources, "kubernetes:apps/v1:DaemonSet");
+    expect(ds.spec.template.metadata.labels["app.kubernetes.io/instance"]).toBe("labelled");
+    // A DaemonSet's selector is immutable: it must not change with the version.
+    expect(ds.spec.selector.matchLabels).toEqual({
+      "app.kubernetes.io/name": "hive",
+      "app.kubernetes.io/component": "agent",
+    });
+  });
+
+  it("creates a PodMonitor for the agents' metrics port only when asked", async () => {
+    const { resources } = await run("scraped", {
+      ...MINIMAL,
+      metricsPort: 9100,
+      podMonitor: { interval: "30s", labels: { release: "prometheus" } },
+    });
+    const pm = find(resources, "kubernetes:monitoring.coreos.com/v1:PodMonitor");
+    expect(pm.metadata).toMatchObject({ name: "hive-agent", namespace: "hive-system" });
+    expect(pm.metadata.labels.release).toBe("prometheus");
+    expect(pm.spec).toEqual({
+      selector: { matchLabels: { "app.kubernetes.io/name": "hive", "app.kubernetes.io/component": "agent" } },
+      namespaceSelector: { matchNames: ["hive-system"] },
+      podMetricsEndpoints: [{ port: "metrics", path: "/metrics", interval: "30s" }],
+    });
+    const ds = find(resources, "kubernetes:apps/v1:DaemonSet");
+    expect(ds.spec.template.spec.containers[0].ports).toEqual([
+      { name: "metrics", containerPort: 9100, protocol: "TCP" },
+    ]);
+  });
+
+  it("schedules with the given affinity, pod labels and annotations, and update strategy", async () => {
+    const affinity = {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [{ matchExpressions: [{ key: "pool", operator: "NotIn", values: ["gpu"] }] }],
+        },
+      },
+    };
+    const { resources } = await run("placed", {
+      ...MINIMAL,
+      affinity,
+      podLabels: { team: "security" },
+      podAnnotations: { "example.com/owner": "security team" },
+      updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: "20%" } },
+      tolerations: [{ key: "dedicated", operator: "Equal", value: "monitoring", effect: "NoSchedule" }],
+    });
+    const ds = find(resources, "kubernetes:apps/v1:DaemonSet");
+    expect(ds.spec.template.spec.affinity).toEqual(affinity);
+    expect(ds.spec.template.spec.tolerations).toEqual([
+      { key: "dedicated", operator: "Equal", value: "monitoring", effect: "NoSchedule" },
+    ]);
+    expect(ds.spec.template.metadata.labels.team).toBe("security");
+    expect(ds.spec.template.metadata.annotations).toEqual({ "example.com/owner": "security team" });
+    expect(ds.spec.updateStrategy).toEqual({
+      type: "RollingUpdate",
+      rollingUpdate: { maxUnavailable: "20%" },
+    });
+    const { resources: defaults } = await run("placed-default", MINIMAL);
+    const plain = find(defaults, "kubernetes:apps/v1:DaemonSet");
+    expect(plain.spec.updateStrategy).toEqual({
+      type: "RollingUpdate",
+      rollingUpdate: { maxUnavailable: 1 },
+    });
+    expect(plain.spec.template.spec.affinity).toBeUndefined();
+    expect(plain.spec.template.metadata.annotations).toBeUndefined();
   });
 });

@@ -26,7 +26,7 @@ const IMAGE =
 
 /** A value known only later, as an image build's Output is. */
 function later<T>(value: T): pulumi.Output<T> {
-  return pulumi.output(new Promise<T>((r) => setTimeout(() => r(value), 5)));
+  return pulumi.output(new Promise<T>((r) => setTimeout(() => r(value), 5))) as pulumi.Output<T>;
 }
 
 function isSecretWrapper(value: unknown): value is { value: unknown } {
@@ -74,7 +74,7 @@ describe("HiveMonitor with an image Output and a secret callback", () => {
     ({ monitor, resources } = await run("outputs", {
       ...FULL,
       image: later(IMAGE),
-      callback: { ...FULL.callback, url: pulumi.secret(SECRET_URL) } as HiveMonitorArgs["callback"],
+      callback: { ...(FULL.callback as object), url: pulumi.secret(SECRET_URL) },
       tenantCallbacks: ["https://alerts.example.com/teams/"],
       metricsPort: later(9100),
     }));
