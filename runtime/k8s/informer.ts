@@ -69,6 +69,13 @@ export interface InformerOptions<T> {
   list?: ListFn<T>;
   /** Turn a raw watch object into T (default: client-node's model for core kinds, as-is for others). */
   decode?: (raw: unknown) => T;
+  /**
+   * Applied to every object (list items page by page, watch objects) before it is cached or
+   * handed to a handler, as client-go's SetTransform: keeping only the fields a controller uses
+   * makes the cache's memory a small per-object cost, not the objects' size. The result must
+   * keep `metadata.name`, `namespace` and `resourceVersion` (the cache's key and diff).
+   */
+  transform?: (obj: T) => T;
 }
 
 export interface InformerStats {
@@ -198,6 +205,7 @@ export class Informer<T extends KubernetesObject> {
   private readonly opts: InformerOptions<T>;
   private readonly listFn: ListFn<T>;
   private readonly decode: (raw: unknown) => T;
+  private readonly transform: (obj: T) => T;
   private readonly log: Logger;
   private readonly path: string;
   private resolveSynced: () => void = () => {};
@@ -209,6 +217,7 @@ export class Informer<T extends KubernetesObject> {
     const lister = options.list ? undefined : resourceLister<T>(options.clients, options.resource);
     this.listFn = options.list ?? (lister as { list: ListFn<T> }).list;
     this.decode = options.decode ?? lister?.decode ?? ((raw) => raw as T);
+    this.transform = options.transform ?? ((obj) => obj);
     this.path = collectionPath(options.resource);
     this.log = (options.logger ?? createLogger()).child({ informer: this.path });
     this.whenSynced = new Promise((resolve) => {
@@ -342,7 +351,8 @@ export class Informer<T extends KubernetesObject> {
         }
         throw err;
       }
-      items.push(...page.items);
+      // Page by page: at most one page of whole objects is alive at a time.
+      for (const item of page.items) items.push(this.transform(item));
       continueToken = page.metadata?._continue ?? page.metadata?.continue ?? undefined;
       if (!continueToken) {
         this.rvUnavailable = false;
@@ -424,7 +434,7 @@ export class Informer<T extends KubernetesObject> {
             if (rv) this.rv = rv;
             return;
           }
-          const obj = this.decode(raw);
+          const obj = this.transform(this.decode(raw));
           const key = objectKey(obj);
           const before = this.cache.get(key);
           if (type === "DELETED") {
