@@ -3,7 +3,7 @@
  * pods labelled security=high, and post each alert to a callback.
  *
  *   pulumi config set hive:image registry.example.com/hive:0.1.0       # built from Hive's Dockerfile
- *   pulumi config set hive:callbackUrl https://alerts.example.com/hive
+ *   pulumi config set --secret hive:callbackUrl https://alerts.example.com/hive   # kept secret in the state
  *   pulumi up
  */
 import { HiveMonitor } from "@hive-operator/hive";
@@ -13,7 +13,8 @@ const config = new pulumi.Config("hive");
 
 const monitor = new HiveMonitor("hive", {
   image: config.get("image") ?? "registry.example.com/hive:0.1.0",
-  callback: { url: config.get("callbackUrl") ?? "https://alerts.example.com/hive" },
+  // A URL alone is short for { url }; a secret one (config.getSecret) stays secret in the state.
+  callback: config.getSecret("callbackUrl") ?? "https://alerts.example.com/hive",
   traps: [
     {
       path: "/etc/shadow",
