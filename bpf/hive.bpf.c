@@ -63,8 +63,11 @@ struct {
 	__type(value, __u64);
 } hive_bitmap SEC(".maps");
 
+/* Pending bursts by thread id. A plain hash, not an LRU: an entry leaves only when it is
+ * emitted (its thread's next burst, or its thread's exit), never evicted unseen; when the
+ * table is full a new burst is emitted at once instead (counted as unfolded). */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
 	__type(key, __u32);
 	__type(value, struct hive_event);
@@ -166,8 +169,32 @@ static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask, int pare
 	next->_pad = 0;
 	bpf_get_current_comm(next->comm, sizeof(next->comm));
 	hive_event_identity(next);
-	bpf_map_update_elem(&hive_bursts, &tid, next, BPF_ANY);
 	counters->bursts++;
+	if (bpf_map_update_elem(&hive_bursts, &tid, next, BPF_ANY)) {
+		counters->unfolded++;
+		hive_emit(next, counters);
+	}
+	return 0;
+}
+
+/* Every thread's exit: its pending burst can have no successor, so it is emitted now (unless
+ * a sweep delivered it) and its entry freed: hive_bursts holds live threads only. Then the
+ * process-tracking part (process.bpf.h). */
+SEC("raw_tracepoint/sched_process_exit")
+int hive_proc_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx->args[0];
+	__u32 tid = BPF_CORE_READ(task, pid);
+	struct hive_event *burst = bpf_map_lookup_elem(&hive_bursts, &tid);
+	if (burst) {
+		__u32 zero = 0;
+		struct hive_counters *counters = bpf_map_lookup_elem(&hive_counters, &zero);
+		__u64 *swept = bpf_map_lookup_elem(&hive_swept, &tid);
+		if (counters && (!swept || *swept != burst->ktime_ns))
+			hive_emit(burst, counters);
+		bpf_map_delete_elem(&hive_bursts, &tid);
+	}
+	hive_proc_group_exit(task);
 	return 0;
 }
 

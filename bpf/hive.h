@@ -102,12 +102,13 @@ struct hive_counters {
 	__u64 lost;   /* events whose ring-buffer reservation failed */
 	__u64 checks; /* checks that matched a watch entry and a wanted mask */
 	__u64 bursts; /* bursts opened (user space sweeps idle ones when this moves) */
+	__u64 unfolded; /* bursts emitted at once, not folded with later checks: hive_bursts was full */
 };
 
 _Static_assert(sizeof(struct hive_key) == 16, "hive_key layout");
 _Static_assert(sizeof(struct hive_value) == 16, "hive_value layout");
 _Static_assert(sizeof(struct hive_proc) == 296, "hive_proc layout");
 _Static_assert(sizeof(struct hive_event) == 656, "hive_event layout");
-_Static_assert(sizeof(struct hive_counters) == 32, "hive_counters layout");
+_Static_assert(sizeof(struct hive_counters) == 40, "hive_counters layout");
 
 #endif

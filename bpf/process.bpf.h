@@ -9,7 +9,7 @@
  *
  *   exec  (raw tracepoint sched_process_exec): a new entry from the task's mm->exe_file;
  *   fork  (raw tracepoint sched_process_fork): the child inherits its parent's entry;
- *   exit  (raw tracepoint sched_process_exit): the entry goes when the last thread does;
+ *   exit  (raw tracepoint sched_process_exit, in hive.bpf.c): the entry goes with the last thread;
  *   seed  (task iterator, run once at load): processes that predate the program, marked.
  *
  * Raw tracepoints and task iterators attach through BPF links, without perf_event_open:
@@ -279,17 +279,15 @@ int hive_proc_fork(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-SEC("raw_tracepoint/sched_process_exit")
-int hive_proc_exit(struct bpf_raw_tracepoint_args *ctx)
+/* The exit of a thread (hive.bpf.c's hive_proc_exit): the entry goes with the last thread. */
+static __always_inline void hive_proc_group_exit(struct task_struct *task)
 {
-	struct task_struct *task = (struct task_struct *)ctx->args[0];
 	/* signal->live counts the group's threads not yet exiting: 0 once the last one is. */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
-		return 0;
+		return;
 	__u32 tgid = BPF_CORE_READ(task, tgid);
 	if (hive_proc_of(task))
 		bpf_map_delete_elem(&hive_procs, &tgid);
-	return 0;
 }
 
 SEC("iter/task")

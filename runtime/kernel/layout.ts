@@ -80,7 +80,14 @@ export const PROC_LAYOUT = {
 export const EXE_MAX = 256;
 const EXE = { unknown: 0, exec: 1, seed: 2, sourceMask: 0xff, truncated: 0x100, unreachable: 0x200 } as const;
 /** struct hive_counters (one per CPU in hive_counters). */
-export const COUNTERS_LAYOUT = { size: 32, events: 0, lost: 8, checks: 16, bursts: 24 } as const;
+export const COUNTERS_LAYOUT = {
+  size: 40,
+  events: 0,
+  lost: 8,
+  checks: 16,
+  bursts: 24,
+  unfolded: 32,
+} as const;
 
 /** Pre-filter bitmap geometry (HIVE_BITMAP_WORDS in bpf/hive.h). */
 export const BITMAP_WORDS = 1024;

@@ -119,6 +119,8 @@ export interface KernelWatcherOptions {
    * 65,536 (bpf/hive.bpf.c). Pins of another capacity are pins of another layout.
    */
   watchCapacity?: number;
+  /** Threads with a pending burst the kernel keeps (default 8,192); more are reported unfolded. */
+  burstCapacity?: number;
   logger?: Logger;
 }
 
@@ -127,6 +129,8 @@ export interface LibbpfCounters extends KernelCounters {
   checks: bigint;
   /** Bursts the kernel opened; each is delivered, lost, or still pending. */
   bursts: bigint;
+  /** Bursts emitted at once because the burst table was full (reported, not folded). */
+  unfolded: bigint;
   /** Events delivered to listeners (kernel-emitted + swept, duplicates dropped). */
   delivered: bigint;
 }
@@ -240,12 +244,13 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       }
       this.maps = maps;
       this.watchCapacity = options.watchCapacity ?? DEFAULT_WATCH_CAPACITY;
-      if (options.watchCapacity !== undefined) {
-        check(
-          this.lib.bpf_map__set_max_entries(maps.hive_watch, options.watchCapacity) as number,
-          "sizing the watch map",
-          { object: "hive_watch" },
-        );
+      const sizes: Array<[Pointer, number | undefined, string]> = [
+        [maps.hive_watch, options.watchCapacity, "hive_watch"],
+        [maps.hive_bursts, options.burstCapacity, "hive_bursts"],
+      ];
+      for (const [map, entries, name] of sizes) {
+        if (entries === undefined) continue;
+        check(this.lib.bpf_map__set_max_entries(map, entries) as number, "sizing a map", { object: name });
       }
       if (this.pinRoot) {
         ensureBpffsDir(this.pinRoot);
@@ -625,7 +630,7 @@ function bitmapOf(inos: readonly bigint[]): BigUint64Array {
 export function readCounters(
   fd: number,
   ncpus: number,
-): { events: bigint; lost: bigint; checks: bigint; bursts: bigint } {
+): { events: bigint; lost: bigint; checks: bigint; bursts: bigint; unfolded: bigint } {
   const lib = libbpf();
   const buf = Buffer.alloc(ncpus * COUNTERS_LAYOUT.size);
   const rc = lib.bpf_map_lookup_elem(fd, Buffer.alloc(4), buf) as number;
@@ -640,6 +645,7 @@ export function readCounters(
     lost: sum(COUNTERS_LAYOUT.lost),
     checks: sum(COUNTERS_LAYOUT.checks),
     bursts: sum(COUNTERS_LAYOUT.bursts),
+    unfolded: sum(COUNTERS_LAYOUT.unfolded),
   };
 }
 

@@ -17,7 +17,7 @@ export interface PinnedState {
   attachMode: AttachMode | null;
   maps: string[];
   watched: Array<{ key: FileKey } & DecodedValue>;
-  counters: { events: bigint; lost: bigint; checks: bigint; bursts: bigint } | null;
+  counters: { events: bigint; lost: bigint; checks: bigint; bursts: bigint; unfolded: bigint } | null;
 }
 
 /** null when nothing is pinned. */

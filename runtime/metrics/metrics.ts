@@ -51,6 +51,7 @@ export type KernelCountersSource = () => {
   lost: bigint;
   watched: number;
   notWatched?: number;
+  unfolded?: bigint;
 };
 
 export interface HiveMetrics {
@@ -126,6 +127,11 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     "hive_kernel_events_lost_total",
     "Access events lost because the kernel ring buffer was full.",
     (c) => c.lost,
+  );
+  kernelCounter(
+    "hive_kernel_bursts_unfolded_total",
+    "Accesses reported at once, without folding their later checks, because the kernel's burst table was full.",
+    (c) => c.unfolded ?? 0n,
   );
   const watchedFiles = new Gauge({
     name: "hive_watched_files",

@@ -439,6 +439,31 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
     };
   },
 
+  async "a full burst table loses nothing: the accesses it cannot hold are reported at once and counted"() {
+    const path = file("burst-table.txt");
+    const small = openKernelWatcher({ pinRoot: null, burstGapMs: GAP_MS, burstCapacity: 2 });
+    try {
+      const seen: KernelEvent[] = [];
+      small.onEvent((e) => seen.push(e));
+      small.sync([entry(path, 31)]);
+      await small.flush();
+      // Eight readers that stay alive (a thread's exit would end its burst): two fit the table.
+      const script = "open(my $f, '<', $ARGV[0]) or die; my @l = <$f>; $| = 1; print qq(read\n); sleep 5;";
+      const readers = Array.from({ length: 8 }, () => spawn("perl", ["-e", script, path]));
+      // Each says when it has read; all are still alive (and their bursts pending) after that.
+      await Promise.all(readers.map((r) => new Promise((res) => r.stdout.once("data", res))));
+      await small.flush();
+      const counters = small.counters();
+      assert.equal(forSlot(seen, 31).length, 8, JSON.stringify({ seen, counters }, replacer));
+      assert.ok(counters.unfolded >= 6n, `unfolded ${counters.unfolded}`);
+      assert.equal(counters.lost, 0n);
+      await Promise.all(readers.map((r) => new Promise((res) => r.on("exit", res))));
+      return { events: forSlot(seen, 31).length, unfolded: counters.unfolded };
+    } finally {
+      await small.close();
+    }
+  },
+
   async "pinned maps survive an agent restart and are adopted; a clean shutdown removes them"() {
     const path = file("pinned.txt");
     watcher.sync([entry(path, 30)]);
