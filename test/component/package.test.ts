@@ -50,7 +50,9 @@ beforeAll(async () => {
   build = await sh("npm", ["run", "build", "--", "--outDir", join(staging, "dist")], root)
     .then((r) => ({ ...r, code: 0 }))
     .catch((e) => ({ stdout: e.stdout ?? "", stderr: e.stderr ?? String(e), code: e.code ?? 1 }));
-  writeFileSync(join(staging, "package.json"), JSON.stringify(manifest, null, 2));
+  // The staging copy is built above (into its own dist/): its prepack has nothing to build from.
+  const { prepack: _built, ...scripts } = manifest.scripts;
+  writeFileSync(join(staging, "package.json"), JSON.stringify({ ...manifest, scripts }, null, 2));
   for (const entry of manifest.files as string[]) {
     if (entry !== "dist" && existsSync(join(root, entry)))
       cpSync(join(root, entry), join(staging, entry), { recursive: true });
@@ -174,6 +176,37 @@ console.log(JSON.stringify({ names, types: types.sort(), rendered: renderManifes
     expect(out.types).toContain("kubernetes:hive-operator.com/v1alpha1:HivePolicy");
     // One Pulumi resource per rendered object, plus the component itself.
     expect(out.types).toHaveLength(out.rendered + 1);
+  }, 60_000);
+
+  it("builds dist/ before every pack or publish, so a clean clone never ships without it", () => {
+    expect(manifest.scripts.prepack).toBe("npm run build");
+    expect(manifest.scripts.build).toContain("tsconfig.build.json");
+  });
+
+  it("runs a program with an image Output and a secret callback, the secret never in plain text", async () => {
+    writeFileSync(
+      join(program, "secrets.mjs"),
+      `import * as pulumi from "@pulumi/pulumi";
+const registered = [];
+pulumi.runtime.setMocks({ newResource: (a) => { registered.push(a); return { id: a.name, state: a.inputs }; }, call: (a) => a.inputs }, "p", "s", false);
+const { HiveMonitor } = await import("${manifest.name}");
+const image = pulumi.output(new Promise((r) => setTimeout(() => r("registry.example.com/hive:0.1.0"), 5)));
+const m = new HiveMonitor("hive", { image, callback: pulumi.secret("https://alerts.example.com/hive?token=s3cr3t") });
+const name = await new Promise((r) => m.daemonSetName.apply(r));
+await new Promise((r) => setTimeout(r, 300));
+const ds = registered.find((a) => a.type === "kubernetes:apps/v1:DaemonSet");
+const isSecret = (v) => v?.[pulumi.runtime.specialSigKey] === pulumi.runtime.specialSecretSig;
+// Every registered input field holding the secret must be a secret as a whole.
+const plain = registered.flatMap((a) => Object.entries(a.inputs).filter(([, v]) => !isSecret(v) && JSON.stringify(v).includes("s3cr3t")).map(([k]) => a.type + "." + k));
+console.log(JSON.stringify({ name, specSecret: isSecret(ds.inputs.spec), plain, image: JSON.stringify(ds.inputs.spec).includes("registry.example.com/hive:0.1.0") }));
+`,
+    );
+    const { stdout } = await sh(process.execPath, ["secrets.mjs"], program);
+    const out = JSON.parse(stdout);
+    expect(out.name).toBe("hive-agent");
+    expect(out.specSecret).toBe(true);
+    expect(out.plain).toEqual([]);
+    expect(out.image).toBe(true);
   }, 60_000);
 
   it("installs a `hive` bin that renders the quick-start manifests", async () => {
