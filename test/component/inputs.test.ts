@@ -166,6 +166,24 @@ describe("HiveMonitor validation with values known later", () => {
   }, 60_000);
 });
 
+describe("HiveMonitor with its namespace from an Output", () => {
+  it("creates it and puts every namespaced object in it, outputting its name", async () => {
+    const { monitor, resources } = await run("ns-later", {
+      ...MINIMAL,
+      namespace: later("security-tools"),
+      traps: [{ path: "/etc/shadow" }],
+    });
+    expect(await resolve(monitor.namespace)).toBe("security-tools");
+    const ns = resources.find((r) => r.type === "kubernetes:core/v1:Namespace");
+    expect(ns?.inputs.metadata.name).toBe("security-tools");
+    const namespaced = resources.filter((r) => r.inputs.metadata.namespace !== undefined);
+    expect(namespaced.map((r) => r.inputs.metadata.namespace)).toEqual(
+      namespaced.map(() => "security-tools"),
+    );
+    expect(namespaced.map((r) => r.type)).toContain("kubernetes:hive-operator.com/v1alpha1:HivePolicy");
+  });
+});
+
 describe("callback shorthand", () => {
   it("takes a URL alone, a secret one included, as { url }", async () => {
     const { resources } = await run("short", {
