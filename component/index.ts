@@ -4,11 +4,16 @@
  *   new HiveMonitor("hive", { image, callback: { url }, traps: [{ path: "/etc/shadow", match: { matchLabels: { security: "high" } } }] })
  */
 export type {
+  Affinity,
   AllowArgs,
   CallbackArgs,
+  DaemonSetUpdateStrategy,
   HiveMonitorArgs,
+  HiveMonitorValues,
   LogLevel,
   MonitorTrapArgs,
+  Plain,
+  PodMonitorArgs,
   PullPolicy,
   ResourceRequirements,
   SecretKeyRef,
@@ -16,7 +21,7 @@ export type {
   TrapArgs,
   TrapMatchArgs,
 } from "./args.ts";
-export type { KubernetesObject } from "./builders/objects.ts";
+export type { Identity, KubernetesObject } from "./builders/objects.ts";
 export type { ArgProblem } from "./builders/problems.ts";
 export { type HiveConfig, resolveConfig } from "./config.ts";
 export { HIVE_MONITOR_TYPE, HiveMonitor } from "./hive-monitor.ts";
