@@ -60,7 +60,9 @@ export function namespaceRules(callback: CallbackValues | undefined): PolicyRule
       verbs: ["get", "create", "update", "patch"],
     },
   ];
-  // Callback credentials, read by name: only the Secrets the configuration names.
+  // Callback credentials, read by name: only the Secrets the configuration names. Watched too
+  // (list/watch with fieldSelector metadata.name, which the API server checks against
+  // resourceNames) so that a rotated token applies without restarting the agents.
   const secrets = [callback?.headersSecret, callback?.signingSecret?.name].filter(
     (s): s is string => s !== undefined,
   );
@@ -68,7 +70,7 @@ export function namespaceRules(callback: CallbackValues | undefined): PolicyRule
     rules.push({
       apiGroups: [""],
       resources: ["secrets"],
-      verbs: ["get"],
+      verbs: ["get", "list", "watch"],
       resourceNames: [...new Set(secrets)],
     });
   }

@@ -9,10 +9,12 @@ import { allowedFileFor } from "../alerts/allowed-counts.ts";
 import {
   alertSourceFromHiveData,
   createAlertPipeline,
+  createAuthFailureReporter,
   createPodEventRecorder,
   type DestinationOptions,
   loadSecretHeaders,
   loadSecretValue,
+  watchCallbackSecrets,
 } from "../alerts/index.ts";
 import { EXIT } from "../cli/exit-codes.ts";
 import { createContainerRuntime } from "../discover/container-runtime.ts";
@@ -80,6 +82,15 @@ async function callbackDestinations(
   return [destination];
 }
 
+/** The Secrets callbackDestinations reads: watched, so a rotation applies without a restart. */
+function callbackSecretNames(config: AgentConfig): string[] {
+  if (!config.callback) return [];
+  return [
+    config.callbackHeadersSecret,
+    config.callbackSigningKey ? config.callbackSigningSecret : undefined,
+  ].filter((name): name is string => name !== undefined);
+}
+
 /** Entry point of `hive agent`: returns the process exit code. */
 export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h")) {
@@ -129,7 +140,17 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     ...(config.callback ? { defaultCallback: config.callback } : {}),
     tenancy: { platformNamespace: config.namespace, callbacks: config.tenantCallbacks },
     ...(config.spoolDir ? { spool: { dir: config.spoolDir } } : {}),
-    ...(destinations.length > 0 ? { delivery: { destinations } } : {}),
+    delivery: {
+      destinations,
+      // A callback refusing the credentials (logged by the dispatcher): also a Warning Event on this Pod.
+      onAuthFailure: createAuthFailureReporter({
+        core: clients.core,
+        namespace: config.namespace,
+        podName: config.podName,
+        nodeName: config.nodeName,
+        logger: log.child({ component: "alerts" }),
+      }),
+    },
     // What the allow lists let through, for `hive status` (written only by the node loading the kernel).
     allowedFile: allowedFileFor(config.pinRoot ?? DEFAULT_PIN_ROOT, config.tableDir),
     // The kernel of this node while it is the loader; the event already carries exe and parent.
@@ -142,6 +163,19 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
       metrics,
     }),
   });
+  const secretNames = callbackSecretNames(config);
+  const secretWatch =
+    secretNames.length === 0
+      ? undefined
+      : watchCallbackSecrets({
+          clients,
+          namespace: config.namespace,
+          names: secretNames,
+          resolve: () => callbackDestinations(config, clients),
+          apply: (list) => alerts.setDestinations(list),
+          initial: destinations,
+          logger: log.child({ component: "callback-secrets" }),
+        });
   const runtime = createContainerRuntime({
     socket: config.runtimeSocket,
     namespaces: config.containerdNamespaces,
@@ -205,7 +239,8 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   }));
   health.addReadinessCheck("kernel-program", () => {
     const failure = agent.loaderFailure();
-    return failure === undefined ? { ok: true } : { ok: false, message: failure };
+    if (failure !== undefined) return { ok: false, message: failure };
+    return kernel?.health?.() ?? { ok: true };
   });
   health.addReadinessCheck("watch-map", () => {
     const notWatched = kernel?.counters().notWatched ?? 0;
@@ -232,6 +267,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   // Roles first (the loader detaches the kernel program), then Leases are released inside stop().
   await agent.stop();
   await table?.idle();
+  await secretWatch?.stop();
   runtime.close();
   await alerts.close({ drainMs: 5000 });
   await server.close();

@@ -3,8 +3,10 @@
  * signed), rate-limit and record as Kubernetes Events. Entry point: createAlertPipeline.
  */
 export * from "./alert-source.ts";
+export * from "./auth-failure-event.ts";
 export * from "./boot-clock.ts";
 export * from "./build-alert.ts";
+export * from "./callback-secret-watch.ts";
 export * from "./cloudevents.ts";
 export * from "./destinations.ts";
 export * from "./dispatcher.ts";

@@ -338,10 +338,12 @@ describe("HiveMonitor with every option set", () => {
     expect(c.resources).toEqual(FULL.resources);
   });
 
-  it("lets the agent read exactly the callback Secrets it names", () => {
+  it("lets the agent read and watch exactly the callback Secrets it names", () => {
     const role = find(result.resources, "kubernetes:rbac.authorization.k8s.io/v1:Role");
     expect(verbsByResource(role.rules)["core/secrets[hive-callback-headers,hive-callback-signing]"]).toEqual([
       "get",
+      "list",
+      "watch",
     ]);
     // biome-ignore lint/suspicious/noExplicitAny: rules from inputs
     const secretRules = role.rules.filter((r: any) => r.resources.includes("secrets"));

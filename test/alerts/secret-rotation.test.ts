@@ -1,0 +1,187 @@
+/**
+ * A rotated callback token applies without a restart: the headers Secret lives in the API
+ * server stand-in, read and watched through the real @kubernetes/client-node; a real receiver
+ * accepts only the current token. After the rotation, alerts refused with 401 wait in the
+ * spool, the Secret's change is seen by the watch, the new header is applied and every alert
+ * arrives. The refusal also becomes a Warning Event in the monitor's namespace.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { CoreV1Api } from "@kubernetes/client-node";
+import { afterEach, describe, expect, it } from "vitest";
+import { AUTH_FAILURE_REASON, createAuthFailureReporter } from "../../runtime/alerts/auth-failure-event.ts";
+import { watchCallbackSecrets } from "../../runtime/alerts/callback-secret-watch.ts";
+import { resolveDestinations } from "../../runtime/alerts/destinations.ts";
+import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
+import { createKubeClients } from "../../runtime/k8s/kube-client.ts";
+import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
+import { startApiServer } from "../apiserver/server.ts";
+import { waitFor } from "../apiserver/testing.ts";
+import { captureLogger, makeEvent, makeSource } from "./fixtures.ts";
+import { startReceiver } from "./receiver.ts";
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+const NS = "hive-system";
+const SECRET = "hive-callback-headers";
+const b64 = (s: string) => Buffer.from(s).toString("base64");
+
+describe("callback secret rotation", () => {
+  it("applies a rotated header token without a restart and loses no alert; the refusal is an Event", async () => {
+    const api = await startApiServer({ crds: [] });
+    cleanups.push(() => api.stop());
+    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
+    await admin.createNamespace({ body: { metadata: { name: NS } } });
+    await admin.createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name: SECRET }, data: { Authorization: b64("Bearer old-token") } },
+    });
+
+    const receiver = await startReceiver();
+    cleanups.push(() => receiver.close());
+    let token = "Bearer old-token";
+    receiver.fault = (_n, req) =>
+      req.headers.authorization === token ? { kind: "ok" } : { kind: "status", status: 401 };
+
+    // The agent's own clients, as node-a's service account.
+    const clients = createKubeClients({ kubeConfig: api.kubeConfig("node-a") });
+    const settings = { defaultCallback: receiver.url, headersSecret: { namespace: NS, name: SECRET } };
+    const resolve = () => resolveDestinations(clients.core, settings);
+    const initial = await resolve();
+
+    const spoolDir = mkdtempSync(join(tmpdir(), "hive-rotation-"));
+    cleanups.push(() => rmSync(spoolDir, { recursive: true, force: true }));
+    const { logger, lines } = captureLogger();
+    const pipeline = await createAlertPipeline({
+      logger,
+      metrics: createHiveMetrics({ processMetrics: false }),
+      defaultCallback: receiver.url,
+      lines: false,
+      rateLimit: false,
+      spool: { dir: spoolDir },
+      delivery: {
+        destinations: initial,
+        backoffBaseMs: 50,
+        onAuthFailure: createAuthFailureReporter({
+          core: clients.core,
+          namespace: NS,
+          podName: "hive-agent-x7k2p",
+          nodeName: "node-a",
+          logger,
+        }),
+      },
+    });
+    cleanups.push(() => pipeline.close());
+    const watch = watchCallbackSecrets({
+      clients,
+      namespace: NS,
+      names: [SECRET],
+      resolve,
+      apply: (list) => pipeline.setDestinations(list),
+      initial,
+      logger,
+      backoff: { baseMs: 50, maxMs: 500 },
+    });
+    cleanups.push(() => watch.stop());
+    await watch.whenSynced;
+
+    const ids: string[] = [];
+    const send = (from: number, to: number) => {
+      for (let n = from; n <= to; n++) {
+        const alert = pipeline.handle(makeEvent(n), makeSource(`trap-${n % 3}`));
+        if (alert) ids.push(alert.id);
+      }
+    };
+    send(1, 5);
+    await receiver.waitForDistinct(5, 10_000);
+
+    // The receiver rotates first: alerts sent now are refused and wait.
+    token = "Bearer new-token";
+    send(6, 10);
+    await waitFor(() => receiver.requests > 5, { timeoutMs: 10_000, what: "refused attempts" });
+    await waitFor(
+      async () =>
+        (await admin.listNamespacedEvent({ namespace: NS })).items.find(
+          (e) => e.reason === AUTH_FAILURE_REASON,
+        ),
+      { timeoutMs: 10_000, what: "the auth failure Event" },
+    );
+    expect(pipeline.pending()).toBeGreaterThan(0);
+
+    // Then the Secret: no restart, no call into the pipeline from the test.
+    await admin.replaceNamespacedSecret({
+      namespace: NS,
+      name: SECRET,
+      body: { metadata: { name: SECRET }, data: { Authorization: b64("Bearer new-token") } },
+    });
+    send(11, 12);
+    await receiver.waitForDistinct(12, 15_000);
+    expect(await pipeline.drain(10_000)).toBe(true);
+
+    expect(new Set(receiver.accepted.map((r) => r.id))).toEqual(new Set(ids));
+    expect(ids).toHaveLength(12);
+    for (const r of receiver.accepted.slice(5)) expect(r.headers.authorization).toBe("Bearer new-token");
+    const applied = lines.filter(
+      (l) => l.msg === "callback secrets changed; new credentials applied without a restart",
+    );
+    expect(applied).toHaveLength(1);
+    expect(applied[0]).toMatchObject({ namespace: NS, secrets: [SECRET] });
+    expect(JSON.stringify(lines)).not.toContain("new-token");
+    const event = (await admin.listNamespacedEvent({ namespace: NS })).items.find(
+      (e) => e.reason === AUTH_FAILURE_REASON,
+    );
+    expect(event).toMatchObject({
+      type: "Warning",
+      involvedObject: { kind: "Pod", name: "hive-agent-x7k2p", namespace: NS },
+    });
+    expect(event?.message).toContain("401");
+  });
+
+  it("keeps the previous credentials when the changed Secret cannot be used", async () => {
+    const api = await startApiServer({ crds: [] });
+    cleanups.push(() => api.stop());
+    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
+    await admin.createNamespace({ body: { metadata: { name: NS } } });
+    await admin.createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name: SECRET }, data: { Authorization: b64("Bearer a") } },
+    });
+    const clients = createKubeClients({ kubeConfig: api.kubeConfig("node-a") });
+    const settings = {
+      defaultCallback: "http://127.0.0.1:9/alerts",
+      headersSecret: { namespace: NS, name: SECRET },
+    };
+    const applied: unknown[] = [];
+    const { logger, lines } = captureLogger();
+    const watch = watchCallbackSecrets({
+      clients,
+      namespace: NS,
+      names: [SECRET, SECRET],
+      resolve: () => resolveDestinations(clients.core, settings),
+      apply: (list) => applied.push(list),
+      initial: await resolveDestinations(clients.core, settings),
+      logger,
+      backoff: { baseMs: 50, maxMs: 500 },
+    });
+    cleanups.push(() => watch.stop());
+    await watch.whenSynced;
+    expect(applied).toEqual([]); // the first list repeats what was read at start
+
+    await admin.replaceNamespacedSecret({
+      namespace: NS,
+      name: SECRET,
+      body: { metadata: { name: SECRET }, data: { "Bad Header": b64("x") } },
+    });
+    await waitFor(
+      () => lines.some((l) => String(l.msg).startsWith("cannot read the changed callback secrets")),
+      {
+        timeoutMs: 5000,
+      },
+    );
+    expect(applied).toEqual([]);
+  });
+});
