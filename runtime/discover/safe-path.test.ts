@@ -4,6 +4,7 @@ import {
   lstatSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -13,9 +14,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { isHiveError } from "../errors.ts";
+import { type HiveError, isHiveError } from "../errors.ts";
 import { fileKeyFromStat } from "../kernel/layout.ts";
-import { resolveInRoot } from "./safe-path.ts";
+import { MAX_PATH_COMPONENTS, resolveInRoot } from "./safe-path.ts";
 
 let base: string;
 let root: string;
@@ -196,5 +197,56 @@ describe("resolveInRoot creating directories", () => {
     resolveInRoot(root, "/planted-dir/x", { create: true });
     expect(existsSync(join(host, "sub"))).toBe(false);
     expect(existsSync(join(root, host, "sub", "x"))).toBe(true);
+  });
+});
+
+describe("resolveInRoot bounds", () => {
+  /** `/d/d/…/d` `depth` deep, holding `secret` and `links` symlinks each leading back down to the next (absolute). */
+  function maze(links: number, depth = 2000): { trap: string; deep: string } {
+    const deep = Array(depth).fill("d").join("/");
+    mkdirSync(join(root, deep), { recursive: true });
+    writeFileSync(join(root, deep, "secret"), "x");
+    for (let i = 1; i <= links; i++)
+      symlinkSync(i === links ? `/${deep}/secret` : `/${deep}/l${i + 1}`, join(root, deep, `l${i}`));
+    return { trap: `/${deep}/l1`, deep };
+  }
+  const openFds = () => readdirSync("/proc/self/fd").length;
+
+  it("refuses a symlink maze past the component bound, naming the trap and the bound, without running out of descriptors", () => {
+    const { trap } = maze(40);
+    const before = openFds();
+    let error: unknown;
+    try {
+      resolveInRoot(root, trap);
+    } catch (e) {
+      error = e;
+    }
+    expect(isHiveError(error, "PathInvalid")).toBe(true);
+    expect((error as HiveError).object).toBe(trap);
+    expect((error as HiveError).message).toContain(String(MAX_PATH_COMPONENTS));
+    expect((error as HiveError).message).not.toContain("EMFILE");
+    expect(openFds()).toBe(before);
+  });
+
+  it("resolves a 2,000-deep path through a symlink within the bound", () => {
+    const { trap, deep } = maze(1);
+    const got = resolveInRoot(root, trap);
+    expect(got.key.ino).toBe(statSync(join(root, deep, "secret"), { bigint: true }).ino);
+    expect(got.resolvedPath).toBe(`/${deep}/secret`);
+  });
+
+  it("walks .. back through directories it no longer holds open", () => {
+    const { deep } = maze(1, 50);
+    symlinkSync(`${Array(50).fill("..").join("/")}/etc/shadow`, join(root, deep, "up"));
+    const got = resolveInRoot(root, `/${deep}/up`);
+    expect(got.key.ino).toBe(statSync(join(root, "etc", "shadow"), { bigint: true }).ino);
+    expect(got.resolvedPath).toBe("/etc/shadow");
+  });
+
+  it("stops after the symlink bound even when the components fit", () => {
+    for (let i = 0; i < 45; i++) symlinkSync(`/l${i + 1}`, join(root, `l${i}`));
+    symlinkSync("/etc/shadow", join(root, "l45"));
+    expect(() => resolveInRoot(root, "/l0")).toThrow(/more than 40 symlinks/);
+    expect(resolveInRoot(root, "/l10").resolvedPath).toBe("/etc/shadow");
   });
 });

@@ -33,13 +33,18 @@ const { O_NOFOLLOW, O_CREAT, O_EXCL, O_WRONLY, O_NONBLOCK } = constants;
 
 /** Linux's own limit on symlinks followed in one lookup (MAXSYMLINKS). */
 export const MAX_SYMLINKS = 40;
+/** Lookups one resolution may make in total, symlink targets and `..` included (PATH_MAX is 4,096 bytes). */
+export const MAX_PATH_COMPONENTS = 4096;
 
 export interface ResolveOptions {
   /** Create an empty regular file when the final component does not exist. */
   create?: boolean;
   /** Permission bits for a created file (default 0o444); applied with fchmod, so umask does not interfere. */
   mode?: number;
+  /** Symlinks followed at most (default MAX_SYMLINKS, 40). */
   maxSymlinks?: number;
+  /** Path components looked up at most, symlink targets and `..` included (default MAX_PATH_COMPONENTS, 4,096). */
+  maxComponents?: number;
 }
 
 export interface ResolvedFile {
@@ -55,9 +60,11 @@ export interface ResolvedFile {
   symlinks: string[];
 }
 
+/** A directory on the walk, remembered by identity rather than held open. */
 interface Frame {
-  fd: number;
   name: string;
+  dev: bigint;
+  ino: bigint;
 }
 
 function fdPath(fd: number, name: string): string {
@@ -129,34 +136,78 @@ function assertAbsolute(path: string): void {
 /**
  * Resolves `path` under the directory `rootFd` holds (O_PATH; see container-process.ts for how
  * a container's root is reached without trusting its PID). The caller keeps and closes `rootFd`.
- * Throws as resolveInRoot does.
+ * Throws as resolveInRoot does, and PathInvalid when the walk exceeds its bounds.
+ *
+ * Bounded whatever the container plants: at most `maxComponents` lookups (symlink targets and
+ * `..` included) and `maxSymlinks` symlinks, and at most two descriptors of its own open at once
+ * (the current directory and the entry being looked up) beside `rootFd`. The directories walked
+ * are remembered by identity (device, inode), not held: `..` reopens the parent through the
+ * current directory and must land on the directory we came from, or the walk fails.
  */
 export function resolveInRootFd(rootFd: number, path: string, options: ResolveOptions = {}): ResolvedFile {
   const maxSymlinks = options.maxSymlinks ?? MAX_SYMLINKS;
+  const maxComponents = options.maxComponents ?? MAX_PATH_COMPONENTS;
   assertAbsolute(path);
-  const opened: number[] = [];
-  // The walk is a stack of directory fds: `..` pops to the directory we actually came from.
-  const stack: Frame[] = [{ fd: rootFd, name: "" }];
+  const rootStat = fstat(rootFd);
+  // The directories from the root to the current one: `..` pops to the directory we actually came from.
+  const stack: Frame[] = [{ name: "", dev: rootStat.dev, ino: rootStat.ino }];
   const symlinks: string[] = [];
   let leftRoot = false;
   let followed = 0;
-  let pending = splitPath(path);
-  const here = () => stack[stack.length - 1] as Frame;
+  let walked = 0;
+  // Components still to look up, last first (pop is O(1); symlink targets are pushed reversed).
+  const pending = splitPath(path).reverse();
+  let dirFd = rootFd; // the current directory: rootFd, or a descriptor this walk owns
+  let child: number | undefined; // the entry being looked at, owned until it becomes dirFd or the answer
+  const enter = (fd: number) => {
+    if (dirFd !== rootFd) closeSync(dirFd);
+    dirFd = fd;
+  };
   const currentPath = () =>
     `/${stack
       .slice(1)
       .map((f) => f.name)
       .join("/")}`;
+  const checkBudget = () => {
+    // Every pending component costs at least one lookup: refuse as soon as the total cannot fit.
+    if (walked + pending.length > maxComponents) {
+      throw new HiveError(
+        "PathInvalid",
+        `resolving the trap path needs more than ${maxComponents} path components (symlink targets included)`,
+        {
+          object: path,
+          symlinks,
+          bound: maxComponents,
+          hint: "the container's symlinks lead too deep; trap the file by a shorter path",
+        },
+      );
+    }
+  };
   try {
-    let final:
-      | { fd: number; stat: BigIntStats; name: string; parentFd: number; created: boolean }
-      | undefined;
+    checkBudget();
+    let final: { fd: number; stat: BigIntStats; name: string; created: boolean } | undefined;
     while (pending.length > 0) {
-      const name = pending.shift() as string;
+      const name = pending.pop() as string;
       const isLast = pending.length === 0;
+      walked += 1;
       if (name === "..") {
-        if (stack.length > 1) stack.pop();
-        else leftRoot = true; // clamped, as the kernel does at a process's root
+        if (stack.length > 1) {
+          stack.pop();
+          const parent = stack[stack.length - 1] as Frame;
+          if (stack.length === 1) enter(rootFd);
+          else {
+            child = openSync(`/proc/self/fd/${dirFd}/..`, O_PATH | constants.O_DIRECTORY | O_NOFOLLOW);
+            const stat = fstat(child);
+            if (stat.dev !== parent.dev || stat.ino !== parent.ino) {
+              throw new HiveError("PathInvalid", "a directory on the trap path moved during resolution", {
+                object: path,
+                hint: "the container renamed a directory while Hive walked it; it is resolved again",
+              });
+            }
+            enter(child);
+            child = undefined;
+          }
+        } else leftRoot = true; // clamped, as the kernel does at a process's root
         if (isLast) {
           throw new HiveError("PathInvalid", "trap path resolves to a directory, not a file", {
             object: path,
@@ -164,20 +215,19 @@ export function resolveInRootFd(rootFd: number, path: string, options: ResolveOp
         }
         continue;
       }
-      const dir = here();
-      let fd: number;
       try {
-        fd = openSync(fdPath(dir.fd, name), O_PATH | O_NOFOLLOW);
+        child = openSync(fdPath(dirFd, name), O_PATH | O_NOFOLLOW);
       } catch (error) {
         const code = errno(error);
         if (code === "ENOENT" && isLast && options.create) {
-          final = createFile(dir.fd, name, options.mode ?? 0o444, opened);
+          final = createFile(dirFd, name, options.mode ?? 0o444);
           break;
         }
         if (code === "ENOENT" && !isLast && options.create) {
           // Missing directories on the way are created too (0755); mkdir never follows a planted symlink.
-          createDirectory(dir.fd, name);
-          pending.unshift(name);
+          createDirectory(dirFd, name);
+          pending.push(name);
+          walked -= 1; // the retried lookup is the same component
           continue;
         }
         if (code === "ENOENT" || code === "ENOTDIR") {
@@ -204,9 +254,10 @@ export function resolveInRootFd(rootFd: number, path: string, options: ResolveOp
           cause: error,
         });
       }
-      opened.push(fd);
-      const stat = fstat(fd);
+      const stat = fstat(child);
       if (stat.isSymbolicLink()) {
+        closeSync(child);
+        child = undefined;
         followed += 1;
         if (followed > maxSymlinks) {
           throw new HiveError(
@@ -214,23 +265,27 @@ export function resolveInRootFd(rootFd: number, path: string, options: ResolveOp
             `more than ${maxSymlinks} symlinks while resolving the trap path`,
             {
               object: path,
+              bound: maxSymlinks,
               hint: "the path has a symlink loop inside the container",
             },
           );
         }
         // readlink on the directory fd + name: no follow of the final component.
-        const target = readlinkSync(fdPath(dir.fd, name), "utf8");
+        const target = readlinkSync(fdPath(dirFd, name), "utf8");
         symlinks.push(`${currentPath().replace(/\/$/, "")}/${name} -> ${target}`);
         if (target.startsWith("/")) {
           // Re-rooted: an absolute target means the container's root, never the host's.
           stack.length = 1;
+          enter(rootFd);
           leftRoot = true;
         }
-        pending = [...splitPath(target), ...pending];
+        const parts = splitPath(target);
+        for (let i = parts.length - 1; i >= 0; i--) pending.push(parts[i] as string);
+        checkBudget();
         continue;
       }
       if (isLast) {
-        final = { fd, stat, name, parentFd: dir.fd, created: false };
+        final = { fd: child, stat, name, created: false };
         break;
       }
       if (!stat.isDirectory()) {
@@ -243,12 +298,15 @@ export function resolveInRootFd(rootFd: number, path: string, options: ResolveOp
           },
         );
       }
-      stack.push({ fd, name });
+      stack.push({ name, dev: stat.dev, ino: stat.ino });
+      enter(child);
+      child = undefined;
     }
     if (final === undefined) {
       throw new HiveError("PathInvalid", "trap path names the container root, not a file", { object: path });
     }
-    const parentStat = fstat(final.parentFd);
+    child = final.fd; // closed below
+    const parentStat = fstat(dirFd);
     return {
       key: fileKeyFromStat(final.stat),
       parent: fileKeyFromStat(parentStat),
@@ -258,7 +316,8 @@ export function resolveInRootFd(rootFd: number, path: string, options: ResolveOp
       symlinks,
     };
   } finally {
-    for (const fd of opened) closeSync(fd);
+    if (child !== undefined) closeSync(child);
+    if (dirFd !== rootFd) closeSync(dirFd);
   }
 }
 
@@ -283,8 +342,7 @@ function createFile(
   dirFd: number,
   name: string,
   mode: number,
-  opened: number[],
-): { fd: number; stat: BigIntStats; name: string; parentFd: number; created: boolean } {
+): { fd: number; stat: BigIntStats; name: string; created: boolean } {
   let fd: number;
   try {
     fd = openSync(fdPath(dirFd, name), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, mode & 0o7777);
@@ -298,7 +356,11 @@ function createFile(
       cause: error,
     });
   }
-  opened.push(fd);
-  fchmodSync(fd, mode & 0o7777);
-  return { fd, stat: fstat(fd), name, parentFd: dirFd, created: true };
+  try {
+    fchmodSync(fd, mode & 0o7777);
+    return { fd, stat: fstat(fd), name, created: true };
+  } catch (error) {
+    closeSync(fd);
+    throw error;
+  }
 }
