@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { FORMATS } from "../../../api/formats.ts";
 import { allowedFileFor } from "../../alerts/allowed-counts.ts";
-import { createAlertPipeline } from "../../alerts/index.ts";
+import { type AlertPipelineConfig, createAlertPipeline } from "../../alerts/index.ts";
 import { HiveError } from "../../errors.ts";
 import { ATTACH_REQUESTS, type AttachRequest } from "../../kernel/contract.ts";
 import { isOnBpffs, openKernelWatcher } from "../../kernel/index.ts";
@@ -21,7 +21,10 @@ import { liveWriterOf, STANDALONE_PIN_ROOT, watchTableFileFor } from "../../stan
 import { type Command, parseCommandArgs, UsageError } from "../command.ts";
 import { EXIT } from "../exit-codes.ts";
 
-const help = `Usage: hive watch --policy FILE… [--callback URL] [--attach auto|kprobe.multi|fentry|kprobe]
+/** Where `hive watch` keeps undelivered alerts by default (the agent's is /var/lib/hive/spool). */
+export const WATCH_SPOOL_DIR = "/var/lib/hive/watch-spool";
+
+const help = `Usage: hive watch --policy FILE… [--callback URL] [--spool DIR] [--attach auto|kprobe.multi|fentry|kprobe]
 
 Standalone mode: watches the traps of HivePolicy files on this machine, with the same kernel
 program and the same alerts as the in-cluster agent. A trap without \`match\` watches the
@@ -34,13 +37,17 @@ or deleted and created again: the kernel reports changes to its directory and th
 resolved again. With create: true a missing file is created (empty, with mode).
 
 Alerts are printed on stdout, one JSON document per line, and POSTed to the trap's callback
-or to --callback. Logs are JSON lines on stderr; the line {"msg":"ready",…} says the traps
+or to --callback. An alert the callback has not acknowledged waits in the spool directory
+(bounded, 64 MiB) and is delivered after a restart when the callback was down meanwhile.
+Logs are JSON lines on stderr; the line {"msg":"ready",…} says the traps
 are armed. Ctrl-C or SIGTERM detaches cleanly; SIGHUP re-scans containers and paths.
 Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE) and a kernel with BTF.
 
 Options:
   --policy FILE       HivePolicy YAML file (repeat for several; several documents per file)
   --callback URL      where alerts of traps without their own callback are POSTed
+  --spool DIR         durable spool of alerts not yet delivered to a callback (default
+                      ${WATCH_SPOOL_DIR}; created with mode 0700); one hive watch per directory
   --attach MODE       auto (default): the least-privileged way this kernel allows, in this
                       order: kprobe.multi (a BPF link; 5.18+ with fprobe), fentry (a BPF
                       trampoline; 5.5+), kprobe (perf_event_open; needs CAP_SYS_ADMIN where
@@ -99,6 +106,22 @@ function parseCallback(value: string | undefined): string | undefined {
   return value;
 }
 
+/** The alert pipeline options that come from the command line (tested without a kernel). */
+export function watchPipelineOptions(values: {
+  callback?: string | undefined;
+  spool?: string | undefined;
+}): Pick<AlertPipelineConfig, "defaultCallback" | "spool"> {
+  const defaultCallback = parseCallback(values.callback);
+  if (values.spool !== undefined && values.spool.trim() === "") {
+    throw new UsageError("--spool needs a directory");
+  }
+  return {
+    ...(defaultCallback === undefined ? {} : { defaultCallback }),
+    // Alerts the callback has not acknowledged survive a restart of `hive watch`.
+    spool: { dir: values.spool ?? WATCH_SPOOL_DIR },
+  };
+}
+
 /** Resolves on the first SIGINT/SIGTERM; a second one ends the process at once (exit 130). */
 function untilSignal(onHangup: () => void): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
@@ -122,6 +145,7 @@ export const watchCommand: Command = {
       {
         policy: { type: "string", multiple: true },
         callback: { type: "string" },
+        spool: { type: "string" },
         attach: { type: "string" },
         containerd: { type: "string" },
         "no-containers": { type: "boolean" },
@@ -133,7 +157,8 @@ export const watchCommand: Command = {
     const files = values.policy ?? [];
     if (files.length === 0) throw new UsageError("watch needs at least one --policy FILE");
     const attachMode = parseAttach(values.attach);
-    const defaultCallback = parseCallback(values.callback);
+    const pipelineOptions = watchPipelineOptions(values);
+    const { defaultCallback } = pipelineOptions;
     const pinRoot = values["pin-root"] ?? STANDALONE_PIN_ROOT;
 
     const policies = await readPolicyFiles(files);
@@ -169,7 +194,7 @@ export const watchCommand: Command = {
       logger,
       metrics,
       ancestors: (process) => watcher.ancestors(process),
-      ...(defaultCallback === undefined ? {} : { defaultCallback }),
+      ...pipelineOptions,
       // What the allow lists let through, for `hive status` (only with pinned maps: status reads those).
       ...(pinned ? { allowedFile: allowedFileFor(pinRoot) } : {}),
     });
