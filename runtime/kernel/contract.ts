@@ -126,6 +126,8 @@ export interface KernelWatcher {
    */
   ancestors?(process: ProcessIdentity): Ancestor[];
   counters(): KernelCounters;
+  /** Not ok while events are not being read (e.g. a dead ring worker being replaced). */
+  health?(): { ok: boolean; message?: string };
   /** `keepPinned: true` leaves maps/links pinned for the next agent to adopt. */
   close(options?: { keepPinned?: boolean }): Promise<void>;
 }

@@ -8,7 +8,6 @@
 import { existsSync, readdirSync, rmdirSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Worker } from "node:worker_threads";
 import koffi from "koffi";
 import { HiveError, isHiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
@@ -41,9 +40,7 @@ import {
   BITMAP_MASK,
   BITMAP_WORDS,
   COUNTERS_LAYOUT,
-  decodeEvent,
   decodeKey,
-  EVENT_LAYOUT,
   encodeKey,
   encodeValue,
   fileKeyId,
@@ -61,7 +58,7 @@ import {
 } from "./libbpf-ffi.ts";
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import { ProcessTracking } from "./process-tracking.ts";
-import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
+import { RingConsumer } from "./ring-consumer.ts";
 
 export { linkPinName } from "./attach.ts";
 export { DEFAULT_PIN_ROOT, isOnBpffs } from "./bpffs.ts";
@@ -121,6 +118,11 @@ export interface KernelWatcherOptions {
   watchCapacity?: number;
   /** Threads with a pending burst the kernel keeps (default 8,192); more are reported unfolded. */
   burstCapacity?: number;
+  /**
+   * Events that may wait between the ring worker and the listeners (default 16,384); past it
+   * the worker stops reading and the kernel counts what the full ring buffer cannot take.
+   */
+  maxInFlight?: number;
   logger?: Logger;
 }
 
@@ -133,6 +135,10 @@ export interface LibbpfCounters extends KernelCounters {
   unfolded: bigint;
   /** Events delivered to listeners (kernel-emitted + swept, duplicates dropped). */
   delivered: bigint;
+  /** The most events that waited at once between the ring worker and the listeners. */
+  inFlightPeak: number;
+  /** Ring workers that died and were replaced. */
+  consumerRestarts: number;
 }
 
 /** One attach mode to load and attach, and why it was chosen. */
@@ -180,10 +186,11 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   private current = new Map<string, Stored>();
   private bitmap: BigUint64Array = new BigUint64Array(BITMAP_WORDS);
   private readonly listeners: Array<(event: KernelEvent) => void> = [];
-  private worker: Worker | null = null;
-  private ready: Promise<void> = Promise.resolve();
-  private readonly control = new SharedArrayBuffer(4);
-  private delivered = 0n;
+  /** The ring worker's main-thread side; null when loaded without attaching. */
+  consumer: RingConsumer | null = null;
+  private delivered(): bigint {
+    return this.consumer?.delivered ?? 0n;
+  }
   /** Bursts opened before this agent started (adopted maps), not this agent's to deliver. */
   private deliveredBase = 0n;
   private readonly ncpus: number;
@@ -304,7 +311,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       this.lib.bpf_object__close(this.obj);
       throw error;
     }
-    if (options.attach !== false) this.startWorker();
+    if (options.attach !== false) this.startWorker(options);
   }
 
   private program(name: string): Pointer {
@@ -510,58 +517,43 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   counters(): LibbpfCounters {
     const total = readCounters(this.fds.hive_counters, this.ncpus);
-    return { ...total, watched: this.current.size, notWatched: this.notWatched, delivered: this.delivered };
+    return {
+      ...total,
+      watched: this.current.size,
+      notWatched: this.notWatched,
+      delivered: this.delivered(),
+      inFlightPeak: this.consumer?.inFlightPeak ?? 0,
+      consumerRestarts: this.consumer?.restarts ?? 0,
+    };
   }
 
-  private startWorker(): void {
-    const data: RingWorkerData = {
-      eventsFd: this.fds.hive_events,
-      burstsFd: this.fds.hive_bursts,
-      sweptFd: this.fds.hive_swept,
-      countersFd: this.fds.hive_counters,
-      burstGapNs: this.burstGapNs,
-      burstMaxNs: this.burstMaxNs,
-      sweepIntervalMs: this.sweepIntervalMs,
-      control: this.control,
-    };
-    // Compiled packages ship ring-worker.js beside loader.js; sources run as .ts.
-    const extension = import.meta.url.slice(import.meta.url.lastIndexOf("."));
-    const worker = new Worker(new URL(`./ring-worker${extension}`, import.meta.url), { workerData: data });
-    this.ready = new Promise<void>((resolve, reject) => {
-      worker.on("message", (message: RingWorkerMessage) => {
-        if (message.type === "ready") resolve();
-        if (message.type === "error") {
-          reject(
-            new HiveError("BpfCallFailed", `ring buffer consumer failed: ${message.message}`, {
-              object: "hive_events",
-            }),
-          );
-        }
-      });
-      worker.on("exit", () => resolve());
+  private startWorker(options: KernelWatcherOptions): void {
+    this.consumer = new RingConsumer({
+      data: {
+        eventsFd: this.fds.hive_events,
+        burstsFd: this.fds.hive_bursts,
+        sweptFd: this.fds.hive_swept,
+        countersFd: this.fds.hive_counters,
+        burstGapNs: this.burstGapNs,
+        burstMaxNs: this.burstMaxNs,
+        sweepIntervalMs: this.sweepIntervalMs,
+      },
+      ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}),
+      onEvent: (event) => {
+        for (const listener of this.listeners) listener(event);
+      },
+      logger: this.logger,
     });
-    this.ready.catch(() => undefined); // surfaced by whenReady()/flush(); logged below
-    worker.on("message", (message: RingWorkerMessage) => {
-      if (message.type === "events") {
-        this.delivered += BigInt(message.count); // once per batch: a bigint add allocates
-        for (let i = 0; i < message.count; i++) {
-          const event = decodeEvent(
-            new Uint8Array(message.records, i * EVENT_LAYOUT.size, EVENT_LAYOUT.size),
-          );
-          for (const listener of this.listeners) listener(event);
-        }
-      } else if (message.type === "error") {
-        this.logger?.error("ring buffer consumer failed", { error: message.message });
-      }
-    });
-    worker.on("error", (error) => this.logger?.error("ring buffer worker crashed", { error: String(error) }));
-    // Stays referenced: an open watcher keeps the process alive until close().
-    this.worker = worker;
+  }
+
+  /** Not ok while no worker reads the ring buffer (a dead one is being replaced). */
+  health(): { ok: boolean; message?: string } {
+    return this.consumer?.health() ?? { ok: true };
   }
 
   /** Resolves once the ring-buffer consumer runs (events before that wait in the ring buffer). */
   whenReady(): Promise<void> {
-    return this.ready;
+    return this.consumer?.whenReady() ?? Promise.resolve();
   }
 
   /**
@@ -569,13 +561,13 @@ export class LibbpfKernelWatcher implements KernelWatcher {
    * bursts are swept after 2× the gap), or `timeoutMs` passes. For tests and shutdown.
    */
   async flush(timeoutMs = 5000): Promise<void> {
-    await this.ready;
+    await this.whenReady();
     const deadline = Date.now() + timeoutMs;
     const settleMs = (Number(this.burstGapNs) / 1e6) * 2 + this.sweepIntervalMs * 2;
     await new Promise((resolve) => setTimeout(resolve, settleMs));
     while (Date.now() < deadline) {
       const { bursts, lost } = readCounters(this.fds.hive_counters, this.ncpus);
-      if (this.delivered + lost >= bursts - this.deliveredBase) return;
+      if (this.delivered() + lost >= bursts - this.deliveredBase) return;
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
   }
@@ -583,17 +575,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   async close(options: { keepPinned?: boolean } = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.worker) {
-      const worker = this.worker;
-      const done = new Promise<void>((resolve) => {
-        worker.on("message", (m: RingWorkerMessage) => m.type === "stopped" && resolve());
-        worker.on("exit", () => resolve());
-      });
-      worker.ref(); // keep the process alive until the consumer has stopped
-      Atomics.store(new Int32Array(this.control), 0, 1);
-      await done;
-      await worker.terminate();
-    }
+    await this.consumer?.stop();
     const keep = options.keepPinned === true && this.pinRoot !== null;
     this.tracking?.close(keep);
     if (this.parentLink) this.lib.bpf_link__destroy(this.parentLink);

@@ -10,7 +10,10 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { COUNTERS_LAYOUT, decodeBurstTimes, EVENT_LAYOUT } from "./layout.ts";
 import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
+import { CONTROL } from "./ring-consumer.ts";
 import { RingReader } from "./ring-reader.ts";
+
+const { stop: STOP, inFlight: IN_FLIGHT } = CONTROL;
 
 export interface RingWorkerData {
   eventsFd: number;
@@ -21,8 +24,10 @@ export interface RingWorkerData {
   burstGapNs: bigint;
   burstMaxNs: bigint;
   sweepIntervalMs: number;
-  /** Int32Array over a SharedArrayBuffer: [0] = stop requested. */
+  /** Int32Array over a SharedArrayBuffer (ring-consumer.ts CONTROL): stop requested, events in flight. */
   control: SharedArrayBuffer;
+  /** Stop reading the ring while this many posted events wait for the main thread. */
+  maxInFlight: number;
 }
 
 export type RingWorkerMessage =
@@ -56,6 +61,7 @@ function run(
   const flushBatch = () => {
     if (batchCount === 0) return;
     const records = batch.slice(0, batchCount * SIZE).buffer;
+    Atomics.add(control, IN_FLIGHT, batchCount);
     post({ type: "events", records, count: batchCount, swept, duplicates }, [records]);
     batchCount = 0;
     swept = 0;
@@ -172,7 +178,14 @@ function run(
   let pending = false;
   let lastSweep = 0;
   try {
-    while (Atomics.load(control, 0) === 0) {
+    while (Atomics.load(control, STOP) === 0) {
+      const inFlight = Atomics.load(control, IN_FLIGHT);
+      if (inFlight >= data.maxInFlight) {
+        // Backpressure: the main thread is behind. Events wait in the ring buffer (or are
+        // counted lost by the kernel when it fills); memory here stays bounded.
+        Atomics.wait(control, IN_FLIGHT, inFlight, data.sweepIntervalMs);
+        continue;
+      }
       if (reader.consume(onRecord) === 0) {
         reader.wait(data.sweepIntervalMs);
         reader.consume(onRecord);

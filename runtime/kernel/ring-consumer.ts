@@ -1,0 +1,129 @@
+/**
+ * The main thread's side of the ring worker (ring-worker.ts): starts it, decodes the batches
+ * it posts and hands each event to the listeners, bounds what may wait between the two
+ * threads, and restarts a worker that died, reporting not-ready until the new one runs.
+ *
+ * The bound is backpressure, not a drop: past `maxInFlight` posted-but-unhandled events the
+ * worker stops reading the ring buffer, which then fills and makes the kernel count what it
+ * cannot reserve as lost (hive_kernel_events_lost_total). Memory stays bounded and every
+ * loss is counted where it happens.
+ */
+import { Worker } from "node:worker_threads";
+import type { Logger } from "../log.ts";
+import type { KernelEvent } from "./contract.ts";
+import { decodeEvent, EVENT_LAYOUT } from "./layout.ts";
+import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
+
+/** Control words shared with the worker (Int32Array over a SharedArrayBuffer). */
+export const CONTROL = { stop: 0, inFlight: 1, words: 2 } as const;
+
+export interface RingConsumerOptions {
+  data: Omit<RingWorkerData, "control" | "maxInFlight">;
+  /** Events posted by the worker and not yet handed to the listeners, at most. Default 16,384. */
+  maxInFlight?: number;
+  /** Delay before a dead worker is replaced. Default 1 s. */
+  restartDelayMs?: number;
+  onEvent: (event: KernelEvent) => void;
+  logger?: Logger | undefined;
+}
+
+export class RingConsumer {
+  /** Events handed to the listeners (kernel-emitted + swept, duplicates dropped). */
+  delivered = 0n;
+  /** The most events that waited between the threads at once. */
+  inFlightPeak = 0;
+  /** Workers that died and were replaced. */
+  restarts = 0;
+  private readonly control = new SharedArrayBuffer(4 * CONTROL.words);
+  private readonly words = new Int32Array(this.control);
+  private readonly options: RingConsumerOptions;
+  private worker: Worker | null = null;
+  private stopping = false;
+  /** Why the consumer is not running, while it is not. */
+  private down: string | undefined;
+  private ready: Promise<void> = Promise.resolve();
+
+  constructor(options: RingConsumerOptions) {
+    this.options = options;
+    this.start();
+  }
+
+  /** Resolves once a worker reads the ring buffer (events before that wait in it). */
+  whenReady(): Promise<void> {
+    return this.ready;
+  }
+
+  /** Not ok while no worker reads the ring buffer (between a crash and the restart). */
+  health(): { ok: boolean; message?: string } {
+    return this.down === undefined ? { ok: true } : { ok: false, message: this.down };
+  }
+
+  private start(): void {
+    const data: RingWorkerData = {
+      ...this.options.data,
+      control: this.control,
+      maxInFlight: this.options.maxInFlight ?? 16_384,
+    };
+    Atomics.store(this.words, CONTROL.inFlight, 0); // what a dead worker had posted is handled or gone
+    // Compiled packages ship ring-worker.js beside this file; sources run as .ts.
+    const extension = import.meta.url.slice(import.meta.url.lastIndexOf("."));
+    const worker = new Worker(new URL(`./ring-worker${extension}`, import.meta.url), { workerData: data });
+    this.worker = worker;
+    this.ready = new Promise<void>((resolve) => {
+      worker.on("message", (message: RingWorkerMessage) => message.type === "ready" && resolve());
+      worker.on("exit", () => resolve());
+    });
+    worker.on("message", (message: RingWorkerMessage) => {
+      if (message.type === "ready") this.down = undefined;
+      else if (message.type === "events") this.handle(message.records, message.count);
+      else if (message.type === "error")
+        this.options.logger?.error("ring buffer consumer failed", { error: message.message });
+    });
+    worker.on("error", (error) =>
+      this.options.logger?.error("ring buffer worker crashed", { error: String(error) }),
+    );
+    worker.on("exit", (code) => {
+      if (this.stopping || this.worker !== worker) return;
+      this.down = `the ring buffer consumer stopped (exit ${code}); restarting it`;
+      this.restarts++;
+      this.options.logger?.error("ring buffer worker died; restarting it", { exitCode: code });
+      // Events wait in the ring buffer meanwhile (and are counted lost if it fills).
+      setTimeout(() => {
+        if (!this.stopping) this.start();
+      }, this.options.restartDelayMs ?? 1000);
+    });
+  }
+
+  private handle(records: ArrayBuffer, count: number): void {
+    this.inFlightPeak = Math.max(this.inFlightPeak, Atomics.load(this.words, CONTROL.inFlight));
+    this.delivered += BigInt(count); // once per batch: a bigint add allocates
+    try {
+      for (let i = 0; i < count; i++)
+        this.options.onEvent(decodeEvent(new Uint8Array(records, i * EVENT_LAYOUT.size, EVENT_LAYOUT.size)));
+    } finally {
+      Atomics.sub(this.words, CONTROL.inFlight, count);
+      Atomics.notify(this.words, CONTROL.inFlight);
+    }
+  }
+
+  /** Stops the worker after its last drain; every batch it posted is handled before this resolves. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    const worker = this.worker;
+    if (!worker || this.down !== undefined) return; // a dead worker has nothing left to post
+    const done = new Promise<void>((resolve) => {
+      worker.on("message", (m: RingWorkerMessage) => m.type === "stopped" && resolve());
+      worker.on("exit", () => resolve());
+    });
+    worker.ref(); // keep the process alive until the consumer has stopped
+    Atomics.store(this.words, CONTROL.stop, 1);
+    Atomics.notify(this.words, CONTROL.inFlight);
+    await done;
+    await worker.terminate();
+  }
+
+  /** The running worker, for fault injection in tests (terminate it to see a restart). */
+  get thread(): Worker | null {
+    return this.worker;
+  }
+}
