@@ -190,7 +190,10 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         const resolveOptions = trap.create
           ? { create: true, mode: trap.mode === undefined ? 0o444 : parseMode(trap.mode) }
           : {};
-        const found = (await openContainer(item.container.containerId)).resolve(trap.path, resolveOptions);
+        const found = await (await openContainer(item.container.containerId)).resolve(
+          trap.path,
+          resolveOptions,
+        );
         stats.resolved += 1;
         attempts.delete(key);
         desired.set(

@@ -46,9 +46,9 @@ function procEntry(proc: string, pid: number, cgroup: string, files: Record<stri
   return root;
 }
 
-const failure = (fn: () => unknown) => {
+const failure = async (fn: () => Promise<unknown>) => {
   try {
-    fn();
+    await fn();
   } catch (error) {
     return error;
   }
@@ -89,9 +89,11 @@ describe("file resolver and PID reuse", () => {
     renameSync(join(proc, "42"), join(proc, "exited"));
     rmSync(join(proc, "exited"), { recursive: true });
     const hostRoot = procEntry(proc, 42, HOST_CGROUP, { "etc/shadow": "host\n" });
-    const error = failure(() => files.resolve("/etc/created", { create: true }));
+    const error = await failure(() => files.resolve("/etc/created", { create: true }));
     expect(isHiveError(error, "ContainerNotFound")).toBe(true);
-    expect(failure(() => files.resolve("/etc/shadow"))).toSatisfy((e) => isHiveError(e, "ContainerNotFound"));
+    expect(await failure(() => files.resolve("/etc/shadow"))).toSatisfy((e) =>
+      isHiveError(e, "ContainerNotFound"),
+    );
     expect(existsSync(join(hostRoot, "etc/created"))).toBe(false);
     expect(existsSync(join(containerRoot, "etc/created"))).toBe(false);
   });
@@ -104,7 +106,7 @@ describe("file resolver and PID reuse", () => {
     // The held directory moves away (still the same process); PID 42 in the tree is now a host process.
     renameSync(join(proc, "42"), join(proc, "held"));
     const hostRoot = procEntry(proc, 42, HOST_CGROUP, {});
-    const made = files.resolve("/etc/created", { create: true });
+    const made = await files.resolve("/etc/created", { create: true });
     expect(made.created).toBe(true);
     expect(existsSync(join(proc, "held", "root", "etc/created"))).toBe(true);
     expect(existsSync(join(hostRoot, "etc/created"))).toBe(false);

@@ -97,12 +97,12 @@ describe.skipIf(!enabled)("trap paths in real containers", () => {
     await cd.start("ctr-gone", rootfs);
     const files = await createFileResolver(runtime).openContainer("containerd://ctr-gone");
     try {
-      expect(files.resolve("/etc/shadow").resolvedPath).toBe("/etc/shadow");
+      expect((await files.resolve("/etc/shadow")).resolvedPath).toBe("/etc/shadow");
       await cd.remove("ctr-gone");
       const trapPath = join(hostDir, "after-exit");
       let error: unknown;
       try {
-        files.resolve(trapPath, { create: true });
+        await files.resolve(trapPath, { create: true });
       } catch (e) {
         error = e;
       }

@@ -1,0 +1,186 @@
+/**
+ * A lookup the kernel never answers must not stop the agent. The fault is real: a FUSE mount
+ * whose daemon never replies (the /dev/fuse descriptor is held by a process that reads nothing),
+ * so a lookup under it blocks in the kernel until that process exits, as on a hung FUSE or NFS
+ * mount inside a container. Needs root and /dev/fuse; skipped loudly without them.
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import {
+  accessSync,
+  closeSync,
+  constants,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { isHiveError } from "../errors.ts";
+import type { ContainerRuntime } from "./container-runtime.ts";
+import { createFileResolver } from "./file-resolver.ts";
+import { ResolvePool } from "./resolve-pool.ts";
+
+const O_PATH = 0o10000000;
+const ID = "9d7df722223a4ad7f67f2afef5fbc0e263e23c7921011497f445e657fbced97e";
+const CONTAINER_CGROUP = `0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-${ID}.scope\n`;
+
+const cleanups: (() => void)[] = [];
+afterEach(() => {
+  for (const c of cleanups.splice(0).reverse()) c();
+});
+
+const fuseReason = (() => {
+  if (process.getuid?.() !== 0) return "needs root to mount";
+  try {
+    accessSync("/dev/fuse", constants.R_OK | constants.W_OK);
+  } catch {
+    return "needs /dev/fuse";
+  }
+  return undefined;
+})();
+if (fuseReason) console.warn(`SKIPPED hung-mount resolution tests: ${fuseReason}`);
+
+/** Mounts a FUSE filesystem at `dir` that never answers; it aborts (ENOTCONN) when the holder exits after `holdS`. */
+async function hungMount(dir: string, holdS: number): Promise<ChildProcess> {
+  const holder = spawn(
+    "sh",
+    [
+      "-c",
+      'exec 3<>/dev/fuse; mount -i -t fuse -o fd=3,rootmode=40000,user_id=0,group_id=0 hive-hung "$0" || exit 1; echo mounted; exec sleep "$1"',
+      dir,
+      String(holdS),
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  cleanups.push(() => {
+    holder.kill("SIGKILL");
+    try {
+      execFileSync("umount", ["-l", dir]);
+    } catch {
+      // not mounted
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    holder.stdout?.once("data", () => resolve());
+    holder.once("exit", (code) => reject(new Error(`mounting the hung FUSE filesystem failed (${code})`)));
+  });
+  return holder;
+}
+
+function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Counts timer ticks while `work` is pending: a blocked event loop counts none. */
+async function ticksDuring<T>(
+  work: () => Promise<T>,
+): Promise<{ ticks: number; outcome: T | unknown; ms: number }> {
+  let ticks = 0;
+  const timer = setInterval(() => ticks++, 50);
+  const start = performance.now();
+  let outcome: T | unknown;
+  try {
+    outcome = await work();
+  } catch (error) {
+    outcome = error;
+  } finally {
+    clearInterval(timer);
+  }
+  return { ticks, outcome, ms: performance.now() - start };
+}
+
+describe.skipIf(fuseReason !== undefined)("trap resolution on a filesystem that never answers", () => {
+  it("keeps the event loop running while a container's lookup hangs, and ends with the timeout error", async () => {
+    const proc = tempDir("hive-proc-");
+    const root = join(proc, "42", "root");
+    mkdirSync(join(root, "mnt"), { recursive: true });
+    writeFileSync(join(proc, "42", "cgroup"), CONTAINER_CGROUP);
+    await hungMount(join(root, "mnt"), 4);
+    const runtime: ContainerRuntime = {
+      findProcess: async () => ({ pid: 42, source: "containerd" }),
+      close: () => {},
+    };
+    const resolver = createFileResolver(runtime, proc, { timeoutMs: 1000 });
+    const { ticks, outcome, ms } = await ticksDuring(() =>
+      resolver.resolve(`containerd://${ID}`, "/mnt/secret"),
+    );
+    expect(isHiveError(outcome, "PathInvalid")).toBe(true);
+    expect((outcome as Error).message).toMatch(/took longer than 1000 ms/);
+    expect(ms).toBeLessThan(3000);
+    expect(ticks).toBeGreaterThanOrEqual(10);
+    await resolver.close?.();
+  });
+
+  it("resolves other traps with a fresh thread while one is stuck, and lets go of the stuck one when its syscall ends", async () => {
+    const base = tempDir("hive-root-");
+    mkdirSync(join(base, "mnt"));
+    mkdirSync(join(base, "etc"));
+    writeFileSync(join(base, "etc", "shadow"), "x");
+    const holder = await hungMount(join(base, "mnt"), 60);
+    const pool = new ResolvePool({ timeoutMs: 500, maxWorkers: 1, maxStuck: 2 });
+    cleanups.push(() => void pool.close());
+    const fdsBefore = readdirSync("/proc/self/fd").length;
+    const hung = pool.resolve(openSync(base, O_PATH | constants.O_DIRECTORY), "/mnt/secret");
+    // Queued behind the hung one on the single thread: runs on a fresh thread once that one is abandoned.
+    const fine = pool.resolve(openSync(base, O_PATH | constants.O_DIRECTORY), "/etc/shadow");
+    await expect(hung).rejects.toSatisfy(
+      (e) =>
+        isHiveError(e, "PathInvalid") && (e as { details: { timedOut?: boolean } }).details.timedOut === true,
+    );
+    expect((await fine).resolvedPath).toBe("/etc/shadow");
+    expect(pool.stats()).toEqual({ stuck: 1, timeouts: 1 });
+    // A second stuck lookup reaches the bound: the next resolution is refused at once.
+    await expect(pool.resolve(openSync(base, O_PATH | constants.O_DIRECTORY), "/mnt/other")).rejects.toThrow(
+      /longer than 500 ms/,
+    );
+    await expect(pool.resolve(openSync(base, O_PATH | constants.O_DIRECTORY), "/etc/shadow")).rejects.toThrow(
+      /2 path resolutions are stuck/,
+    );
+    // The mount's daemon goes away: the lookups fail (ENOTCONN), the threads exit, their root descriptors are closed.
+    holder.kill("SIGKILL");
+    const deadline = Date.now() + 5000;
+    while (pool.stats().stuck > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(pool.stats().stuck).toBe(0);
+    expect(
+      (await pool.resolve(openSync(base, O_PATH | constants.O_DIRECTORY), "/etc/shadow")).resolvedPath,
+    ).toBe("/etc/shadow");
+    // The worker's own descriptors leak when it is terminated mid-walk (at most two per abandoned walk).
+    expect(readdirSync("/proc/self/fd").length - fdsBefore).toBeLessThanOrEqual(4 + 2);
+  });
+});
+
+describe("trap resolution off the event loop", () => {
+  it("walks a 40-symlink maze 2,000 directories deep with a handful of descriptors open at any time", async () => {
+    const base = tempDir("hive-maze-");
+    const deep = Array(2000).fill("d").join("/");
+    mkdirSync(join(base, deep), { recursive: true });
+    writeFileSync(join(base, deep, "secret"), "x");
+    for (let i = 1; i <= 40; i++) {
+      symlinkSync(i === 40 ? `/${deep}/secret` : `/${deep}/l${i + 1}`, join(base, deep, `l${i}`));
+    }
+    const pool = new ResolvePool({ timeoutMs: 10_000 });
+    cleanups.push(() => void pool.close());
+    await pool.resolve(openSync(base, O_PATH | constants.O_DIRECTORY), "/etc/none").catch(() => undefined); // thread started
+    const before = readdirSync("/proc/self/fd").length;
+    let peak = before;
+    const sample = setInterval(() => {
+      peak = Math.max(peak, readdirSync("/proc/self/fd").length);
+    }, 1);
+    const { outcome } = await ticksDuring(() =>
+      pool.resolve(openSync(base, O_PATH | constants.O_DIRECTORY), `/${deep}/l1`),
+    );
+    clearInterval(sample);
+    expect(isHiveError(outcome, "PathInvalid")).toBe(true);
+    expect((outcome as Error).message).toMatch(/more than 4096 path components/);
+    expect(peak - before).toBeLessThanOrEqual(4);
+    expect(readdirSync("/proc/self/fd").length).toBe(before);
+    closeSync(openSync(base, "r")); // the directory is still usable: nothing was exhausted
+  });
+});
