@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 import { normalizeCallbackPrefix } from "../../api/tenancy.ts";
+import { RESOLVE_TIMEOUT_MS } from "../discover/resolve-pool.ts";
 import { HiveError } from "../errors.ts";
 import { DEFAULT_LEASE, type LeaseTiming, leaseTiming } from "../k8s/lease.ts";
 import { ATTACH_REQUESTS, type AttachRequest } from "../kernel/contract.ts";
@@ -24,6 +25,8 @@ export interface AgentConfig {
   /** Where traps of policies outside `namespace` may send alerts besides the default callback (api/tenancy.ts). */
   tenantCallbacks: string[];
   procRoot: string;
+  /** Deadline of one trap path resolution (ms, default 5,000): past it the trap is reported unresolved. */
+  resolveTimeoutMs: number;
   bootIdPath: string;
   metricsPort: number;
   callback?: string;
@@ -58,6 +61,7 @@ Options (environment in brackets):
   --runtime-socket PATH     container runtime socket [HIVE_RUNTIME_SOCKET] (default: /run/containerd/containerd.sock)
   --containerd-namespace NS containerd namespaces to search, comma-separated [HIVE_CONTAINERD_NAMESPACES] (default: k8s.io)
   --proc-root DIR           the host's /proc (hostPID) [HIVE_PROC_ROOT] (default: /proc)
+  --resolve-timeout MS      deadline of one trap path resolution [HIVE_RESOLVE_TIMEOUT_MS] (default: 5000)
   --metrics-port PORT       /metrics /healthz /readyz [HIVE_METRICS_PORT] (default: 9090; 0 = any)
   --callback URL            default alert callback [HIVE_CALLBACK] (alias --default-callback)
   --tenant-callback PREFIX  a URL prefix that policies outside --namespace may send alerts to,
@@ -102,6 +106,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
         "runtime-socket": { type: "string" },
         "containerd-namespace": { type: "string" },
         "proc-root": { type: "string" },
+        "resolve-timeout": { type: "string" },
         "metrics-port": { type: "string" },
         callback: { type: "string" },
         "default-callback": { type: "string" },
@@ -190,6 +195,11 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
       return normalizeCallbackPrefix(prefix);
     }),
     procRoot: str("proc-root", "HIVE_PROC_ROOT") ?? "/proc",
+    resolveTimeoutMs: positiveInt(
+      "--resolve-timeout",
+      str("resolve-timeout", "HIVE_RESOLVE_TIMEOUT_MS"),
+      RESOLVE_TIMEOUT_MS,
+    ),
     bootIdPath: "/proc/sys/kernel/random/boot_id",
     metricsPort: positiveInt("--metrics-port", str("metrics-port", "HIVE_METRICS_PORT"), 9090),
     attachMode: attach,
@@ -197,6 +207,11 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     roles: { loader: !values["no-loader"], pods: !values["no-pods"] },
     lease: leaseTiming(leaseDurationMs),
   };
+  if (config.resolveTimeoutMs === 0)
+    throw new HiveError("ConfigInvalid", "--resolve-timeout must be more than 0", {
+      object: "0",
+      hint: `e.g. --resolve-timeout=${RESOLVE_TIMEOUT_MS}`,
+    });
   const optional: [keyof AgentConfig, string | undefined][] = [
     ["kubeconfig", str("kubeconfig", "KUBECONFIG")],
     ["server", str("server", "HIVE_API_SERVER")],

@@ -211,7 +211,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     identity: config.podName,
     namespace: config.namespace,
     kernelId,
-    resolver: createFileResolver(runtime, config.procRoot),
+    resolver: createFileResolver(runtime, config.procRoot, { timeoutMs: config.resolveTimeoutMs }),
     openKernel: async () => {
       kernel = await openKernel();
       metrics.observeKernel(() => kernel?.counters() ?? { events: 0n, lost: 0n, watched: 0 });
