@@ -60,7 +60,7 @@ interface Group {
   lastWriteMs: number;
 }
 
-/** Longest Event message written (events.k8s.io bounds an Event's note to 1 KiB). */
+/** Longest Event message written (the newer Events API bounds a note to 1 KiB: stay within it). */
 export const EVENT_MESSAGE_MAX = 1024;
 
 /**
