@@ -14,7 +14,9 @@ afterEach(async () => {
 });
 
 describe("agent shutdown", () => {
-  it("routes the events drained while the kernel closes to their pod and trap", async () => {
+  it("routes the events drained while the kernel closes to their pod and trap", {
+    timeout: 60_000,
+  }, async () => {
     cluster = await Cluster.start();
     const c = cluster;
     const node = await c.addNode("node-1", KERNEL);
