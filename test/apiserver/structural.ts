@@ -63,7 +63,7 @@ const CEL_RESERVED = new Set(
 );
 
 /** How kube-apiserver names a schema property in CEL: `parent-exe` is `parent__dash__exe`. */
-function celName(name: string): string {
+export function celName(name: string): string {
   if (CEL_RESERVED.has(name)) return `__${name}__`;
   return name
     .replaceAll("__", "__underscores__")

@@ -7,6 +7,7 @@ import { evaluate } from "@marcbachmann/cel-js";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { hivePolicyCrd, validatePolicySpec } from "../../api/index.ts";
+import { celName } from "../apiserver/structural.ts";
 
 type Schema = { [key: string]: unknown };
 interface Rule {
@@ -38,22 +39,6 @@ function rulesOf(node: Schema, at: string): PlacedRule[] {
   return [...own, ...children, ...items];
 }
 const RULES = rulesOf(trapNode, "");
-
-const CEL_RESERVED = new Set(
-  "true false null in as break const continue else for function if import let loop package namespace return var void while".split(
-    " ",
-  ),
-);
-
-/** How Kubernetes names a schema property in CEL: `parent-exe` is `parent__dash__exe`. */
-function celName(name: string): string {
-  if (CEL_RESERVED.has(name)) return `__${name}__`;
-  return name
-    .replaceAll("__", "__underscores__")
-    .replaceAll(".", "__dot__")
-    .replaceAll("-", "__dash__")
-    .replaceAll("/", "__slash__");
-}
 
 /** CEL's view of a JSON value: integers are int64, properties (not map keys) escaped. */
 function cel(value: unknown, node: Schema): unknown {
