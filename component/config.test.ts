@@ -30,7 +30,7 @@ describe("resolveConfig", () => {
           { key: "node-role.kubernetes.io/control-plane", operator: "Exists", effect: "NoSchedule" },
         ],
         affinity: undefined,
-        resources: { requests: { cpu: "50m", memory: "128Mi" }, limits: { memory: "512Mi" } },
+        resources: { requests: { cpu: "50m", memory: "256Mi" }, limits: { memory: "512Mi" } },
         podLabels: {},
         podAnnotations: {},
         updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } },

@@ -37,7 +37,7 @@ export const DEFAULT_METRICS_PORT = 9464;
 export const DEFAULT_RUNTIME_SOCKET = "/run/containerd/containerd.sock";
 export const DEFAULT_SPOOL_DIR = "/var/lib/hive/spool";
 export const DEFAULT_RESOURCES: Plain<ResourceRequirements> = {
-  requests: { cpu: "50m", memory: "128Mi" },
+  requests: { cpu: "50m", memory: "256Mi" },
   limits: { memory: "512Mi" },
 };
 /** Control-plane nodes run pods too (static ones at least); a file monitor should watch them. */
