@@ -36,29 +36,12 @@ import {
   type WatchEntry,
 } from "./contract.ts";
 import { datasecOffsets, type InodePermissionSignature, inodePermissionSignature } from "./kernel-btf.ts";
-import {
-  BITMAP_MASK,
-  BITMAP_WORDS,
-  COUNTERS_LAYOUT,
-  decodeKey,
-  encodeKey,
-  encodeValue,
-  fileKeyId,
-  KEY_LAYOUT,
-  VALUE_LAYOUT,
-} from "./layout.ts";
-import {
-  check,
-  checkPointer,
-  errnoError,
-  errnoName,
-  forEachMapEntry,
-  libbpf,
-  type Pointer,
-} from "./libbpf-ffi.ts";
+import { COUNTERS_LAYOUT } from "./layout.ts";
+import { check, checkPointer, errnoError, errnoName, libbpf, type Pointer } from "./libbpf-ffi.ts";
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import { ProcessTracking } from "./process-tracking.ts";
 import { RingConsumer } from "./ring-consumer.ts";
+import { WatchMap } from "./watch-map.ts";
 
 export { linkPinName } from "./attach.ts";
 export { DEFAULT_PIN_ROOT, isOnBpffs } from "./bpffs.ts";
@@ -148,12 +131,6 @@ interface AttachChoice {
   facts: KernelFacts;
 }
 
-interface Stored {
-  key: Buffer;
-  value: Buffer;
-  ino: bigint;
-}
-
 export class LibbpfKernelWatcher implements KernelWatcher {
   readonly attachMode: AttachMode;
   readonly attachReason: string;
@@ -168,8 +145,6 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   readonly parentEvents: boolean;
   private parentLink: Pointer | null = null;
   private tracking: ProcessTracking | null = null;
-  /** Entries the last sync had no room for. */
-  private notWatched = 0;
   /** hive_watch's max_entries. */
   readonly watchCapacity: number;
   /** True when an earlier agent's pinned link was adopted instead of attaching anew. */
@@ -183,8 +158,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   private readonly pinRoot: string | null;
   private readonly fds: Record<(typeof PINNED_MAPS)[number], number>;
   private readonly maps: Record<(typeof PINNED_MAPS)[number], Pointer>;
-  private current = new Map<string, Stored>();
-  private bitmap: BigUint64Array = new BigUint64Array(BITMAP_WORDS);
+  private watchMap!: WatchMap;
   private readonly listeners: Array<(event: KernelEvent) => void> = [];
   /** The ring worker's main-thread side; null when loaded without attaching. */
   consumer: RingConsumer | null = null;
@@ -278,7 +252,12 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       for (const name of PINNED_MAPS)
         fds[name] = check(this.lib.bpf_map__fd(maps[name]) as number, "bpf_map__fd", { object: name });
       this.fds = fds;
-      this.readCurrent();
+      this.watchMap = new WatchMap(
+        this.lib,
+        { watch: fds.hive_watch, bitmap: fds.hive_bitmap },
+        this.watchCapacity,
+        this.logger,
+      );
       const before = readCounters(this.fds.hive_counters, this.ncpus);
       this.deliveredBase = before.bursts - before.lost;
       if (options.attach !== false) {
@@ -427,84 +406,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     this.parentLink = link;
   }
 
-  /** Loads the watch map's existing contents (an adopted map, or empty). */
-  private readCurrent(): void {
-    forEachMapEntry(this.fds.hive_watch, KEY_LAYOUT.size, VALUE_LAYOUT.size, (key, value) => {
-      const fileKey = decodeKey(key);
-      this.current.set(fileKeyId(fileKey), {
-        key: Buffer.from(key),
-        value: Buffer.from(value),
-        ino: fileKey.ino,
-      });
-    });
-    this.bitmap = bitmapOf([...this.current.values()].map((s) => s.ino));
-    this.writeBitmap(new BigUint64Array(BITMAP_WORDS).fill(~0n)); // rewrite all words once
-  }
-
   sync(entries: readonly WatchEntry[]): SyncResult {
-    const desired = new Map<string, Stored & { entry: WatchEntry }>();
-    for (const entry of entries) {
-      const id = fileKeyId(entry.key);
-      if (desired.has(id)) {
-        throw new HiveError("ConfigInvalid", `two watch entries for the same file ${id}`, {
-          object: id,
-          hint: "give each (device, inode) one entry",
-        });
-      }
-      desired.set(id, { key: encodeKey(entry.key), value: encodeValue(entry), ino: entry.key.ino, entry });
-    }
-    const fd = this.fds.hive_watch;
-    // Deletes first: a full map must make room for what replaces the entries that go. The
-    // bitmap is written once at the end, exact for what the map then holds (until then it is
-    // a superset for the deleted entries, and the added ones wait for their bits).
-    for (const [id, have] of this.current) {
-      if (desired.has(id)) continue;
-      const rc = this.lib.bpf_map_delete_elem(fd, have.key) as number;
-      if (rc < 0 && rc !== -2 /* ENOENT */) check(rc, "deleting from the watch map", { object: id });
-      this.current.delete(id);
-    }
-    const notWatched: WatchEntry[] = [];
-    for (const [id, want] of desired) {
-      const have = this.current.get(id);
-      if (have?.value.equals(want.value)) continue;
-      const rc = this.lib.bpf_map_update_elem(fd, want.key, want.value, 0) as number;
-      if (rc === -7 /* E2BIG: the map is full */) {
-        notWatched.push(want.entry);
-        continue;
-      }
-      check(rc, "updating the watch map", { object: id });
-      this.current.set(id, want);
-    }
-    const previous = this.bitmap;
-    this.bitmap = bitmapOf([...this.current.values()].map((s) => s.ino));
-    this.writeBitmap(previous);
-    if (notWatched.length !== this.notWatched) {
-      if (notWatched.length > 0)
-        this.logger?.warn("the kernel watch map is full: files not watched", {
-          notWatched: notWatched.length,
-          capacity: this.watchCapacity,
-          hint: "watch fewer files, or raise the capacity (--watch-capacity)",
-        });
-      else if (this.notWatched > 0)
-        this.logger?.info("the kernel watch map has room again: every file watched");
-    }
-    this.notWatched = notWatched.length;
-    return { notWatched };
-  }
-
-  private writeBitmap(previous: BigUint64Array): void {
-    const key = Buffer.alloc(4);
-    const value = Buffer.alloc(8);
-    for (let word = 0; word < BITMAP_WORDS; word++) {
-      const bits = this.bitmap[word] ?? 0n;
-      if (bits === previous[word]) continue;
-      key.writeUInt32LE(word);
-      value.writeBigUInt64LE(bits);
-      check(
-        this.lib.bpf_map_update_elem(this.fds.hive_bitmap, key, value, 0) as number,
-        "updating the bitmap",
-      );
-    }
+    return this.watchMap.sync(entries);
   }
 
   ancestors(process: ProcessIdentity): Ancestor[] {
@@ -519,8 +422,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     const total = readCounters(this.fds.hive_counters, this.ncpus);
     return {
       ...total,
-      watched: this.current.size,
-      notWatched: this.notWatched,
+      watched: this.watchMap.size,
+      notWatched: this.watchMap.notWatched,
       delivered: this.delivered(),
       inFlightPeak: this.consumer?.inFlightPeak ?? 0,
       consumerRestarts: this.consumer?.restarts ?? 0,
@@ -597,16 +500,6 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
 function nanoseconds(ms: number): bigint {
   return BigInt(Math.round(ms * 1e6));
-}
-
-function bitmapOf(inos: readonly bigint[]): BigUint64Array {
-  const words = new BigUint64Array(BITMAP_WORDS);
-  for (const ino of inos) {
-    const bit = ino & BITMAP_MASK;
-    const word = Number(bit >> 6n);
-    words[word] = (words[word] ?? 0n) | (1n << (bit & 63n));
-  }
-  return words;
 }
 
 export function readCounters(
