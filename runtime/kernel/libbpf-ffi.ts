@@ -5,6 +5,7 @@
  * (or NULL with errno set): `check`/`checkPointer` convert that contract, in one place,
  * into HiveErrors.
  */
+import { existsSync, readFileSync } from "node:fs";
 import koffi, { type LibraryHandle } from "koffi";
 import { HiveError, type HiveErrorCode } from "../errors.ts";
 
@@ -134,6 +135,27 @@ export function forEachMapEntry(
     next.copy(key);
     if ((lib.bpf_map_lookup_elem(fd, key, value) as number) === 0) visit(key, value);
   }
+}
+
+/**
+ * A BPF link pinned at `path`, or null when nothing is pinned there or what is pinned is not
+ * a link (libbpf's bpf_link__open takes any pinned object: a map squatting on a link's name
+ * would pass for an attached program).
+ */
+export function openPinnedLink(path: string): Pointer | null {
+  if (!existsSync(path)) return null;
+  const lib = libbpf();
+  const link = lib.bpf_link__open(path) as Pointer | null;
+  if (!link) return null;
+  let info = "";
+  try {
+    info = readFileSync(`/proc/self/fdinfo/${lib.bpf_link__fd(link) as number}`, "utf8");
+  } catch {
+    // Unreadable fdinfo: not provably a link.
+  }
+  if (/^link_type:/m.test(info)) return link;
+  lib.bpf_link__destroy(link); // closes the descriptor; nothing was attached through it
+  return null;
 }
 
 /** Converts libbpf's negative-errno return into a HiveError. */

@@ -37,7 +37,15 @@ import {
 } from "./contract.ts";
 import { datasecOffsets, type InodePermissionSignature, inodePermissionSignature } from "./kernel-btf.ts";
 import { COUNTERS_LAYOUT } from "./layout.ts";
-import { check, checkPointer, errnoError, errnoName, libbpf, type Pointer } from "./libbpf-ffi.ts";
+import {
+  check,
+  checkPointer,
+  errnoError,
+  errnoName,
+  libbpf,
+  openPinnedLink,
+  type Pointer,
+} from "./libbpf-ffi.ts";
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import { ProcessTracking } from "./process-tracking.ts";
 import { RingConsumer } from "./ring-consumer.ts";
@@ -269,7 +277,15 @@ export class LibbpfKernelWatcher implements KernelWatcher {
           fds.hive_procs,
           this.logger,
         );
-        this.tracking.start();
+        try {
+          this.tracking.start();
+        } catch (error) {
+          // Watching matters more than naming: alerts then say the executable is unknown (and
+          // allow lists, failing closed, allow nothing).
+          this.tracking.close(false);
+          this.tracking = null;
+          this.logger?.error("process tracking unavailable: alerts will name no executable", { error });
+        }
       }
       this.adopted = options.attach === false ? false : this.attach(prog);
       if (options.attach !== false && split && loadParentHook) this.attachParentHook();
@@ -360,8 +376,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   /** Attaches, or adopts a link an earlier agent pinned. Returns true when adopted. */
   private attach(prog: Pointer): boolean {
     const linkPath = this.pinRoot ? join(this.pinRoot, linkPinName(this.attachMode)) : null;
-    if (linkPath && existsSync(linkPath)) {
-      const link = this.lib.bpf_link__open(linkPath) as Pointer | null;
+    if (linkPath) {
+      const link = openPinnedLink(linkPath);
       if (link) {
         this.link = link;
         this.logger?.info("adopted pinned BPF link", { path: linkPath });
@@ -373,7 +389,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       for (const other of ATTACH_MODES) {
         const stale = join(this.pinRoot, linkPinName(other));
         if (other === this.attachMode || !existsSync(stale)) continue;
-        const old = this.lib.bpf_link__open(stale) as Pointer | null;
+        const old = openPinnedLink(stale);
         if (old) {
           this.lib.bpf_link__unpin(old);
           this.lib.bpf_link__destroy(old);

@@ -4,7 +4,7 @@
  * and no exec goes unseen while it restarts; seeds the processes that predate the trackers
  * with a task iterator; and walks a process's ancestors in the pinned process map.
  */
-import { closeSync, existsSync, readSync } from "node:fs";
+import { closeSync, readSync } from "node:fs";
 import { join } from "node:path";
 import koffi from "koffi";
 import { MAX_ANCESTORS } from "../../api/alert.ts";
@@ -12,7 +12,7 @@ import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Ancestor, ProcessIdentity } from "./contract.ts";
 import { decodeProc, PROC_LAYOUT } from "./layout.ts";
-import { check, errnoName, type Libbpf, type Pointer } from "./libbpf-ffi.ts";
+import { check, errnoName, type Libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
 
 /** The tracker programs and the names their links are pinned under. */
 export const TRACKERS = [
@@ -48,7 +48,7 @@ export class ProcessTracking {
   start(): void {
     for (const { program, pin } of TRACKERS) {
       const path = this.pinRoot ? join(this.pinRoot, pin) : null;
-      const adopted = path && existsSync(path) ? (this.lib.bpf_link__open(path) as Pointer | null) : null;
+      const adopted = path ? openPinnedLink(path) : null;
       if (adopted) {
         this.links.push({ link: adopted, owned: false });
         continue;

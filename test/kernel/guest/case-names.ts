@@ -24,6 +24,7 @@ export const KERNEL_CASES = [
   "100,000 accesses: every burst is delivered or counted as lost",
   "a full burst table loses nothing: the accesses it cannot hold are reported at once and counted",
   "a dead ring worker is replaced: not ready meanwhile, and events flow again",
+  "when process tracking cannot attach, files are still watched and alerts say the executable is unknown",
   "pinned maps survive an agent restart and are adopted; a clean shutdown removes them",
   "every attach mode the kernel offers reports reads, and auto picks the least-privileged one",
 ] as const;

@@ -18,6 +18,7 @@ import {
   readFileSync,
   realpathSync,
   renameSync,
+  rmSync,
   statSync,
   symlinkSync,
   writeFileSync,
@@ -488,6 +489,43 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
       return { restarts: w.counters().consumerRestarts, events: forSlot(seen, 32).length };
     } finally {
       await w.close();
+    }
+  },
+
+  async "when process tracking cannot attach, files are still watched and alerts say the executable is unknown"() {
+    const path = file("untracked.txt");
+    const root = "/sys/fs/bpf/hive-untracked";
+    mkdirSync(root, { recursive: true });
+    // The fault: something that is not a link already holds the exec tracker's pin name.
+    execFileSync("bpftool", [
+      "map",
+      "create",
+      join(root, "link_proc_exec"),
+      "type",
+      "array",
+      "key",
+      "4",
+      "value",
+      "4",
+      "entries",
+      "1",
+      "name",
+      "squatter",
+    ]);
+    let w: LibbpfKernelWatcher | undefined;
+    try {
+      w = openKernelWatcher({ pinRoot: root, burstGapMs: GAP_MS });
+      const seen: KernelEvent[] = [];
+      w.onEvent((e) => seen.push(e));
+      w.sync([entry(path, 33)]);
+      const events = forSlot(await observe(() => void run("cat", [path]), w), 33);
+      const mine = forSlot(seen, 33);
+      assert.equal(mine.length, 1, JSON.stringify({ events, mine }, replacer));
+      assert.deepEqual(mine[0]?.process.exe, { source: "unknown" });
+      return { exe: mine[0]?.process.exe };
+    } finally {
+      await w?.close();
+      rmSync(root, { recursive: true, force: true });
     }
   },
 
