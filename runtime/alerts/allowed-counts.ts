@@ -6,11 +6,11 @@
  * Written atomically (rename), at most once per interval and only after a change, so a busy
  * allowed reader costs a counter increment, not a write.
  */
-import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
-import { basename, dirname } from "node:path";
+
+import { basename } from "node:path";
 import type { AllowEntry } from "../../api/policy.ts";
-import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
+import { readFileIfPresent, writePrivateJsonFile } from "../private-file.ts";
 import { WATCH_TABLE_DIR } from "../standalone/watch-table-file.ts";
 import { type AlertSource, trapIdOf } from "./alert-source.ts";
 import { describeEntry } from "./allowlist.ts";
@@ -96,24 +96,12 @@ export function createAllowedCounts(maxRecords = 10_000): AllowedCounts {
 }
 
 export async function writeAllowedFile(file: string, content: AllowedFile): Promise<void> {
-  const temp = `${file}.${process.pid}.tmp`;
-  await mkdir(dirname(file), { recursive: true, mode: 0o700 });
-  // 0600 like the watch table: which programs read a trapped file is worth keeping from other users.
-  await writeFile(temp, `${JSON.stringify(content, null, 2)}\n`, { mode: 0o600 });
-  await rename(temp, file);
+  await writePrivateJsonFile(file, content);
 }
 
 export async function readAllowedFile(file: string): Promise<AllowedFile | undefined> {
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new HiveError("InputUnreadable", "cannot read the allowed-access counts", {
-      object: file,
-      cause: error,
-    });
-  }
+  const text = await readFileIfPresent(file, "allowed-access counts");
+  if (text === undefined) return undefined;
   try {
     const parsed = JSON.parse(text) as AllowedFile;
     return Array.isArray(parsed.records) ? parsed : undefined;

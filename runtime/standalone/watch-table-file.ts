@@ -4,10 +4,12 @@
  * it, so that `hive status` — another process, possibly while the agent runs — can name the
  * traps of the watched files it reads from the pinned map. Written atomically (rename).
  */
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
-import { basename, dirname } from "node:path";
+
+import { rm } from "node:fs/promises";
+import { basename } from "node:path";
 import { HiveError } from "../errors.ts";
 import type { AttachMode } from "../kernel/contract.ts";
+import { readFileIfPresent, writePrivateJsonFile } from "../private-file.ts";
 import { containerLabel, trapAccesses, type WatchTable } from "./watch-plan.ts";
 
 /** Directory of the tables: tmpfs, gone at reboot together with the kernel state they describe. */
@@ -73,12 +75,8 @@ export function tableRecords(table: WatchTable): WatchTableRecord[] {
 }
 
 export async function writeWatchTableFile(file: string, content: WatchTableFile): Promise<void> {
-  const temp = `${file}.${process.pid}.tmp`;
   try {
-    await mkdir(dirname(file), { recursive: true, mode: 0o700 });
-    // 0600: the table names what is being watched, which is itself worth keeping from other users.
-    await writeFile(temp, `${JSON.stringify(content, null, 2)}\n`, { mode: 0o600 });
-    await rename(temp, file);
+    await writePrivateJsonFile(file, content);
   } catch (cause) {
     throw new HiveError("InputUnreadable", "cannot write the watch table", {
       object: file,
@@ -89,13 +87,8 @@ export async function writeWatchTableFile(file: string, content: WatchTableFile)
 }
 
 export async function readWatchTableFile(file: string): Promise<WatchTableFile | undefined> {
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw new HiveError("InputUnreadable", "cannot read the watch table", { object: file, cause: error });
-  }
+  const text = await readFileIfPresent(file, "watch table");
+  if (text === undefined) return undefined;
   try {
     return JSON.parse(text) as WatchTableFile;
   } catch (cause) {
