@@ -456,19 +456,32 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     if (ref && spool) spool.ack(ref);
   };
 
-  /** Makes room for `bytes` more in the destination's quota by dropping its own oldest. */
-  const enforceQuota = (dest: Destination, bytes: number) => {
-    if (dest.pendingBytes + bytes <= quotaBytes) return;
-    let free = dest.pendingBytes + bytes - quotaBytes;
+  /**
+   * Drops the destination's oldest alerts until `bytes` are freed, counted under `reason`;
+   * `acknowledge`: given up in the spool too, so that its segment can be deleted.
+   */
+  const dropOldestOf = (
+    dest: Destination,
+    bytes: number,
+    reason: "destination_quota" | "spool_full",
+    acknowledge: boolean,
+  ): number => {
+    let free = bytes;
     const dropped = dest.items.dropOldest(
       () => free > 0,
       (item) => {
         free -= item.bytes;
-        // Given up: acknowledged in the spool, so its segment can be deleted.
-        dropItem(true)(item);
+        dropItem(acknowledge)(item);
       },
     );
-    reportDrops(dropped, "destination_quota", dest.origin);
+    reportDrops(dropped, reason, dest.origin);
+    return dropped;
+  };
+
+  /** Makes room for `bytes` more in the destination's quota by dropping its own oldest. */
+  const enforceQuota = (dest: Destination, bytes: number) => {
+    if (dest.pendingBytes + bytes <= quotaBytes) return;
+    dropOldestOf(dest, dest.pendingBytes + bytes - quotaBytes, "destination_quota", true);
   };
 
   /** Appends to the spool; a refusal (or an unexpected failure) is counted and the alert dropped. */
@@ -530,16 +543,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
           for (const d of destinations.values())
             if (!largest || d.pendingBytes > largest.pendingBytes) largest = d;
           if (!largest || largest.pendingCount === 0) break;
-          let free = pendingBytes + bytes - maxPendingBytes;
-          const dropped = largest.items.dropOldest(
-            () => free > 0,
-            (item) => {
-              free -= item.bytes;
-              dropItem(false)(item);
-            },
-          );
-          reportDrops(dropped, "spool_full", largest.origin);
-          if (dropped === 0) break;
+          if (dropOldestOf(largest, pendingBytes + bytes - maxPendingBytes, "spool_full", false) === 0) break;
         }
         enforceQuota(dest, bytes);
       }
