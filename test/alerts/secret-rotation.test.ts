@@ -30,16 +30,22 @@ const NS = "hive-system";
 const SECRET = "hive-callback-headers";
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
+/** The API stand-in with the monitor's namespace and the callback headers Secret in it. */
+async function apiWithSecret(authorization: string) {
+  const api = await startApiServer({ crds: [] });
+  cleanups.push(() => api.stop());
+  const admin = api.kubeConfig().makeApiClient(CoreV1Api);
+  await admin.createNamespace({ body: { metadata: { name: NS } } });
+  await admin.createNamespacedSecret({
+    namespace: NS,
+    body: { metadata: { name: SECRET }, data: { Authorization: b64(authorization) } },
+  });
+  return { api, admin };
+}
+
 describe("callback secret rotation", () => {
   it("applies a rotated header token without a restart and loses no alert; the refusal is an Event", async () => {
-    const api = await startApiServer({ crds: [] });
-    cleanups.push(() => api.stop());
-    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
-    await admin.createNamespace({ body: { metadata: { name: NS } } });
-    await admin.createNamespacedSecret({
-      namespace: NS,
-      body: { metadata: { name: SECRET }, data: { Authorization: b64("Bearer old-token") } },
-    });
+    const { api, admin } = await apiWithSecret("Bearer old-token");
 
     const receiver = await startReceiver();
     cleanups.push(() => receiver.close());
@@ -142,14 +148,7 @@ describe("callback secret rotation", () => {
   });
 
   it("keeps the previous credentials when the changed Secret cannot be used", async () => {
-    const api = await startApiServer({ crds: [] });
-    cleanups.push(() => api.stop());
-    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
-    await admin.createNamespace({ body: { metadata: { name: NS } } });
-    await admin.createNamespacedSecret({
-      namespace: NS,
-      body: { metadata: { name: SECRET }, data: { Authorization: b64("Bearer a") } },
-    });
+    const { api, admin } = await apiWithSecret("Bearer a");
     const clients = createKubeClients({ kubeConfig: api.kubeConfig("node-a") });
     const settings = {
       defaultCallback: "http://127.0.0.1:9/alerts",
