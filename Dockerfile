@@ -27,11 +27,11 @@ ARG npm_config_registry
 ARG NODE_EXTRA_CA_CERTS
 WORKDIR /src
 COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
-# `npm install` rather than `npm ci`: it installs the locked versions too, and npm 11's `ci`
-# rejects a lock that records only the build platform's optional binaries (biome's).
+# `npm ci`: exactly the locked versions (the lock holds every platform's build of the tools
+# that ship one, so a build on any platform finds its own).
 # --ignore-scripts: nothing the agent loads needs one (koffi's only checks its prebuilt
 # binary, protobufjs's prints a version hint; the others belong to dev tools).
-RUN npm install --no-audit --no-fund --ignore-scripts
+RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY api/ api/
 COPY component/ component/
 COPY runtime/ runtime/

@@ -13,10 +13,11 @@ log() { printf 'hive-setup: %s\n' "$*" >&2; }
 # npm packages (Node 24 itself comes from the `node` package into node_modules/.bin).
 if [ ! -x node_modules/.bin/vitest ] || [ ! -x node_modules/.bin/node ] ||
   [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  # `npm install` rather than `npm ci`: it installs the locked versions too, and npm 11's
-  # `ci` rejects a lock that records only this platform's optional binaries (biome's).
+  # `npm ci`: exactly the locked versions, node_modules made afresh. The lock records every
+  # platform's build of the tools that ship one (biome is pinned to a version whose every
+  # platform build the registry has), so it installs the same way on any machine.
   log "installing npm packages"
-  npm install --no-audit --no-fund --loglevel=error
+  npm ci --no-audit --no-fund --loglevel=error
 fi
 PATH="$PWD/node_modules/.bin:$PATH"
 export PATH
