@@ -10,6 +10,7 @@
  *   1. the mask, a register: pure MAY_EXEC checks (directory traversal) are dropped;
  *   2. one bit of i_ino in an array-map bitmap (lookup inlined by the verifier);
  *   3. the (dev, ino) hash lookup, then the wanted-mask test.
+ * access(2) checks (MAY_ACCESS, rare) first ask whether the thread is proving a trap.
  *
  * Bursts: one user action calls inode_permission several times. Checks of one file by
  * one thread are folded into one pending event in hive_bursts (keyed by thread id) while
@@ -94,6 +95,24 @@ struct {
 	__type(key, __u32);
 	__type(value, struct hive_counters);
 } hive_counters SEC(".maps");
+
+/* Trap proofs: a Hive thread (thread id → its process id) about to check a trap's file with
+ * access(2) registers here; its checks are recorded in hive_proofs (thread id → identities)
+ * instead of being matched, so user space learns the identity the kernel really checks (an
+ * overlay's inode is not the one stat() reports) and arms that one. Never an alert. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+} hive_provers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, struct hive_proof);
+} hive_proofs SEC(".maps");
 
 #include "process.bpf.h"
 
@@ -198,6 +217,34 @@ int hive_proc_exit(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
+/* Records the identity of an access(2) check by a registered prover thread; true when it
+ * did (the check is then not matched against the watch map). */
+static __always_inline int hive_prove(struct inode *inode, int direct)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	__u32 *tgid = bpf_map_lookup_elem(&hive_provers, &tid);
+	if (!tgid || *tgid != (__u32)(pid_tgid >> 32))
+		return 0; /* not a prover, or a stale entry whose thread id another process reuses */
+	struct hive_proof *proof = bpf_map_lookup_elem(&hive_proofs, &tid);
+	if (!proof) {
+		struct hive_proof empty = {};
+		bpf_map_update_elem(&hive_proofs, &tid, &empty, BPF_NOEXIST);
+		proof = bpf_map_lookup_elem(&hive_proofs, &tid);
+		if (!proof)
+			return 1;
+	}
+	__u32 n = proof->count;
+	if (n < HIVE_PROOF_IDS) {
+		struct hive_key *id = &proof->ids[n & (HIVE_PROOF_IDS - 1)];
+		id->ino = direct ? inode->i_ino : BPF_CORE_READ(inode, i_ino);
+		id->dev = direct ? inode->i_sb->s_dev : BPF_CORE_READ(inode, i_sb, s_dev);
+		id->_pad = 0;
+	}
+	proof->count = n + 1;
+	return 1;
+}
+
 /* Every entry point after it has found the inode and mask: the mask (a register) first,
  * then i_ino for the bitmap; the device only on a bitmap hit. `direct` (a constant after
  * inlining) picks plain loads for BTF pointers (fentry) or probe reads (kprobes). */
@@ -205,6 +252,8 @@ static __always_inline int hive_inode(struct inode *inode, __u32 mask, __u32 wan
 				      int direct)
 {
 	if (!(mask & wanted))
+		return 0;
+	if (!parents_only && (mask & HIVE_MAY_ACCESS) && hive_prove(inode, direct))
 		return 0;
 	__u64 ino = direct ? inode->i_ino : BPF_CORE_READ(inode, i_ino);
 	if (!hive_bitmap_hit(ino))

@@ -96,6 +96,18 @@ struct hive_event {
 	__u32 _pad2;
 };
 
+/* Trap proofs (runtime/kernel/trap-proof.ts): the identities the kernel saw when a Hive
+ * thread registered in hive_provers checked a file with access(2). At most HIVE_PROOF_IDS
+ * are kept per check (an overlay file shows two: the overlay's inode, then its layer's);
+ * `count` says how many checks there were in all. */
+#define HIVE_PROOF_IDS 4
+
+struct hive_proof {
+	__u32 count;
+	__u32 _pad;
+	struct hive_key ids[HIVE_PROOF_IDS];
+};
+
 /* Per-CPU counters, summed by user space. */
 struct hive_counters {
 	__u64 events; /* events submitted to the ring buffer */
@@ -110,5 +122,6 @@ _Static_assert(sizeof(struct hive_value) == 16, "hive_value layout");
 _Static_assert(sizeof(struct hive_proc) == 296, "hive_proc layout");
 _Static_assert(sizeof(struct hive_event) == 656, "hive_event layout");
 _Static_assert(sizeof(struct hive_counters) == 40, "hive_counters layout");
+_Static_assert(sizeof(struct hive_proof) == 72, "hive_proof layout");
 
 #endif

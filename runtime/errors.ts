@@ -31,6 +31,7 @@ export const TARGET_ERROR_CODES = [
   "ContainerNotReady",
   "RuntimeUnavailable",
   "NotLoaded",
+  "TrapNotProven",
 ] as const;
 export const ERROR_CODES = [
   ...INPUT_ERROR_CODES,

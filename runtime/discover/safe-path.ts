@@ -26,6 +26,7 @@ import {
 import { HiveError } from "../errors.ts";
 import type { FileKey } from "../kernel/contract.ts";
 import { fileKeyFromStat } from "../kernel/layout.ts";
+import type { ProveHook } from "../kernel/trap-proof.ts";
 
 /** O_PATH is not in Node's constants; the value is the same on x86-64 and arm64 (asm-generic). */
 const O_PATH = 0o10000000;
@@ -48,7 +49,7 @@ export interface ResolveOptions {
 }
 
 export interface ResolvedFile {
-  /** The file as the kernel identifies it. */
+  /** The file as the kernel identifies it (proven by the kernel when resolved with a ProveHook). */
   key: FileKey;
   /** The directory holding the final entry: watching it reveals renames over and re-creations of the file. */
   parent: FileKey;
@@ -94,7 +95,12 @@ function errno(error: unknown): string | undefined {
  * FileNotFound, PathInvalid, PathEscapesContainer (a symlink chain pointed outside the root
  * and the file does not exist inside it) or ContainerNotFound.
  */
-export function resolveInRoot(rootPath: string, path: string, options: ResolveOptions = {}): ResolvedFile {
+export function resolveInRoot(
+  rootPath: string,
+  path: string,
+  options: ResolveOptions = {},
+  prove?: ProveHook,
+): ResolvedFile {
   assertAbsolute(path);
   let rootFd: number;
   try {
@@ -109,7 +115,7 @@ export function resolveInRoot(rootPath: string, path: string, options: ResolveOp
   }
   try {
     const rootStat = fstat(rootFd);
-    const found = resolveInRootFd(rootFd, path, options);
+    const found = resolveInRootFd(rootFd, path, options, prove);
     // The container may have been replaced while we walked: the root must be the one we started in.
     const rootNow = statSync(rootPath, { bigint: true });
     if (rootNow.dev !== rootStat.dev || rootNow.ino !== rootStat.ino) {
@@ -144,7 +150,12 @@ function assertAbsolute(path: string): void {
  * are remembered by identity (device, inode), not held: `..` reopens the parent through the
  * current directory and must land on the directory we came from, or the walk fails.
  */
-export function resolveInRootFd(rootFd: number, path: string, options: ResolveOptions = {}): ResolvedFile {
+export function resolveInRootFd(
+  rootFd: number,
+  path: string,
+  options: ResolveOptions = {},
+  prove?: ProveHook,
+): ResolvedFile {
   const maxSymlinks = options.maxSymlinks ?? MAX_SYMLINKS;
   const maxComponents = options.maxComponents ?? MAX_PATH_COMPONENTS;
   assertAbsolute(path);
@@ -306,11 +317,13 @@ export function resolveInRootFd(rootFd: number, path: string, options: ResolveOp
       throw new HiveError("PathInvalid", "trap path names the container root, not a file", { object: path });
     }
     child = final.fd; // closed below
-    const parentStat = fstat(dirFd);
+    const resolvedPath = `${currentPath().replace(/\/$/, "")}/${final.name}`;
+    const stated = { key: fileKeyFromStat(final.stat), parent: fileKeyFromStat(fstat(dirFd)) };
+    // While both descriptors are held: the kernel names the identities to arm (trap-proof.ts).
+    const armed = prove ? prove({ fileFd: final.fd, dirFd, resolvedPath, ...stated }) : stated;
     return {
-      key: fileKeyFromStat(final.stat),
-      parent: fileKeyFromStat(parentStat),
-      resolvedPath: `${currentPath().replace(/\/$/, "")}/${final.name}`,
+      ...armed,
+      resolvedPath,
       created: final.created,
       fileType: kindOf(final.stat),
       symlinks,

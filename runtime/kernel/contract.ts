@@ -6,6 +6,7 @@
  */
 import type { ExeSource } from "../../api/alert.ts";
 import type { AccessKind } from "../../api/meta.ts";
+import type { ProofMaps } from "./trap-proof.ts";
 
 /**
  * How the program is attached to inode_permission (runtime/kernel/attach.ts says when each
@@ -126,6 +127,11 @@ export interface KernelWatcher {
    */
   ancestors?(process: ProcessIdentity): Ancestor[];
   counters(): KernelCounters;
+  /**
+   * Descriptors of the maps a resolving thread proves traps with (runtime/kernel/trap-proof.ts);
+   * absent where no kernel program is loaded.
+   */
+  proofMaps?(): ProofMaps;
   /** Not ok while events are not being read (e.g. a dead ring worker being replaced). */
   health?(): { ok: boolean; message?: string };
   /** `keepPinned: true` leaves maps/links pinned for the next agent to adopt. */

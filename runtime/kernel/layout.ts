@@ -1,6 +1,6 @@
 /**
  * Byte layouts shared with bpf/hive.h (struct hive_key, hive_value, hive_event,
- * hive_counters) and the one place where device numbers are converted between stat()'s
+ * hive_counters, hive_proof) and the one place where device numbers are converted between stat()'s
  * st_dev encoding and the kernel's s_dev. test/kernel/layout.test.ts checks every offset
  * here against the compiled object's BTF.
  */
@@ -88,6 +88,20 @@ export const COUNTERS_LAYOUT = {
   bursts: 24,
   unfolded: 32,
 } as const;
+
+/** struct hive_proof (values of hive_proofs, keyed by thread id); `ids` holds HIVE_PROOF_IDS hive_keys. */
+export const PROOF_LAYOUT = { size: 72, count: 0, ids: 8, idsCount: 4 } as const;
+
+/** The identities a proof recorded, in the order the kernel checked them (at most PROOF_LAYOUT.idsCount). */
+export function decodeProof(buf: Buffer): { count: number; ids: FileKey[] } {
+  const count = buf.readUInt32LE(PROOF_LAYOUT.count);
+  const ids: FileKey[] = [];
+  for (let i = 0; i < Math.min(count, PROOF_LAYOUT.idsCount); i++) {
+    const at = PROOF_LAYOUT.ids + i * KEY_LAYOUT.size;
+    ids.push(decodeKey(buf.subarray(at, at + KEY_LAYOUT.size)));
+  }
+  return { count, ids };
+}
 
 /** Pre-filter bitmap geometry (HIVE_BITMAP_WORDS in bpf/hive.h). */
 export const BITMAP_WORDS = 1024;

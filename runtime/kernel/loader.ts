@@ -49,6 +49,7 @@ import {
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import { ProcessTracking } from "./process-tracking.ts";
 import { RingConsumer } from "./ring-consumer.ts";
+import type { ProofMaps } from "./trap-proof.ts";
 import { WatchMap } from "./watch-map.ts";
 
 export { linkPinName } from "./attach.ts";
@@ -73,6 +74,8 @@ const PINNED_MAPS = [
   "hive_counters",
   "hive_procs",
   "hive_swept",
+  "hive_provers",
+  "hive_proofs",
 ] as const;
 
 export interface KernelWatcherOptions {
@@ -420,6 +423,11 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       return;
     }
     this.parentLink = link;
+  }
+
+  /** The trap-proof maps (trap-proof.ts), owned by this watcher: valid until close(). */
+  proofMaps(): ProofMaps {
+    return { provers: this.fds.hive_provers, proofs: this.fds.hive_proofs };
   }
 
   sync(entries: readonly WatchEntry[]): SyncResult {

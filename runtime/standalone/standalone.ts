@@ -9,6 +9,7 @@
 import type { AlertSource } from "../alerts/alert-source.ts";
 import { HiveError } from "../errors.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
+import { proveWith } from "../kernel/trap-proof.ts";
 import type { Logger } from "../log.ts";
 import type { PolicyDocument } from "./policy-files.ts";
 import {
@@ -76,6 +77,8 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
     const context = {
       kernelId: options.kernelId,
       containers,
+      // Each trap armed on the identity the kernel checks, proven once per plan (trap-proof.ts).
+      ...(watcher.proofMaps ? { prove: proveWith(watcher.proofMaps()) } : {}),
       ...(options.nodeName === undefined ? {} : { nodeName: options.nodeName }),
       ...(options.defaultCallback === undefined ? {} : { defaultCallback: options.defaultCallback }),
     };

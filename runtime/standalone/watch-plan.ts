@@ -28,6 +28,7 @@ import { resolveInProcessRoot } from "../discover/file-resolver.ts";
 import { type ResolvedFile, type ResolveOptions, resolveInRoot } from "../discover/safe-path.ts";
 import { HiveError, isHiveError } from "../errors.ts";
 import type { FileKey, WatchEntry } from "../kernel/contract.ts";
+import type { ProveHook } from "../kernel/trap-proof.ts";
 
 /** A container of the local runtime, as standalone mode needs it. */
 export interface LocalContainer {
@@ -91,6 +92,8 @@ export interface PlanContext {
   hostRoot?: string;
   /** The proc filesystem the containers' processes are reached through, "/proc" except in tests. */
   procRoot?: string;
+  /** Proves each resolved file with the kernel program (trap-proof.ts); absent: stat()'s identity is armed. */
+  prove?: ProveHook;
 }
 
 export function trapRefs(
@@ -187,11 +190,11 @@ function resolveOn(
   path: string,
   options?: ResolveOptions,
 ): ResolvedFile {
-  if (target.kind === "host") return resolveInRoot(context.hostRoot ?? "/", path, options);
+  if (target.kind === "host") return resolveInRoot(context.hostRoot ?? "/", path, options, context.prove);
   const { pid, id } = target.container;
   const process = openContainerProcess(context.procRoot ?? "/proc", pid, id);
   try {
-    return resolveInProcessRoot(process, path, options);
+    return resolveInProcessRoot(process, path, options, context.prove);
   } finally {
     process.close();
   }

@@ -16,6 +16,7 @@ import {
   encodeValue,
   KEY_LAYOUT,
   PROC_LAYOUT,
+  PROOF_LAYOUT,
   VALUE_LAYOUT,
 } from "../../runtime/kernel/layout.ts";
 import { DEFAULT_OBJECT_PATH } from "../../runtime/kernel/loader.ts";
@@ -23,24 +24,27 @@ import { DEFAULT_OBJECT_PATH } from "../../runtime/kernel/loader.ts";
 interface BtfMember {
   name: string;
   bits_offset: number;
+  type_id: number;
 }
 interface BtfType {
+  id: number;
+  nr_elems?: number;
   name?: string;
   kind: string;
   size?: number;
   members?: BtfMember[];
 }
 
-function btfStructs(): Map<string, BtfType> {
+function btfTypes(): BtfType[] {
   if (!existsSync(DEFAULT_OBJECT_PATH)) execFileSync("sh", ["bpf/build.sh"]);
   const json = execFileSync("bpftool", ["btf", "dump", "file", DEFAULT_OBJECT_PATH, "format", "raw", "-j"], {
     encoding: "utf8",
   });
-  const types = (JSON.parse(json) as { types: BtfType[] }).types;
-  return new Map(types.filter((t) => t.kind === "STRUCT" && t.name).map((t) => [t.name as string, t]));
+  return (JSON.parse(json) as { types: BtfType[] }).types;
 }
 
-const structs = btfStructs();
+const types = btfTypes();
+const structs = new Map(types.filter((t) => t.kind === "STRUCT" && t.name).map((t) => [t.name as string, t]));
 
 function offsets(name: string): { size: number; fields: Record<string, number> } {
   const t = structs.get(name);
@@ -71,6 +75,14 @@ describe("kernel struct layouts match the compiled object's BTF", () => {
     const btf = offsets("hive_event");
     expect(EVENT_LAYOUT.size).toBe(btf.size);
     expect(tsFields(EVENT_LAYOUT, ["commSize"])).toEqual(btf.fields);
+  });
+
+  it("hive_proof", () => {
+    const btf = offsets("hive_proof");
+    expect(PROOF_LAYOUT.size).toBe(btf.size);
+    expect(tsFields(PROOF_LAYOUT, ["idsCount"])).toEqual(btf.fields);
+    const ids = structs.get("hive_proof")?.members?.find((m) => m.name === "ids");
+    expect(types.find((t) => t.id === ids?.type_id)?.nr_elems).toBe(PROOF_LAYOUT.idsCount);
   });
 
   it("hive_counters", () => {

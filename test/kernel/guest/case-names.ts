@@ -20,6 +20,7 @@ export const KERNEL_CASES = [
   "a decoy reading the trap in a loop does not hide a single read by another executable",
   "entry changes in a watched file's directory are reported as control events",
   "removing an entry from the map stops its events",
+  "a trap is proven when armed: a file on an overlay is watched by the identity the kernel checks, and proving never alerts",
   "10,000 watched files: each read reports its own slot",
   "100,000 accesses: every burst is delivered or counted as lost",
   "a full burst table loses nothing: the accesses it cannot hold are reported at once and counted",

@@ -25,10 +25,12 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import type { AccessKind } from "../../../api/meta.ts";
+import { resolveInRoot } from "../../../runtime/discover/safe-path.ts";
 import type { AttachMode, KernelEvent, WatchEntry } from "../../../runtime/kernel/contract.ts";
 import { fileKeyFromStat, fileKeyId } from "../../../runtime/kernel/layout.ts";
 import { type LibbpfKernelWatcher, openKernelWatcher } from "../../../runtime/kernel/loader.ts";
 import { readPinnedState } from "../../../runtime/kernel/pinned-state.ts";
+import { proveWith } from "../../../runtime/kernel/trap-proof.ts";
 import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseName, type KernelCaseResult } from "./case-names.ts";
 import { processCases } from "./process-cases.ts";
 
@@ -354,6 +356,40 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
     const reads = forSlot(await observe(() => void run("ls", [sub])), 12);
     assert.equal(reads.length, 0, JSON.stringify(reads, replacer));
     return { control: control.length };
+  },
+
+  async "a trap is proven when armed: a file on an overlay is watched by the identity the kernel checks, and proving never alerts"() {
+    const prove = proveWith(watcher.proofMaps());
+    // A plain file (tmpfs): stat() names what the kernel checks, and the proof keeps it.
+    const plain = file("proof-plain.txt");
+    const plainStat = fileKeyFromStat(statSync(plain));
+    const plainArmed = resolveInRoot("/", plain, {}, prove);
+    assert.equal(fileKeyId(plainArmed.key), fileKeyId(plainStat));
+    // The guest's root is an overlay (9p lower, tmpfs upper): for a file on it, stat() gives the
+    // layer's inode under a device no check carries; armed on that, a read is never reported.
+    const overlayDir = "/var/tmp/hive-proof";
+    mkdirSync(overlayDir, { recursive: true });
+    const onOverlay = join(overlayDir, "secret.txt");
+    writeFileSync(onOverlay, "s3cret\n");
+    chmodSync(onOverlay, 0o644);
+    const stated = fileKeyFromStat(statSync(onOverlay));
+    watcher.sync([{ key: stated, slot: 61, accesses: ALL, kind: "file" }]);
+    const byStat = forSlot(await observe(() => void run("cat", [onOverlay])), 61);
+    let armed = resolveInRoot("/", onOverlay, {}, prove);
+    watcher.sync([{ key: armed.key, slot: 61, accesses: ALL, kind: "file" }]);
+    const byProof = forSlot(await observe(() => void run("cat", [onOverlay])), 61);
+    assert.equal(byProof.length, 1, `a read of the proven identity: ${JSON.stringify(byProof, replacer)}`);
+    // Proving a file that is already watched (every re-resolution does) reports nothing.
+    const whileProving = await observe(() => {
+      armed = resolveInRoot("/", onOverlay, {}, prove);
+    });
+    assert.deepEqual(whileProving, [], `proving alerted: ${JSON.stringify(whileProving, replacer)}`);
+    watcher.sync([]);
+    return {
+      statIdentity: fileKeyId(stated),
+      provenIdentity: fileKeyId(armed.key),
+      eventsWhenArmedByStat: byStat.length,
+    };
   },
 
   async "removing an entry from the map stops its events"() {
