@@ -12,9 +12,10 @@ import type { V1Pod } from "@kubernetes/client-node";
 import type { HiveData } from "../../api/data.ts";
 import { trapId as computeTrapId, dataName as dataNameFor } from "../../api/ids.ts";
 import { ANNOTATION_RESOLVE_REQUEST, LABEL_NODE } from "../../api/meta.ts";
-import { type HivePolicy, parseMode } from "../../api/policy.ts";
+import { type HivePolicy, type HiveTrap, parseMode } from "../../api/policy.ts";
 import { backoffDelay } from "../backoff.ts";
-import type { ContainerFiles, FileResolver } from "../discover/file-resolver.ts";
+import type { ContainerFiles, FileResolver, ResolveOutcome } from "../discover/file-resolver.ts";
+import type { ResolveOptions } from "../discover/safe-path.ts";
 import { HiveError, isHiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { displaySafe } from "../text.ts";
@@ -170,30 +171,19 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
       });
     }
 
-    // PIDs are looked up (and the process held open) once per container per pass, however many traps match it.
+    // Per container per pass: the PID is looked up and the process held open once, and all of its
+    // traps are resolved in one batch (one trip to a resolver thread), however many match it.
     let nextRetryMs = Number.POSITIVE_INFINITY;
-    const containers = new Map<string, Promise<ContainerFiles>>();
-    const openContainer = (id: string) => {
-      let opened = containers.get(id);
-      if (!opened) {
-        opened = resolver.openContainer(id);
-        opened.catch(() => undefined); // each item awaiting it handles the failure
-        containers.set(id, opened);
-      }
-      return opened;
-    };
-    await inPool(items, concurrency, async (item) => {
-      const trap = item.policy.spec.traps[item.trapIndex];
-      if (!trap) return;
+    const byContainer = new Map<string, Item[]>();
+    for (const item of items) {
+      const group = byContainer.get(item.container.containerId);
+      if (group) group.push(item);
+      else byContainer.set(item.container.containerId, [item]);
+    }
+    const record = (item: Item, trap: HiveTrap, outcome: ResolveOutcome) => {
       const key = `${item.namespace}/${item.name}`;
-      try {
-        const resolveOptions = trap.create
-          ? { create: true, mode: trap.mode === undefined ? 0o444 : parseMode(trap.mode) }
-          : {};
-        const found = await (await openContainer(item.container.containerId)).resolve(
-          trap.path,
-          resolveOptions,
-        );
+      if (outcome.ok) {
+        const found = outcome.file;
         stats.resolved += 1;
         attempts.delete(key);
         desired.set(
@@ -216,44 +206,68 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
             pod: item.pod.metadata?.name,
             container: item.container.name,
           });
-      } catch (error) {
-        const e = isHiveError(error)
-          ? error
-          : new HiveError("PathInvalid", "unexpected failure while resolving the trap path", {
-              object: trap.path,
-              cause: error,
-            });
-        stats.errors += 1;
-        const had = data.get(key);
-        if (had && (e.code === "FileNotFound" || e.code === "PathEscapesContainer")) {
-          // Deleted (perhaps to be re-created): stop watching the old inode but keep the HiveData, so its
-          // directory stays watched and the re-creation is noticed without polling.
-          desired.set(key, markMissing(had));
-        } else if (TRANSIENT.has(e.code) || e.details.timedOut === true) {
-          // The container restarts, the runtime is slow or a mount on the path hangs: keep what we had.
-          keep.add(key);
-          const n = (attempts.get(key) ?? 0) + 1;
-          attempts.set(key, n);
-          // No jitter: these retries are one node's own containers, nothing to spread.
-          nextRetryMs = Math.min(
-            nextRetryMs,
-            backoffDelay(n, { baseMs: retryBaseMs, maxMs: retryMaxMs }, () => 1),
-          );
-        }
-        errorFor(item.policy, item.trapId, {
-          reason: e.code,
-          // Names symlinks and paths of the container's choosing: escaped and bounded before it leaves the node.
-          message: displaySafe(e.describe(), TRAP_ERROR_MESSAGE_MAX),
-          pod: item.pod.metadata?.name ?? "",
-          container: item.container.name,
-        });
+        return;
       }
+      const error = outcome.error;
+      const e = isHiveError(error)
+        ? error
+        : new HiveError("PathInvalid", "unexpected failure while resolving the trap path", {
+            object: trap.path,
+            cause: error,
+          });
+      stats.errors += 1;
+      const had = data.get(key);
+      if (had && (e.code === "FileNotFound" || e.code === "PathEscapesContainer")) {
+        // Deleted (perhaps to be re-created): stop watching the old inode but keep the HiveData, so its
+        // directory stays watched and the re-creation is noticed without polling.
+        desired.set(key, markMissing(had));
+      } else if (TRANSIENT.has(e.code) || e.details.timedOut === true) {
+        // The container restarts, the runtime is slow or a mount on the path hangs: keep what we had.
+        keep.add(key);
+        const n = (attempts.get(key) ?? 0) + 1;
+        attempts.set(key, n);
+        // No jitter: these retries are one node's own containers, nothing to spread.
+        nextRetryMs = Math.min(
+          nextRetryMs,
+          backoffDelay(n, { baseMs: retryBaseMs, maxMs: retryMaxMs }, () => 1),
+        );
+      }
+      errorFor(item.policy, item.trapId, {
+        reason: e.code,
+        // Names symlinks and paths of the container's choosing: escaped and bounded before it leaves the node.
+        message: displaySafe(e.describe(), TRAP_ERROR_MESSAGE_MAX),
+        pod: item.pod.metadata?.name ?? "",
+        container: item.container.name,
+      });
+    };
+    await inPool([...byContainer], concurrency, async ([containerId, group]) => {
+      const work: { item: Item; trap: HiveTrap; options: ResolveOptions }[] = [];
+      for (const item of group) {
+        const trap = item.policy.spec.traps[item.trapIndex];
+        if (!trap) continue;
+        try {
+          const options = trap.create
+            ? { create: true, mode: trap.mode === undefined ? 0o444 : parseMode(trap.mode) }
+            : {};
+          work.push({ item, trap, options });
+        } catch (error) {
+          record(item, trap, { ok: false, error });
+        }
+      }
+      let outcomes: ResolveOutcome[];
+      let files: ContainerFiles | undefined;
+      try {
+        files = await resolver.openContainer(containerId);
+        outcomes = await files.resolveAll(work.map(({ trap, options }) => ({ path: trap.path, options })));
+      } catch (error) {
+        outcomes = work.map(() => ({ ok: false, error }));
+      } finally {
+        files?.close();
+      }
+      work.forEach(({ item, trap }, i) => {
+        record(item, trap, outcomes[i] ?? { ok: false, error: undefined });
+      });
     });
-    for (const opened of containers.values())
-      void opened.then(
-        (files) => files.close(),
-        () => undefined,
-      );
     if (nextRetryMs !== Number.POSITIVE_INFINITY) runner.retryIn(nextRetryMs);
     const current = new Set(items.map((item) => `${item.namespace}/${item.name}`));
     for (const k of [...attempts.keys()]) if (!current.has(k)) attempts.delete(k); // gone while waiting

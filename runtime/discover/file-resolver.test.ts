@@ -133,4 +133,33 @@ describe("file resolver and PID reuse", () => {
       isHiveError(e, "ContainerNotFound"),
     );
   });
+
+  it("resolves all traps of a container in one batch, each with its own outcome, and none once the PID is a host process's", async () => {
+    const proc = tempDir("hive-proc-");
+    procEntry(proc, 42, CONTAINER_CGROUP, { "etc/shadow": "container\n", "etc/passwd": "container\n" });
+    const resolver = createFileResolver(runtimeNaming(42), proc);
+    cleanups.push(() => void resolver.close?.());
+    const files = await resolver.openContainer(`containerd://${ID}`);
+    cleanups.push(() => files.close());
+    const outcomes = await files.resolveAll([
+      { path: "/etc/shadow" },
+      { path: "/etc/missing" },
+      { path: "/etc/passwd" },
+    ]);
+    expect(outcomes.map((o) => (o.ok ? o.file.resolvedPath : isHiveError(o.error, "FileNotFound")))).toEqual([
+      "/etc/shadow",
+      true,
+      "/etc/passwd",
+    ]);
+    // The container exits and a host process is given its PID: every walk is refused, nothing is created.
+    renameSync(join(proc, "42"), join(proc, "exited"));
+    rmSync(join(proc, "exited"), { recursive: true });
+    const hostRoot = procEntry(proc, 42, HOST_CGROUP, { "etc/shadow": "host\n" });
+    const refused = await files.resolveAll([
+      { path: "/etc/shadow" },
+      { path: "/etc/created", options: { create: true } },
+    ]);
+    expect(refused.map((o) => !o.ok && isHiveError(o.error, "ContainerNotFound"))).toEqual([true, true]);
+    expect(existsSync(join(hostRoot, "etc/created"))).toBe(false);
+  });
 });

@@ -13,6 +13,7 @@ import {
   mkdtempSync,
   openSync,
   readdirSync,
+  readlinkSync,
   rmSync,
   symlinkSync,
   writeFileSync,
@@ -78,6 +79,15 @@ function tempDir(prefix: string): string {
   return dir;
 }
 
+/** Whether descriptor `fd` of this process is open on `path`. */
+function holds(fd: number, path: string): boolean {
+  try {
+    return readlinkSync(`/proc/self/fd/${fd}`) === path;
+  } catch {
+    return false;
+  }
+}
+
 /** Counts timer ticks while `work` is pending: a blocked event loop counts none. */
 async function ticksDuring<T>(
   work: () => Promise<T>,
@@ -135,7 +145,7 @@ describe.skipIf(fuseReason !== undefined)("trap resolution on a filesystem that 
         isHiveError(e, "PathInvalid") && (e as { details: { timedOut?: boolean } }).details.timedOut === true,
     );
     expect((await fine).resolvedPath).toBe("/etc/shadow");
-    expect(pool.stats()).toEqual({ stuck: 1, timeouts: 1 });
+    expect(pool.stats()).toMatchObject({ stuck: 1, timeouts: 1 });
     // A second stuck lookup reaches the bound: the next resolution is refused at once.
     await expect(pool.resolve(openSync(base, O_PATH | constants.O_DIRECTORY), "/mnt/other")).rejects.toThrow(
       /longer than 500 ms/,
@@ -153,6 +163,86 @@ describe.skipIf(fuseReason !== undefined)("trap resolution on a filesystem that 
     ).toBe("/etc/shadow");
     // The worker's own descriptors leak when it is terminated mid-walk (at most two per abandoned walk).
     expect(readdirSync("/proc/self/fd").length - fdsBefore).toBeLessThanOrEqual(4 + 2);
+  });
+  it("delivers the walks of a batch done before one that hangs, times that one out, and resolves the rest on a fresh thread", async () => {
+    const base = tempDir("hive-root-");
+    mkdirSync(join(base, "mnt"));
+    mkdirSync(join(base, "etc"));
+    for (const f of ["a", "b", "c", "d"]) writeFileSync(join(base, "etc", f), f);
+    const holder = await hungMount(join(base, "mnt"), 60);
+    const pool = new ResolvePool({ timeoutMs: 1000, maxWorkers: 1, maxStuck: 4 });
+    cleanups.push(() => void pool.close());
+    await pool.resolve(openSync(base, O_PATH | constants.O_DIRECTORY), "/etc/a"); // the thread has started
+    const rootFd = openSync(base, O_PATH | constants.O_DIRECTORY);
+    const start = performance.now();
+    const settledAt: Record<string, number> = {};
+    const { ticks, outcome } = await ticksDuring(() =>
+      Promise.allSettled(
+        pool
+          .resolveAll(rootFd, [
+            { path: "/etc/a" },
+            { path: "/etc/b" },
+            { path: "/mnt/secret" },
+            { path: "/etc/c" },
+            { path: "/etc/missing" },
+            { path: "/etc/d" },
+          ])
+          .map((p, i) =>
+            p.finally(() => {
+              settledAt[i] = performance.now() - start;
+            }),
+          ),
+      ),
+    );
+    const results = outcome as PromiseSettledResult<{ resolvedPath: string }>[];
+    expect(results.map((r) => (r.status === "fulfilled" ? r.value.resolvedPath : "rejected"))).toEqual([
+      "/etc/a",
+      "/etc/b",
+      "rejected",
+      "/etc/c",
+      "rejected",
+      "/etc/d",
+    ]);
+    // Those before the hung walk arrive at once, not at its deadline.
+    expect(settledAt[2]).toBeGreaterThanOrEqual(1000);
+    expect(settledAt[0]).toBeLessThan((settledAt[2] ?? 0) - 600);
+    expect(settledAt[1]).toBeLessThan((settledAt[2] ?? 0) - 600);
+    const hung = (results[2] as PromiseRejectedResult).reason;
+    expect(isHiveError(hung, "PathInvalid") && hung.details.timedOut === true).toBe(true);
+    expect(isHiveError((results[4] as PromiseRejectedResult).reason, "FileNotFound")).toBe(true);
+    expect(ticks).toBeGreaterThanOrEqual(10); // the event loop ran throughout
+    expect(pool.stats()).toEqual({ stuck: 1, timeouts: 1, batches: 3 });
+    // The root stays open for the abandoned thread, and is closed once it has exited.
+    expect(holds(rootFd, base)).toBe(true);
+    holder.kill("SIGKILL");
+    const deadline = Date.now() + 5000;
+    while (pool.stats().stuck > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(pool.stats().stuck).toBe(0);
+    expect(holds(rootFd, base)).toBe(false);
+  });
+
+  it("refuses the rest of a batch once its hung walks reach the bound of stuck threads", async () => {
+    const base = tempDir("hive-root-");
+    mkdirSync(join(base, "mnt"));
+    mkdirSync(join(base, "etc"));
+    writeFileSync(join(base, "etc", "shadow"), "x");
+    await hungMount(join(base, "mnt"), 60);
+    const pool = new ResolvePool({ timeoutMs: 300, maxWorkers: 2, maxStuck: 2 });
+    cleanups.push(() => void pool.close());
+    const results = await Promise.allSettled(
+      pool.resolveAll(openSync(base, O_PATH | constants.O_DIRECTORY), [
+        { path: "/mnt/one" },
+        { path: "/mnt/two" },
+        { path: "/mnt/three" },
+        { path: "/etc/shadow" },
+      ]),
+    );
+    const reasons = results.map((r) => (r.status === "rejected" ? (r.reason as Error).message : "resolved"));
+    expect(reasons[0]).toMatch(/longer than 300 ms/);
+    expect(reasons[1]).toMatch(/longer than 300 ms/);
+    expect(reasons[2]).toMatch(/2 path resolutions are stuck/);
+    expect(reasons[3]).toMatch(/2 path resolutions are stuck/);
+    expect(pool.stats()).toMatchObject({ stuck: 2, timeouts: 2 });
   });
 });
 
@@ -182,5 +272,33 @@ describe("trap resolution off the event loop", () => {
     expect(peak - before).toBeLessThanOrEqual(4);
     expect(readdirSync("/proc/self/fd").length).toBe(before);
     closeSync(openSync(base, "r")); // the directory is still usable: nothing was exhausted
+  });
+  it("answers each walk of a batch under one root, in order, in one trip to a thread", async () => {
+    const base = tempDir("hive-batch-");
+    mkdirSync(join(base, "etc"));
+    for (let i = 0; i < 20; i++) writeFileSync(join(base, "etc", `trap-${i}`), "x");
+    symlinkSync("/../../etc/trap-3", join(base, "etc", "escape"));
+    const pool = new ResolvePool();
+    cleanups.push(() => void pool.close());
+    const rootFd = openSync(base, O_PATH | constants.O_DIRECTORY);
+    const walks = [
+      ...Array.from({ length: 20 }, (_, i) => ({ path: `/etc/trap-${i}` })),
+      { path: "/etc/none" },
+      { path: "/etc/escape" },
+      { path: "/etc/created", options: { create: true, mode: 0o400 } },
+    ];
+    const results = await Promise.allSettled(pool.resolveAll(rootFd, walks));
+    expect(
+      results.slice(0, 20).map((r) => (r.status === "fulfilled" ? r.value.resolvedPath : "rejected")),
+    ).toEqual(walks.slice(0, 20).map((w) => w.path));
+    expect(isHiveError((results[20] as PromiseRejectedResult).reason, "FileNotFound")).toBe(true);
+    // A symlink climbing out of the root stays inside it: /../../etc/trap-3 is the root's /etc/trap-3.
+    expect(results[21]?.status === "fulfilled" && results[21].value.resolvedPath).toBe("/etc/trap-3");
+    expect(results[22]?.status === "fulfilled" && results[22].value.created).toBe(true);
+    expect(pool.stats()).toEqual({ stuck: 0, timeouts: 0, batches: 1 });
+    expect(holds(rootFd, base)).toBe(false); // the root was closed
+    const unused = openSync(base, O_PATH | constants.O_DIRECTORY);
+    expect(pool.resolveAll(unused, [])).toEqual([]);
+    expect(holds(unused, base)).toBe(false);
   });
 });
