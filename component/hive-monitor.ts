@@ -85,6 +85,97 @@ function childName(monitor: string, o: KubernetesObject): string {
   return `${monitor}-${o.kind.toLowerCase()}-${o.metadata.name}`;
 }
 
+/** What a monitor exports. */
+export interface MonitorOutputs {
+  namespace: pulumi.Output<string>;
+  daemonSetName: pulumi.Output<string>;
+  policyNames: pulumi.Output<string[]>;
+}
+
+/**
+ * Validates `args` and creates the monitor's children under `parent` (a component of type
+ * HIVE_MONITOR_TYPE): HiveMonitor here, and the class the Pulumi plugin serves to other
+ * languages (plugin.ts), which reshapes its arguments into these.
+ */
+export function createMonitorChildren(
+  parent: pulumi.ComponentResource,
+  name: string,
+  args: HiveMonitorArgs,
+): MonitorOutputs {
+  const invalid = (problems: ArgProblem[]) =>
+    new pulumi.ResourceError(
+      `HiveMonitor "${name}" has invalid options:\n${formatProblems(problems)}`,
+      parent,
+    );
+  // Every known option is checked before any child exists, so a typo creates nothing; the
+  // values not known yet (Outputs) are checked with the same messages once they are.
+  const pending = findInputs(args);
+  const known = withValues(args, pending, []) as HiveMonitorValues;
+  const first = resolveConfig(known);
+  const problems = [
+    ...structuralProblems(pending),
+    ...(first.ok ? [] : knownProblems(first.problems, pending)),
+  ];
+  if (problems.length > 0) throw invalid(problems);
+
+  const id: Identity = { instance: name, managedBy: "pulumi" };
+  let config: HiveConfig;
+  let m: MonitorManifests;
+  /** The inputs of each object of `m`, in flattenManifests order. */
+  let inputsOf: (o: KubernetesObject, index: number) => KubernetesObject;
+  if (pending.length === 0 && first.ok) {
+    config = first.config;
+    m = buildManifests(config, id);
+    inputsOf = (o) => o;
+  } else {
+    const shape = resolveConfig(shapeArgs(args, known));
+    if (!shape.ok) throw invalid(shape.problems);
+    config = shape.config;
+    m = buildManifests(config, id);
+    const resolved = resolveObjects(pending, (values) => {
+      const result = resolveConfig(withValues(args, pending, values) as HiveMonitorValues);
+      if (!result.ok) throw invalid(result.problems);
+      return flattenManifests(buildManifests(result.config, id));
+    });
+    inputsOf = (o, index) => resolvedObject(resolved, index, o);
+  }
+  const order = flattenManifests(m);
+  const child = (o: KubernetesObject, options: Opts = {}) =>
+    toResource(childName(name, o), inputsOf(o, order.indexOf(o)), { parent, ...options });
+
+  const ns = m.namespace ? child(m.namespace) : undefined;
+  const inNamespace = ns ? [ns] : [];
+  // The CRDs outlive the monitor unless told otherwise: deleting a CRD deletes every HivePolicy
+  // of every team, whose finalizers no agent would remove any more (the destroy would hang).
+  const crds = m.crds.map((o) => child(o, { retainOnDelete: !config.deleteCrdsOnDestroy }));
+  const access = m.access.map((o) => child(o, { dependsOn: inNamespace }));
+  const admission = m.admission.map((o) => child(o));
+  // The agent starts only once it may do its job (RBAC) and may not overstep it (admission),
+  // and once the kinds it watches exist.
+  const daemonSet = child(m.daemonSet, {
+    dependsOn: [...inNamespace, ...crds, ...access, ...admission],
+  }) as k8s.apps.v1.DaemonSet;
+  // Policies depend on the agent so that `pulumi destroy` deletes them while the agent still
+  // runs to remove its finalizer (dependents are deleted first); otherwise deletion would hang.
+  const policies = m.policies.map(
+    (o) => child(o, { dependsOn: [...inNamespace, ...crds, daemonSet] }) as k8s.apiextensions.CustomResource,
+  );
+  if (m.podMonitor) child(m.podMonitor, { dependsOn: [...inNamespace, daemonSet] });
+
+  const nsArg = args.namespace;
+  return {
+    namespace: ns
+      ? (ns as k8s.core.v1.Namespace).metadata.name
+      : pulumi.output(
+          nsArg !== null && typeof nsArg === "object" && "existing" in nsArg
+            ? nsArg.existing
+            : config.namespace,
+        ),
+    daemonSetName: daemonSet.metadata.name,
+    policyNames: pulumi.all(policies.map((p) => p.metadata.name)),
+  };
+}
+
 export class HiveMonitor extends pulumi.ComponentResource {
   /** Namespace of the agent, its HiveData and the monitor's HivePolicies. */
   readonly namespace: pulumi.Output<string>;
@@ -95,81 +186,10 @@ export class HiveMonitor extends pulumi.ComponentResource {
 
   constructor(name: string, args: HiveMonitorArgs, opts?: pulumi.ComponentResourceOptions) {
     super(HIVE_MONITOR_TYPE, name, {}, opts);
-    const invalid = (problems: ArgProblem[]) =>
-      new pulumi.ResourceError(
-        `HiveMonitor "${name}" has invalid options:\n${formatProblems(problems)}`,
-        this,
-      );
-    // Every known option is checked before any child exists, so a typo creates nothing; the
-    // values not known yet (Outputs) are checked with the same messages once they are.
-    const pending = findInputs(args);
-    const known = withValues(args, pending, []) as HiveMonitorValues;
-    const first = resolveConfig(known);
-    const problems = [
-      ...structuralProblems(pending),
-      ...(first.ok ? [] : knownProblems(first.problems, pending)),
-    ];
-    if (problems.length > 0) throw invalid(problems);
-
-    const id: Identity = { instance: name, managedBy: "pulumi" };
-    let config: HiveConfig;
-    let m: MonitorManifests;
-    /** The inputs of each object of `m`, in flattenManifests order. */
-    let inputsOf: (o: KubernetesObject, index: number) => KubernetesObject;
-    if (pending.length === 0 && first.ok) {
-      config = first.config;
-      m = buildManifests(config, id);
-      inputsOf = (o) => o;
-    } else {
-      const shape = resolveConfig(shapeArgs(args, known));
-      if (!shape.ok) throw invalid(shape.problems);
-      config = shape.config;
-      m = buildManifests(config, id);
-      const resolved = resolveObjects(pending, (values) => {
-        const result = resolveConfig(withValues(args, pending, values) as HiveMonitorValues);
-        if (!result.ok) throw invalid(result.problems);
-        return flattenManifests(buildManifests(result.config, id));
-      });
-      inputsOf = (o, index) => resolvedObject(resolved, index, o);
-    }
-    const order = flattenManifests(m);
-    const child = (o: KubernetesObject, options: Opts = {}) =>
-      toResource(childName(name, o), inputsOf(o, order.indexOf(o)), { parent: this, ...options });
-
-    const ns = m.namespace ? child(m.namespace) : undefined;
-    const inNamespace = ns ? [ns] : [];
-    // The CRDs outlive the monitor unless told otherwise: deleting a CRD deletes every HivePolicy
-    // of every team, whose finalizers no agent would remove any more (the destroy would hang).
-    const crds = m.crds.map((o) => child(o, { retainOnDelete: !config.deleteCrdsOnDestroy }));
-    const access = m.access.map((o) => child(o, { dependsOn: inNamespace }));
-    const admission = m.admission.map((o) => child(o));
-    // The agent starts only once it may do its job (RBAC) and may not overstep it (admission),
-    // and once the kinds it watches exist.
-    const daemonSet = child(m.daemonSet, {
-      dependsOn: [...inNamespace, ...crds, ...access, ...admission],
-    }) as k8s.apps.v1.DaemonSet;
-    // Policies depend on the agent so that `pulumi destroy` deletes them while the agent still
-    // runs to remove its finalizer (dependents are deleted first); otherwise deletion would hang.
-    const policies = m.policies.map(
-      (o) =>
-        child(o, { dependsOn: [...inNamespace, ...crds, daemonSet] }) as k8s.apiextensions.CustomResource,
-    );
-    if (m.podMonitor) child(m.podMonitor, { dependsOn: [...inNamespace, daemonSet] });
-
-    const nsArg = args.namespace;
-    this.namespace = ns
-      ? (ns as k8s.core.v1.Namespace).metadata.name
-      : pulumi.output(
-          nsArg !== null && typeof nsArg === "object" && "existing" in nsArg
-            ? nsArg.existing
-            : config.namespace,
-        );
-    this.daemonSetName = daemonSet.metadata.name;
-    this.policyNames = pulumi.all(policies.map((p) => p.metadata.name));
-    this.registerOutputs({
-      namespace: this.namespace,
-      daemonSetName: this.daemonSetName,
-      policyNames: this.policyNames,
-    });
+    const out = createMonitorChildren(this, name, args);
+    this.namespace = out.namespace;
+    this.daemonSetName = out.daemonSetName;
+    this.policyNames = out.policyNames;
+    this.registerOutputs({ ...out });
   }
 }

@@ -13,9 +13,9 @@ import {
 import type { TrapValues } from "../args.ts";
 import type { ArgProblem } from "./problems.ts";
 
-const TRAP_KEYS = ["path", "create", "mode", "callback", "accesses", "match", "allow"] as const;
-const MATCH_KEYS = ["pod", "namespace", "ip", "containerName", "matchLabels"] as const;
-const ALLOW_KEYS = ["exe", "parentExe", "accesses"] as const;
+export const TRAP_KEYS = ["path", "create", "mode", "callback", "accesses", "match", "allow"] as const;
+export const MATCH_KEYS = ["pod", "namespace", "ip", "containerName", "matchLabels"] as const;
+export const ALLOW_KEYS = ["exe", "parentExe", "accesses"] as const;
 
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === "object" && !Array.isArray(value) && !(value instanceof RegExp);

@@ -24,6 +24,7 @@ import { dirname, join, relative } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
+import { schemaOf, sourceSchema } from "./plugin-schema.ts";
 
 const exec = promisify(execFile);
 const root = join(import.meta.dirname, "../..");
@@ -87,6 +88,8 @@ describe("the published package", () => {
     for (const entry of [
       "dist/component/index.js",
       "dist/component/index.d.ts",
+      "dist/component/plugin.js",
+      "dist/component/plugin.d.ts",
       "dist/api/index.js",
       "dist/runtime/cli/main.js",
     ]) {
@@ -208,6 +211,19 @@ console.log(JSON.stringify({ name, specSecret: isSecret(ds.inputs.spec), plain, 
     expect(out.plain).toEqual([]);
     expect(out.image).toBe(true);
   }, 60_000);
+
+  it("serves, through the Pulumi plugin, the schema its sources describe", async () => {
+    // plugin/ as `pulumi package add` installs it: its dependencies are this package and the peers.
+    const plugin = join(work, "plugin");
+    cpSync(join(root, "plugin"), plugin, { recursive: true });
+    symlinkSync(join(program, "node_modules"), join(plugin, "node_modules"));
+    const [packaged, sources] = await Promise.all([schemaOf(plugin), sourceSchema()]);
+    expect(Object.keys(packaged.resources).sort()).toEqual([
+      "hive:index:HiveMonitor",
+      "hive:index:HivePolicy",
+    ]);
+    expect(packaged).toEqual(sources);
+  }, 180_000);
 
   it("installs a `hive` bin that renders the quick-start manifests", async () => {
     const bin = join(installed, manifest.bin.hive);
