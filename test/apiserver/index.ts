@@ -1,4 +1,6 @@
 /** The API server stand-in for tests (see server.ts for what it implements). */
+
+export { type ListSource, listSource } from "./list-source.ts";
 export {
   type ApiServer,
   type FaultRule,

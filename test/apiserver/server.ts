@@ -32,7 +32,8 @@
  *   const api = await startApiServer();            // options: StartOptions below
  *   const kc = api.kubeConfig("node-a");            // bearer token "node-a" → user "node-a"
  *   kc.makeApiClient(CoreV1Api) …
- *   api.requests / api.countRequests({ verb: "list", user: "node-a" })
+ *   api.requests / api.countRequests({ verb: "list", user: "node-a" })  // each names its userAgent,
+ *                                                  // a LIST its listSource (list-source.ts)
  *   await api.restart();   // drop every connection and watch mid-stream, keep all state
  *   api.compact();         // forget watch history: older resourceVersions get 410
  *   api.inject({ verb: "update", resource: "leases", status: 500, times: 1 })  // or delayMs, drop
@@ -46,6 +47,7 @@ import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 import { KubeConfig } from "@kubernetes/client-node";
 import { hiveCrds } from "../../api/crd.ts";
+import { type ListSource, listSource } from "./list-source.ts";
 import { apiVersionOf, type ResourceDef, resourceKey } from "./resources.ts";
 import { ApiError, errors, type StatusBody } from "./status.ts";
 import {
@@ -82,6 +84,10 @@ export interface RequestRecord {
   code: number;
   /** The query string, e.g. "?limit=500&continue=…". */
   query: string;
+  /** The client's User-Agent header ("" when it sent none). */
+  userAgent: string;
+  /** For a LIST: where kube-apiserver would have served it from (list-source.ts). */
+  listSource?: ListSource;
 }
 
 export interface RequestFilter {
@@ -461,6 +467,7 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
         user,
         code: 200,
         query: url.search,
+        userAgent: req.headers["user-agent"] ?? "",
       });
       const body = discovery(url.pathname);
       if (typeof body === "string") {
@@ -481,7 +488,9 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
       user,
       code: 0,
       query: url.search,
+      userAgent: req.headers["user-agent"] ?? "",
     };
+    if (verb === "list") record.listSource = listSource(q);
     if (r.namespace !== undefined) record.namespace = r.namespace;
     if (r.name !== undefined) record.name = r.name;
     requests.push(record);
