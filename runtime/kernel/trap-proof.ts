@@ -10,7 +10,7 @@
  * Runs in whichever thread resolves (the resolver's worker threads, or `hive watch`'s main
  * thread): the maps are addressed by descriptor, which every thread of the process shares.
  */
-import { accessSync, closeSync, constants, existsSync, readlinkSync } from "node:fs";
+import { accessSync, closeSync, constants, existsSync, readlinkSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { HiveError } from "../errors.ts";
 import type { FileKey } from "./contract.ts";
@@ -135,6 +135,42 @@ export function proveWith(maps: ProofMaps): ProveHook {
     key: provenKey(found.key, proveFile(maps, found.fileFd), found.resolvedPath),
     parent: provenKey(found.parent, proveFile(maps, found.dirFd), `the directory of ${found.resolvedPath}`),
   });
+}
+
+/**
+ * The proof maps pinned under `pinRoot`, opened once and reopened when the pins are replaced
+ * (an agent of another version re-pins; proofs recorded in the old maps would never come).
+ */
+export class PinnedProofMaps {
+  private readonly pinRoot: string;
+  private maps: ProofMaps | null = null;
+  private pinIdentity = "";
+
+  constructor(pinRoot: string) {
+    this.pinRoot = pinRoot;
+  }
+
+  /** The maps, or null while no program is loaded on this kernel. */
+  current(): ProofMaps | null {
+    let identity: string;
+    try {
+      const st = statSync(join(this.pinRoot, PROVERS));
+      identity = `${st.dev}:${st.ino}:${statSync(join(this.pinRoot, PROOFS)).ino}`;
+    } catch {
+      identity = "";
+    }
+    if (identity !== this.pinIdentity || this.maps === null) {
+      this.close();
+      this.maps = identity === "" ? null : openPinnedProofMaps(this.pinRoot);
+      this.pinIdentity = identity;
+    }
+    return this.maps;
+  }
+
+  close(): void {
+    if (this.maps) closeProofMaps(this.maps);
+    this.maps = null;
+  }
 }
 
 /** Frees the descriptors openPinnedProofMaps gave. */

@@ -24,7 +24,12 @@ import {
   type WatchTable,
   type WatchTarget,
 } from "./watch-plan.ts";
-import { removeWatchTableFile, tableRecords, writeWatchTableFile } from "./watch-table-file.ts";
+import {
+  removeWatchTableFile,
+  tableRecords,
+  unarmedRecords,
+  writeWatchTableFile,
+} from "./watch-table-file.ts";
 
 /** Where alerts go: the alert pipeline (runtime/alerts), stdout JSON lines + callbacks. */
 export interface AlertSink {
@@ -142,6 +147,7 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
         ...(watcher.attachReason ? { attachReason: watcher.attachReason } : {}),
         kernelId: options.kernelId,
         slots: tableRecords(table),
+        unarmed: unarmedRecords(plan.unresolved),
       });
     }
   };

@@ -10,7 +10,10 @@ import { basename } from "node:path";
 import { HiveError } from "../errors.ts";
 import type { AttachMode } from "../kernel/contract.ts";
 import { readFileIfPresent, writePrivateJsonFile } from "../private-file.ts";
-import { containerLabel, trapAccesses, type WatchTable } from "./watch-plan.ts";
+import { displaySafe } from "../text.ts";
+import { containerLabel, trapAccesses, type UnresolvedTrap, type WatchTable } from "./watch-plan.ts";
+
+const UNARMED_MESSAGE_MAX = 512;
 
 /** Directory of the tables: tmpfs, gone at reboot together with the kernel state they describe. */
 export const WATCH_TABLE_DIR = "/run/hive";
@@ -41,6 +44,13 @@ export interface WatchTableRecord {
   traps: WatchTableTrap[];
 }
 
+/** A trap the writer could not arm, and why (a proof the kernel did not give, a missing file…). */
+export interface WatchTableMiss {
+  trap: WatchTableTrap;
+  code: string;
+  message: string;
+}
+
 export interface WatchTableFile {
   /** Who wrote it: "standalone" (`hive watch`) or "agent". */
   writer: "standalone" | "agent";
@@ -52,6 +62,20 @@ export interface WatchTableFile {
   attachReason?: string;
   kernelId: string;
   slots: WatchTableRecord[];
+  /** Traps not armed at all (absent in tables of older writers). */
+  unarmed?: WatchTableMiss[];
+}
+
+function tableTrap(f: Pick<UnresolvedTrap, "ref" | "target">): WatchTableTrap {
+  const trap: WatchTableTrap = {
+    policy: f.ref.policy.metadata.name ?? "",
+    trapId: f.ref.trapId,
+    path: f.ref.trap.path,
+    target: f.target.kind === "host" ? "host" : containerLabel(f.target.container),
+    accesses: [...trapAccesses(f.ref.trap)],
+  };
+  if (f.ref.policy.metadata.namespace !== undefined) trap.namespace = f.ref.policy.metadata.namespace;
+  return trap;
 }
 
 export function tableRecords(table: WatchTable): WatchTableRecord[] {
@@ -60,17 +84,17 @@ export function tableRecords(table: WatchTable): WatchTableRecord[] {
     kind: info.kind,
     device: `${info.key.major}:${info.key.minor}`,
     inode: info.key.ino.toString(),
-    traps: [...info.files, ...info.waiting].map((f) => {
-      const trap: WatchTableTrap = {
-        policy: f.ref.policy.metadata.name ?? "",
-        trapId: f.ref.trapId,
-        path: f.ref.trap.path,
-        target: f.target.kind === "host" ? "host" : containerLabel(f.target.container),
-        accesses: [...trapAccesses(f.ref.trap)],
-      };
-      if (f.ref.policy.metadata.namespace !== undefined) trap.namespace = f.ref.policy.metadata.namespace;
-      return trap;
-    }),
+    traps: [...info.files, ...info.waiting].map(tableTrap),
+  }));
+}
+
+/** The plan's traps that are not armed, with their error (a file waited for in a watched directory included). */
+export function unarmedRecords(unresolved: readonly UnresolvedTrap[]): WatchTableMiss[] {
+  return unresolved.map((miss) => ({
+    trap: tableTrap(miss),
+    code: miss.error.code,
+    // Paths and symlink names of a container's choosing: escaped and bounded.
+    message: displaySafe(miss.error.describe(), UNARMED_MESSAGE_MAX),
   }));
 }
 

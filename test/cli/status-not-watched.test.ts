@@ -2,8 +2,15 @@
  * `hive status` names the entries a full kernel watch map has no room for: the writer's watch
  * table lists every entry it synced, the pinned map only what fitted.
  */
+
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { notWatched } from "../../runtime/cli/commands/status.ts";
+import type { HivePolicy } from "../../api/policy.ts";
+import { notWatched, renderUnarmed } from "../../runtime/cli/commands/status.ts";
+import { planWatches, trapRefs } from "../../runtime/standalone/watch-plan.ts";
+import { unarmedRecords } from "../../runtime/standalone/watch-table-file.ts";
 
 const trap = {
   policy: "p",
@@ -34,5 +41,25 @@ describe("hive status on a full watch map", () => {
       table.slots[1],
       table.slots[2],
     ]);
+  });
+});
+
+describe("hive status on traps that could not be armed", () => {
+  it("names each with its error code and a message escaped and bounded", () => {
+    const dir = mkdtempSync(join(tmpdir(), "hive-unarmed-"));
+    const missing = join(dir, "no\u001b[31msuch\nfile");
+    const policy = {
+      apiVersion: "hive-operator.com/v1alpha1",
+      kind: "HivePolicy",
+      metadata: { name: "p" },
+      spec: { traps: [{ path: missing }] },
+    } as HivePolicy;
+    const plan = planWatches(trapRefs([{ file: "p.yaml", index: 0, policy }]), { kernelId: "k" });
+    const text = renderUnarmed(unarmedRecords(plan.unresolved)).join("\n");
+    expect(text).toContain("NOT WATCHED 1 trap could not be armed");
+    expect(text).toMatch(/p \S+ \(host\) {2}FileNotFound: /);
+    expect(text).not.toContain("FileNotFound: FileNotFound");
+    expect(text).not.toContain("\u001b");
+    expect(text.split("\n")).toHaveLength(2);
   });
 });

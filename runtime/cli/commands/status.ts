@@ -18,9 +18,11 @@ import {
   readWatchTableFile,
   STANDALONE_PIN_ROOT,
   type WatchTableFile,
+  type WatchTableMiss,
   type WatchTableRecord,
   watchTableFileFor,
 } from "../../standalone/watch-table-file.ts";
+import { displaySafe } from "../../text.ts";
 import { type Command, parseCommandArgs } from "../command.ts";
 import { EXIT } from "../exit-codes.ts";
 
@@ -98,7 +100,7 @@ export function notWatched(root: Pick<RootStatus, "state" | "table">): WatchTabl
   return (root.table?.slots ?? []).filter((r) => !inKernel.has(`${r.kind}:${r.device}:${r.inode}`));
 }
 
-function trapLabel(record: WatchTableRecord | undefined): string {
+function trapLabel(record: Pick<WatchTableRecord, "kind" | "traps"> | undefined): string {
   if (record === undefined) return "(no watch table: the writer did not name this slot)";
   return record.traps
     .map((t) =>
@@ -163,8 +165,19 @@ function render(root: RootStatus): string {
     );
     for (const r of missing) lines.push(`    ${r.kind} ${r.device} ${r.inode}  ${trapLabel(r)}`);
   }
+  lines.push(...renderUnarmed(table?.unarmed ?? []));
   lines.push(...renderAllowed(root.allowed));
   return lines.join("\n");
+}
+
+/** Traps the writer could not arm (the watch table's `unarmed`), one row each with the reason. */
+export function renderUnarmed(unarmed: readonly WatchTableMiss[]): string[] {
+  if (unarmed.length === 0) return [];
+  return [
+    `  NOT WATCHED ${unarmed.length} trap${unarmed.length === 1 ? "" : "s"} could not be armed`,
+    // The message says the code; the trap's path may hold anything its policy's author wrote.
+    ...unarmed.map((m) => `    ${displaySafe(trapLabel({ kind: "file", traps: [m.trap] }))}  ${m.message}`),
+  ];
 }
 
 /** The allowed-access counts, one row per trap × allow entry. */
@@ -217,6 +230,7 @@ function toJson(root: RootStatus): unknown {
       inode: r.inode,
       traps: r.traps,
     })),
+    unarmed: root.table?.unarmed ?? [],
     allowed: root.allowed
       ? {
           pid: root.allowed.pid,

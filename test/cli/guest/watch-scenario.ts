@@ -8,9 +8,10 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { HIVE_CLI, spawnWatch, startCallbackReceiver, until } from "../../../examples/demo/watch-session.ts";
 
-// On a tmpfs: in the guest, / is an overlay of 9p and tmpfs, where stat() reports a pseudo
-// device for files that is not the device the kernel's inode carries.
-const dir = "/run/hive-cli-test";
+// On the guest's root, an overlay of 9p and tmpfs as on nodes whose root is an overlay:
+// stat() reports a pseudo device there that no kernel check carries, so the trap is armed on
+// the identity the kernel proved (runtime/kernel/trap-proof.ts), for the file and its directory.
+const dir = "/var/tmp/hive-cli-test";
 const trapped = `${dir}/trapped.txt`;
 const other = `${dir}/other.txt`;
 
