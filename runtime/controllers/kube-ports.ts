@@ -170,10 +170,14 @@ export function createTrapErrorReporter(
     const labelSelector = `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_NODE}=${nodeName}`;
     let _continue: string | undefined;
     do {
+      // The first page from the watch cache (resourceVersion=0), as the informers list: every node
+      // does this at start, and a consistent read would scan the cluster's Events in etcd each time.
+      // A report the cache misses is created again (AlreadyExists → replaced); one it still shows
+      // after a deletion is written again when its text changes.
       const page = await core.listEventForAllNamespaces({
         labelSelector,
         limit: 500,
-        ...(_continue ? { _continue } : {}),
+        ...(_continue ? { _continue } : { resourceVersion: "0" }),
       });
       for (const ev of page.items) {
         map.set(ev.metadata?.name ?? "", {
