@@ -9,8 +9,13 @@
  *      showing every inode; API requests of that node by verb; memory.
  *   2. 100 nodes' discover controllers, 5,000 pods (50 per node), one trap: time from policy
  *      creation to all HiveData written; API requests per node by verb (mean and max).
- * The stand-in runs in the same process, so memory figures include its store; the heap
- * growth per HiveData is reported as well. HIVE_BENCH_SCALE=0.2 shrinks the pod counts.
+ *   3. the agent as its own `hive agent` process: the same as 1, its own memory.
+ *   4–6. at cluster scale (cluster-scale.ts): the pods-role holder's RSS at 1k, 10k and 50k
+ *      pods; API requests per idle node per minute by verb; 1,000 nodes starting at once and
+ *      where their LISTs would be served from (watch cache or storage).
+ * In 1 and 2 the stand-in runs in the same process, so memory figures include its store; the
+ * heap growth per HiveData is reported as well. HIVE_BENCH_SCALE=0.2 shrinks the pod and node
+ * counts (and the idle window); HIVE_BENCH_ONLY=1,4 runs only the named sections.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
@@ -23,6 +28,7 @@ import { DEFAULT_LEASE } from "../runtime/k8s/lease.ts";
 import { type ApiServer, startApiServer } from "../test/apiserver/server.ts";
 import { waitFor } from "../test/apiserver/testing.ts";
 import { Cluster, spawnAgentProcess } from "../test/integration/harness.ts";
+import { idleRequests, podsRoleMemory, startAtOnce } from "./cluster-scale.ts";
 
 const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
 const mib = (n: number) => `${(n / 1048576).toFixed(1)} MiB`;
@@ -323,15 +329,24 @@ async function agentProcess(forceGc: boolean): Promise<void> {
   }
 }
 
+/** HIVE_BENCH_ONLY=1,3a runs only the named sections (all by default). */
+const only = (process.env.HIVE_BENCH_ONLY ?? "").split(",").filter((s) => s !== "");
+const sections: [string, () => Promise<void>][] = [
+  ["1", singleNode],
+  ["2", manyNodes],
+  ["3a", () => agentProcess(false)],
+  ["3b", () => agentProcess(true)],
+  ["4", podsRoleMemory],
+  ["5", idleRequests],
+  ["6", startAtOnce],
+];
+
 export async function run(): Promise<void> {
   console.log(
     `(scale ${scale}; reproduce: npm run bench -- controllers, or HIVE_BENCH_SCALE=${scale} node --expose-gc bench/controllers.ts)`,
   );
   console.log(`machine: ${loadText()} (wall times stretch on a shared machine; CPU seconds do not)`);
-  await singleNode();
-  await manyNodes();
-  await agentProcess(false);
-  await agentProcess(true);
+  for (const [name, section] of sections) if (only.length === 0 || only.includes(name)) await section();
   console.log(`machine after: ${loadText()}`);
 }
 

@@ -172,6 +172,8 @@ export class Cluster {
       pods?: boolean;
       identity?: string;
       lease?: typeof FAST_LEASE;
+      /** The kernel Lease's timing (default: `lease`). */
+      loaderLease?: typeof FAST_LEASE;
       kernelFails?: boolean;
     } = {},
   ): Promise<SimNode> {
@@ -200,7 +202,7 @@ export class Cluster {
       log: createLogger({ node: name }, { level: (process.env.HIVE_LOG_LEVEL as "debug") ?? "error" }),
       roles: { loader: options.loader ?? true, pods: options.pods ?? true },
       lease: options.lease ?? FAST_LEASE,
-      loaderLease: options.lease ?? FAST_LEASE,
+      loaderLease: options.loaderLease ?? options.lease ?? FAST_LEASE,
       orphanGraceMs: 300,
       retryBaseMs: 100,
       notReadyReportMs: 0,

@@ -1,0 +1,427 @@
+/**
+ * The cluster-scale sections of the controllers benchmark (bench/controllers.ts runs them; this
+ * file has no run() of its own). All against the API stand-in, which records every request
+ * with its user (each simulated node's token is its name), verb, User-Agent and, for a LIST,
+ * where kube-apiserver would have served it from (test/apiserver/list-source.ts).
+ *
+ *   4. pods-role memory: the elected pods-role holder's RSS at 1k, 10k and 50k pods, each in
+ *      its own `hive agent` process so that the stand-in's memory is not counted;
+ *   5. idle API requests per node per minute, by verb, for nodes running every role;
+ *   6. nodes starting at once: their LISTs served from the watch cache vs from storage.
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { CoreV1Api } from "@kubernetes/client-node";
+import { hiveCrds } from "../api/crd.ts";
+import { GROUP, PLURAL_DATA } from "../api/meta.ts";
+import { LOADER_LEASE_TIMING } from "../runtime/agent/loader-election.ts";
+import { DEFAULT_LEASE } from "../runtime/k8s/lease.ts";
+import { type ApiServer, type RequestRecord, startApiServer } from "../test/apiserver/server.ts";
+import { waitFor } from "../test/apiserver/testing.ts";
+import { Cluster, spawnAgentProcess } from "../test/integration/harness.ts";
+
+const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
+const mibOfKiB = (kib: number) => `${(kib / 1024).toFixed(1)} MiB`;
+const WRITES = new Set(["create", "update", "patch", "delete", "deletecollection"]);
+
+function procStatusKiB(pid: number, field: "VmRSS" | "VmHWM"): number {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return Number(m?.[1] ?? 0);
+}
+
+/** A boot id per simulated node: each node its own kernel, as on a real cluster (kind aside). */
+const kernelOf = (i: number) => `${i.toString(16).padStart(8, "0")}-5555-4555-8555-555555555555`;
+
+/**
+ * A running pod shaped like a Deployment's (labels, annotations, owner, managed fields, env,
+ * volumes, conditions: about 4 KiB of JSON), written straight into the stand-in's store.
+ */
+function seedRealisticPod(api: ApiServer, i: number, node: string): void {
+  const def = api.resource("pods", "");
+  const name = `web-${i}`;
+  const hash = (i % 997).toString(16).padStart(6, "0");
+  const time = "2026-11-01T10:00:00Z";
+  const created = api.store.create(def, "default", {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name,
+      namespace: "default",
+      generateName: `web-${hash}-`,
+      labels: { app: "web", tier: "frontend", team: `team-${i % 50}`, "pod-template-hash": hash },
+      annotations: {
+        "kubectl.kubernetes.io/restartedAt": time,
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "9090",
+      },
+      ownerReferences: [
+        {
+          apiVersion: "apps/v1",
+          kind: "ReplicaSet",
+          name: `web-${hash}`,
+          uid: `00000000-0000-4000-8000-${hash.padStart(12, "0")}`,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
+      managedFields: [
+        {
+          manager: "kube-controller-manager",
+          operation: "Update",
+          apiVersion: "v1",
+          time,
+          fieldsType: "FieldsV1",
+          fieldsV1: {
+            "f:metadata": { "f:generateName": {}, "f:labels": { ".": {}, "f:app": {}, "f:tier": {} } },
+            "f:spec": { "f:containers": { 'k:{"name":"app"}': { ".": {}, "f:env": {}, "f:image": {} } } },
+          },
+        },
+        {
+          manager: "kubelet",
+          operation: "Update",
+          apiVersion: "v1",
+          time,
+          fieldsType: "FieldsV1",
+          subresource: "status",
+          fieldsV1: { "f:status": { "f:conditions": {}, "f:containerStatuses": {}, "f:podIP": {} } },
+        },
+      ],
+    },
+    spec: {
+      nodeName: node,
+      serviceAccountName: "web",
+      restartPolicy: "Always",
+      terminationGracePeriodSeconds: 30,
+      dnsPolicy: "ClusterFirst",
+      containers: [
+        {
+          name: "app",
+          image: "registry.example.com/team/web:1.42.0",
+          imagePullPolicy: "IfNotPresent",
+          ports: [{ name: "http", containerPort: 8080, protocol: "TCP" }],
+          env: [
+            { name: "LOG_LEVEL", value: "info" },
+            { name: "POD_NAME", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.name" } } },
+            { name: "DATABASE_URL", valueFrom: { secretKeyRef: { name: "web-db", key: "url" } } },
+          ],
+          resources: { requests: { cpu: "100m", memory: "128Mi" }, limits: { memory: "256Mi" } },
+          volumeMounts: [
+            { name: "config", mountPath: "/etc/web" },
+            {
+              name: "kube-api-access",
+              mountPath: "/var/run/secrets/kubernetes.io/serviceaccount",
+              readOnly: true,
+            },
+          ],
+          readinessProbe: { httpGet: { path: "/healthz", port: 8080 }, periodSeconds: 10 },
+        },
+      ],
+      volumes: [
+        { name: "config", configMap: { name: "web-config", defaultMode: 420 } },
+        {
+          name: "kube-api-access",
+          projected: {
+            defaultMode: 420,
+            sources: [
+              { serviceAccountToken: { expirationSeconds: 3607, path: "token" } },
+              { configMap: { name: "kube-root-ca.crt", items: [{ key: "ca.crt", path: "ca.crt" }] } },
+            ],
+          },
+        },
+      ],
+      tolerations: [
+        {
+          key: "node.kubernetes.io/not-ready",
+          operator: "Exists",
+          effect: "NoExecute",
+          tolerationSeconds: 300,
+        },
+        {
+          key: "node.kubernetes.io/unreachable",
+          operator: "Exists",
+          effect: "NoExecute",
+          tolerationSeconds: 300,
+        },
+      ],
+    },
+  });
+  const id = `${(i + 1).toString(16).padStart(16, "0")}${"c".repeat(48)}`;
+  api.store.update(
+    def,
+    "default",
+    name,
+    {
+      ...created,
+      status: {
+        phase: "Running",
+        hostIP: "10.0.0.1",
+        podIP: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`,
+        qosClass: "Burstable",
+        startTime: time,
+        conditions: ["Initialized", "Ready", "ContainersReady", "PodScheduled"].map((type) => ({
+          type,
+          status: "True",
+          lastProbeTime: null,
+          lastTransitionTime: time,
+        })),
+        containerStatuses: [
+          {
+            name: "app",
+            image: "registry.example.com/team/web:1.42.0",
+            imageID: `registry.example.com/team/web@sha256:${"ab".repeat(32)}`,
+            ready: true,
+            started: true,
+            restartCount: 0,
+            containerID: `containerd://${id}`,
+            state: { running: { startedAt: time } },
+          },
+        ],
+      },
+    },
+    "status",
+  );
+}
+
+/**
+ * 4. The pods role's memory as the cluster grows. For each size a fresh `hive agent` process
+ * (discover + pods roles; no loader: no kernel here) starts against the stand-in holding that
+ * many pods, none on its own node, wins the pods Lease (the only candidate) and lists every pod,
+ * HiveData and trap-error Event. Once its all-pods watch has started (the list is cached), it is
+ * garbage collected every 250 ms for 2 s and its RSS sampled: the median of 8 samples is the
+ * figure. VmHWM is the peak of the process, the list included.
+ */
+export async function podsRoleMemory(): Promise<void> {
+  const sizes = [1000, 10_000, 50_000].map((n) => Math.max(100, Math.round(n * scale)));
+  const node = "bench-pods-node";
+  const api = await startApiServer({ crds: hiveCrds() });
+  const emptyProc = mkdtempSync(join(tmpdir(), "hive-bench-proc-"));
+  const rows: { pods: number; rssKiB: number; peakKiB: number; listS: number; lists: number }[] = [];
+  try {
+    await api
+      .kubeConfig()
+      .makeApiClient(CoreV1Api)
+      .createNamespace({ body: { metadata: { name: "hive-system" } } });
+    let seeded = 0;
+    for (const size of sizes) {
+      for (; seeded < size; seeded++) seedRealisticPod(api, seeded, `node-${seeded % 1000}`);
+      api.resetRequests();
+      const child = spawnAgentProcess(
+        api.url,
+        { node, pod: "agent-pods" },
+        ["--runtime-socket", "", "--proc-root", emptyProc],
+        { forceGc: true },
+      );
+      let log = "";
+      child.stderr?.on("data", (b: Buffer) => {
+        log = (log + b.toString()).slice(-20_000);
+      });
+      const exited = new Promise((r) => child.once("exit", r));
+      try {
+        const t0 = performance.now();
+        const allPodsWatch = (r: RequestRecord) =>
+          r.user === node &&
+          r.verb === "watch" &&
+          r.resource === "pods" &&
+          !r.query.includes("fieldSelector");
+        await waitFor(() => api.requests.some(allPodsWatch), {
+          timeoutMs: 600_000,
+          intervalMs: 20,
+          what: `the pods role's all-pods watch at ${size} pods (agent log: ${log.slice(-500)})`,
+        });
+        const listS = (performance.now() - t0) / 1000;
+        const lists = api.requests.filter(
+          (r) =>
+            r.user === node &&
+            r.verb === "list" &&
+            r.resource === "pods" &&
+            !r.query.includes("fieldSelector"),
+        ).length;
+        await sleep(2000);
+        const samples: number[] = [];
+        for (let i = 0; i < 8; i++) {
+          samples.push(procStatusKiB(child.pid ?? 0, "VmRSS"));
+          await sleep(250);
+        }
+        samples.sort((a, b) => a - b);
+        rows.push({
+          pods: size,
+          rssKiB: samples[4] ?? 0,
+          peakKiB: procStatusKiB(child.pid ?? 0, "VmHWM"),
+          listS,
+          lists,
+        });
+      } finally {
+        child.kill("SIGTERM");
+        await exited;
+      }
+    }
+  } finally {
+    await api.stop();
+    rmSync(emptyProc, { recursive: true, force: true });
+  }
+  const first = rows[0] as (typeof rows)[number];
+  console.log(
+    "4. the elected pods-role holder's memory: a fresh `hive agent` process (discover + pods roles) per size, RSS after GC",
+  );
+  for (const r of rows)
+    console.log(
+      `   ${String(r.pods).padStart(6)} pods: RSS ${mibOfKiB(r.rssKiB)} (${r === first ? "baseline" : `+${mibOfKiB(r.rssKiB - first.rssKiB)} over ${first.pods}`}), peak ${mibOfKiB(r.peakKiB)}; start → all pods cached ${r.listS.toFixed(1)} s in ${r.lists} LIST page(s)`,
+    );
+  const last = rows.at(-1) as (typeof rows)[number];
+  const delta = (last.rssKiB - first.rssKiB) / 1024;
+  console.log(
+    `   goal: under +25 MiB at ${last.pods} over ${first.pods} pods: +${delta.toFixed(1)} MiB, ${delta < 25 ? "met" : "MISSED"}${scale !== 1 ? " (at this scale; the goal is for 50k)" : ""}`,
+  );
+}
+
+/** Requests per node per minute by verb (mean over nodes) and writes per node (mean, max, who). */
+function perNodeRates(requests: readonly RequestRecord[], nodes: readonly string[], minutes: number) {
+  const byNode = new Map(nodes.map((n) => [n, [] as RequestRecord[]]));
+  for (const r of requests) byNode.get(r.user)?.push(r);
+  const verbs: Record<string, number> = {};
+  const resources: Record<string, number> = {};
+  const writes: { node: string; perMin: number }[] = [];
+  for (const [n, rs] of byNode) {
+    for (const r of rs) {
+      verbs[r.verb] = (verbs[r.verb] ?? 0) + 1;
+      const k = `${r.verb} ${r.resource}`;
+      resources[k] = (resources[k] ?? 0) + 1;
+    }
+    writes.push({ node: n, perMin: rs.filter((r) => WRITES.has(r.verb)).length / minutes });
+  }
+  const per = (count: number) => +(count / nodes.length / minutes).toFixed(2);
+  writes.sort((a, b) => b.perMin - a.perMin);
+  return {
+    verbs: Object.fromEntries(Object.entries(verbs).map(([v, k]) => [v, per(k)])),
+    resources: Object.fromEntries(
+      Object.entries(resources)
+        .sort((a, b) => b[1] - a[1])
+        .map(([v, k]) => [v, per(k)]),
+    ),
+    writesMean: writes.reduce((s, w) => s + w.perMin, 0) / nodes.length,
+    writesMax: writes[0] as { node: string; perMin: number },
+    writesOthersMax: writes[1]?.perMin ?? 0,
+    userAgents: [...new Set(requests.filter((r) => byNode.has(r.user)).map((r) => r.userAgent))],
+  };
+}
+
+/**
+ * 5. Idle nodes: each runs the agent's composition (startNodeAgent: discover, its own kernel's
+ * loader, a candidate for the pods role) with the agent's default Lease timings, over 5 running
+ * pods and one trap each, HiveData written and kernel maps synced. Then a window with nothing
+ * happening; requests are counted per node (bearer token = node name).
+ */
+export async function idleRequests(): Promise<void> {
+  const nodeCount = Math.max(3, Math.round(20 * scale));
+  const windowMs = Math.max(20_000, Math.round(60_000 * scale));
+  const podsPerNode = 5;
+  const c = await Cluster.start();
+  try {
+    const names = Array.from({ length: nodeCount }, (_, i) => `idle-${String(i).padStart(3, "0")}`);
+    for (const n of names) for (let p = 0; p < podsPerNode; p++) await c.addPod(`${n}-pod-${p}`, n);
+    await c.createPolicy("idle", [{ path: "/etc/shadow" }]);
+    await Promise.all(
+      names.map((n, i) =>
+        c.addNode(n, kernelOf(i), { lease: DEFAULT_LEASE, loaderLease: LOADER_LEASE_TIMING }),
+      ),
+    );
+    const dataDef = c.api.resource(PLURAL_DATA, GROUP);
+    const expected = nodeCount * podsPerNode;
+    await waitFor(
+      () =>
+        c.api.store.all(dataDef).length === expected &&
+        c.nodes.every((n) => (n.activeKernel()?.entries.length ?? 0) >= podsPerNode) &&
+        c.nodes.some((n) => n.agent.pods() !== undefined),
+      { timeoutMs: 300_000, intervalMs: 50, what: "idle cluster settled" },
+    );
+    await sleep(5000); // policy status and the last writes of the start settle
+    c.api.resetRequests();
+    const t0 = performance.now();
+    await sleep(windowMs);
+    const minutes = (performance.now() - t0) / 60_000;
+    const requests = [...c.api.requests];
+    const holder = c.nodes.find((n) => n.agent.pods() !== undefined)?.name ?? "?";
+    const rates = perNodeRates(requests, names, minutes);
+    console.log(
+      `5. ${nodeCount} idle nodes (every role, the agent's Lease timings: pods ${DEFAULT_LEASE.retryPeriodMs / 1000} s retry, kernel ${LOADER_LEASE_TIMING.retryPeriodMs / 1000} s), ${podsPerNode} pods and ${podsPerNode} HiveData each, over ${(minutes * 60).toFixed(0)} s`,
+    );
+    console.log(`   requests per node per minute by verb (mean): ${JSON.stringify(rates.verbs)}`);
+    console.log(`   … by verb and resource: ${JSON.stringify(rates.resources)}`);
+    console.log(
+      `   writes per node per minute: mean ${rates.writesMean.toFixed(2)}; most ${rates.writesMax.perMin.toFixed(2)} (${rates.writesMax.node}${rates.writesMax.node === holder ? ", the pods-role holder" : ""}); most of the others ${rates.writesOthersMax.toFixed(2)}`,
+    );
+    const ok = (perMin: number) => (perMin <= 6 ? "met" : "MISSED");
+    console.log(
+      `   goal: writes at or below one per node per 10 s (6/min): mean ${ok(rates.writesMean)}, every node ${ok(rates.writesMax.perMin)}`,
+    );
+    console.log(
+      `   watch re-opens are rare in the window: each watch ends after 300–600 s (4–5 watches per node, ~0.5–1 re-open per node per minute); user agents seen: ${JSON.stringify(rates.userAgents)}`,
+    );
+  } finally {
+    await c.stop();
+  }
+}
+
+/**
+ * 6. Nodes starting at once: every node's agent composition (startNodeAgent, as `hive agent`
+ * runs it: discover, its own kernel's loader, a pods-role candidate), all started in the same
+ * moment against a cluster of 5 pods per node and no policy (no path walks: the subject is the
+ * API). Each LIST is classified the way kube-apiserver's watch cache decides (list-source.ts).
+ */
+export async function startAtOnce(): Promise<void> {
+  const nodeCount = Math.max(10, Math.round(1000 * scale));
+  const podsPerNode = 5;
+  const c = await Cluster.start();
+  try {
+    const names = Array.from({ length: nodeCount }, (_, i) => `start-${String(i).padStart(4, "0")}`);
+    const def = c.api.resource("pods", "");
+    for (const n of names)
+      for (let p = 0; p < podsPerNode; p++)
+        c.api.store.create(def, "default", {
+          apiVersion: "v1",
+          kind: "Pod",
+          metadata: { name: `${n}-pod-${p}`, namespace: "default" },
+          spec: { nodeName: n, containers: [{ name: "app", image: "busybox" }] },
+        });
+    c.api.resetRequests();
+    const t0 = performance.now();
+    await Promise.all(
+      names.map((n, k) =>
+        c.addNode(n, kernelOf(k), { lease: DEFAULT_LEASE, loaderLease: LOADER_LEASE_TIMING }),
+      ),
+    );
+    await waitFor(
+      () =>
+        c.nodes.every((n) => n.agent.ready() && n.agent.loader() !== undefined) &&
+        c.nodes.some((n) => n.agent.pods() !== undefined),
+      { timeoutMs: 600_000, intervalMs: 100, what: `${nodeCount} nodes started` },
+    );
+    // The pods role's informers start after its election: wait until its lists are answered too.
+    await sleep(3000);
+    const tAll = (performance.now() - t0) / 1000;
+    const lists = c.api.requests.filter((r) => r.verb === "list" && names.includes(r.user));
+    const bySource: Record<string, number> = {};
+    const byResource: Record<string, Record<string, number>> = {};
+    for (const r of lists) {
+      const s = r.listSource ?? "?";
+      bySource[s] = (bySource[s] ?? 0) + 1;
+      const forResource = byResource[r.resource] ?? {};
+      forResource[s] = (forResource[s] ?? 0) + 1;
+      byResource[r.resource] = forResource;
+    }
+    console.log(
+      `6. ${nodeCount} nodes starting at once (${nodeCount * podsPerNode} pods, no policy): the agent composition per node in one process, each node its own client and kernel`,
+    );
+    console.log(
+      `   all nodes ready (discover synced, loader running, pods role elected): ${tAll.toFixed(1)} s`,
+    );
+    console.log(
+      `   LISTs: ${lists.length} (${(lists.length / nodeCount).toFixed(2)} per node): from the watch cache ${bySource["watch-cache"] ?? 0}, from storage ${bySource.storage ?? 0}`,
+    );
+    console.log(`   by resource: ${JSON.stringify(byResource)}`);
+  } finally {
+    await c.stop();
+  }
+}
