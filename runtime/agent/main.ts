@@ -211,7 +211,11 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     identity: config.podName,
     namespace: config.namespace,
     kernelId,
-    resolver: createFileResolver(runtime, config.procRoot, { timeoutMs: config.resolveTimeoutMs }),
+    // Every trap proven with the maps pinned for this node's kernel before it is armed.
+    resolver: createFileResolver(runtime, config.procRoot, {
+      timeoutMs: config.resolveTimeoutMs,
+      proofPinRoot: pinRoot,
+    }),
     openKernel: async () => {
       kernel = await openKernel();
       metrics.observeKernel(() => kernel?.counters() ?? { events: 0n, lost: 0n, watched: 0 });

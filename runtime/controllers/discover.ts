@@ -32,8 +32,11 @@ import {
 } from "./ports.ts";
 import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
 
-/** Failures that go away on their own (the container starts, the runtime answers): retried with backoff. */
-const TRANSIENT = new Set(["ContainerNotReady", "ContainerNotFound", "RuntimeUnavailable"]);
+/**
+ * Failures that go away on their own (the container starts, the runtime answers, the kernel
+ * program is loaded): retried with backoff.
+ */
+const TRANSIENT = new Set(["ContainerNotReady", "ContainerNotFound", "RuntimeUnavailable", "TrapNotProven"]);
 
 export interface DiscoverOptions {
   nodeName: string;

@@ -301,4 +301,16 @@ describe("trap resolution off the event loop", () => {
     expect(pool.resolveAll(unused, [])).toEqual([]);
     expect(holds(unused, base)).toBe(false);
   });
+
+  it("refuses to arm a trap it is asked to prove while no kernel program is pinned: TrapNotProven, pending", async () => {
+    const base = tempDir("hive-unproven-");
+    writeFileSync(join(base, "secret"), "x");
+    const pool = new ResolvePool({ proofPinRoot: join(base, "no-pins") });
+    cleanups.push(() => void pool.close());
+    const error = await pool
+      .resolve(openSync(base, O_PATH | constants.O_DIRECTORY), "/secret")
+      .catch((e) => e);
+    expect(isHiveError(error, "TrapNotProven")).toBe(true);
+    expect(error.details).toMatchObject({ pending: true });
+  });
 });

@@ -22,6 +22,7 @@
 import { closeSync } from "node:fs";
 import { Worker } from "node:worker_threads";
 import { HiveError, type HiveErrorCode } from "../errors.ts";
+import { PinnedProofMaps, type ProofMaps } from "../kernel/trap-proof.ts";
 import type { ResolvedFile, ResolveOptions } from "./safe-path.ts";
 
 /** Default deadline of one resolution (ms). */
@@ -34,6 +35,12 @@ export interface ResolvePoolOptions {
   maxWorkers?: number;
   /** Abandoned threads (stuck in a syscall) tolerated before walks are refused (default 8). */
   maxStuck?: number;
+  /**
+   * bpffs directory of the kernel program's pins: each walk's file is proven with its maps
+   * (runtime/kernel/trap-proof.ts), and fails TrapNotProven while none is loaded. Absent: the
+   * identity stat() gives is armed unproven.
+   */
+  proofPinRoot?: string;
 }
 
 /** The message a thread sends once, when it has loaded and listens. */
@@ -50,6 +57,8 @@ export interface ResolveRequest {
   id: number;
   rootFd: number;
   walks: { path: string; options: ResolveOptions }[];
+  /** Descriptors of the proof maps; null: proving is asked for and no program is loaded yet. */
+  proof?: ProofMaps | null;
 }
 
 /** What one walk found, as the worker sends it (an error as plain data: HiveError does not cross threads). */
@@ -116,11 +125,13 @@ export class ResolvePool {
   private closed = false;
   /** Threads that have not said READY yet. */
   private readonly starting = new Map<Worker, Promise<void>>();
+  private readonly proofMaps: PinnedProofMaps | null;
 
   constructor(options: ResolvePoolOptions = {}) {
     this.timeoutMs = options.timeoutMs ?? RESOLVE_TIMEOUT_MS;
     this.maxWorkers = options.maxWorkers ?? 2;
     this.maxStuck = options.maxStuck ?? 8;
+    this.proofMaps = options.proofPinRoot === undefined ? null : new PinnedProofMaps(options.proofPinRoot);
   }
 
   /**
@@ -162,6 +173,7 @@ export class ResolvePool {
     this.closed = true;
     for (const batch of this.queue.splice(0)) this.refused(batch);
     await Promise.all(this.idle.splice(0).map((w) => w.terminate()));
+    this.proofMaps?.close();
   }
 
   /** Rejects the whole batch (and lets go of its root) when the pool is closed or too many threads are stuck. */
@@ -301,6 +313,7 @@ export class ResolvePool {
       id,
       rootFd: root.fd,
       walks: walks.map((w) => ({ path: w.path, options: w.options })),
+      ...(this.proofMaps ? { proof: this.proofMaps.current() } : {}),
     } satisfies ResolveRequest);
   }
 }

@@ -5,17 +5,42 @@
  * main thread opened is used here by number, and stays open until this thread has exited or
  * answered every walk of the batch. Messages: one ResolveRequest (a batch of walks under one
  * root) in, one ResolveReply per walk out (READY once, first), each sent as soon as its walk is done (the main
- * thread's deadline starts again at each). Shared with resolve-pool.ts.
+ * thread's deadline starts again at each). Shared with resolve-pool.ts. Each file found is
+ * proven here, while the walk still holds it (runtime/kernel/trap-proof.ts).
  */
 import { parentPort } from "node:worker_threads";
-import { isHiveError } from "../errors.ts";
+import { HiveError, isHiveError } from "../errors.ts";
+import { type ProofMaps, type ProveHook, proveWith } from "../kernel/trap-proof.ts";
 import { READY, type ResolveReply, type ResolveRequest, type WalkResult } from "./resolve-pool.ts";
 import { type ResolveOptions, resolveInRootFd } from "./safe-path.ts";
 
+/** The prover of a request's proof maps (undefined: not asked for; null: no program loaded yet). */
+function prover(proof: ProofMaps | null | undefined): ProveHook | undefined {
+  if (proof === undefined) return undefined;
+  if (proof === null)
+    return ({ resolvedPath }) => {
+      throw new HiveError(
+        "TrapNotProven",
+        "the kernel program is not loaded yet: the trap cannot be proven",
+        {
+          object: resolvedPath,
+          pending: true,
+          hint: "it is resolved again once the agent has loaded the program on this node",
+        },
+      );
+    };
+  return proveWith(proof);
+}
+
 /** One walk: everything done for one trap path happens here, and its outcome is what is sent back. */
-function walk(rootFd: number, path: string, options: ResolveOptions): WalkResult {
+function walk(
+  rootFd: number,
+  path: string,
+  options: ResolveOptions,
+  prove: ProveHook | undefined,
+): WalkResult {
   try {
-    return { ok: true, file: resolveInRootFd(rootFd, path, options) };
+    return { ok: true, file: resolveInRootFd(rootFd, path, options, prove) };
   } catch (error) {
     return isHiveError(error)
       ? {
@@ -33,11 +58,12 @@ function walk(rootFd: number, path: string, options: ResolveOptions): WalkResult
 }
 
 parentPort?.on("message", (request: ResolveRequest) => {
+  const prove = prover(request.proof);
   request.walks.forEach(({ path, options }, index) => {
     parentPort?.postMessage({
       id: request.id,
       index,
-      ...walk(request.rootFd, path, options),
+      ...walk(request.rootFd, path, options, prove),
     } satisfies ResolveReply);
   });
 });

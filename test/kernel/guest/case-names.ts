@@ -21,6 +21,7 @@ export const KERNEL_CASES = [
   "entry changes in a watched file's directory are reported as control events",
   "removing an entry from the map stops its events",
   "a trap is proven when armed: a file on an overlay is watched by the identity the kernel checks, and proving never alerts",
+  "in a root that is an overlay of layers on two filesystems, the agent's resolver threads arm lower and upper files as the kernel checks them",
   "10,000 watched files: each read reports its own slot",
   "100,000 accesses: every burst is delivered or counted as lost",
   "a full burst table loses nothing: the accesses it cannot hold are reported at once and counted",

@@ -9,6 +9,7 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import {
   chmodSync,
   closeSync,
+  constants,
   copyFileSync,
   existsSync,
   linkSync,
@@ -25,8 +26,9 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import type { AccessKind } from "../../../api/meta.ts";
+import { ResolvePool } from "../../../runtime/discover/resolve-pool.ts";
 import { resolveInRoot } from "../../../runtime/discover/safe-path.ts";
-import type { AttachMode, KernelEvent, WatchEntry } from "../../../runtime/kernel/contract.ts";
+import type { AttachMode, FileKey, KernelEvent, WatchEntry } from "../../../runtime/kernel/contract.ts";
 import { fileKeyFromStat, fileKeyId } from "../../../runtime/kernel/layout.ts";
 import { type LibbpfKernelWatcher, openKernelWatcher } from "../../../runtime/kernel/loader.ts";
 import { readPinnedState } from "../../../runtime/kernel/pinned-state.ts";
@@ -390,6 +392,51 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
       provenIdentity: fileKeyId(armed.key),
       eventsWhenArmedByStat: byStat.length,
     };
+  },
+
+  async "in a root that is an overlay of layers on two filesystems, the agent's resolver threads arm lower and upper files as the kernel checks them"() {
+    // A container root as an overlay snapshotter makes it: the image layer below (here on the
+    // guest's own overlay root), the container's writable layer above (on tmpfs).
+    const lower = "/var/tmp/hive-layers/lower";
+    const top = join(dir, "layers");
+    const merged = join(top, "merged");
+    for (const d of [lower, join(top, "upper"), join(top, "work"), merged]) mkdirSync(d, { recursive: true });
+    writeFileSync(join(lower, "image.txt"), "from the image\n");
+    execFileSync("mount", [
+      "-t",
+      "overlay",
+      "overlay",
+      "-o",
+      `lowerdir=${lower},upperdir=${join(top, "upper")},workdir=${join(top, "work")}`,
+      merged,
+    ]);
+    const pool = new ResolvePool({ proofPinRoot: PIN_ROOT });
+    try {
+      writeFileSync(join(merged, "written.txt"), "by the container\n");
+      const paths = ["/image.txt", "/written.txt"];
+      const found = await Promise.all(
+        pool.resolveAll(
+          openSync(merged, constants.O_RDONLY | constants.O_DIRECTORY),
+          paths.map((path) => ({ path })),
+        ),
+      );
+      watcher.sync(found.map((f, i) => ({ key: f.key, slot: 70 + i, accesses: ALL, kind: "file" as const })));
+      const seen = await observe(() => {
+        for (const path of paths) run("cat", [join(merged, path)]);
+      });
+      watcher.sync([]);
+      const identities = paths.map((path, i) => ({
+        path,
+        stat: fileKeyId(fileKeyFromStat(statSync(join(merged, path)))),
+        armed: fileKeyId((found[i] as { key: FileKey }).key),
+      }));
+      for (const [i, path] of paths.entries())
+        assert.equal(forSlot(seen, 70 + i).length, 1, `a read of ${path}: ${JSON.stringify(identities)}`);
+      return { identities };
+    } finally {
+      await pool.close();
+      execFileSync("umount", [merged]);
+    }
   },
 
   async "removing an entry from the map stops its events"() {
