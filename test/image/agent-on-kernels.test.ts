@@ -4,8 +4,10 @@
  * RuntimeDefault, read-only root, host PID namespace, mounts, downward-API environment,
  * service-account token, args appended to the entrypoint), on each stock kernel under QEMU,
  * as `hive agent` against the API stand-in. A read of the trapped file inside a real
- * container must reach the callback. Needs root and qemu; locally a missing prerequisite
- * skips loudly, under CI=true it fails.
+ * container must reach the callback. On the kernels of LIFECYCLE_SERIES the guest then takes
+ * the agent through an API-server outage, a SIGKILL and restart, and a SIGTERM
+ * (guest/lifecycle.ts), and every access made meanwhile must be delivered exactly once. Needs
+ * root and qemu; locally a missing prerequisite skips loudly, under CI=true it fails.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -16,6 +18,7 @@ import { type BootResult, bootVm, findKernels, REPO_ROOT, vmUnavailable } from "
 import { ensureAgentImage } from "./agent-image.ts";
 import { agentRootfs, type BuiltImage } from "./agent-rootfs.ts";
 import { capabilityMask } from "./ctr-run-args.ts";
+import { type LifecycleResult, OUTAGE_MS, PHASE_COMM, READS_PER_PHASE } from "./guest/lifecycle.ts";
 
 const SERIES = ["6.12", "6.1", "5.10"] as const;
 /** What `--attach auto` must choose with the DaemonSet's capabilities (no SYS_ADMIN). */
@@ -24,6 +27,11 @@ const EXPECTED_ATTACH: Record<(typeof SERIES)[number], string> = {
   "6.1": "fentry",
   "5.10": "fentry",
 };
+/**
+ * Where the lifecycle phase runs (it adds about two minutes of guest time): the kernels whose
+ * links can be pinned, so a restarted agent adopts the attached program.
+ */
+const LIFECYCLE_SERIES: readonly string[] = ["6.12"];
 const isCI = process.env.CI === "true";
 const unavailable = vmUnavailable();
 const { found } = findKernels();
@@ -41,6 +49,7 @@ interface GuestResult {
   readyz: string;
   timings: Record<string, number>;
   agentLogTail: string;
+  lifecycle?: LifecycleResult;
 }
 
 interface Outcome {
@@ -65,6 +74,7 @@ async function runOn(kernel: (typeof found)[number], rootfs: Promise<string>): P
         HIVE_IMAGE_ROOTFS: await rootfs,
         // The guest gives up first, naming the step it was in; the host's limit is for a dead guest.
         HIVE_GUEST_DEADLINE_MS: String(GUEST_TIMEOUT_MS - 180_000),
+        HIVE_IMAGE_LIFECYCLE: LIFECYCLE_SERIES.includes(kernel.series) ? "1" : "0",
       },
       timeoutMs: GUEST_TIMEOUT_MS,
       memoryMb: 3072,
@@ -154,6 +164,111 @@ for (const series of SERIES) {
           exe_source: "exec",
         },
       });
+    });
+
+    if (!LIFECYCLE_SERIES.includes(series)) return;
+    const lifecycle = (): LifecycleResult => {
+      const r = guest();
+      if (!r.lifecycle?.alerts)
+        throw new Error(`the lifecycle phase did not finish: ${JSON.stringify(r.lifecycle)}`);
+      return r.lifecycle;
+    };
+    /** The alerts of one phase's reads; each must name the workload's pod and the one trap. */
+    const phase = (l: LifecycleResult, comm: string) => {
+      const first = guest().alert as unknown as { hive_policy_name: string; trap_id: string };
+      const alerts = l.alerts.filter((a) => a.comm === comm);
+      for (const a of alerts) {
+        expect(a).toMatchObject({
+          pod: "web",
+          namespace: "default",
+          container: "containerd://web-app",
+          policy: first.hive_policy_name,
+          trapId: first.trap_id,
+          path: "/etc/hive-secret",
+          exe: "/bin/busybox",
+        });
+      }
+      return alerts;
+    };
+
+    runIt(
+      "keeps alerting while the API server is down for 60 s, and still one loader holds the kernel after",
+      () => {
+        const l = lifecycle();
+        const during = phase(l, PHASE_COMM.outage);
+        expect(l.outage.upAt - l.outage.downAt).toBeGreaterThanOrEqual(OUTAGE_MS);
+        // One summary, so that a failure shows every difference at once.
+        expect({
+          // Every read alerted, each its own process, each delivered while the API server was away.
+          reads: during.length,
+          processes: new Set(during.map((a) => a.pid)).size,
+          deliveredDuringOutage: during.filter((a) => a.at < l.outage.upAt).length,
+          readyzDuring: l.outage.readyzDuring,
+          // The loader role never ended: the node lock and the kernel's Lease taken once, one Lease, renewed.
+          lockTaken: l.outage.lockTaken,
+          leaseTaken: l.outage.leaseTaken,
+          loaderStops: l.outage.loaderStops,
+          loaderLeases: l.outage.loaderLeases,
+        }).toEqual({
+          reads: READS_PER_PHASE,
+          processes: READS_PER_PHASE,
+          deliveredDuringOutage: READS_PER_PHASE,
+          readyzDuring: 200,
+          lockTaken: 1,
+          leaseTaken: 1,
+          loaderStops: 0,
+          loaderLeases: [
+            {
+              name: expect.stringMatching(/^hive-loader-/),
+              holder: "hive-agent-x1",
+              renewedAfterOutage: true,
+            },
+          ],
+        });
+      },
+    );
+
+    runIt(
+      "delivers each read made while the agent was killed once, to its pod and trap, and nothing from before again",
+      () => {
+        const l = lifecycle();
+        const downtime = phase(l, PHASE_COMM.killed);
+        phase(l, PHASE_COMM.held);
+        const byComm: Record<string, number> = {};
+        for (const a of l.alerts) byComm[a.comm] = (byComm[a.comm] ?? 0) + 1;
+        expect({
+          // Before the kill every alert was acknowledged, and the restarted agent adopted the attached program.
+          spooledAtKill: l.killed.spooledAtKill,
+          adoptedLink: l.killed.adoptedLink,
+          downtimeProcesses: new Set(downtime.map((a) => a.pid)).size,
+          // The receiver kept every POST: each alert id and each access (process) exactly once.
+          distinctIds: new Set(l.alerts.map((a) => a.id)).size,
+          distinctAccesses: new Set(l.alerts.map((a) => `${a.comm}/${a.pid}`)).size,
+          byComm,
+        }).toEqual({
+          spooledAtKill: 0,
+          adoptedLink: true,
+          downtimeProcesses: READS_PER_PHASE,
+          distinctIds: l.alerts.length,
+          distinctAccesses: l.alerts.length,
+          byComm: {
+            busybox: 1,
+            [PHASE_COMM.outage]: READS_PER_PHASE,
+            [PHASE_COMM.held]: 1,
+            [PHASE_COMM.killed]: READS_PER_PHASE,
+            [PHASE_COMM.term]: READS_PER_PHASE,
+          },
+        });
+      },
+    );
+
+    runIt("delivers the reads made just before SIGTERM before the agent exits", () => {
+      const l = lifecycle();
+      const last = phase(l, PHASE_COMM.term);
+      expect({
+        deliveredBeforeExit: l.term.deliveredBeforeExit,
+        processes: new Set(last.map((a) => a.pid)).size,
+      }).toEqual({ deliveredBeforeExit: READS_PER_PHASE, processes: READS_PER_PHASE });
     });
   });
 }

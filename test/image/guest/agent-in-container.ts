@@ -4,13 +4,15 @@
  * container spec of the DaemonSet that HiveMonitor renders (test/image/ctr-run-args.ts), as
  * `hive agent` against the API stand-in over TLS with a service-account token, exactly as in
  * a cluster. A real container holds the trapped file; a read inside it must reach the
- * callback receiver. Writes what it saw to $HIVE_RESULTS (the host test asserts on it).
+ * callback receiver. With HIVE_IMAGE_LIFECYCLE=1 it then takes the agent through an API-server
+ * outage, a SIGKILL and restart, and a SIGTERM (lifecycle.ts). Writes what it saw to
+ * $HIVE_RESULTS (the host test asserts on it).
  */
 import { execFile } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { promisify } from "node:util";
-import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { hiveCrds } from "../../../api/crd.ts";
 import { GROUP, PLURAL_DATA, VERSION } from "../../../api/meta.ts";
 import { renderManifests } from "../../../component/render.ts";
@@ -20,6 +22,7 @@ import { setPodRunning, waitFor } from "../../apiserver/testing.ts";
 import { type Containerd, startContainerd } from "../../containers/containerd-harness.ts";
 import { selfSignedCertificate } from "../../fixtures/self-signed.ts";
 import { ctrRunArgs } from "../ctr-run-args.ts";
+import { addPhaseCommands, type LifecycleResult, outageAndKill, readThenTerminate } from "./lifecycle.ts";
 
 const run = promisify(execFile);
 const NODE = "node-image";
@@ -27,6 +30,7 @@ const AGENT = "hive-agent";
 const WORKLOAD = "web-app";
 const TRAPPED = "/etc/hive-secret";
 const work = "/tmp/hive-image-e2e";
+const lifecycle = process.env.HIVE_IMAGE_LIFECYCLE === "1";
 mkdirSync(work, { recursive: true });
 const started = performance.now();
 const timings: Record<string, number> = {};
@@ -60,7 +64,13 @@ interface ImageInfo {
 // The guest boots with loopback down; the stand-in, the receiver and the agent meet on 127.0.0.1.
 await run("ip", ["link", "set", "lo", "up"]);
 const info = JSON.parse(readFileSync(process.env.HIVE_IMAGE_INFO ?? "", "utf8")) as ImageInfo;
-const agentLog = join(work, "agent.log");
+/** One log file per run of the agent container (a restart starts the next). */
+const agentLogs: string[] = [];
+const readLogs = () =>
+  agentLogs
+    .filter((file) => existsSync(file))
+    .map((file) => readFileSync(file, "utf8"))
+    .join("");
 let metricsUrl: string | undefined;
 let cd: Containerd | undefined;
 const ctr = async (args: string[]) =>
@@ -78,7 +88,7 @@ const deadline = setTimeout(() => {
 
 async function finish(): Promise<void> {
   try {
-    const log = readFileSync(agentLog, "utf8");
+    const log = readLogs();
     writeFileSync(join(resultsFile, "..", "agent.log"), log);
     result.agentLogTail = log.split("\n").slice(-40).join("\n");
   } catch {
@@ -127,6 +137,7 @@ try {
 
   // The workload: a real container holding the trapped file, and its Pod on this node.
   const rootfs = cd.makeRootfs("web", { [TRAPPED.slice(1)]: "s3cret\n" });
+  if (lifecycle) addPhaseCommands(rootfs);
   await cd.start(WORKLOAD, rootfs);
   await core.createNamespacedPod({
     namespace: "default",
@@ -156,17 +167,21 @@ try {
   for (const dir of spec.hostDirs) mkdirSync(dir, { recursive: true });
   result.capabilities = spec.capabilities;
   result.ctrArgs = spec.args;
-  await ctr(["run", "-d", "--log-uri", `file://${agentLog}`, ...spec.args]);
-  mark("agentStarted", "agent ready (/readyz)");
-
-  await waitFor(
-    async () => {
-      const tasks = await ctr(["task", "ls"]);
-      if (new RegExp(`^${AGENT}\\s+\\d+\\s+STOPPED`, "m").test(tasks)) throw new Error("the agent exited");
-      return (await get(spec.readinessUrl).catch(() => undefined))?.status === 200;
-    },
-    { timeoutMs: remaining(), intervalMs: 1000, what: "agent ready (/readyz)" },
-  );
+  /** `ctr run` of the DaemonSet's container, as the kubelet starts it (and restarts it), until ready. */
+  const startAgent = async () => {
+    const log = join(work, `agent-${agentLogs.length + 1}.log`);
+    agentLogs.push(log);
+    await ctr(["run", "-d", "--log-uri", `file://${log}`, ...spec.args]);
+    await waitFor(
+      async () => {
+        const tasks = await ctr(["task", "ls"]);
+        if (new RegExp(`^${AGENT}\\s+\\d+\\s+STOPPED`, "m").test(tasks)) throw new Error("the agent exited");
+        return (await get(spec.readinessUrl).catch(() => undefined))?.status === 200;
+      },
+      { timeoutMs: remaining(), intervalMs: 1000, what: "agent ready (/readyz)" },
+    );
+  };
+  await startAgent();
   mark("agentReady", "HiveData for the trapped file");
   result.readyz = await (await get(`${spec.readinessUrl}?verbose`)).text();
 
@@ -230,12 +245,40 @@ try {
   ]);
   result.status = JSON.parse(statusJson);
 
-  await ctr(["task", "kill", "-s", "SIGTERM", AGENT]);
-  await waitFor(async () => /STOPPED/.test(await ctr(["task", "ls"])), {
-    timeoutMs: Math.min(60_000, remaining()),
-    intervalMs: 500,
-    what: "the agent to stop on SIGTERM",
-  });
+  const terminate = async () => {
+    await ctr(["task", "kill", "-s", "SIGTERM", AGENT]);
+    await waitFor(async () => /STOPPED/.test(await ctr(["task", "ls"])), {
+      timeoutMs: Math.min(60_000, remaining()),
+      intervalMs: 500,
+      what: "the agent to stop on SIGTERM",
+    });
+  };
+  if (lifecycle) {
+    const outcome: Partial<LifecycleResult> = {};
+    result.lifecycle = outcome;
+    const context = {
+      api,
+      coordination: kc.makeApiClient(CoordinationV1Api),
+      namespace,
+      receiver,
+      exec: (args: string[]) => cd?.exec(WORKLOAD, args) ?? Promise.reject(new Error("no containerd")),
+      workloadId: WORKLOAD,
+      ctr,
+      agentId: AGENT,
+      trapped: TRAPPED,
+      readinessUrl: spec.readinessUrl,
+      metricsUrl,
+      startAgent,
+      agentLog: readLogs,
+      remaining,
+      mark,
+    };
+    mark("lifecycleStarted", "the API stand-in down for 60 s");
+    await outageAndKill(context, outcome);
+    await readThenTerminate(context, outcome, terminate);
+  } else {
+    await terminate();
+  }
   mark("agentStopped", "done");
   result.ok = true;
   await receiver.close();
