@@ -173,11 +173,13 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   private readonly listeners: Array<(event: KernelEvent) => void> = [];
   /** The ring worker's main-thread side; null when loaded without attaching. */
   consumer: RingConsumer | null = null;
+  /** Bursts this agent opened and delivered (an adopted backlog excluded). */
   private delivered(): bigint {
-    return this.consumer?.delivered ?? 0n;
+    return (this.consumer?.delivered ?? 0n) - (this.consumer?.backlog ?? 0n);
   }
   /** Bursts opened before this agent started (adopted maps), not this agent's to deliver. */
   private deliveredBase = 0n;
+  private adoptedBeforeNs = 0n;
   private readonly ncpus: number;
   private readonly logger: Logger | undefined;
   private readonly facts: KernelFacts;
@@ -271,6 +273,9 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       );
       const before = readCounters(this.fds.hive_counters, this.ncpus);
       this.deliveredBase = before.bursts - before.lost;
+      // Read after the counters: a burst opened in between counts as backlog, so flush() may
+      // wait longer, never return before this agent's own bursts are delivered.
+      this.adoptedBeforeNs = process.hrtime.bigint();
       if (options.attach !== false) {
         // Before the trap: an access is then never reported by a process the kernel has not seen.
         this.tracking = new ProcessTracking(
@@ -464,6 +469,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         burstGapNs: this.burstGapNs,
         burstMaxNs: this.burstMaxNs,
         sweepIntervalMs: this.sweepIntervalMs,
+        adoptedBeforeNs: this.adoptedBeforeNs,
       },
       ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}),
       onEvent: (event) => {

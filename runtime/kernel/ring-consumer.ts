@@ -30,6 +30,8 @@ export interface RingConsumerOptions {
 export class RingConsumer {
   /** Events handed to the listeners (kernel-emitted + swept, duplicates dropped). */
   delivered = 0n;
+  /** Of `delivered`, bursts an earlier agent opened (RingWorkerData.adoptedBeforeNs). */
+  backlog = 0n;
   /** The most events that waited between the threads at once. */
   inFlightPeak = 0;
   /** Workers that died and were replaced. */
@@ -75,8 +77,10 @@ export class RingConsumer {
     });
     worker.on("message", (message: RingWorkerMessage) => {
       if (message.type === "ready") this.down = undefined;
-      else if (message.type === "events") this.handle(message.records, message.count);
-      else if (message.type === "error")
+      else if (message.type === "events") {
+        this.backlog += BigInt(message.backlog);
+        this.handle(message.records, message.count);
+      } else if (message.type === "error")
         this.options.logger?.error("ring buffer consumer failed", { error: message.message });
     });
     worker.on("error", (error) =>

@@ -28,11 +28,25 @@ export interface RingWorkerData {
   control: SharedArrayBuffer;
   /** Stop reading the ring while this many posted events wait for the main thread. */
   maxInFlight: number;
+  /**
+   * When this agent read the kernel's counters at load (CLOCK_MONOTONIC ns): bursts opened
+   * before it are an earlier agent's backlog, counted apart (`backlog`) so that flush() is not
+   * misled by them.
+   */
+  adoptedBeforeNs: bigint;
 }
 
 export type RingWorkerMessage =
   /** `records`: `count` raw struct hive_event records back to back (transferred, not cloned). */
-  | { type: "events"; records: ArrayBuffer; count: number; swept: number; duplicates: number }
+  | {
+      type: "events";
+      records: ArrayBuffer;
+      count: number;
+      swept: number;
+      duplicates: number;
+      /** Of `count`, bursts opened before adoptedBeforeNs. */
+      backlog: number;
+    }
   | { type: "ready" }
   | { type: "error"; message: string }
   | { type: "stopped" };
@@ -49,7 +63,8 @@ function run(
   const SIZE = EVENT_LAYOUT.size;
   let batch = new Uint8Array(SIZE * 1024);
   let batchCount = 0;
-  const append = (record: Uint8Array) => {
+  const append = (record: Uint8Array, ktimeNs: bigint) => {
+    if (ktimeNs < data.adoptedBeforeNs) backlog++;
     if ((batchCount + 1) * SIZE > batch.length) {
       const bigger = new Uint8Array(batch.length * 2);
       bigger.set(batch.subarray(0, batchCount * SIZE));
@@ -62,13 +77,15 @@ function run(
     if (batchCount === 0) return;
     const records = batch.slice(0, batchCount * SIZE).buffer;
     Atomics.add(control, IN_FLIGHT, batchCount);
-    post({ type: "events", records, count: batchCount, swept, duplicates }, [records]);
+    post({ type: "events", records, count: batchCount, swept, duplicates, backlog }, [records]);
     batchCount = 0;
     swept = 0;
     duplicates = 0;
+    backlog = 0;
   };
   let swept = 0;
   let duplicates = 0;
+  let backlog = 0;
   // Bursts posted by the sweep, by thread id → first-check time; from the kernel's record
   // first, so that a restarted agent does not deliver again what its predecessor swept.
   const delivered = new Map<number, bigint>();
@@ -93,7 +110,7 @@ function run(
       duplicates++;
       return;
     }
-    append(record);
+    append(record, burst.ktimeNs);
   };
   post({ type: "ready" });
   const counterBuf = Buffer.alloc(ncpus * COUNTERS_LAYOUT.size);
@@ -159,7 +176,7 @@ function run(
       const old = now > burst.ktimeNs && now - burst.ktimeNs >= data.burstMaxNs + data.burstGapNs;
       if (idle || old) {
         markSwept(burst.pid, burst.ktimeNs);
-        append(record);
+        append(record, burst.ktimeNs);
         swept++;
       } else {
         pending = true;

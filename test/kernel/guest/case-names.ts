@@ -28,6 +28,7 @@ export const KERNEL_CASES = [
   "a dead ring worker is replaced: not ready meanwhile, and events flow again",
   "when process tracking cannot attach, files are still watched and alerts say the executable is unknown",
   "pinned maps survive an agent restart and are adopted; a clean shutdown removes them",
+  "after adopting an earlier agent's backlog, flush() waits for the new agent's own accesses",
   "every attach mode the kernel offers reports reads, and auto picks the least-privileged one",
 ] as const;
 

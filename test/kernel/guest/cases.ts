@@ -655,6 +655,31 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
     return details;
   },
 
+  async "after adopting an earlier agent's backlog, flush() waits for the new agent's own accesses"() {
+    const path = file("backlog.txt");
+    watcher.sync([entry(path, 32)]);
+    await watcher.close({ keepPinned: true });
+    const linkPinned = readPinnedState(PIN_ROOT)?.attachMode != null;
+    // Accesses while no agent runs: with the link pinned, bursts the next agent must deliver.
+    for (let i = 0; i < 20; i++) run("cat", [path]);
+    watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: GAP_MS });
+    subscribe(watcher);
+    await watcher.whenReady();
+    // One thread reading the file for a while: it always has a burst open until it ends.
+    const reader = spawn("sh", ["-c", `i=0; while [ $i -lt 20000 ]; do read x < ${path}; i=$((i+1)); done`]);
+    const exited = new Promise<void>((resolve) => reader.on("exit", () => resolve()));
+    const started = Date.now();
+    await watcher.flush(60_000);
+    const readerDone = reader.exitCode !== null;
+    const waitedMs = Date.now() - started;
+    await exited;
+    await watcher.close();
+    watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: GAP_MS });
+    subscribe(watcher);
+    assert.ok(readerDone, `flush() returned after ${waitedMs} ms with the reader's accesses still coming`);
+    return { linkPinned, waitedMs };
+  },
+
   async "every attach mode the kernel offers reports reads, and auto picks the least-privileged one"() {
     // Debian's 6.12 has fprobe (kprobe.multi links); 6.1 (CONFIG_FPROBE off) and 5.10 do not.
     const series = process.env.HIVE_VM_KERNEL ?? "";
