@@ -33,7 +33,7 @@ import { loaderLockFileFor } from "./node-lock.ts";
 import { type AgentWatchTable, createAgentWatchTable } from "./watch-table.ts";
 
 export interface AgentHooks {
-  /** Replaces the libbpf loader (tests on machines whose kernel cannot attach kprobes). */
+  /** Replaces the libbpf loader, and with it the trap proofs that need its maps (tests on machines whose kernel cannot attach kprobes). */
   openKernel?: () => Promise<KernelWatcher>;
   /** Resolves to end the agent (default: the first SIGTERM/SIGINT). */
   until?: Promise<unknown>;
@@ -211,10 +211,11 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     identity: config.podName,
     namespace: config.namespace,
     kernelId,
-    // Every trap proven with the maps pinned for this node's kernel before it is armed.
+    // Every trap proven with the maps pinned for this node's kernel before it is armed (part of
+    // the kernel boundary: a replaced kernel has no maps to prove with).
     resolver: createFileResolver(runtime, config.procRoot, {
       timeoutMs: config.resolveTimeoutMs,
-      proofPinRoot: pinRoot,
+      ...(hooks.openKernel ? {} : { proofPinRoot: pinRoot }),
     }),
     openKernel: async () => {
       kernel = await openKernel();
