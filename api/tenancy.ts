@@ -22,15 +22,24 @@ export function tenantCallbackAllowed(
   return url === monitorCallback || prefixes.some((p) => url.startsWith(normalizeCallbackPrefix(p)));
 }
 
-/** The same rule as a CEL expression over `value` (a string); URLs must not contain `'` or `\`. */
+/** A CEL string literal of `text`: whatever a URL holds (`'`, `\\`, line breaks) stays data. */
+export function celString(text: string): string {
+  const escaped = text.replace(
+    /[\\'\n\r]/g,
+    (c) => ({ "\\": "\\\\", "'": "\\'", "\n": "\\n", "\r": "\\r" })[c] ?? c,
+  );
+  return `'${escaped}'`;
+}
+
+/** The same rule as a CEL expression over `value` (a string). */
 export function tenantCallbackCel(
   value: string,
   monitorCallback: string | undefined,
   prefixes: readonly string[],
 ): string {
   const allowed = [
-    ...(monitorCallback === undefined ? [] : [`${value} == '${monitorCallback}'`]),
-    ...prefixes.map((p) => `${value}.startsWith('${normalizeCallbackPrefix(p)}')`),
+    ...(monitorCallback === undefined ? [] : [`${value} == ${celString(monitorCallback)}`]),
+    ...prefixes.map((p) => `${value}.startsWith(${celString(normalizeCallbackPrefix(p))})`),
   ];
   return allowed.length === 0 ? "false" : allowed.join(" || ");
 }

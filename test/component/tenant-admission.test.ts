@@ -78,3 +78,22 @@ describe("tenant scope at admission", () => {
     expect(admit("hive-system", trap("http://anything.internal/"))).toBe("allowed");
   });
 });
+
+describe("tenant callbacks at admission, with URLs that hold CEL's quote and escape characters", () => {
+  it("compares them as data: a quote in the monitor's URL neither breaks the rule nor opens it", () => {
+    const monitorUrl = "https://alerts.example.com/hive?q='||true||'\\";
+    const rendered = renderManifests({ ...MINIMAL, callback: { url: monitorUrl } });
+    const tenant = rendered.find(
+      (o) => o.kind === "ValidatingAdmissionPolicy" && o.metadata.name === TENANT_POLICY_NAME,
+    )?.spec as typeof spec;
+    const admits = (callback: string) => {
+      const object = {
+        metadata: { name: "p", namespace: "team-a" },
+        spec: { traps: [{ path: "/f", callback }] },
+      };
+      return tenant.validations.every((v) => evaluate(v.expression, { object }) === true);
+    };
+    expect(admits(monitorUrl)).toBe(true);
+    expect(admits("https://attacker.example/")).toBe(false);
+  });
+});
