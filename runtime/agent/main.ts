@@ -205,18 +205,20 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     for (const d of matched) alerts.handle(event, alertSourceFromHiveData(d, sourceContext));
   };
   const pinRoot = config.pinRoot ?? DEFAULT_PIN_ROOT;
+  // Every trap proven with the maps pinned for this node's kernel before it is armed (part of
+  // the kernel boundary: a replaced kernel has no maps to prove with).
+  const resolver = createFileResolver(runtime, config.procRoot, {
+    timeoutMs: config.resolveTimeoutMs,
+    ...(hooks.openKernel ? {} : { proofPinRoot: pinRoot }),
+  });
+  metrics.observeResolver(() => resolver.stats?.() ?? { stuck: 0, timeouts: 0 });
   const agent = await startNodeAgent({
     clients,
     nodeName: config.nodeName,
     identity: config.podName,
     namespace: config.namespace,
     kernelId,
-    // Every trap proven with the maps pinned for this node's kernel before it is armed (part of
-    // the kernel boundary: a replaced kernel has no maps to prove with).
-    resolver: createFileResolver(runtime, config.procRoot, {
-      timeoutMs: config.resolveTimeoutMs,
-      ...(hooks.openKernel ? {} : { proofPinRoot: pinRoot }),
-    }),
+    resolver,
     openKernel: async () => {
       kernel = await openKernel();
       metrics.observeKernel(() => kernel?.counters() ?? { events: 0n, lost: 0n, watched: 0 });

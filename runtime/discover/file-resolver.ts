@@ -10,7 +10,12 @@ import { closeSync } from "node:fs";
 import type { ProveHook } from "../kernel/trap-proof.ts";
 import { type ContainerProcess, openContainerProcess } from "./container-process.ts";
 import { bareContainerId, type ContainerRuntime } from "./container-runtime.ts";
-import { ResolvePool, type ResolvePoolOptions, type ResolveWalk } from "./resolve-pool.ts";
+import {
+  ResolvePool,
+  type ResolvePoolOptions,
+  type ResolvePoolStats,
+  type ResolveWalk,
+} from "./resolve-pool.ts";
 import { type ResolvedFile, type ResolveOptions, resolveInRootFd } from "./safe-path.ts";
 
 /** What one path of ContainerFiles.resolveAll came to. */
@@ -47,6 +52,8 @@ export interface FileResolver {
   ): Promise<ResolvedFile & { pid: number }>;
   /** Stops the resolver's threads. */
   close?(): Promise<void>;
+  /** Its threads stuck past the deadline and its timed-out walks (for the agent's metrics). */
+  stats?(): ResolvePoolStats;
 }
 
 /** Resolves `path` under the held process's root, verifying it is still the container's before and after. */
@@ -131,5 +138,6 @@ export function createFileResolver(
       }
     },
     close: () => pool.close(),
+    stats: () => pool.stats(),
   };
 }

@@ -54,6 +54,9 @@ export type KernelCountersSource = () => {
   unfolded?: bigint;
 };
 
+/** Cumulative figures of the trap path resolver threads (runtime/discover/resolve-pool.ts ResolvePoolStats). */
+export type ResolverStatsSource = () => { stuck: number; timeouts: number };
+
 export interface HiveMetrics {
   readonly registry: Registry;
   /** Alerts produced (after rate limiting), by policy and trap. */
@@ -83,6 +86,8 @@ export interface HiveMetrics {
   readonly tenantCallbacksRefused: Counter<"policy_namespace">;
   /** Feed the kernel's cumulative counters (events, ring-buffer losses, watched entries) at scrape time. */
   observeKernel(source: KernelCountersSource): void;
+  /** Feed the path resolver's stuck threads and timed-out walks at scrape time. */
+  observeResolver(source: ResolverStatsSource): void;
 }
 
 export interface HiveMetricsOptions {
@@ -147,6 +152,29 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     registers,
     collect() {
       if (kernelSource) this.set(kernelSource().notWatched ?? 0);
+    },
+  });
+
+  let resolverSource: ResolverStatsSource | undefined;
+  new Gauge({
+    name: "hive_resolve_stuck_threads",
+    help: "Trap path resolver threads abandoned past their deadline whose lookup has not returned yet (a FUSE or NFS mount in a container that does not answer).",
+    registers,
+    collect() {
+      if (resolverSource) this.set(resolverSource().stuck);
+    },
+  });
+  let timeoutsSeen = 0;
+  new Counter({
+    name: "hive_resolve_timeouts_total",
+    help: "Trap path resolutions that ran past their deadline (reported as PathInvalid, timed out, and retried).",
+    registers,
+    collect() {
+      if (!resolverSource) return;
+      const now = resolverSource().timeouts;
+      // A cumulative figure turned into increments; a smaller one is a new resolver (count from zero).
+      this.inc(now >= timeoutsSeen ? now - timeoutsSeen : now);
+      timeoutsSeen = now;
     },
   });
 
@@ -259,6 +287,9 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     }),
     observeKernel(source) {
       kernelSource = source;
+    },
+    observeResolver(source) {
+      resolverSource = source;
     },
   };
 }

@@ -34,6 +34,21 @@ describe("metrics server", () => {
     expect(await (await fetch(`${server.url}/metrics`)).text()).toContain("hive_kernel_events_lost_total 8");
   });
 
+  it("reports the path resolver's stuck threads as a gauge and its timed-out walks as a counter, read at scrape time", async () => {
+    const metrics = createHiveMetrics({ processMetrics: false });
+    const text = async () => (await metrics.registry.metrics()).split("\n");
+    expect(await text()).toContain("hive_resolve_stuck_threads 0");
+    let stats = { stuck: 2, timeouts: 3 };
+    metrics.observeResolver(() => stats);
+    expect(await text()).toEqual(
+      expect.arrayContaining(["hive_resolve_stuck_threads 2", "hive_resolve_timeouts_total 3"]),
+    );
+    stats = { stuck: 0, timeouts: 5 }; // the stuck lookups returned; two more walks timed out
+    expect(await text()).toEqual(
+      expect.arrayContaining(["hive_resolve_stuck_threads 0", "hive_resolve_timeouts_total 5"]),
+    );
+  });
+
   it("answers /readyz from the registered checks and /healthz from the liveness checks", async () => {
     const health = createHealth();
     let synced = false;
