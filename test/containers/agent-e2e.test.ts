@@ -4,137 +4,40 @@
  * private containerd. The kernel boundary is the one replaced part (this machine's kernel
  * cannot attach kprobes; the libbpf loader is exercised in the QEMU kernel suite).
  */
-import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
-import { createServer, type Server } from "node:http";
-import { tmpdir } from "node:os";
+import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import { CoordinationV1Api, type CoreV1Api, type CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { hiveCrds } from "../../api/crd.ts";
 import type { HiveData } from "../../api/data.ts";
 import { API_VERSION, GROUP, PLURAL_DATA, PLURAL_POLICY, VERSION } from "../../api/meta.ts";
-import { runAgent } from "../../runtime/agent/main.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
-import { createLogger } from "../../runtime/log.ts";
-import { readWatchTableFile, watchTableFileFor } from "../../runtime/standalone/watch-table-file.ts";
-import { type ApiServer, startApiServer } from "../apiserver/server.ts";
+import { readWatchTableFile } from "../../runtime/standalone/watch-table-file.ts";
 import { setPodRunning } from "../apiserver/testing.ts";
-import { eventually, RecordingKernel } from "../integration/harness.ts";
-import { type Containerd, containerSuiteGate, startContainerd } from "./containerd-harness.ts";
+import { eventually } from "../integration/harness.ts";
+import { type AgentWithContainers, startAgentWithContainers } from "./agent-harness.ts";
+import { containerSuiteGate } from "./containerd-harness.ts";
 
 const enabled = containerSuiteGate();
 const KERNEL = "cccccccc-3333-4333-8333-333333333333";
 const NODE = "node-e2e";
 
 describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
-  let cd: Containerd;
-  let api: ApiServer;
+  let agent: AgentWithContainers;
   let core: CoreV1Api;
   let custom: CustomObjectsApi;
-  let stop: () => void = () => undefined;
-  let exited: Promise<number>;
-  const kernels: RecordingKernel[] = [];
-  let metricsUrl = "";
-  let receiver: Server;
-  const received: Record<string, unknown>[] = [];
-  const stateDir = mkdtempSync(join(tmpdir(), "hive-agent-e2e-"));
-  const pinRoot = join(stateDir, "bpf", "hive");
-  const tableFile = watchTableFileFor(pinRoot, join(stateDir, "run"));
 
   beforeAll(async () => {
-    receiver = createServer((req, res) => {
-      let body = "";
-      req.on("data", (c: Buffer) => {
-        body += c.toString();
-      });
-      req.on("end", () => {
-        received.push({
-          ...(JSON.parse(body) as Record<string, unknown>),
-          authorization: req.headers.authorization,
-        });
-        res.writeHead(204).end();
-      });
-    });
-    await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
-    const callback = `http://127.0.0.1:${(receiver.address() as { port: number }).port}/alerts`;
-    cd = await startContainerd();
-    api = await startApiServer({ crds: hiveCrds() });
-    const kc = api.kubeConfig();
-    core = kc.makeApiClient(CoreV1Api);
-    custom = kc.makeApiClient(CustomObjectsApi);
-    await core.createNamespace({ body: { metadata: { name: "hive-system" } } });
-    await core.createNamespacedSecret({
-      namespace: "hive-system",
-      body: { metadata: { name: "callback-headers" }, stringData: { Authorization: "Bearer e2e-token" } },
-    });
-    const until = new Promise((resolve) => {
-      stop = () => resolve("test done");
-    });
-    let started: () => void = () => undefined;
-    const startedP = new Promise<void>((r) => {
-      started = r;
-    });
-    const argv = [
-      "--node-name",
-      NODE,
-      "--pod-name",
-      "hive-agent-e2e",
-      "--namespace",
-      "hive-system",
-      "--server",
-      api.url,
-      "--token",
-      NODE,
-    ];
-    argv.push(
-      "--callback",
-      callback,
-      "--callback-headers-secret",
-      "callback-headers",
-      "--runtime-socket",
-      cd.socket,
-      "--containerd-namespace",
-      `k8s.io,${cd.namespace}`,
-      "--metrics-port",
-      "0",
-      "--lease-duration",
-      "1500",
-      "--spool-dir",
-      join(stateDir, "spool"),
-      "--pin-root",
-      pinRoot,
-      "--table-dir",
-      join(stateDir, "run"),
-    );
-    exited = runAgent(argv, {
-      kernelId: KERNEL,
-      until,
-      log: createLogger({}, { level: (process.env.HIVE_LOG_LEVEL as "debug") ?? "error" }),
-      openKernel: async () => {
-        const k = new RecordingKernel();
-        kernels.push(k);
-        return k;
-      },
-      onStarted: (info) => {
-        metricsUrl = info.metricsUrl;
-        started();
-      },
-    });
-    await startedP;
+    agent = await startAgentWithContainers({ nodeName: NODE, kernelId: KERNEL });
+    ({ core, custom } = agent);
   });
 
   afterAll(async () => {
-    stop();
-    await exited;
-    await api?.stop();
-    await cd?.stop();
-    receiver?.close();
-    rmSync(stateDir, { recursive: true, force: true });
+    await agent?.close();
   });
 
   it("discovers a real container's file, follows a rename inside it, and cleans up after the pod", async () => {
-    const rootfs = cd.makeRootfs("web", { "etc/shadow": "root:*:1::::::\n" });
-    await cd.start("e2e-web", rootfs);
+    const rootfs = agent.cd.makeRootfs("web", { "etc/shadow": "root:*:1::::::\n" });
+    await agent.cd.start("e2e-web", rootfs);
     const pod = await core.createNamespacedPod({
       namespace: "default",
       body: {
@@ -171,13 +74,13 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
     const file = fileKeyFromStat(statSync(join(rootfs, "etc/shadow"), { bigint: true }));
     expect(BigInt(data?.spec["inode-no"] ?? 0)).toBe(file.ino);
     expect(data?.spec.device).toEqual({ major: file.major, minor: file.minor });
-    const readyz = await fetch(`${metricsUrl}/readyz?verbose`);
+    const readyz = await fetch(`${agent.metricsUrl}/readyz?verbose`);
     expect(readyz.status).toBe(200);
     // The alert spool is one of the readiness checks (it fails while the spool cannot be written).
     expect(await readyz.text()).toContain("[+]alert-spool ok");
 
     const kernel = await eventually(() => {
-      const k = kernels.at(-1);
+      const k = agent.kernels.at(-1);
       return k?.entries.some((e) => e.kind === "file" && e.key.ino === file.ino) ? k : undefined;
     }, "kernel map has the file");
 
@@ -192,7 +95,7 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
       tgid: process.pid,
       comm: "cat",
     });
-    const alert = await eventually(() => received[0], "alert delivered to the callback");
+    const alert = await eventually(() => agent.received[0], "alert delivered to the callback");
     // The same access as a Kubernetes Event on the accessed pod (what `kubectl describe pod` shows).
     const podEvent = await eventually(async () => {
       const events = await core.listNamespacedEvent({
@@ -209,7 +112,7 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
 
     // `hive status` names the agent's slots from the watch table the loader writes beside the pins.
     const table = await eventually(async () => {
-      const t = await readWatchTableFile(tableFile);
+      const t = await readWatchTableFile(agent.tableFile);
       return t?.slots.some((r) => r.slot === slot) ? t : undefined;
     }, "watch table written");
     expect(table).toMatchObject({ writer: "agent", kernelId: KERNEL, pid: process.pid });
@@ -225,7 +128,7 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
     ]);
     // Every controller's passes are timed (the pods controller debounces for half a second).
     await eventually(async () => {
-      const text = await (await fetch(`${metricsUrl}/metrics`)).text();
+      const text = await (await fetch(`${agent.metricsUrl}/metrics`)).text();
       return ["discover", "loader", "pods"].every((controller) =>
         new RegExp(`hive_reconcile_duration_seconds_count\\{controller="${controller}"\\} [1-9]`).test(text),
       );
@@ -240,7 +143,7 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
     });
 
     // sed -i style replacement inside the container, then the kernel's parent-directory report.
-    await cd.exec("e2e-web", [
+    await agent.cd.exec("e2e-web", [
       "/bin/busybox",
       "sh",
       "-c",
@@ -263,15 +166,15 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
   });
 
   it("releases its Leases on shutdown and leaves the kernel program pinned for the next agent", async () => {
-    stop();
-    expect(await exited).toBe(0);
-    const coordination = api.kubeConfig().makeApiClient(CoordinationV1Api);
+    agent.stop();
+    expect(await agent.exited).toBe(0);
+    const coordination = agent.api.kubeConfig().makeApiClient(CoordinationV1Api);
     const leases = await coordination.listNamespacedLease({ namespace: "hive-system" });
     expect(leases.items.map((l) => l.metadata?.name).sort()).toEqual([`hive-loader-${KERNEL}`, "hive-pods"]);
     for (const l of leases.items) expect(l.spec?.holderIdentity ?? "").toBe("");
-    expect(kernels.every((k) => k.closed)).toBe(true);
+    expect(agent.kernels.every((k) => k.closed)).toBe(true);
     // Pinned and attached still: its watch table keeps naming the slots for `hive status`.
-    expect(kernels.every((k) => k.keptPinned)).toBe(true);
-    expect(existsSync(tableFile)).toBe(true);
+    expect(agent.kernels.every((k) => k.keptPinned)).toBe(true);
+    expect(existsSync(agent.tableFile)).toBe(true);
   });
 });
