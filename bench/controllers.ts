@@ -346,8 +346,19 @@ export async function run(): Promise<void> {
     `(scale ${scale}; reproduce: npm run bench -- controllers, or HIVE_BENCH_SCALE=${scale} node --expose-gc bench/controllers.ts)`,
   );
   console.log(`machine: ${loadText()} (wall times stretch on a shared machine; CPU seconds do not)`);
-  for (const [name, section] of sections) if (only.length === 0 || only.includes(name)) await section();
+  // A section that fails is reported and the others still run; the part fails at the end.
+  const failed: string[] = [];
+  for (const [name, section] of sections) {
+    if (only.length > 0 && !only.includes(name)) continue;
+    try {
+      await section();
+    } catch (error) {
+      failed.push(name);
+      console.log(`${name}. FAILED: ${(error as Error)?.stack ?? error}`);
+    }
+  }
   console.log(`machine after: ${loadText()}`);
+  if (failed.length > 0) throw new Error(`controllers bench sections failed: ${failed.join(", ")}`);
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
