@@ -17,6 +17,7 @@ import {
   watchCallbackSecrets,
 } from "../alerts/index.ts";
 import { EXIT } from "../cli/exit-codes.ts";
+import type { NodeTrapError } from "../controllers/ports.ts";
 import { createContainerRuntime } from "../discover/container-runtime.ts";
 import { createFileResolver } from "../discover/file-resolver.ts";
 import { isHiveError } from "../errors.ts";
@@ -212,6 +213,8 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     ...(hooks.openKernel ? {} : { proofPinRoot: pinRoot }),
   });
   metrics.observeResolver(() => resolver.stats?.() ?? { stuck: 0, timeouts: 0 });
+  /** This node's latest trap errors: the watch table lists them as not armed. */
+  let trapErrors: readonly NodeTrapError[] = [];
   const agent = await startNodeAgent({
     clients,
     nodeName: config.nodeName,
@@ -229,10 +232,15 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
         ...(kernel.attachReason ? { attachReason: kernel.attachReason } : {}),
         logger: log.child({ component: "watch-table" }),
       });
+      table.unarmed(trapErrors);
       return kernel;
     },
     loaderLock: loaderLockFileFor(pinRoot, config.tableDir ?? WATCH_TABLE_DIR),
     onKernelSynced: (entries, dataOf) => table?.synced(entries, dataOf),
+    onTrapErrors: (errors) => {
+      trapErrors = errors;
+      table?.unarmed(errors);
+    },
     observeReconcile: (controller, seconds) => metrics.reconcileDuration.observe({ controller }, seconds),
     onEventDropped: (reason) => metrics.kernelEventsDropped.inc({ reason }),
     onAccess,

@@ -28,7 +28,12 @@ import {
 } from "../controllers/kube-ports.ts";
 import { createLoaderController, type LoaderController, type LoaderOptions } from "../controllers/loader.ts";
 import { createPodsController, type PodsController } from "../controllers/pods.ts";
-import { objectKey, type WatchEventType } from "../controllers/ports.ts";
+import {
+  type NodeTrapError,
+  objectKey,
+  type TrapErrorReporter,
+  type WatchEventType,
+} from "../controllers/ports.ts";
 import type { FileResolver } from "../discover/file-resolver.ts";
 import { isHiveError } from "../errors.ts";
 import { isNotFound } from "../k8s/api-errors.ts";
@@ -63,6 +68,8 @@ export interface NodeAgentOptions {
   onKernelSynced?: LoaderOptions["onSynced"];
   /** A kernel event dropped before alerting (LoaderOptions.onEventDropped). */
   onEventDropped?: LoaderOptions["onEventDropped"];
+  /** This node's trap errors, each time discover reports them (traps not armed, and why). */
+  onTrapErrors?: (errors: readonly NodeTrapError[]) => void;
   /**
    * The loader role's lock file: one per kernel, shared by every agent of the node (the
    * host's /run/hive). Whoever holds it loads and syncs the kernel program.
@@ -98,6 +105,20 @@ export interface NodeAgent {
 
 export const PODS_LEASE = "hive-pods";
 
+/** The reporter, also telling `listener` what it is given (for the watch table `hive status` reads). */
+function withTrapErrorListener(
+  reporter: TrapErrorReporter,
+  listener: ((errors: readonly NodeTrapError[]) => void) | undefined,
+): TrapErrorReporter {
+  if (!listener) return reporter;
+  return {
+    sync: (errors) => {
+      listener(errors);
+      return reporter.sync(errors);
+    },
+  };
+}
+
 export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAgent> {
   const { clients, nodeName, kernelId, log } = options;
   const feedOptions: FeedOptions = {
@@ -116,7 +137,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     kernelId,
     resolver: options.resolver,
     writer,
-    reporter: createTrapErrorReporter(clients.core, nodeName),
+    reporter: withTrapErrorListener(createTrapErrorReporter(clients.core, nodeName), options.onTrapErrors),
     log: log.child({ controller: "discover" }),
     ...(options.observeReconcile ? { observeReconcile: reconcileObserver("discover") } : {}),
     ...(options.retryBaseMs ? { retryBaseMs: options.retryBaseMs } : {}),

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { HiveData } from "../../api/data.ts";
 import { LABEL_POLICY_NAMESPACE, LABEL_TRAP_ID } from "../../api/meta.ts";
+import { renderUnarmed } from "../cli/commands/status.ts";
 import type { WatchEntry } from "../kernel/contract.ts";
 import { createLogger } from "../log.ts";
 import { readWatchTableFile } from "../standalone/watch-table-file.ts";
@@ -99,5 +100,38 @@ describe("the agent's watch table", () => {
     table.synced(entries, dataOf);
     await table.idle();
     expect(lines.join("\n")).toContain("cannot update the watch table");
+  });
+
+  it("lists the traps discover could not arm beside the slots, for hive status", async () => {
+    dir = mkdtempSync(join(tmpdir(), "hive-table-"));
+    const file = join(dir, "hive.watch-table.json");
+    const table = createAgentWatchTable({
+      file,
+      kernelId: "aaaaaaaa-1111-4111-8111-111111111111",
+      attachMode: "fentry",
+      logger: createLogger({}, { level: "error" }),
+    });
+    table.synced(entries, dataOf);
+    table.unarmed([
+      {
+        policyNamespace: "security",
+        policyName: "shadow",
+        trapId: "0123456789abcdef",
+        node: "n1",
+        pod: "web-1",
+        container: "app",
+        reason: "TrapNotProven",
+        message:
+          "TrapNotProven: the kernel program saw no check of /etc/shadow: it cannot be watched (/etc/shadow)",
+      },
+    ]);
+    await table.idle();
+    const written = await readWatchTableFile(file);
+    expect(written?.slots.map((r) => r.slot)).toEqual([1, 2]); // the slots are kept
+    const text = renderUnarmed(written?.unarmed ?? []).join("\n");
+    expect(text).toContain("NOT WATCHED 1 trap could not be armed");
+    expect(text).toContain(
+      "security/shadow trap 0123456789ab (web-1 app)  TrapNotProven: the kernel program",
+    );
   });
 });

@@ -7,9 +7,11 @@
  */
 import type { HiveData } from "../../api/data.ts";
 import { LABEL_POLICY, LABEL_POLICY_NAMESPACE, LABEL_TRAP_ID } from "../../api/meta.ts";
+import type { NodeTrapError } from "../controllers/ports.ts";
 import type { AttachMode, WatchEntry } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import {
+  type WatchTableMiss,
   type WatchTableRecord,
   type WatchTableTrap,
   writeWatchTableFile,
@@ -47,9 +49,28 @@ export function agentTableRecords(
     }));
 }
 
+/** This node's trap errors as the watch table's traps not armed, with their reason. */
+export function agentUnarmedRecords(errors: readonly NodeTrapError[]): WatchTableMiss[] {
+  return errors.map((e) => {
+    const trap: WatchTableTrap = {
+      policy: e.policyName,
+      namespace: e.policyNamespace,
+      trapId: e.trapId,
+      // The path is in the message (what failed, on which object); the error says no more.
+      path: `trap ${e.trapId.slice(0, 12)}`,
+      target: e.pod ? `${e.pod} ${e.container ?? "?"}` : "?",
+      accesses: [],
+    };
+    // Already escaped and bounded by discover: it also goes into Events and the policy status.
+    return { trap, code: e.reason, message: e.message };
+  });
+}
+
 export interface AgentWatchTable {
   /** The loader synced the kernel map (LoaderOptions.onSynced). */
   synced(entries: readonly WatchEntry[], dataOf: (slot: number) => readonly HiveData[]): void;
+  /** Discover reported this node's trap errors (NodeAgentOptions.onTrapErrors). */
+  unarmed(errors: readonly NodeTrapError[]): void;
   /** Resolves when the latest table (or its removal) is on disk. */
   idle(): Promise<void>;
 }
@@ -64,7 +85,8 @@ export function createAgentWatchTable(options: {
   const { file, logger } = options;
   const startedAt = new Date().toISOString();
   /** What the file must become; undefined when nothing is pending. */
-  let wanted: WatchTableRecord[] | undefined;
+  let wanted: { slots: WatchTableRecord[]; unarmed: WatchTableMiss[] } | undefined;
+  let latest: { slots: WatchTableRecord[]; unarmed: WatchTableMiss[] } = { slots: [], unarmed: [] };
   let running: Promise<void> | undefined;
   let failing = false;
 
@@ -82,7 +104,8 @@ export function createAgentWatchTable(options: {
             attachMode: options.attachMode,
             ...(options.attachReason ? { attachReason: options.attachReason } : {}),
             kernelId: options.kernelId,
-            slots: next,
+            slots: next.slots,
+            unarmed: next.unarmed,
           });
           if (failing) logger.info("watch table written again", { file });
           failing = false;
@@ -97,12 +120,14 @@ export function createAgentWatchTable(options: {
       running = undefined;
     }
   };
-  const schedule = (next: WatchTableRecord[]): void => {
-    wanted = next;
+  const schedule = (change: Partial<typeof latest>): void => {
+    latest = { ...latest, ...change };
+    wanted = latest;
     running ??= run();
   };
   return {
-    synced: (entries, dataOf) => schedule(agentTableRecords(entries, dataOf)),
+    synced: (entries, dataOf) => schedule({ slots: agentTableRecords(entries, dataOf) }),
+    unarmed: (errors) => schedule({ unarmed: agentUnarmedRecords(errors) }),
     idle: async () => {
       while (running) await running;
     },
