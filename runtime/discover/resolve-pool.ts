@@ -44,7 +44,8 @@ export interface ResolvePoolOptions {
 }
 
 /** The message a thread sends once, when it has loaded and listens. */
-export const READY = "ready";
+export type ReadyMessage = "ready";
+const READY: ReadyMessage = "ready";
 
 /** One path to resolve under a batch's root. */
 export interface ResolveWalk {

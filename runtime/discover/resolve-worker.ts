@@ -11,7 +11,8 @@
 import { parentPort } from "node:worker_threads";
 import { HiveError, isHiveError } from "../errors.ts";
 import { type ProofMaps, type ProveHook, proveWith } from "../kernel/trap-proof.ts";
-import { READY, type ResolveReply, type ResolveRequest, type WalkResult } from "./resolve-pool.ts";
+// Types only: the thread loads what it walks with, not the pool's main-thread side.
+import type { ReadyMessage, ResolveReply, ResolveRequest, WalkResult } from "./resolve-pool.ts";
 import { type ResolveOptions, resolveInRootFd } from "./safe-path.ts";
 
 /** The prover of a request's proof maps (undefined: not asked for; null: no program loaded yet). */
@@ -67,4 +68,4 @@ parentPort?.on("message", (request: ResolveRequest) => {
     } satisfies ResolveReply);
   });
 });
-parentPort?.postMessage(READY);
+parentPort?.postMessage("ready" satisfies ReadyMessage);
