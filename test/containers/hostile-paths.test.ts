@@ -134,7 +134,11 @@ describe.skipIf(!enabled)("hive agent with a container whose trap paths hang or 
     await agent.cd.start("hostile", rootfs);
     if (withFuse) {
       // The container has the mount (copied with its root), and a lookup there does not return.
-      const mounts = await agent.cd.exec("hostile", ["/bin/busybox", "cat", "/proc/self/mountinfo"]);
+      // (ctr can lose a short exec's output on a busy machine: asked again until it has some.)
+      const mounts = await eventually(
+        () => agent.cd.exec("hostile", ["/bin/busybox", "cat", "/proc/self/mountinfo"]),
+        "the container's mount table",
+      );
       expect(mounts).toMatch(/ \/mnt\/hung \S+ (\S+ )*- fuse hive-hung /);
       const lookup = await agent.cd
         .exec("hostile", ["/bin/busybox", "timeout", "-s", "KILL", "1", "/bin/busybox", "stat", TRAPS.hung])
@@ -200,7 +204,17 @@ describe.skipIf(!enabled)("hive agent with a container whose trap paths hang or 
 
     // The ordinary trap is armed: its HiveData written (after the hung walk's deadline at most).
     const file = fileKeyFromStat(statSync(join(rootfs, TRAPS.ordinary), { bigint: true }));
-    const data = await eventually(() => dataFor(TRAPS.ordinary), "HiveData of the ordinary trap", 15_000);
+    const data = await eventually(
+      () => dataFor(TRAPS.ordinary),
+      "HiveData of the ordinary trap",
+      15_000,
+    ).catch((error: Error) => {
+      // An agent that blocked in a lookup stopped this process too: say so rather than only "timed out".
+      const gap = largestGap([policyAt, ...readyz.samples.map((s) => s.at), performance.now()]);
+      throw new Error(
+        `${error.message}; largest gap between /readyz answers meanwhile: ${gap.toFixed(0)} ms`,
+      );
+    });
     const dataMs = performance.now() - policyAt;
     expect(BigInt(data.spec["inode-no"])).toBe(file.ino);
 
@@ -277,11 +291,12 @@ describe.skipIf(!enabled)("hive agent with a container whose trap paths hang or 
     };
     const loaderRenewals = renewTimes(loaderLease.samples);
     const podsRenewals = renewTimes(podsLease.samples);
+    const resolver = `resolve timeouts ${await metric("hive_resolve_timeouts_total")}, stuck threads ${await metric("hive_resolve_stuck_threads")}`;
     console.info(
       `hostile paths: agent setup ${setupMs.toFixed(0)} ms, container setup ${setupOwnMs.toFixed(0)} ms (maze ${mazeMs.toFixed(0)} ms); ` +
         `ordinary HiveData ${dataMs.toFixed(0)} ms after the policy; watched ${watchedMs.toFixed(0)} ms: ` +
         `largest /readyz gap ${readyGap.toFixed(0)} ms, largest step between renewals ${largestGap(podsRenewals)} ms (pods Lease, ` +
-        `${podsRenewals.length} renewals), ${largestGap(loaderRenewals)} ms (kernel Lease, ${loaderRenewals.length})`,
+        `${podsRenewals.length} renewals), ${largestGap(loaderRenewals)} ms (kernel Lease, ${loaderRenewals.length}); ${resolver}`,
     );
     // Ready throughout, answering at least every MAX_GAP_MS.
     expect(readyz.samples.map((s) => s.value).filter((v) => v !== 200)).toEqual([]);
@@ -289,7 +304,8 @@ describe.skipIf(!enabled)("hive agent with a container whose trap paths hang or 
     // Both Leases renewed throughout, each at its own period.
     expect(largestGap(podsRenewals)).toBeLessThan(MAX_GAP_MS);
     expect((podsRenewals.at(-1) ?? 0) - (podsRenewals[0] ?? 0)).toBeGreaterThan(watchedMs - 2 * MAX_GAP_MS);
-    expect(largestGap(loaderRenewals)).toBeLessThan(LOADER_LEASE_TIMING.retryPeriodMs + MAX_GAP_MS);
+    // The kernel's Lease renews every 10 s: never near its renew deadline, past which the holder counts as failing.
+    expect(largestGap(loaderRenewals)).toBeLessThan(LOADER_LEASE_TIMING.renewDeadlineMs);
 
     if (withFuse) {
       // The filesystem goes away: the stuck lookups return (ENOTCONN) and their threads exit.
