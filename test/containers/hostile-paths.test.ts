@@ -70,6 +70,9 @@ interface Sample<T> {
   value: T;
 }
 
+/** Every poll started, stopped after the test whatever its outcome. */
+const polls: { stop(): Promise<void> }[] = [];
+
 /** Polls `probe` every `everyMs` until stopped; a probe that throws is recorded as its error. */
 function poll<T>(
   probe: () => Promise<T>,
@@ -84,13 +87,15 @@ function poll<T>(
       await new Promise((r) => setTimeout(r, everyMs));
     }
   })();
-  return {
+  const handle = {
     samples,
     async stop() {
       running = false;
       await loop;
     },
   };
+  polls.push(handle);
+  return handle;
 }
 
 const largestGap = (times: readonly number[]) =>
@@ -118,6 +123,7 @@ describe.skipIf(!enabled)("hive agent with a container whose trap paths hang or 
   afterAll(async () => {
     // First: a live holder would leave lookups (and removing the root) waiting for ever.
     hung?.release();
+    await Promise.all(polls.map((p) => p.stop()));
     await agent?.close();
   });
 
