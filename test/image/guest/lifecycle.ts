@@ -2,11 +2,13 @@
  * The agent's lifecycle under faults, inside the image guest (agent-in-container.ts runs it
  * after its first alert, on the kernels the host test names): the API stand-in down for 60 s,
  * the agent killed with SIGKILL and started again as a DaemonSet would (same spec, same host
- * directories: the pins under /sys/fs/bpf and the spool survive), and reads made just before
- * SIGTERM. Each phase reads the trapped file with its own command name (a symlink to busybox
- * named `busybox-<phase>`; the kernel reports it as comm), each read a separate process, so
- * each is one expected alert: the kernel folds the checks of one thread's access, and the
- * rate limit (per trap × container × executable) allows bursts of 200. One more reader reads
+ * directories: the pins under /sys/fs/bpf and the spool survive; its loader's first HiveData list
+ * slowed to 15 s, so the events waiting in the ring buffer come before their traps are known),
+ * and reads made just before SIGTERM. Each phase reads the trapped file with its own command
+ * name (a symlink to busybox named `busybox-<phase>`; the kernel reports it as comm), each read
+ * a separate process, so each is one expected alert: the kernel folds the checks of one
+ * thread's access, and the rate limit (per trap × container × executable) allows bursts of
+ * 200. One more reader reads
  * before the kill and stays alive until after the restart: its burst stays in the kernel's
  * burst table (a burst leaves it at its thread's next access or exit), delivered by the old
  * agent's sweep; the restarted agent must not deliver it again, nor the kernel when the
@@ -16,6 +18,7 @@
 import { readdirSync, readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import type { CoordinationV1Api } from "@kubernetes/client-node";
+import { LABEL_KERNEL_ID } from "../../../api/meta.ts";
 import type { Receiver } from "../../alerts/receiver.ts";
 import type { ApiServer } from "../../apiserver/server.ts";
 import { waitFor } from "../../apiserver/testing.ts";
@@ -23,6 +26,8 @@ import { waitFor } from "../../apiserver/testing.ts";
 /** Reads per phase: each must arrive as its own alert. */
 export const READS_PER_PHASE = 3;
 export const OUTAGE_MS = 60_000;
+/** How long the restarted agent's loader waits for its first HiveData list. */
+export const LOADER_LIST_DELAY_MS = 15_000;
 /**
  * When the outage's reads are made, from its start: one at once, the others past the kernel
  * Lease's renew deadline (30 s), when a role that ended on failed renewals would be gone, and
@@ -220,9 +225,18 @@ export async function outageAndKill(ctx: LifecycleContext, result: Partial<Lifec
   // The kubelet restarts the container: the old task and container go, a new one runs the same spec.
   await ctx.ctr(["task", "delete", ctx.agentId]);
   await ctx.ctr(["container", "delete", ctx.agentId]);
+  // A slow API server at the restart: the loader's first HiveData list (by kernel id) takes 15 s,
+  // so the new agent reads the waiting events from the ring buffer before it knows their traps.
+  const slowList = ctx.api.inject({
+    verb: "list",
+    resource: "hivedata",
+    delayMs: LOADER_LIST_DELAY_MS,
+    when: (r) => decodeURIComponent(r.query).includes(LABEL_KERNEL_ID),
+  });
   await ctx.startAgent();
   ctx.mark("agentRestarted", "the downtime's alerts");
   await settle(PHASE_COMM.killed, 120_000);
+  slowList();
   // The held reader ends now: the kernel must not emit its burst again at the thread's exit.
   for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
     const comm = (() => {
