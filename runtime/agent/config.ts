@@ -46,6 +46,8 @@ export interface AgentConfig {
   /** Directory of the watch table `hive status` reads (default /run/hive). */
   tableDir?: string;
   roles: { loader: boolean; pods: boolean };
+  /** Prove each trap with the kernel program before arming it (trap-proof.ts); default true. */
+  trapProof: boolean;
   lease: LeaseTiming;
 }
 
@@ -76,6 +78,9 @@ Options (environment in brackets):
   --pin-root DIR            bpffs directory of the pinned maps [HIVE_PIN_ROOT] (default: /sys/fs/bpf/hive)
   --table-dir DIR           where the watch table for \`hive status\` is written [HIVE_TABLE_DIR] (default: /run/hive)
   --no-loader / --no-pods   never run that role on this node
+  --no-trap-proof           arm the identity stat() gives without proving it with the kernel program
+                            (only where no program can load, e.g. measuring the controllers: on an
+                            overlay such a trap may never fire)
   --lease-duration MS       [HIVE_LEASE_DURATION_MS] (default 15000; renew deadline 2/3 of it, retry 2/15)`;
 
 function positiveInt(name: string, text: string | undefined, fallback: number): number {
@@ -123,6 +128,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
         "table-dir": { type: "string" },
         "no-loader": { type: "boolean" },
         "no-pods": { type: "boolean" },
+        "no-trap-proof": { type: "boolean" },
         "lease-duration": { type: "string" },
       },
     }));
@@ -205,6 +211,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     attachMode: attach,
     logLevel: logLevel as AgentConfig["logLevel"],
     roles: { loader: !values["no-loader"], pods: !values["no-pods"] },
+    trapProof: !values["no-trap-proof"],
     lease: leaseTiming(leaseDurationMs),
   };
   if (config.resolveTimeoutMs === 0)

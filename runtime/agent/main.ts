@@ -210,7 +210,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   // the kernel boundary: a replaced kernel has no maps to prove with).
   const resolver = createFileResolver(runtime, config.procRoot, {
     timeoutMs: config.resolveTimeoutMs,
-    ...(hooks.openKernel ? {} : { proofPinRoot: pinRoot }),
+    ...(hooks.openKernel || !config.trapProof ? {} : { proofPinRoot: pinRoot }),
   });
   metrics.observeResolver(() => resolver.stats?.() ?? { stuck: 0, timeouts: 0 });
   /** This node's latest trap errors: the watch table lists them as not armed. */

@@ -349,12 +349,13 @@ export function spawnAgentProcess(
   args: string[],
   options: { forceGc?: boolean } = {},
 ): ChildProcess {
-  const script = `${options.forceGc ? "setInterval(() => globalThis.gc?.(), 250).unref(); " : ""}const m = await import('./runtime/agent/main.ts'); process.exitCode = await m.runAgent(process.argv.slice(1));`;
+  // A CommonJS -e with a dynamic import, not --input-type=module: worker threads inherit the
+  // process's flags, and --input-type breaks their module loading.
+  const script = `${options.forceGc ? "setInterval(() => globalThis.gc?.(), 250).unref(); " : ""}import('./runtime/agent/main.ts').then(async (m) => { process.exitCode = await m.runAgent(process.argv.slice(1)); });`;
   return spawn(
     process.execPath,
     [
       ...(options.forceGc ? ["--expose-gc"] : []),
-      "--input-type=module",
       "-e",
       script,
       "--",
@@ -370,7 +371,9 @@ export function spawnAgentProcess(
       names.node,
       "--metrics-port",
       "0",
+      // No kernel program in these processes: nothing to prove traps with.
       "--no-loader",
+      "--no-trap-proof",
       ...args,
     ],
     { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, HIVE_LOG_LEVEL: "info" } },
