@@ -224,7 +224,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         // Deleted (perhaps to be re-created): stop watching the old inode but keep the HiveData, so its
         // directory stays watched and the re-creation is noticed without polling.
         desired.set(key, markMissing(had));
-      } else if (TRANSIENT.has(e.code) || e.details.timedOut === true) {
+      } else if (TRANSIENT.has(e.code) || e.details.timedOut === true || e.details.refused === true) {
         // The container restarts, the runtime is slow or a mount on the path hangs: keep what we had.
         keep.add(key);
         const n = (attempts.get(key) ?? 0) + 1;

@@ -85,6 +85,8 @@ export async function resolveAllInProcessRootOffLoop(
   pool: ResolvePool,
   process: ContainerProcess,
   walks: readonly ResolveWalk[],
+  /** The container (its id): a path whose walk is stuck there is not walked again meanwhile. */
+  scope = "",
 ): Promise<ResolveOutcome[]> {
   if (walks.length === 0) return [];
   let root: number;
@@ -93,7 +95,7 @@ export async function resolveAllInProcessRootOffLoop(
   } catch (error) {
     return walks.map(() => ({ ok: false, error }));
   }
-  const outcomes = (await Promise.allSettled(pool.resolveAll(root, walks))).map(
+  const outcomes = (await Promise.allSettled(pool.resolveAll(root, walks, scope))).map(
     (s): ResolveOutcome =>
       s.status === "fulfilled" ? { ok: true, file: s.value } : { ok: false, error: s.reason },
   );
@@ -113,17 +115,21 @@ export function createFileResolver(
   const pool = new ResolvePool(options);
   const openContainer = async (containerId: string): Promise<ContainerFiles> => {
     const { pid } = await runtime.findProcess(containerId);
-    const process = openContainerProcess(procRoot, pid, bareContainerId(containerId));
+    const id = bareContainerId(containerId);
+    const process = openContainerProcess(procRoot, pid, id);
     return {
       pid,
       async resolve(path, resolveOptions) {
-        const [outcome] = await resolveAllInProcessRootOffLoop(pool, process, [
-          { path, options: resolveOptions ?? {} },
-        ]);
+        const [outcome] = await resolveAllInProcessRootOffLoop(
+          pool,
+          process,
+          [{ path, options: resolveOptions ?? {} }],
+          id,
+        );
         if (!outcome?.ok) throw outcome?.error;
         return outcome.file;
       },
-      resolveAll: (walks) => resolveAllInProcessRootOffLoop(pool, process, walks),
+      resolveAll: (walks) => resolveAllInProcessRootOffLoop(pool, process, walks, id),
       close: () => process.close(),
     };
   };

@@ -164,6 +164,44 @@ describe.skipIf(fuseReason !== undefined)("trap resolution on a filesystem that 
     // The worker's own descriptors leak when it is terminated mid-walk (at most two per abandoned walk).
     expect(readdirSync("/proc/self/fd").length - fdsBefore).toBeLessThanOrEqual(4 + 2);
   });
+  it("does not walk again a path whose last walk is still stuck: no retry strands another thread", async () => {
+    const base = tempDir("hive-root-");
+    mkdirSync(join(base, "mnt"));
+    mkdirSync(join(base, "etc"));
+    writeFileSync(join(base, "etc", "shadow"), "x");
+    const holder = await hungMount(join(base, "mnt"), 60);
+    const pool = new ResolvePool({ timeoutMs: 500, maxStuck: 2 });
+    cleanups.push(() => void pool.close());
+    const root = () => openSync(base, O_PATH | constants.O_DIRECTORY);
+    await expect(pool.resolveAll(root(), [{ path: "/mnt/secret" }], "c1")[0]).rejects.toThrow(
+      /longer than 500 ms/,
+    );
+    // The discover loop retries it, again and again: each answer comes at once, and no thread is added.
+    for (let i = 0; i < 4; i++) {
+      const error = await pool.resolveAll(root(), [{ path: "/mnt/secret" }], "c1")[0]?.catch((e) => e);
+      expect(error.message).toMatch(/still stuck/);
+      expect(error.details).toMatchObject({ timedOut: true });
+    }
+    expect(pool.stats()).toMatchObject({ stuck: 1, timeouts: 1 });
+    // Other paths, and the same path in another container, are walked as usual.
+    expect((await pool.resolveAll(root(), [{ path: "/etc/shadow" }], "c1")[0])?.resolvedPath).toBe(
+      "/etc/shadow",
+    );
+    await expect(pool.resolveAll(root(), [{ path: "/mnt/secret" }], "c2")[0]).rejects.toThrow(
+      /longer than 500 ms/,
+    );
+    // At the bound, a refusal says it is not the path's fault (discover keeps what the trap had).
+    const refused = await pool.resolve(root(), "/etc/shadow").catch((e) => e);
+    expect(refused.message).toMatch(/2 path resolutions are stuck/);
+    expect(refused.details).toMatchObject({ refused: true });
+    holder.kill("SIGKILL");
+    const deadline = Date.now() + 5000;
+    while (pool.stats().stuck > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    // Once the lookup returns, the path is walked again (and now fails as the dead mount makes it).
+    const after = await pool.resolveAll(root(), [{ path: "/mnt/secret" }], "c1")[0]?.catch((e) => e);
+    expect(after.message).not.toMatch(/still stuck/);
+  });
+
   it("delivers the walks of a batch done before one that hangs, times that one out, and resolves the rest on a fresh thread", async () => {
     const base = tempDir("hive-root-");
     mkdirSync(join(base, "mnt"));

@@ -101,6 +101,8 @@ interface Batch {
   root: Root;
   /** Not answered yet, in order. */
   walks: Walk[];
+  /** What the root belongs to (a container id): a path stuck there is not walked again meanwhile. */
+  scope: string;
 }
 
 export interface ResolvePoolStats {
@@ -127,6 +129,8 @@ export class ResolvePool {
   /** Threads that have not said READY yet. */
   private readonly starting = new Map<Worker, Promise<void>>();
   private readonly proofMaps: PinnedProofMaps | null;
+  /** Walks abandoned in the kernel (scope + path → threads), until their thread exits. */
+  private readonly stuckWalks = new Map<string, number>();
 
   constructor(options: ResolvePoolOptions = {}) {
     this.timeoutMs = options.timeoutMs ?? RESOLVE_TIMEOUT_MS;
@@ -149,12 +153,14 @@ export class ResolvePool {
    * `rootFd` as resolve() does. Rejections are HiveErrors (PathInvalid with `timedOut` past the
    * deadline, and whatever the walk itself reports).
    */
-  resolveAll(rootFd: number, walks: readonly ResolveWalk[]): Promise<ResolvedFile>[] {
-    const batch: Batch = { root: { fd: rootFd, holders: 1 }, walks: [] };
+  resolveAll(rootFd: number, walks: readonly ResolveWalk[], scope = ""): Promise<ResolvedFile>[] {
+    const batch: Batch = { root: { fd: rootFd, holders: 1 }, walks: [], scope };
     const promises = walks.map(
       (w) =>
         new Promise<ResolvedFile>((resolve, reject) => {
-          batch.walks.push({ path: w.path, options: w.options ?? {}, resolve, reject });
+          // Its last walk still hangs in the kernel: another would only strand one more thread.
+          if (this.stuckWalks.has(stuckKey(scope, w.path))) reject(this.stillStuck(w.path));
+          else batch.walks.push({ path: w.path, options: w.options ?? {}, resolve, reject });
         }),
     );
     if (batch.walks.length === 0) release(batch.root);
@@ -177,6 +183,15 @@ export class ResolvePool {
     this.proofMaps?.close();
   }
 
+  private stillStuck(path: string): HiveError {
+    return new HiveError("PathInvalid", "the trap path's last resolution is still stuck in the kernel", {
+      object: path,
+      timedOut: true,
+      bound: this.timeoutMs,
+      hint: "a filesystem on the path (FUSE, NFS) does not answer; it is resolved again once that lookup returns",
+    });
+  }
+
   /** Rejects the whole batch (and lets go of its root) when the pool is closed or too many threads are stuck. */
   private refused(batch: Batch): boolean {
     if (!this.closed && this.stuck < this.maxStuck) return false;
@@ -190,6 +205,8 @@ export class ResolvePool {
               {
                 object: walk.path,
                 bound: this.maxStuck,
+                // Not this path's fault: what it had stays armed, and it is resolved again.
+                refused: true,
                 hint: "a filesystem in a container (FUSE, NFS) does not answer lookups; fix or unmount it",
               },
             ),
@@ -278,16 +295,21 @@ export class ResolvePool {
       finish();
       this.timeouts += 1;
       this.stuck += 1;
+      const hung = walks[next] as Walk;
+      const key = stuckKey(batch.scope, hung.path);
+      this.stuckWalks.set(key, (this.stuckWalks.get(key) ?? 0) + 1);
       // The thread may still be inside open(): it holds the root descriptor until it has exited.
       root.holders += 1;
       worker.once("exit", () => {
         this.stuck -= 1;
+        const left = (this.stuckWalks.get(key) ?? 1) - 1;
+        if (left > 0) this.stuckWalks.set(key, left);
+        else this.stuckWalks.delete(key);
         release(root);
       });
       void worker.terminate();
-      const hung = walks[next] as Walk;
       const rest = walks.slice(next + 1);
-      if (rest.length > 0) this.queue.unshift({ root, walks: rest });
+      if (rest.length > 0) this.queue.unshift({ root, walks: rest, scope: batch.scope });
       else release(root);
       hung.reject(
         new HiveError("PathInvalid", `resolving the trap path took longer than ${this.timeoutMs} ms`, {
@@ -318,6 +340,8 @@ export class ResolvePool {
     } satisfies ResolveRequest);
   }
 }
+
+const stuckKey = (scope: string, path: string) => `${scope}\0${path}`;
 
 function toError(error: Extract<WalkResult, { ok: false }>["error"], path: string): Error {
   if (error.code === undefined)
