@@ -4,9 +4,8 @@
  * so a lookup under it blocks in the kernel until that process exits, as on a hung FUSE or NFS
  * mount inside a container. Needs root and /dev/fuse; skipped loudly without them.
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import {
-  accessSync,
   closeSync,
   constants,
   mkdirSync,
@@ -21,6 +20,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { hungFuseAvailable, mountHungFuse } from "../../test/fixtures/hung-fuse.ts";
 import { isHiveError } from "../errors.ts";
 import type { ContainerRuntime } from "./container-runtime.ts";
 import { createFileResolver } from "./file-resolver.ts";
@@ -35,42 +35,15 @@ afterEach(() => {
   for (const c of cleanups.splice(0).reverse()) c();
 });
 
-const fuseReason = (() => {
-  if (process.getuid?.() !== 0) return "needs root to mount";
-  try {
-    accessSync("/dev/fuse", constants.R_OK | constants.W_OK);
-  } catch {
-    return "needs /dev/fuse";
-  }
-  return undefined;
-})();
+const fuse = hungFuseAvailable();
+const fuseReason = fuse.ok ? undefined : fuse.why;
 if (fuseReason) console.warn(`SKIPPED hung-mount resolution tests: ${fuseReason}`);
 
-/** Mounts a FUSE filesystem at `dir` that never answers; it aborts (ENOTCONN) when the holder exits after `holdS`. */
+/** A FUSE mount at `dir` that never answers (test/fixtures/hung-fuse.ts), released after each test. */
 async function hungMount(dir: string, holdS: number): Promise<ChildProcess> {
-  const holder = spawn(
-    "sh",
-    [
-      "-c",
-      'exec 3<>/dev/fuse; mount -i -t fuse -o fd=3,rootmode=40000,user_id=0,group_id=0 hive-hung "$0" || exit 1; echo mounted; exec sleep "$1"',
-      dir,
-      String(holdS),
-    ],
-    { stdio: ["ignore", "pipe", "inherit"] },
-  );
-  cleanups.push(() => {
-    holder.kill("SIGKILL");
-    try {
-      execFileSync("umount", ["-l", dir]);
-    } catch {
-      // not mounted
-    }
-  });
-  await new Promise<void>((resolve, reject) => {
-    holder.stdout?.once("data", () => resolve());
-    holder.once("exit", (code) => reject(new Error(`mounting the hung FUSE filesystem failed (${code})`)));
-  });
-  return holder;
+  const mount = await mountHungFuse(dir, holdS);
+  cleanups.push(() => mount.release());
+  return mount.holder;
 }
 
 function tempDir(prefix: string): string {

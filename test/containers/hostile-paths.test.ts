@@ -24,11 +24,11 @@ import { LOADER_LEASE_PREFIX, LOADER_LEASE_TIMING } from "../../runtime/agent/lo
 import { PODS_LEASE } from "../../runtime/agent/node-agent.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { setPodRunning } from "../apiserver/testing.ts";
+import { type HungMount, hungFuseAvailable, mountHungFuse } from "../fixtures/hung-fuse.ts";
 import { suiteGate } from "../fixtures/suite-gate.ts";
 import { eventually } from "../integration/harness.ts";
 import { AGENT_NAMESPACE, type AgentWithContainers, startAgentWithContainers } from "./agent-harness.ts";
 import { containerSuiteGate } from "./containerd-harness.ts";
-import { type HungMount, hungFuseAvailable, mountHungFuse } from "./hung-fuse.ts";
 
 const enabled = containerSuiteGate();
 /** Without FUSE (locally only: under CI=true the gate fails) the maze and the FIFO still run. */
