@@ -6,8 +6,8 @@
  *   through failed renewals: an API-server outage never ends the role, only another holder
  *   seen on the Lease does. Zero loaders never follows from an outage; at worst two nodes of
  *   one shared kernel both report until the second one sees the Lease again.
- * The Lease renews every 10 s, the kubelet's own node-lease rate: this is the agent's only
- * periodic write.
+ * The Lease renews every 12 s, slower than the kubelet's own node lease (10 s): with the pods
+ * Lease (lease.ts DEFAULT_LEASE) the agent's only periodic writes.
  */
 import type { HiveError } from "../errors.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
@@ -17,9 +17,9 @@ import { NodeLockElector, type RoleElector } from "./node-lock.ts";
 
 export const LOADER_LEASE_PREFIX = "hive-loader-";
 export const LOADER_LEASE_TIMING: LeaseTiming = {
-  leaseDurationMs: 40_000,
-  renewDeadlineMs: 30_000,
-  retryPeriodMs: 10_000,
+  leaseDurationMs: 48_000,
+  renewDeadlineMs: 36_000,
+  retryPeriodMs: 12_000,
 };
 
 export interface LoaderElectorOptions

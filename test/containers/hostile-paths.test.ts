@@ -283,7 +283,7 @@ describe.skipIf(!enabled)("hive agent with a container whose trap paths hang or 
       "second alert delivered",
     );
 
-    // The kernel's Lease renews every 10 s (LOADER_LEASE_TIMING): watched until it has been renewed.
+    // The kernel's Lease renews every 12 s (LOADER_LEASE_TIMING): watched until it has been renewed.
     const renewed = () =>
       new Set(loaderLease.samples.map((s) => s.value).filter((v) => typeof v === "number")).size >= 2;
     await eventually(renewed, "the kernel's Lease renewed", 2 * LOADER_LEASE_TIMING.retryPeriodMs);
@@ -310,7 +310,7 @@ describe.skipIf(!enabled)("hive agent with a container whose trap paths hang or 
     // Both Leases renewed throughout, each at its own period.
     expect(largestGap(podsRenewals)).toBeLessThan(MAX_GAP_MS);
     expect((podsRenewals.at(-1) ?? 0) - (podsRenewals[0] ?? 0)).toBeGreaterThan(watchedMs - 2 * MAX_GAP_MS);
-    // The kernel's Lease renews every 10 s: never near its renew deadline, past which the holder counts as failing.
+    // The kernel's Lease renews every 12 s: never near its renew deadline, past which the holder counts as failing.
     expect(largestGap(loaderRenewals)).toBeLessThan(LOADER_LEASE_TIMING.renewDeadlineMs);
 
     if (withFuse) {

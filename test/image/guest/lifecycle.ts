@@ -30,10 +30,10 @@ export const OUTAGE_MS = 60_000;
 export const LOADER_LIST_DELAY_MS = 15_000;
 /**
  * When the outage's reads are made, from its start: one at once, the others past the kernel
- * Lease's renew deadline (30 s), when a role that ended on failed renewals would be gone, and
+ * Lease's renew deadline (36 s), when a role that ended on failed renewals would be gone, and
  * early enough for their alerts to arrive before the API server returns.
  */
-export const OUTAGE_READS_AT_MS = [0, 35_000, 45_000];
+export const OUTAGE_READS_AT_MS = [0, 40_000, 48_000];
 /** The command name of each phase's reads (at most 15 characters: the kernel's comm). */
 export const PHASE_COMM = {
   outage: "busybox-o",
@@ -172,7 +172,7 @@ export async function outageAndKill(ctx: LifecycleContext, result: Partial<Lifec
         holder: l.spec?.holderIdentity ?? "",
         renewedAfterOutage: new Date(String(l.spec?.renewTime ?? 0)).getTime() > upAt,
       }));
-  // The kernel Lease renews every 10 s: wait for one renewal after the outage.
+  // The kernel Lease renews every 12 s: wait for one renewal after the outage.
   await waitFor(async () => (await loaderLeases()).some((l) => l.renewedAfterOutage), {
     timeoutMs: bounded(45_000),
     intervalMs: 1000,
