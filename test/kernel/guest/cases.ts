@@ -9,7 +9,6 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import {
   chmodSync,
   closeSync,
-  constants,
   copyFileSync,
   existsSync,
   linkSync,
@@ -26,15 +25,13 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import type { AccessKind } from "../../../api/meta.ts";
-import { ResolvePool } from "../../../runtime/discover/resolve-pool.ts";
-import { resolveInRoot } from "../../../runtime/discover/safe-path.ts";
-import type { AttachMode, FileKey, KernelEvent, WatchEntry } from "../../../runtime/kernel/contract.ts";
+import type { AttachMode, KernelEvent, WatchEntry } from "../../../runtime/kernel/contract.ts";
 import { fileKeyFromStat, fileKeyId } from "../../../runtime/kernel/layout.ts";
 import { type LibbpfKernelWatcher, openKernelWatcher } from "../../../runtime/kernel/loader.ts";
 import { readPinnedState } from "../../../runtime/kernel/pinned-state.ts";
-import { proveWith } from "../../../runtime/kernel/trap-proof.ts";
 import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseName, type KernelCaseResult } from "./case-names.ts";
-import { processCases } from "./process-cases.ts";
+import { type GuestHarness, processCases } from "./process-cases.ts";
+import { proofCases } from "./proof-cases.ts";
 
 const ALL: AccessKind[] = ["read", "write", "exec", "append", "open"];
 const PIN_ROOT = "/sys/fs/bpf/hive-test";
@@ -88,16 +85,20 @@ async function observe(
 
 const forSlot = (list: KernelEvent[], slot: number) => list.filter((e) => e.slot === slot);
 
+/** What the case modules (process-cases.ts, proof-cases.ts) use of this runner. */
+const harness: GuestHarness = {
+  watcher: () => watcher,
+  observe,
+  file,
+  entry: (path, slot) => entry(path, slot),
+  dir,
+  gapMs: GAP_MS,
+  replacer,
+};
+
 const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | undefined>> = {
-  ...processCases({
-    watcher: () => watcher,
-    observe,
-    file,
-    entry: (path, slot) => entry(path, slot),
-    dir,
-    gapMs: GAP_MS,
-    replacer,
-  }),
+  ...processCases(harness),
+  ...proofCases(harness, PIN_ROOT),
   async "a read of a watched file gives exactly one event with the reader's pid, tgid, uid, gid, comm and mask"() {
     const path = file("read.txt");
     const key = fileKeyFromStat(statSync(path));
@@ -358,85 +359,6 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
     const reads = forSlot(await observe(() => void run("ls", [sub])), 12);
     assert.equal(reads.length, 0, JSON.stringify(reads, replacer));
     return { control: control.length };
-  },
-
-  async "a trap is proven when armed: a file on an overlay is watched by the identity the kernel checks, and proving never alerts"() {
-    const prove = proveWith(watcher.proofMaps());
-    // A plain file (tmpfs): stat() names what the kernel checks, and the proof keeps it.
-    const plain = file("proof-plain.txt");
-    const plainStat = fileKeyFromStat(statSync(plain));
-    const plainArmed = resolveInRoot("/", plain, {}, prove);
-    assert.equal(fileKeyId(plainArmed.key), fileKeyId(plainStat));
-    // The guest's root is an overlay (9p lower, tmpfs upper): for a file on it, stat() gives the
-    // layer's inode under a device no check carries; armed on that, a read is never reported.
-    const overlayDir = "/var/tmp/hive-proof";
-    mkdirSync(overlayDir, { recursive: true });
-    const onOverlay = join(overlayDir, "secret.txt");
-    writeFileSync(onOverlay, "s3cret\n");
-    chmodSync(onOverlay, 0o644);
-    const stated = fileKeyFromStat(statSync(onOverlay));
-    watcher.sync([{ key: stated, slot: 61, accesses: ALL, kind: "file" }]);
-    const byStat = forSlot(await observe(() => void run("cat", [onOverlay])), 61);
-    let armed = resolveInRoot("/", onOverlay, {}, prove);
-    watcher.sync([{ key: armed.key, slot: 61, accesses: ALL, kind: "file" }]);
-    const byProof = forSlot(await observe(() => void run("cat", [onOverlay])), 61);
-    assert.equal(byProof.length, 1, `a read of the proven identity: ${JSON.stringify(byProof, replacer)}`);
-    // Proving a file that is already watched (every re-resolution does) reports nothing.
-    const whileProving = await observe(() => {
-      armed = resolveInRoot("/", onOverlay, {}, prove);
-    });
-    assert.deepEqual(whileProving, [], `proving alerted: ${JSON.stringify(whileProving, replacer)}`);
-    watcher.sync([]);
-    return {
-      statIdentity: fileKeyId(stated),
-      provenIdentity: fileKeyId(armed.key),
-      eventsWhenArmedByStat: byStat.length,
-    };
-  },
-
-  async "in a root that is an overlay of layers on two filesystems, the agent's resolver threads arm lower and upper files as the kernel checks them"() {
-    // A container root as an overlay snapshotter makes it: the image layer below (here on the
-    // guest's own overlay root), the container's writable layer above (on tmpfs).
-    const lower = "/var/tmp/hive-layers/lower";
-    const top = join(dir, "layers");
-    const merged = join(top, "merged");
-    for (const d of [lower, join(top, "upper"), join(top, "work"), merged]) mkdirSync(d, { recursive: true });
-    writeFileSync(join(lower, "image.txt"), "from the image\n");
-    execFileSync("mount", [
-      "-t",
-      "overlay",
-      "overlay",
-      "-o",
-      `lowerdir=${lower},upperdir=${join(top, "upper")},workdir=${join(top, "work")}`,
-      merged,
-    ]);
-    const pool = new ResolvePool({ proofPinRoot: PIN_ROOT });
-    try {
-      writeFileSync(join(merged, "written.txt"), "by the container\n");
-      const paths = ["/image.txt", "/written.txt"];
-      const found = await Promise.all(
-        pool.resolveAll(
-          openSync(merged, constants.O_RDONLY | constants.O_DIRECTORY),
-          paths.map((path) => ({ path })),
-        ),
-      );
-      watcher.sync(found.map((f, i) => ({ key: f.key, slot: 70 + i, accesses: ALL, kind: "file" as const })));
-      const seen = await observe(() => {
-        for (const path of paths) run("cat", [join(merged, path)]);
-      });
-      watcher.sync([]);
-      const identities = paths.map((path, i) => ({
-        path,
-        stat: fileKeyId(fileKeyFromStat(statSync(join(merged, path)))),
-        armed: fileKeyId((found[i] as { key: FileKey }).key),
-      }));
-      for (const [i, path] of paths.entries())
-        assert.equal(forSlot(seen, 70 + i).length, 1, `a read of ${path}: ${JSON.stringify(identities)}`);
-      return { identities };
-    } finally {
-      await pool.close();
-      execFileSync("umount", [merged]);
-    }
   },
 
   async "removing an entry from the map stops its events"() {
