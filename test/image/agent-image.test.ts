@@ -41,10 +41,13 @@ function pemBodies(text: string): string[] {
   return blocks.map((b) => b.replace(/-----[A-Z ]+-----|\s/g, ""));
 }
 
+/** Regular files under `dir`, never through a symlink (the image's /var/run points at the host's /run). */
 function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((e) => e.isFile())
-    .map((e) => join(e.parentPath, e.name));
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) return filesUnder(path);
+    return e.isFile() ? [path] : [];
+  });
 }
 
 /** Of these image paths, those the Node base image lacks or has with other content. */
