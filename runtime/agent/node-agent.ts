@@ -12,7 +12,6 @@ import type { HivePolicy } from "../../api/policy.ts";
 import { createDiscoverController, type DiscoverController } from "../controllers/discover.ts";
 import {
   allDataFeed,
-  allPodFeed,
   type FeedOptions,
   kernelDataFeed,
   nodeDataFeed,
@@ -316,7 +315,6 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       });
       const informers: RunningInformer[] = [
         sharedPolicies((t, p) => controller.onPolicy(t, p)),
-        allPodFeed((t, p) => controller.onPod(t, p), feedOptions),
         allDataFeed((t, d) => controller.onData(t, d), feedOptions),
         trapErrorFeed(
           (t, ev) => controller.onTrapError(t, objectKey(ev), trapErrorFromEvent(ev)),

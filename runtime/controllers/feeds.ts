@@ -2,7 +2,8 @@
  * Informers (runtime/k8s) feeding the controllers' `on*` methods. One place that knows
  * which resource each controller watches and with which selectors: discover watches only
  * its node's pods (field selector) and HiveData (label selector); a loader only its
- * kernel's HiveData.
+ * kernel's HiveData. No feed watches every pod of the cluster: its cache would grow with the
+ * cluster's size (the pods of a node are its own discover's concern).
  */
 import type { CoreV1Event, KubernetesObject, V1Pod } from "@kubernetes/client-node";
 import type { HiveData } from "../../api/data.ts";
@@ -42,8 +43,6 @@ export function feed<T extends KubernetesObject>(
   options: FeedOptions & {
     labelSelector?: string;
     fieldSelector?: string;
-    decode?: (raw: unknown) => T;
-    transform?: (obj: T) => T;
   },
 ): Informer<T> {
   const informerOptions: InformerOptions<T> = {
@@ -60,57 +59,18 @@ export function feed<T extends KubernetesObject>(
   if (options.fieldSelector) informerOptions.fieldSelector = options.fieldSelector;
   if (options.pageSize) informerOptions.pageSize = options.pageSize;
   if (options.watchTimeoutSeconds) informerOptions.watchTimeoutSeconds = options.watchTimeoutSeconds;
-  if (options.decode) informerOptions.decode = options.decode;
-  if (options.transform) informerOptions.transform = options.transform;
   return createInformer<T>(informerOptions);
 }
 
 export const policyFeed = (sink: Sink<HivePolicy>, o: FeedOptions) =>
   feed<HivePolicy & KubernetesObject>(POLICIES, sink as Sink<HivePolicy & KubernetesObject>, o);
 
-/** Only this node's pods: a DaemonSet must never watch every pod of the cluster. */
+/**
+ * Only this node's pods: a DaemonSet must never watch every pod of the cluster. Discover makes the
+ * HiveData of these pods and removes it when one finishes or is deleted.
+ */
 export const nodePodFeed = (nodeName: string, sink: Sink<V1Pod>, o: FeedOptions) =>
   feed<V1Pod>(PODS, sink, { ...o, fieldSelector: `spec.nodeName=${nodeName}` });
-
-/**
- * What the pods role keeps of a pod: identity, node, phase and its containers' ids and states.
- * It watches every pod of the cluster; whole Pod objects (specs, env, managed fields, annotations:
- * often 10–50 KiB each) would make its memory grow with the cluster's size.
- */
-export function slimPod(pod: V1Pod): V1Pod {
-  const m = pod.metadata ?? {};
-  const status = pod.status ?? {};
-  return {
-    metadata: {
-      name: m.name,
-      namespace: m.namespace,
-      uid: m.uid,
-      resourceVersion: m.resourceVersion,
-      ...(m.deletionTimestamp ? { deletionTimestamp: m.deletionTimestamp } : {}),
-    },
-    spec: { nodeName: pod.spec?.nodeName },
-    status: {
-      phase: status.phase,
-      containerStatuses: (status.containerStatuses ?? []).map((c) => ({
-        name: c.name,
-        containerID: c.containerID,
-        state: c.state?.running
-          ? RUNNING
-          : c.state?.terminated
-            ? { terminated: { exitCode: c.state.terminated.exitCode } }
-            : WAITING,
-      })),
-    },
-  } as V1Pod;
-}
-
-// Shared by every slim pod: a state is all the pods role keeps of a container's state.
-const RUNNING = Object.freeze({ running: Object.freeze({}) });
-const WAITING = Object.freeze({ waiting: Object.freeze({}) });
-
-/** Every pod of the cluster (the pods role), slimmed before it is cached: see slimPod. */
-export const allPodFeed = (sink: Sink<V1Pod>, o: FeedOptions) =>
-  feed<V1Pod>(PODS, sink, { ...o, decode: (raw) => raw as V1Pod, transform: slimPod });
 
 export const nodeDataFeed = (nodeName: string, sink: Sink<HiveData>, o: FeedOptions) =>
   feed<HiveData & KubernetesObject>(HIVE_DATA, sink as Sink<HiveData & KubernetesObject>, {

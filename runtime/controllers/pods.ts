@@ -1,23 +1,19 @@
 /**
- * Pods controller (one per cluster, elected), plus the cluster-wide duties that need a
- * single writer:
- * - a pod that terminated or failed: remove its HiveData. Deleted pods are also collected
- *   by Kubernetes through the HiveData's ownerReference to the Pod; the controller still has
- *   to act itself for pods that finished but still exist (Jobs, evicted pods), and deletes
- *   on pod deletion too so the kernel map shrinks without waiting for the garbage collector.
- * - pod creation needs no action here: the discover controller of the pod's node watches
- *   its node's pods and resolves the new containers itself.
+ * Pods controller (one per cluster, elected): the cluster-wide duties that need a single writer.
  * - HivePolicy finalizer: added to live policies; on deletion the policy's HiveData and
  *   trap-error Events are removed, then the finalizer.
  * - HivePolicy status: aggregated from HiveData + the nodes' trap-error reports, written
  *   only on change.
+ * It watches no pods: the HiveData of a pod that finished or was deleted is removed by the
+ * discover controller of the pod's node, which watches that node's pods anyway (and is the only
+ * agent admission lets delete it); a deleted pod's HiveData also goes with the Pod through its
+ * ownerReference. A cache of every pod of the cluster here would make the elected agent's memory
+ * grow with the cluster's size.
  */
-import type { V1Pod } from "@kubernetes/client-node";
 import type { HiveData } from "../../api/data.ts";
 import { LABEL_POLICY, LABEL_POLICY_NAMESPACE, POLICY_FINALIZER } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import type { Logger } from "../log.ts";
-import { isPodFinished } from "./match.ts";
 import {
   computePolicyStatus,
   groupByTrap,
@@ -50,7 +46,6 @@ export interface PodsOptions {
 }
 
 export interface PodsStats {
-  dataDeletedForPods: number;
   dataDeletedForPolicies: number;
   statusWrites: number;
   finalizersAdded: number;
@@ -58,16 +53,10 @@ export interface PodsStats {
 }
 
 export interface PodsController extends ControllerLifecycle<PodsStats> {
-  onPod(type: WatchEventType, pod: V1Pod): void;
   onData(type: WatchEventType, data: HiveData): void;
   onPolicy(type: WatchEventType, policy: HivePolicy): void;
   /** Trap-error reports (Events) keyed by Event name. */
   onTrapError(type: WatchEventType, key: string, report: NodeTrapError | undefined): void;
-}
-
-function ownerUid(d: HiveData): string | undefined {
-  const refs = (d.metadata.ownerReferences ?? []) as { kind?: string; uid?: string }[];
-  return refs.find((r) => r.kind === "Pod")?.uid;
 }
 
 export function createPodsController(options: PodsOptions): PodsController {
@@ -77,10 +66,7 @@ export function createPodsController(options: PodsOptions): PodsController {
   const policies = new Map<string, HivePolicy>();
   const data = new Map<string, HiveData>();
   const trapErrors = new Map<string, NodeTrapError>();
-  /** UIDs of the pods gone or finished since the last pass: the next pass removes their HiveData. */
-  const gonePods = new Set<string>();
   const stats: PodsStats = {
-    dataDeletedForPods: 0,
     dataDeletedForPolicies: 0,
     statusWrites: 0,
     finalizersAdded: 0,
@@ -105,13 +91,6 @@ export function createPodsController(options: PodsOptions): PodsController {
   }
 
   async function pass(): Promise<void> {
-    // Pods gone or finished: their HiveData.
-    for (const d of [...data.values()]) {
-      const uid = ownerUid(d);
-      if (uid && gonePods.has(uid) && (await removeData(d))) stats.dataDeletedForPods += 1;
-    }
-    // Late HiveData of a gone pod is removed by its node's discover (pod finished) or by the GC (pod deleted).
-    gonePods.clear();
     if (!loop.synced()) return;
     const dataByTrap = groupByTrap(data.values(), trapOfData);
     const errorsByTrap = groupByTrap(trapErrors.values(), (e) => e.trapId);
@@ -179,14 +158,6 @@ export function createPodsController(options: PodsOptions): PodsController {
   const { runner } = loop;
 
   return {
-    onPod(type, pod) {
-      const uid = pod.metadata?.uid;
-      if (!uid) return;
-      if (type === "DELETED" || isPodFinished(pod)) {
-        gonePods.add(uid);
-        runner.trigger();
-      }
-    },
     onData(type, d) {
       const key = objectKey(d);
       if (type === "DELETED") data.delete(key);

@@ -1,0 +1,55 @@
+/**
+ * The pods role at cluster scale: it caches no pods (its memory must not grow with the cluster),
+ * and the HiveData of a pod that finished or was deleted still goes, removed by the discover of
+ * the pod's own node.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { Cluster, eventually } from "./harness.ts";
+
+const KERNEL_A = "11111111-1111-4111-8111-111111111111";
+const KERNEL_B = "22222222-2222-4222-8222-222222222222";
+
+let cluster: Cluster | undefined;
+afterEach(async () => {
+  await cluster?.stop();
+  cluster = undefined;
+});
+
+const podNames = async (c: Cluster) =>
+  (await c.data()).map((d) => String(d.metadata.annotations?.pod_name)).sort();
+
+describe("the pods role", () => {
+  it("lists and watches no pods of other nodes, while finished and deleted pods lose their HiveData", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    // node-2 holds the pods role; node-1 runs the pods' discover and does not compete for the role.
+    const holder = await c.addNode("node-2", KERNEL_B);
+    await eventually(() => holder.agent.pods() !== undefined, "node-2 holds the pods role");
+    await c.addNode("node-1", KERNEL_A, { pods: false });
+    for (const name of ["stays", "job", "doomed"]) await c.addPod(name, "node-1");
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    await eventually(async () => (await podNames(c)).join() === "doomed,job,stays", "three HiveData");
+    await eventually(
+      async () => (await c.getPolicy("shadow"))?.status?.traps?.[0]?.inodesFound === 3,
+      "the pods role writes the status",
+    );
+
+    await c.setPodPhase("job", "Succeeded");
+    await c.admin.core.deleteNamespacedPod({ name: "doomed", namespace: "default" });
+    await eventually(
+      async () => (await podNames(c)).join() === "stays",
+      "HiveData of the finished and the deleted pod removed",
+    );
+    await eventually(
+      async () => (await c.getPolicy("shadow"))?.status?.traps?.[0]?.inodesFound === 1,
+      "status follows",
+    );
+    // Only the holder's own node's pods, by field selector: no cache of every pod in the cluster.
+    const podRequests = c.api.requests.filter(
+      (r) => r.user === "node-2" && r.resource === "pods" && (r.verb === "list" || r.verb === "watch"),
+    );
+    expect(podRequests.length).toBeGreaterThan(0);
+    for (const r of podRequests)
+      expect(decodeURIComponent(r.query.replaceAll("+", " "))).toContain("spec.nodeName=node-2");
+  });
+});
