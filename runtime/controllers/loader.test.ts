@@ -141,12 +141,14 @@ describe("loader controller", () => {
     kernel.emit({ slot: 7, kind: "file", key: pinned.key });
     kernel.emit({ slot: 7, kind: "file", key: pinned.key }); // beyond the hold: counted, not silent
     expect(accesses).toEqual([]);
+    expect(kernel.holds).toBe(1); // held events stay unconsumed in the kernel meanwhile
 
     loader.onData("ADDED", data("a", idOf(0), 100, ["read"]));
     loader.markSynced();
     await loader.idle();
     expect(kernel.entries.map((e) => e.key.ino)).toContain(100n);
     expect(accesses).toEqual([["a"], ["a"]]);
+    expect(kernel.holds).toBe(0);
     expect(loader.stats()).toMatchObject({ heldEvents: 2, heldEventsDropped: 1, unmatchedEvents: 0 });
     loader.stop();
   });

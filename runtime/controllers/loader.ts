@@ -8,7 +8,9 @@
  *
  * After a restart the kernel map and the ring buffer are the previous agent's (pinned). Until
  * the first HiveData list is in, absence proves nothing: the map is not touched and events are
- * held (bounded, losses counted), then routed once the map reflects the listed HiveData. An
+ * held (bounded, losses counted), then routed once the map reflects the listed HiveData; the
+ * kernel does not consume them before that (KernelWatcher.holdAcks), so an agent killed while
+ * holding leaves them to the next one. An
  * event is routed by its device and inode, never by slot alone: slots are this process's
  * numbering, and an event written under the previous agent's numbering must not reach
  * another trap.
@@ -95,6 +97,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   let stopped = false;
   /** Events that came before the first sync (undefined once it ran). */
   let held: KernelEvent[] | undefined = [];
+  const releaseHeld = kernel.holdAcks?.();
   const maxHeld = options.maxHeldEvents ?? 65_536;
   const stats: LoaderStats = {
     syncs: 0,
@@ -201,6 +204,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       const waiting = held;
       held = undefined;
       for (const event of waiting) route(event);
+      releaseHeld?.();
     }
   }
 

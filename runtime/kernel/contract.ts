@@ -122,6 +122,12 @@ export interface KernelWatcher {
   /** Events are delivered on Node's event loop; consumption never blocks it. */
   onEvent(listener: (event: KernelEvent) => void): void;
   /**
+   * Defers consuming delivered events until the returned release is called: they stay in the
+   * kernel's buffers meanwhile (bounded there, overflow counted lost), so that a process
+   * killed before the release leaves them to the next agent.
+   */
+  holdAcks?(): () => void;
+  /**
    * The parent's ancestors, nearest first (at most api/alert.ts MAX_ANCESTORS), from the
    * kernel's process map: asked only for accesses that become alerts.
    */

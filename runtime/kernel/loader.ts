@@ -447,6 +447,10 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     this.listeners.push(listener);
   }
 
+  holdAcks(): () => void {
+    return this.consumer?.holdAcks() ?? (() => {});
+  }
+
   counters(): LibbpfCounters {
     const total = readCounters(this.fds.hive_counters, this.ncpus);
     return {

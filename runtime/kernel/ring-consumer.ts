@@ -7,6 +7,14 @@
  * worker stops reading the ring buffer, which then fills and makes the kernel count what it
  * cannot reserve as lost (hive_kernel_events_lost_total). Memory stays bounded and every
  * loss is counted where it happens.
+ *
+ * Consumption is acknowledged: after the listeners took a batch (its alerts are appended to
+ * the spool, which writes them at the end of the same event-loop turn), the acknowledgement
+ * is written at the end of that turn, and only then does the worker give the batch's ring
+ * space back to the kernel and mark its swept bursts. `holdAcks()` defers it further (the
+ * loader holds events until its first sync). A process killed before that leaves the
+ * events to the next agent. After a worker crash the new worker starts where the handled
+ * batches end; batches handled after that may be delivered twice, never lost.
  */
 import { Worker } from "node:worker_threads";
 import type { Logger } from "../log.ts";
@@ -16,9 +24,14 @@ import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
 
 /** Control words shared with the worker (Int32Array over a SharedArrayBuffer). */
 export const CONTROL = { stop: 0, inFlight: 1, words: 2 } as const;
+/**
+ * Acknowledgement words (BigInt64Array over a SharedArrayBuffer, one per worker): the ring
+ * position and batch handled, and `final` = no more acknowledgements will come.
+ */
+export const ACK = { pos: 0, seq: 1, final: 2, words: 3 } as const;
 
 export interface RingConsumerOptions {
-  data: Omit<RingWorkerData, "control" | "maxInFlight">;
+  data: Omit<RingWorkerData, "control" | "maxInFlight" | "acks" | "finalAckTimeoutMs">;
   /** Events posted by the worker and not yet handed to the listeners, at most. Default 16,384. */
   maxInFlight?: number;
   /** Delay before a dead worker is replaced. Default 1 s. */
@@ -44,6 +57,12 @@ export class RingConsumer {
   /** Why the consumer is not running, while it is not. */
   private down: string | undefined;
   private ready: Promise<void> = Promise.resolve();
+  /** The newest batch handled and not yet acknowledged (of the worker owning `acks`). */
+  private unacked: { acks: BigInt64Array; seq: number; ringPos: bigint } | undefined;
+  /** The ring position after the last batch acknowledged, whichever worker read it. */
+  private ackedPos = 0n;
+  private ackScheduled = false;
+  private holds = 0;
 
   constructor(options: RingConsumerOptions) {
     this.options = options;
@@ -61,10 +80,14 @@ export class RingConsumer {
   }
 
   private start(): void {
+    const acks = new BigInt64Array(new SharedArrayBuffer(8 * ACK.words));
+    acks[ACK.pos] = BigInt.asIntN(64, this.ackedPos);
     const data: RingWorkerData = {
       ...this.options.data,
       control: this.control,
       maxInFlight: this.options.maxInFlight ?? 16_384,
+      acks: acks.buffer as SharedArrayBuffer,
+      finalAckTimeoutMs: 10_000,
     };
     Atomics.store(this.words, CONTROL.inFlight, 0); // what a dead worker had posted is handled or gone
     // Compiled packages ship ring-worker.js beside this file; sources run as .ts.
@@ -80,6 +103,12 @@ export class RingConsumer {
       else if (message.type === "events") {
         this.backlog += BigInt(message.backlog);
         this.handle(message.records, message.count);
+        this.unacked = { acks, seq: message.seq, ringPos: message.ringPos };
+        this.scheduleAck();
+      } else if (message.type === "drained" && this.holds > 0) {
+        // Held events are not consumed: the worker leaves them in the ring for the next agent.
+        Atomics.store(acks, ACK.final, 1n);
+        Atomics.notify(acks, ACK.seq);
       } else if (message.type === "error")
         this.options.logger?.error("ring buffer consumer failed", { error: message.message });
     });
@@ -108,6 +137,45 @@ export class RingConsumer {
       Atomics.sub(this.words, CONTROL.inFlight, count);
       Atomics.notify(this.words, CONTROL.inFlight);
     }
+  }
+
+  /**
+   * Acknowledges at the end of this turn: after the spool wrote what the listeners appended
+   * (spool.ts writes with setImmediate, scheduled before this one).
+   */
+  private scheduleAck(): void {
+    if (this.ackScheduled) return;
+    this.ackScheduled = true;
+    setImmediate(() => {
+      this.ackScheduled = false;
+      this.acknowledge();
+    });
+  }
+
+  private acknowledge(): void {
+    const done = this.unacked;
+    if (!done || this.holds > 0) return;
+    this.unacked = undefined;
+    if (done.ringPos > this.ackedPos) this.ackedPos = done.ringPos;
+    Atomics.store(done.acks, ACK.pos, BigInt.asIntN(64, done.ringPos));
+    Atomics.store(done.acks, ACK.seq, BigInt(done.seq));
+    Atomics.notify(done.acks, ACK.seq);
+  }
+
+  /**
+   * Defers acknowledging until the returned release is called: events handled meanwhile stay
+   * in the kernel's ring buffer and burst table (bounded there; the kernel counts what does
+   * not fit), so that a process killed before the release loses none of them.
+   */
+  holdAcks(): () => void {
+    this.holds++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.holds--;
+      if (this.holds === 0) this.scheduleAck();
+    };
   }
 
   /** Stops the worker after its last drain; every batch it posted is handled before this resolves. */

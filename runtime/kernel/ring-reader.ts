@@ -5,6 +5,10 @@
  * which under emulation made libbpf's per-record callback the bottleneck. Protocol as in
  * the kernel (kernel/bpf/ringbuf.c) and libbpf's ringbuf.c: 8-byte header (length with
  * BUSY and DISCARD bits, page offset), records 8-byte aligned, positions are u64 counters.
+ *
+ * Reading and releasing are apart: `consume` moves a private read position, and the space
+ * goes back to the kernel only at `release` — once what was read is in the alert spool — so
+ * a process killed in between leaves the records for the next reader (at-least-once).
  */
 import koffi from "koffi";
 import { HiveError } from "../errors.ts";
@@ -32,6 +36,8 @@ export class RingReader {
   private readonly size: number;
   private readonly mask: bigint;
   private readonly pollFd = Buffer.alloc(8);
+  /** Where the next record is read; at or past the released (consumer) position. */
+  private readPos: bigint;
   readonly fd: number;
 
   constructor(fd: number) {
@@ -48,6 +54,26 @@ export class RingReader {
     this.dataView = new DataView(data);
     this.pollFd.writeInt32LE(fd, 0);
     this.pollFd.writeInt16LE(POLLIN, 4);
+    this.readPos = Atomics.load(this.consumer, 0);
+  }
+
+  /** The ring position after the last record read (what `release` takes). */
+  get position(): bigint {
+    return this.readPos;
+  }
+
+  /** Gives the space up to `pos` back to the kernel; never past what was read, never backwards. */
+  release(pos: bigint): void {
+    const target = pos > this.readPos ? this.readPos : pos;
+    if (target > Atomics.load(this.consumer, 0)) Atomics.store(this.consumer, 0, target);
+  }
+
+  /** Starts reading at `pos` (records before it were handled by an earlier reader), releasing them. */
+  skipTo(pos: bigint): void {
+    if (pos <= this.readPos) return;
+    const prod = Atomics.load(this.producer, 0);
+    this.readPos = pos > prod ? prod : pos;
+    this.release(this.readPos);
   }
 
   private map(length: number, prot: number, offset: number): bigint {
@@ -62,7 +88,7 @@ export class RingReader {
 
   /** Calls `onRecord` for each committed record; returns how many were read. */
   consume(onRecord: (record: Uint8Array) => void): number {
-    let cons = Atomics.load(this.consumer, 0);
+    let cons = this.readPos;
     let count = 0;
     for (;;) {
       const prod = Atomics.load(this.producer, 0); // acquire: records before it are visible
@@ -76,7 +102,7 @@ export class RingReader {
         count++;
       }
       cons += BigInt((length + HEADER_SIZE + 7) & ~7);
-      Atomics.store(this.consumer, 0, cons); // release the space to the producer
+      this.readPos = cons;
     }
     return count;
   }

@@ -6,11 +6,16 @@
  * and posted here, and marked in the pinned hive_swept map so that neither the kernel nor a
  * later agent delivers them again (a burst the kernel emitted while the mark was being
  * written is dropped here as a duplicate). Stopped through a shared flag.
+ *
+ * Nothing is consumed before the main thread has it: a batch's ring space is released, and
+ * its swept bursts marked, only when the main thread acknowledges the batch (ACK words,
+ * written after the batch's alerts reached the spool). An agent killed in between leaves
+ * them to the next one: delivered at least once, never lost.
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { COUNTERS_LAYOUT, decodeBurstTimes, EVENT_LAYOUT } from "./layout.ts";
 import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
-import { CONTROL } from "./ring-consumer.ts";
+import { ACK, CONTROL } from "./ring-consumer.ts";
 import { RingReader } from "./ring-reader.ts";
 
 const { stop: STOP, inFlight: IN_FLIGHT } = CONTROL;
@@ -28,6 +33,13 @@ export interface RingWorkerData {
   control: SharedArrayBuffer;
   /** Stop reading the ring while this many posted events wait for the main thread. */
   maxInFlight: number;
+  /** How long a stopping worker waits for the main thread to acknowledge its last batch. */
+  finalAckTimeoutMs: number;
+  /**
+   * BigInt64Array over a SharedArrayBuffer (ring-consumer.ts ACK): the ring position and batch
+   * the main thread has handled; the position starts where an earlier worker's acks ended.
+   */
+  acks: SharedArrayBuffer;
   /**
    * When this agent read the kernel's counters at load (CLOCK_MONOTONIC ns): bursts opened
    * before it are an earlier agent's backlog, counted apart (`backlog`) so that flush() is not
@@ -42,12 +54,17 @@ export type RingWorkerMessage =
       type: "events";
       records: ArrayBuffer;
       count: number;
+      /** Acknowledged (ACK.seq) once handled; the ring position after the batch. */
+      seq: number;
+      ringPos: bigint;
       swept: number;
       duplicates: number;
       /** Of `count`, bursts opened before adoptedBeforeNs. */
       backlog: number;
     }
   | { type: "ready" }
+  /** Stopping: the last batch was `seq`; the worker waits for its acknowledgement (or ACK.final). */
+  | { type: "drained"; seq: number }
   | { type: "error"; message: string }
   | { type: "stopped" };
 
@@ -58,6 +75,10 @@ function run(
   const lib = libbpf();
   const control = new Int32Array(data.control);
   const ncpus = lib.libbpf_num_possible_cpus() as number;
+  const acks = new BigInt64Array(data.acks);
+  const reader = new RingReader(data.eventsFd);
+  // Records an earlier worker of this process posted and the main thread handled.
+  reader.skipTo(BigInt.asUintN(64, Atomics.load(acks, ACK.pos)));
   // Raw records, copied out of the ring and posted as one transferred buffer: decoding
   // into objects here and cloning them across threads cost more than decoding there.
   const SIZE = EVENT_LAYOUT.size;
@@ -73,11 +94,24 @@ function run(
     batch.set(record.subarray(0, SIZE), batchCount * SIZE);
     batchCount++;
   };
+  let seq = 0;
+  let postedPos = reader.position;
+  /** Swept bursts by batch, marked in the kernel once their batch is acknowledged. */
+  const unmarked: { seq: number; marks: [pid: number, ktimeNs: bigint][] }[] = [];
+  let batchMarks: [number, bigint][] = [];
   const flushBatch = () => {
-    if (batchCount === 0) return;
+    // Duplicates alone still move the ring position: posted (empty) so that it is released.
+    if (batchCount === 0 && reader.position === postedPos) return;
     const records = batch.slice(0, batchCount * SIZE).buffer;
     Atomics.add(control, IN_FLIGHT, batchCount);
-    post({ type: "events", records, count: batchCount, swept, duplicates, backlog }, [records]);
+    seq++;
+    postedPos = reader.position;
+    if (batchMarks.length > 0) unmarked.push({ seq, marks: batchMarks });
+    batchMarks = [];
+    post(
+      { type: "events", records, count: batchCount, seq, ringPos: postedPos, swept, duplicates, backlog },
+      [records],
+    );
     batchCount = 0;
     swept = 0;
     duplicates = 0;
@@ -95,14 +129,25 @@ function run(
   const sweptKey = Buffer.alloc(4);
   const sweptValue = Buffer.alloc(8);
   /** Tells the kernel a burst was delivered: it will not emit it when its thread starts the next. */
-  const markSwept = (pid: number, ktimeNs: bigint) => {
-    delivered.set(pid, ktimeNs);
+  const markInKernel = (pid: number, ktimeNs: bigint) => {
     sweptKey.writeUInt32LE(pid);
     sweptValue.writeBigUInt64LE(ktimeNs);
     lib.bpf_map_update_elem(data.sweptFd, sweptKey, sweptValue, 0);
   };
+  /** Swept here: never posted twice; the kernel learns it when the batch is acknowledged. */
+  const markSwept = (pid: number, ktimeNs: bigint) => {
+    delivered.set(pid, ktimeNs);
+    batchMarks.push([pid, ktimeNs]);
+  };
 
-  const reader = new RingReader(data.eventsFd);
+  const applyAcks = (): number => {
+    const acked = Number(Atomics.load(acks, ACK.seq));
+    reader.release(BigInt.asUintN(64, Atomics.load(acks, ACK.pos)));
+    while (unmarked.length > 0 && (unmarked[0]?.seq ?? Infinity) <= acked) {
+      for (const [pid, ktimeNs] of unmarked.shift()?.marks ?? []) markInKernel(pid, ktimeNs);
+    }
+    return acked;
+  };
   const onRecord = (record: Uint8Array) => {
     const burst = decodeBurstTimes(record);
     if (delivered.get(burst.pid) === burst.ktimeNs) {
@@ -196,6 +241,7 @@ function run(
   let lastSweep = 0;
   try {
     while (Atomics.load(control, STOP) === 0) {
+      applyAcks();
       const inFlight = Atomics.load(control, IN_FLIGHT);
       if (inFlight >= data.maxInFlight) {
         // Backpressure: the main thread is behind. Events wait in the ring buffer (or are
@@ -218,9 +264,14 @@ function run(
       }
       flushBatch();
     }
-    // Drain what is left before stopping.
+    // Drain what is left before stopping, and release it once the main thread has it.
     reader.consume(onRecord);
     flushBatch();
+    post({ type: "drained", seq });
+    const deadline = performance.now() + data.finalAckTimeoutMs;
+    while (applyAcks() < seq && Atomics.load(acks, ACK.final) === 0n && performance.now() < deadline) {
+      Atomics.wait(acks, ACK.seq, Atomics.load(acks, ACK.seq), 50);
+    }
   } finally {
     reader.close();
   }

@@ -52,6 +52,16 @@ export class RecordingKernel implements KernelWatcher {
   onEvent(listener: (event: KernelEvent) => void): void {
     this.listeners.push(listener);
   }
+  /** Holds on consuming events not yet released (KernelWatcher.holdAcks). */
+  holds = 0;
+  holdAcks(): () => void {
+    this.holds += 1;
+    let released = false;
+    return () => {
+      if (!released) this.holds -= 1;
+      released = true;
+    };
+  }
   counters(): KernelCounters {
     return { events: 0n, lost: 0n, watched: this.entries.length };
   }

@@ -617,6 +617,85 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
     return { linkPinned, waitedMs, readerBursts: atReturn };
   },
 
+  async "events are consumed only once handled: an agent killed before, or stopped while holding them, leaves them to the next"() {
+    const path = file("killed.txt");
+    watcher.sync([entry(path, 34)]);
+    await watcher.close({ keepPinned: true });
+    const agent = spawn(
+      process.execPath,
+      [join(import.meta.dirname, "stalled-agent.ts"), PIN_ROOT, String(GAP_MS)],
+      {
+        stdio: ["pipe", "pipe", "inherit"],
+      },
+    );
+    const exited = new Promise<void>((resolve) => agent.on("exit", () => resolve()));
+    let output = "";
+    agent.stdout.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    const until = async (what: string, done: () => boolean) => {
+      const deadline = Date.now() + 60_000;
+      while (!done() && agent.exitCode === null && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20));
+      assert.ok(done(), `${what} (the agent's output: ${JSON.stringify(output)})`);
+    };
+    const handled = (tgid: number) => output.includes(`event ${tgid}\n`);
+    // Bursts both ways out of the kernel: the shell's first two reads reach the ring buffer
+    // when its next read starts a burst; its last read and the cat are swept from the table.
+    const bursts = () => ({
+      sh: run("sh", ["-c", `for i in 1 2 3; do read x < ${path}; sleep 0.2; done`]),
+      cat: run("cat", [path]),
+    });
+    await until("the agent never got ready", () => output.includes("ready"));
+    const handledBefore = bursts();
+    await until(
+      "the agent did not handle the first bursts",
+      () => handled(handledBefore.sh) && handled(handledBefore.cat),
+    );
+    await new Promise((r) => setTimeout(r, 1500)); // its acknowledgements reach the worker
+    agent.stdin.write("block\n");
+    await until("the agent did not block", () => output.includes("blocked"));
+    const readNotHandled = bursts();
+    await new Promise((r) => setTimeout(r, 20 * GAP_MS + 1000)); // time to read the ring and sweep the table
+    agent.kill("SIGKILL");
+    await exited;
+    // The next agent handles them but holds them (as the loader does before its first sync), and stops.
+    watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: GAP_MS });
+    const held: KernelEvent[] = [];
+    watcher.onEvent((e) => e.slot === 34 && held.push(e));
+    watcher.holdAcks();
+    const heldDeadline = Date.now() + 10_000;
+    while (held.length < 4 && Date.now() < heldDeadline) await watcher.flush(1000);
+    await watcher.close({ keepPinned: true });
+    // ...so the one after it has them all again, and nothing the killed agent had handled.
+    watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: GAP_MS });
+    subscribe(watcher);
+    const seen: KernelEvent[] = [];
+    watcher.onEvent((e) => e.slot === 34 && seen.push(e));
+    const deadline = Date.now() + 10_000;
+    while (seen.length < 4 && Date.now() < deadline) await watcher.flush(1000);
+    await watcher.flush(1000);
+    const count = (list: KernelEvent[], b: { sh: number; cat: number }) => ({
+      sh: list.filter((e) => e.tgid === b.sh).length,
+      cat: list.filter((e) => e.tgid === b.cat).length,
+    });
+    const result = {
+      handledBeforeKill: count(seen, handledBefore),
+      readNotHandled: count(seen, readNotHandled),
+      heldThenStopped: count(held, readNotHandled),
+    };
+    assert.deepEqual(
+      result,
+      {
+        handledBeforeKill: { sh: 0, cat: 0 },
+        readNotHandled: { sh: 3, cat: 1 },
+        heldThenStopped: { sh: 3, cat: 1 },
+      },
+      JSON.stringify({ seen, held }, replacer),
+    );
+    return result;
+  },
+
   async "every attach mode the kernel offers reports reads, and auto picks the least-privileged one"() {
     // Debian's 6.12 has fprobe (kprobe.multi links); 6.1 (CONFIG_FPROBE off) and 5.10 do not.
     const series = process.env.HIVE_VM_KERNEL ?? "";
