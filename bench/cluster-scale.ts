@@ -357,7 +357,7 @@ export async function idleRequests(): Promise<void> {
     const holder = c.nodes.find((n) => n.agent.pods() !== undefined)?.name ?? "?";
     const rates = perNodeRates(requests, names, minutes);
     console.log(
-      `5. ${nodeCount} idle nodes (every role, the agent's Lease timings: pods ${DEFAULT_LEASE.retryPeriodMs / 1000} s retry, kernel ${LOADER_LEASE_TIMING.retryPeriodMs / 1000} s), ${podsPerNode} pods and ${podsPerNode} HiveData each, over ${(minutes * 60).toFixed(0)} s`,
+      `5. ${nodeCount} idle nodes (every role, the agent's Lease timings: holders renew the pods Lease every ${(DEFAULT_LEASE.renewPeriodMs ?? 0) / 1000} s and the kernel's every ${(LOADER_LEASE_TIMING.renewPeriodMs ?? 0) / 1000} s, candidates poll every ${DEFAULT_LEASE.retryPeriodMs / 1000} s), ${podsPerNode} pods and ${podsPerNode} HiveData each, over ${(minutes * 60).toFixed(0)} s`,
     );
     console.log(`   requests per node per minute by verb (mean): ${JSON.stringify(rates.verbs)}`);
     console.log(`   … by verb and resource: ${JSON.stringify(rates.resources)}`);

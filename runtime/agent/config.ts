@@ -81,7 +81,7 @@ Options (environment in brackets):
   --no-trap-proof           arm the identity stat() gives without proving it with the kernel program
                             (only where no program can load, e.g. measuring the controllers: on an
                             overlay such a trap may never fire)
-  --lease-duration MS       [HIVE_LEASE_DURATION_MS] (default 90000: the pods Lease; renew deadline 2/3 of it, renewals and polls every 2/15)`;
+  --lease-duration MS       [HIVE_LEASE_DURATION_MS] (default 90000: the pods Lease; renew deadline 2/3 of it, renewed every 1/3, candidates poll every 2/15)`;
 
 function positiveInt(name: string, text: string | undefined, fallback: number): number {
   if (text === undefined || text === "") return fallback;

@@ -6,8 +6,9 @@
  *   through failed renewals: an API-server outage never ends the role, only another holder
  *   seen on the Lease does. Zero loaders never follows from an outage; at worst two nodes of
  *   one shared kernel both report until the second one sees the Lease again.
- * The Lease renews every 12 s, slower than the kubelet's own node lease (10 s): with the pods
- * Lease (lease.ts DEFAULT_LEASE) the agent's only periodic writes.
+ * The holder renews the Lease every 15 s (other nodes of a shared kernel poll it every 12 s):
+ * with the pods Lease (lease.ts DEFAULT_LEASE) the agent's only periodic writes, at most the
+ * kubelet's own node-lease rate (one per 10 s) on the node holding both.
  */
 import type { HiveError } from "../errors.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
@@ -20,6 +21,7 @@ export const LOADER_LEASE_TIMING: LeaseTiming = {
   leaseDurationMs: 48_000,
   renewDeadlineMs: 36_000,
   retryPeriodMs: 12_000,
+  renewPeriodMs: 15_000,
 };
 
 export interface LoaderElectorOptions
@@ -51,6 +53,10 @@ export class LoaderElector implements RoleElector {
           name: `${LOADER_LEASE_PREFIX}${options.kernelId}`,
           identity: options.identity,
           ...LOADER_LEASE_TIMING,
+          // A timing given without a renew period renews at its own retry period.
+          ...(options.lease
+            ? { renewPeriodMs: options.lease.retryPeriodMs ?? LOADER_LEASE_TIMING.retryPeriodMs }
+            : {}),
           ...options.lease,
           keepRoleWhileUnconfirmed: true,
           logger: options.logger,

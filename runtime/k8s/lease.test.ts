@@ -33,6 +33,7 @@ function candidate(
     leaseDurationMs?: number;
     renewDeadlineMs?: number;
     retryPeriodMs?: number;
+    renewPeriodMs?: number;
     keepRoleWhileUnconfirmed?: boolean;
   } = {},
 ) {
@@ -133,6 +134,31 @@ describe("LeaderElector", () => {
     const updates = api.countRequests({ user: "frugal", verb: "update" });
     expect(updates).toBeGreaterThanOrEqual(3);
     expect(gets).toBe(0);
+  });
+
+  it("a holder renews every renewPeriodMs while renewals succeed, and retries every retryPeriodMs after one fails", async () => {
+    const RENEW_MS = 2.5 * RETRY_MS;
+    const a = candidate("calm", "calm", { renewPeriodMs: RENEW_MS });
+    a.start();
+    await waitFor(() => a.isLeader(), { what: "calm to lead" });
+    api.resetRequests();
+    await sleep(10 * RETRY_MS);
+    const updates = api.requests.filter((r) => r.user === "calm" && r.verb === "update");
+    // Every RENEW_MS (× up to 1.2 jitter) over 10 retry periods: 3–4 writes, not the 8–10 of renewing every retry.
+    expect(updates.length).toBeGreaterThanOrEqual(2);
+    expect(updates.length).toBeLessThanOrEqual(5);
+    // One renewal fails: the next attempt comes a retry period later, not a renew period.
+    api.resetRequests();
+    const heal = api.inject({ user: "calm", verb: "update", status: 503, times: 1 });
+    await waitFor(() => api.requests.filter((r) => r.user === "calm" && r.verb === "update").length >= 2, {
+      what: "a retry after the failed renewal",
+      timeoutMs: 4 * RENEW_MS,
+    });
+    heal();
+    const [failed, retried] = api.requests.filter((r) => r.user === "calm" && r.verb === "update");
+    expect(failed?.code).toBe(503);
+    expect((retried?.time ?? 0) - (failed?.time ?? 0)).toBeLessThan(RENEW_MS);
+    expect(a.isLeader()).toBe(true);
   });
 
   it("fails over when the holder dies: another takes over within the lease duration, never both", async () => {
@@ -246,5 +272,9 @@ describe("LeaderElector", () => {
       err = e;
     }
     expect(isHiveError(err, "ConfigInvalid")).toBe(true);
+    // A failed renewal must leave room for a retry before the deadline.
+    expect(() => candidate("bad", "bad", { renewPeriodMs: RENEW_DEADLINE_MS - RETRY_MS })).toThrow(
+      /a failed renewal must leave time for a retry/,
+    );
   });
 });

@@ -5,7 +5,8 @@
  *   for `leaseDurationMs` as observed on the candidate's own monotonic clock (never the
  *   holder's renewTime: clocks differ between nodes);
  * - every write carries the resourceVersion it read, so two candidates cannot both win (409);
- * - the leader renews every `retryPeriodMs`; if no renewal *sent* within the last
+ * - the leader renews every `renewPeriodMs` (default `retryPeriodMs`) and, after a failed
+ *   renewal, retries every `retryPeriodMs`; if no renewal *sent* within the last
  *   `renewDeadlineMs` has been confirmed, the role stops at that deadline — without waiting for
  *   a hung request. Others can only take over `leaseDurationMs` after the last successful
  *   write, and renewDeadlineMs < leaseDurationMs, so the old leader has always stopped first;
@@ -23,22 +24,32 @@ export interface LeaseTiming {
   leaseDurationMs: number;
   renewDeadlineMs: number;
   retryPeriodMs: number;
+  /**
+   * How long a holder waits after a renewal that succeeded (its idle write rate); default
+   * retryPeriodMs. With a retry still possible before the deadline.
+   */
+  renewPeriodMs?: number;
 }
 
-/** Timing from the lease duration alone: renew deadline 2/3 of it, retry period 2/15 (client-go's 15/10/2 s). */
+/**
+ * Timing from the lease duration alone: renew deadline 2/3 of it, retry period 2/15 (client-go's
+ * 15/10/2 s), and a holder renewing every third of it — two attempts fit before the deadline.
+ */
 export function leaseTiming(leaseDurationMs: number): LeaseTiming {
   return {
     leaseDurationMs,
     renewDeadlineMs: Math.floor((leaseDurationMs * 2) / 3),
     retryPeriodMs: Math.floor((leaseDurationMs * 2) / 15),
+    renewPeriodMs: Math.floor(leaseDurationMs / 3),
   };
 }
 
 /**
- * The cluster-wide pods Lease: renewed (and polled by every candidate) every 12 s. With the kernel
- * Lease's 12 s (loader-election.ts) an idle node writes 5 times a minute and its holder 10, under
- * one write per node per 10 s on average from 5 nodes up; the price is a takeover within 90 s of
- * a holder that dies without releasing (the role writes status and collects HiveData, never alerts).
+ * The cluster-wide pods Lease: its holder renews every 30 s (2 writes a minute), candidates poll
+ * every 12 s (reads). With the kernel Lease's 15 s (loader-election.ts) an idle node writes 4
+ * times a minute and the pods holder 6: at most one write per node per 10 s, the kubelet's own
+ * rate. The price is a takeover within 90 s of a holder that dies without releasing (the role
+ * writes status and finalizers, never alerts).
  */
 export const DEFAULT_LEASE: LeaseTiming = leaseTiming(90_000);
 
@@ -55,6 +66,8 @@ export interface LeaderElectionOptions {
   renewDeadlineMs?: number;
   /** Pause between attempts; default 2,000 ms. Must be < renewDeadlineMs. */
   retryPeriodMs?: number;
+  /** Pause after a renewal that succeeded; default retryPeriodMs (see LeaseTiming). */
+  renewPeriodMs?: number;
   /** Called when this candidate becomes leader; `signal` aborts when leadership ends. */
   onStartedLeading: (signal: AbortSignal) => void | Promise<void>;
   /** Called once for each onStartedLeading, when leadership ends (lost, deadline, or stop()). */
@@ -82,7 +95,7 @@ function microNow(): V1MicroTime {
 export class LeaderElector {
   private state: State = "idle";
   private readonly opts: Required<
-    Pick<LeaderElectionOptions, "leaseDurationMs" | "renewDeadlineMs" | "retryPeriodMs">
+    Pick<LeaderElectionOptions, "leaseDurationMs" | "renewDeadlineMs" | "retryPeriodMs" | "renewPeriodMs">
   > &
     LeaderElectionOptions;
   private readonly log: Logger;
@@ -118,7 +131,18 @@ export class LeaderElector {
         },
       );
     }
-    this.opts = { ...options, leaseDurationMs, renewDeadlineMs, retryPeriodMs };
+    const renewPeriodMs = options.renewPeriodMs ?? retryPeriodMs;
+    if (!((renewPeriodMs + retryPeriodMs) * JITTER < renewDeadlineMs)) {
+      throw new HiveError(
+        "ConfigInvalid",
+        "a failed renewal must leave time for a retry before the renew deadline",
+        {
+          object: `lease ${options.namespace}/${options.name}`,
+          hint: `need (renewPeriodMs + retryPeriodMs) × ${JITTER} < renewDeadlineMs; got renewPeriodMs=${renewPeriodMs}, retryPeriodMs=${retryPeriodMs}, renewDeadlineMs=${renewDeadlineMs}`,
+        },
+      );
+    }
+    this.opts = { ...options, leaseDurationMs, renewDeadlineMs, retryPeriodMs, renewPeriodMs };
     this.log = (options.logger ?? createLogger()).child({
       lease: `${options.namespace}/${options.name}`,
       identity: options.identity,
@@ -182,7 +206,10 @@ export class LeaderElector {
       if (ok) {
         if (this.state === "candidate") this.becomeLeader();
         if (!this.opts.keepRoleWhileUnconfirmed) this.armDeadline(sentAt);
-      } else if (
+        await this.pause(this.opts.renewPeriodMs);
+        continue;
+      }
+      if (
         this.state === "leader" &&
         this.observedHolder !== undefined &&
         this.observedHolder !== "" &&
