@@ -364,7 +364,8 @@ export async function idleRequests(): Promise<void> {
     console.log(
       `   writes per node per minute: mean ${rates.writesMean.toFixed(2)}; most ${rates.writesMax.perMin.toFixed(2)} (${rates.writesMax.node}${rates.writesMax.node === holder ? ", the pods-role holder" : ""}); most of the others ${rates.writesOthersMax.toFixed(2)}`,
     );
-    const ok = (perMin: number) => (perMin <= 6 ? "met" : "MISSED");
+    // Compared as printed: 6 writes in a window a few ms short of 60 s are 6.00 a minute, not more.
+    const ok = (perMin: number) => (+perMin.toFixed(2) <= 6 ? "met" : "MISSED");
     console.log(
       `   goal: writes at or below one per node per 10 s (6/min): mean ${ok(rates.writesMean)}, every node ${ok(rates.writesMax.perMin)}`,
     );
