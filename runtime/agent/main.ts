@@ -191,7 +191,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     hooks.openKernel ??
     // Imported when this node becomes a loader: nodes that never load the program never touch libbpf.
     (async () =>
-      (await import("../kernel/loader.ts")).openKernelWatcher({
+      (await import("../kernel/open-watcher.ts")).openKernelWatcher({
         attachMode: config.attachMode,
         logger: log.child({ component: "kernel" }),
         // Loaders hold the node-local lock: pins of another version are nobody's but an old agent's.

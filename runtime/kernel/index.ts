@@ -16,6 +16,6 @@ export {
   type KernelWatcherOptions,
   type LibbpfCounters,
   LibbpfKernelWatcher,
-  openKernelWatcher,
 } from "./loader.ts";
+export { openKernelWatcher } from "./open-watcher.ts";
 export { type PinnedState, readPinnedState } from "./pinned-state.ts";

@@ -3,25 +3,16 @@
  * kernel, loads it, attaches it the least-privileged way the kernel allows
  * (runtime/kernel/attach.ts), keeps the watch map equal to the desired set by diff, and
  * delivers ring-buffer events from a worker thread. Maps (and the link, where the kernel
- * can pin it) live under a bpffs directory so that a restarted agent adopts them.
+ * can pin it) live under a bpffs directory so that a restarted agent adopts them. Which attach
+ * mode to open it in is open-watcher.ts's choice.
  */
-import { existsSync, readdirSync, rmdirSync, unlinkSync } from "node:fs";
+import { existsSync, readdirSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import koffi from "koffi";
-import { HiveError, isHiveError } from "../errors.ts";
+import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { checkArchitecture } from "./architecture.ts";
-import {
-  ATTACH_PROGRAMS,
-  ATTACH_SYMBOLS,
-  attachCandidates,
-  attachError,
-  type KernelFacts,
-  linkPinName,
-  pinnedLinkMode,
-  readKernelFacts,
-} from "./attach.ts";
+import { ATTACH_PROGRAMS, ATTACH_SYMBOLS, attachError, type KernelFacts, linkPinName } from "./attach.ts";
 import { DEFAULT_PIN_ROOT, ensureBpffsDir } from "./bpffs.ts";
 import {
   type Ancestor,
@@ -35,17 +26,9 @@ import {
   type SyncResult,
   type WatchEntry,
 } from "./contract.ts";
+import { readCounters } from "./counters.ts";
 import { datasecOffsets, type InodePermissionSignature, inodePermissionSignature } from "./kernel-btf.ts";
-import { COUNTERS_LAYOUT } from "./layout.ts";
-import {
-  check,
-  checkPointer,
-  errnoError,
-  errnoName,
-  libbpf,
-  openPinnedLink,
-  type Pointer,
-} from "./libbpf-ffi.ts";
+import { check, checkPointer, errnoName, libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import { ProcessTracking } from "./process-tracking.ts";
 import { RingConsumer } from "./ring-consumer.ts";
@@ -536,94 +519,5 @@ function nanoseconds(ms: number): bigint {
   return BigInt(Math.round(ms * 1e6));
 }
 
-export function readCounters(
-  fd: number,
-  ncpus: number,
-): { events: bigint; lost: bigint; checks: bigint; bursts: bigint; unfolded: bigint } {
-  const lib = libbpf();
-  const buf = Buffer.alloc(ncpus * COUNTERS_LAYOUT.size);
-  const rc = lib.bpf_map_lookup_elem(fd, Buffer.alloc(4), buf) as number;
-  if (rc < 0) throw errnoError(-rc, "reading the counters", { object: "hive_counters" });
-  const sum = (field: number) => {
-    let total = 0n;
-    for (let cpu = 0; cpu < ncpus; cpu++) total += buf.readBigUInt64LE(cpu * COUNTERS_LAYOUT.size + field);
-    return total;
-  };
-  return {
-    events: sum(COUNTERS_LAYOUT.events),
-    lost: sum(COUNTERS_LAYOUT.lost),
-    checks: sum(COUNTERS_LAYOUT.checks),
-    bursts: sum(COUNTERS_LAYOUT.bursts),
-    unfolded: sum(COUNTERS_LAYOUT.unfolded),
-  };
-}
-
 /** struct bpf_kprobe_multi_opts of libbpf 1.x: five 8-byte fields and a bool, padded to 8. */
 const KPROBE_MULTI_OPTS_SIZE = 48;
-
-/** Errors that mean "this attach mode cannot work here": auto then tries the next one. */
-const MODE_UNUSABLE = new Set([
-  "KprobeUnsupported",
-  "FentryUnsupported",
-  "VerifierRejected",
-  "PermissionDenied",
-]);
-
-/**
- * Opens, loads and (by default) attaches Hive's trap program. With attachMode "auto" (the
- * default) it tries the modes of attachCandidates in order and keeps the first that
- * attaches; the watcher says which one and why (attachMode, attachReason).
- */
-export function openKernelWatcher(options: KernelWatcherOptions = {}): LibbpfKernelWatcher {
-  try {
-    return openInSomeMode(options);
-  } catch (error) {
-    const pinRoot = options.pinRoot === undefined ? DEFAULT_PIN_ROOT : options.pinRoot;
-    if (!isHiveError(error, "PinsOfAnotherLayout") || !options.replaceStalePins || !pinRoot) throw error;
-    // An upgrade changed a map's layout: watching with fresh maps beats staying blind. Removing
-    // the pins detaches the old version's links (their pins were the last references).
-    options.logger?.warn("replacing the pins of an agent of another version", { pinRoot });
-    for (const name of readdirSync(pinRoot)) unlinkSync(join(pinRoot, name));
-    return openInSomeMode(options);
-  }
-}
-
-function openInSomeMode(options: KernelWatcherOptions): LibbpfKernelWatcher {
-  checkArchitecture();
-  const facts = readKernelFacts();
-  const pinRoot = options.pinRoot === undefined ? DEFAULT_PIN_ROOT : options.pinRoot;
-  const pinned = pinRoot && existsSync(pinRoot) ? pinnedLinkMode(readdirSync(pinRoot)) : null;
-  const candidates = attachCandidates(options.attachMode ?? "auto", facts, pinned);
-  const refused: string[] = [];
-  let firstPrivilegeError: HiveError | undefined;
-  for (const [i, candidate] of candidates.entries()) {
-    const reason = refused.length > 0 ? `${candidate.reason} (${refused.join("; ")})` : candidate.reason;
-    try {
-      const watcher = new LibbpfKernelWatcher(options, { ...candidate, reason, facts });
-      if (options.attach !== false) {
-        options.logger?.info("kernel program attached", { attachMode: watcher.attachMode, reason });
-      }
-      return watcher;
-    } catch (error) {
-      if (!isHiveError(error) || !MODE_UNUSABLE.has(error.code)) throw error;
-      if (error.code === "PermissionDenied") firstPrivilegeError ??= error;
-      refused.push(`${candidate.mode}: ${error.message}`);
-      if (i < candidates.length - 1) {
-        options.logger?.info("attach mode unusable here, trying the next", {
-          attachMode: candidate.mode,
-          error: error.describe(),
-        });
-        continue;
-      }
-      if (candidates.length === 1) throw error;
-      // A mode refused for privilege says what to grant; the others only that they do not exist here.
-      const chosen = firstPrivilegeError ?? error;
-      throw new HiveError(chosen.code, chosen.message, {
-        ...chosen.details,
-        object: chosen.object,
-        hint: `${chosen.hint ?? ""} (tried: ${refused.join("; ")})`,
-      });
-    }
-  }
-  throw new HiveError("KprobeUnsupported", "no attach mode to try", { object: "inode_permission" });
-}

@@ -6,10 +6,11 @@
 import { closeSync, existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { pinnedLinkMode } from "./attach.ts";
+import { DEFAULT_PIN_ROOT } from "./bpffs.ts";
 import type { AttachMode, FileKey } from "./contract.ts";
+import { readCounters } from "./counters.ts";
 import { type DecodedValue, decodeKey, decodeValue, KEY_LAYOUT, VALUE_LAYOUT } from "./layout.ts";
 import { check, forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
-import { DEFAULT_PIN_ROOT, readCounters } from "./loader.ts";
 
 export interface PinnedState {
   pinRoot: string;

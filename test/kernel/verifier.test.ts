@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { isHiveError } from "../../runtime/errors.ts";
 import { inodePermissionSignature } from "../../runtime/kernel/kernel-btf.ts";
-import { openKernelWatcher } from "../../runtime/kernel/loader.ts";
+import { openKernelWatcher } from "../../runtime/kernel/open-watcher.ts";
 import { readPinnedState } from "../../runtime/kernel/pinned-state.ts";
 
 const isRoot = process.getuid?.() === 0;

@@ -4,7 +4,7 @@
  * on reading: the moment of a crash between reading events and spooling their alerts, held
  * open for the kernel case to SIGKILL it there. Arguments: pin root, burst gap (ms).
  */
-import { openKernelWatcher } from "../../../runtime/kernel/loader.ts";
+import { openKernelWatcher } from "../../../runtime/kernel/open-watcher.ts";
 
 const [pinRoot, gapMs] = process.argv.slice(2);
 const watcher = openKernelWatcher({ pinRoot: pinRoot ?? null, burstGapMs: Number(gapMs) });
