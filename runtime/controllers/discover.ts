@@ -10,7 +10,6 @@
 
 import type { V1Pod } from "@kubernetes/client-node";
 import type { HiveData } from "../../api/data.ts";
-import { trapId as computeTrapId, dataName as dataNameFor } from "../../api/ids.ts";
 import { ANNOTATION_RESOLVE_REQUEST, LABEL_NODE } from "../../api/meta.ts";
 import { type HivePolicy, type HiveTrap, parseMode } from "../../api/policy.ts";
 import { backoffDelay } from "../backoff.ts";
@@ -19,11 +18,12 @@ import type { ResolveOptions } from "../discover/safe-path.ts";
 import { HiveError, isHiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { displaySafe } from "../text.ts";
-import { buildHiveData, dataUpToDate, markMissing } from "./hive-data.ts";
-import { compileMatch, matchContainers, policyReachesPod } from "./match.ts";
+import { byContainer, collectItems, type Item } from "./discover-items.ts";
+import { applyDataChanges } from "./discover-writes.ts";
+import { buildHiveData, markMissing } from "./hive-data.ts";
+import { inPool } from "./in-pool.ts";
 import {
   type DataWriter,
-  type NodeTrapError,
   objectKey,
   specProblems,
   TRAP_ERROR_MESSAGE_MAX,
@@ -31,6 +31,7 @@ import {
   type WatchEventType,
 } from "./ports.ts";
 import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
+import { dueReports, TrapErrors } from "./trap-errors.ts";
 
 /**
  * Failures that go away on their own (the container starts, the runtime answers, the kernel
@@ -74,28 +75,6 @@ export interface DiscoverController extends ControllerLifecycle<DiscoverStats> {
   onData(type: WatchEventType, data: HiveData): void;
 }
 
-interface Item {
-  name: string;
-  namespace: string;
-  policy: HivePolicy;
-  trapIndex: number;
-  trapId: string;
-  pod: V1Pod;
-  container: { name: string; containerId: string };
-}
-
-/** A bounded worker pool: at most `size` calls in flight, a new one starts as soon as one ends. */
-async function inPool<T>(items: readonly T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      await fn(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(size, items.length) }, worker));
-}
-
 export function createDiscoverController(options: DiscoverOptions): DiscoverController {
   const { nodeName, kernelId, resolver, writer, reporter, log } = options;
   const retryBaseMs = options.retryBaseMs ?? 500;
@@ -116,73 +95,10 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
     stats.passes += 1;
     const desired = new Map<string, HiveData>();
     const keep = new Set<string>();
-    const errors: NodeTrapError[] = [];
-    const items: Item[] = [];
-    const errorFor = (
-      policy: HivePolicy,
-      id: string,
-      e: Omit<NodeTrapError, "policyNamespace" | "policyName" | "trapId">,
-    ) => {
-      const report: NodeTrapError = {
-        ...e,
-        node: nodeName,
-        policyNamespace: policy.metadata.namespace ?? "default",
-        policyName: policy.metadata.name ?? "",
-        trapId: id,
-      };
-      if (policy.metadata.uid) report.policyUid = policy.metadata.uid;
-      errors.push(report);
-    };
+    const errors = new TrapErrors(nodeName);
+    const items = collectItems(policies.values(), pods.values(), options.platformNamespace, errors, log);
 
-    for (const policy of policies.values()) {
-      if (policy.metadata.deletionTimestamp) continue; // being deleted: the pods role removes its HiveData
-      const ref = { namespace: policy.metadata.namespace ?? "default", name: policy.metadata.name ?? "" };
-      policy.spec.traps.forEach((trap, trapIndex) => {
-        const id = computeTrapId(ref, trap);
-        const compiled = compileMatch(trap);
-        if (!compiled.ok) {
-          // Decided by the spec alone: the status writer computes it, so no node reports it.
-          log.debug("trap skipped", { trapId: id, reason: compiled.reason, message: compiled.message });
-          return;
-        }
-        for (const pod of pods.values()) {
-          if (!policyReachesPod(policy.metadata.namespace, options.platformNamespace, pod)) continue;
-          for (const c of matchContainers(compiled.match, pod)) {
-            if (!c.running || !c.containerId) {
-              // The pod update that starts the container triggers the next pass: no timer needed.
-              errorFor(policy, id, {
-                reason: "ContainerNotReady",
-                message: "container is not running yet",
-                pod: pod.metadata?.name ?? "",
-                container: c.name,
-              });
-              continue;
-            }
-            const container = { name: c.name, containerId: c.containerId };
-            const probe = buildName(id, container.containerId, pod);
-            items.push({
-              name: probe,
-              namespace: pod.metadata?.namespace ?? "default",
-              policy,
-              trapIndex,
-              trapId: id,
-              pod,
-              container,
-            });
-          }
-        }
-      });
-    }
-
-    // Per container per pass: the PID is looked up and the process held open once, and all of its
-    // traps are resolved in one batch (one trip to a resolver thread), however many match it.
     let nextRetryMs = Number.POSITIVE_INFINITY;
-    const byContainer = new Map<string, Item[]>();
-    for (const item of items) {
-      const group = byContainer.get(item.container.containerId);
-      if (group) group.push(item);
-      else byContainer.set(item.container.containerId, [item]);
-    }
     const record = (item: Item, trap: HiveTrap, outcome: ResolveOutcome) => {
       const key = `${item.namespace}/${item.name}`;
       if (outcome.ok) {
@@ -235,7 +151,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
           backoffDelay(n, { baseMs: retryBaseMs, maxMs: retryMaxMs }, () => 1),
         );
       }
-      errorFor(item.policy, item.trapId, {
+      errors.add(item.policy, item.trapId, {
         reason: e.code,
         // Names symlinks and paths of the container's choosing: escaped and bounded before it leaves the node.
         message: displaySafe(e.describe(), TRAP_ERROR_MESSAGE_MAX),
@@ -243,91 +159,26 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         container: item.container.name,
       });
     };
-    await inPool([...byContainer], concurrency, async ([containerId, group]) => {
-      const work: { item: Item; trap: HiveTrap; options: ResolveOptions }[] = [];
-      for (const item of group) {
-        const trap = item.policy.spec.traps[item.trapIndex];
-        if (!trap) continue;
-        try {
-          const options = trap.create
-            ? { create: true, mode: trap.mode === undefined ? 0o444 : parseMode(trap.mode) }
-            : {};
-          work.push({ item, trap, options });
-        } catch (error) {
-          record(item, trap, { ok: false, error });
-        }
-      }
-      let outcomes: ResolveOutcome[];
-      let files: ContainerFiles | undefined;
-      try {
-        files = await resolver.openContainer(containerId);
-        outcomes = await files.resolveAll(work.map(({ trap, options }) => ({ path: trap.path, options })));
-      } catch (error) {
-        outcomes = work.map(() => ({ ok: false, error }));
-      } finally {
-        files?.close();
-      }
-      work.forEach(({ item, trap }, i) => {
-        record(item, trap, outcomes[i] ?? { ok: false, error: undefined });
-      });
-    });
+    await inPool([...byContainer(items)], concurrency, ([containerId, group]) =>
+      resolveContainer(resolver, containerId, group, record),
+    );
     if (nextRetryMs !== Number.POSITIVE_INFINITY) runner.retryIn(nextRetryMs);
     const current = new Set(items.map((item) => `${item.namespace}/${item.name}`));
     for (const k of [...attempts.keys()]) if (!current.has(k)) attempts.delete(k); // gone while waiting
 
-    const writes: (() => Promise<void>)[] = [];
-    for (const [key, want] of desired) {
-      const have = data.get(key);
-      if (have && dataUpToDate(have, want)) continue;
-      writes.push(async () => {
-        try {
-          if (have) {
-            want.metadata.resourceVersion = have.metadata.resourceVersion;
-            data.set(key, await writer.replace(want));
-            stats.updated += 1;
-          } else {
-            data.set(key, await writer.create(want));
-            stats.created += 1;
-          }
-        } catch (error) {
-          // Conflict or AlreadyExists: the watch brings the current object, and with it another pass.
-          log.warn("HiveData write failed; retried on the next pass", { name: key, error });
-          runner.retryIn(retryBaseMs);
-        }
-      });
-    }
-    if (loop.synced()) {
-      for (const [key, have] of data) {
-        if (desired.has(key) || keep.has(key)) continue;
-        writes.push(async () => {
-          await writer.remove(have.metadata.namespace ?? "default", have.metadata.name ?? "");
-          data.delete(key);
-          stats.deleted += 1;
-        });
-      }
-    }
-    await inPool(writes, concurrency, async (w) => {
-      try {
-        await w();
-      } catch (error) {
-        log.warn("HiveData delete failed; retried on the next pass", { error });
-        runner.retryIn(retryBaseMs);
-      }
-    });
-    // A container that is about to start is not a problem worth an Event: report waiting only when it lasts.
-    const now = Date.now();
-    const seen = new Set<string>();
-    const reported = errors.filter((e) => {
-      if (e.reason !== "ContainerNotReady") return true;
-      const k = `${e.trapId}/${e.pod}/${e.container}`;
-      seen.add(k);
-      const since = waitingSince.get(k) ?? now;
-      waitingSince.set(k, since);
-      if (now - since >= notReadyReportMs) return true;
-      runner.retryIn(notReadyReportMs - (now - since));
-      return false;
-    });
-    for (const k of [...waitingSince.keys()]) if (!seen.has(k)) waitingSince.delete(k);
+    await applyDataChanges(
+      { desired, keep },
+      {
+        writer,
+        data,
+        synced: loop.synced(),
+        concurrency,
+        log,
+        stats,
+        retry: () => runner.retryIn(retryBaseMs),
+      },
+    );
+    const reported = dueReports(errors.list, waitingSince, notReadyReportMs, (ms) => runner.retryIn(ms));
     try {
       await reporter.sync(reported);
     } catch (error) {
@@ -389,6 +240,41 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
   };
 }
 
-function buildName(trapId: string, containerId: string, pod: V1Pod): string {
-  return dataNameFor(trapId, containerId, pod.metadata?.name ?? "");
+/**
+ * Resolves the traps of one container in one batch: its PID looked up and its process held
+ * open once, one trip to a resolver thread however many traps match it. Every item gets its
+ * outcome through `record`.
+ */
+async function resolveContainer(
+  resolver: FileResolver,
+  containerId: string,
+  group: readonly Item[],
+  record: (item: Item, trap: HiveTrap, outcome: ResolveOutcome) => void,
+): Promise<void> {
+  const work: { item: Item; trap: HiveTrap; options: ResolveOptions }[] = [];
+  for (const item of group) {
+    const trap = item.policy.spec.traps[item.trapIndex];
+    if (!trap) continue;
+    try {
+      const options = trap.create
+        ? { create: true, mode: trap.mode === undefined ? 0o444 : parseMode(trap.mode) }
+        : {};
+      work.push({ item, trap, options });
+    } catch (error) {
+      record(item, trap, { ok: false, error });
+    }
+  }
+  let outcomes: ResolveOutcome[];
+  let files: ContainerFiles | undefined;
+  try {
+    files = await resolver.openContainer(containerId);
+    outcomes = await files.resolveAll(work.map(({ trap, options }) => ({ path: trap.path, options })));
+  } catch (error) {
+    outcomes = work.map(() => ({ ok: false, error }));
+  } finally {
+    files?.close();
+  }
+  work.forEach(({ item, trap }, i) => {
+    record(item, trap, outcomes[i] ?? { ok: false, error: undefined });
+  });
 }

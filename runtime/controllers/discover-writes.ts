@@ -1,0 +1,73 @@
+/**
+ * The writes that make this node's HiveData equal to a discover pass's result: create or
+ * replace what changed; delete what is no longer wanted, but only once the HiveData list is in
+ * (before it, absence proves nothing) and never what the pass kept through a transient failure.
+ * A failed write is retried by a later pass (the watch brings the current object meanwhile).
+ */
+import type { HiveData } from "../../api/data.ts";
+import type { Logger } from "../log.ts";
+import { dataUpToDate } from "./hive-data.ts";
+import { inPool } from "./in-pool.ts";
+import type { DataWriter } from "./ports.ts";
+
+export interface DataChanges {
+  /** The HiveData the pass wants, by namespace/name. */
+  desired: ReadonlyMap<string, HiveData>;
+  /** Names the pass could not decide (transient failures): left as they are. */
+  keep: ReadonlySet<string>;
+}
+
+export interface ApplyOptions {
+  writer: DataWriter;
+  /** This node's HiveData as last seen, by namespace/name: updated as writes succeed. */
+  data: Map<string, HiveData>;
+  /** The HiveData list is in: deletions are safe. */
+  synced: boolean;
+  concurrency: number;
+  log: Logger;
+  retry: () => void;
+  stats: { created: number; updated: number; deleted: number };
+}
+
+export async function applyDataChanges(changes: DataChanges, o: ApplyOptions): Promise<void> {
+  const { data, writer, stats } = o;
+  const writes: (() => Promise<void>)[] = [];
+  for (const [key, want] of changes.desired) {
+    const have = data.get(key);
+    if (have && dataUpToDate(have, want)) continue;
+    writes.push(async () => {
+      try {
+        if (have) {
+          want.metadata.resourceVersion = have.metadata.resourceVersion;
+          data.set(key, await writer.replace(want));
+          stats.updated += 1;
+        } else {
+          data.set(key, await writer.create(want));
+          stats.created += 1;
+        }
+      } catch (error) {
+        // Conflict or AlreadyExists: the watch brings the current object, and with it another pass.
+        o.log.warn("HiveData write failed; retried on the next pass", { name: key, error });
+        o.retry();
+      }
+    });
+  }
+  if (o.synced) {
+    for (const [key, have] of data) {
+      if (changes.desired.has(key) || changes.keep.has(key)) continue;
+      writes.push(async () => {
+        await writer.remove(have.metadata.namespace ?? "default", have.metadata.name ?? "");
+        data.delete(key);
+        stats.deleted += 1;
+      });
+    }
+  }
+  await inPool(writes, o.concurrency, async (w) => {
+    try {
+      await w();
+    } catch (error) {
+      o.log.warn("HiveData delete failed; retried on the next pass", { error });
+      o.retry();
+    }
+  });
+}
