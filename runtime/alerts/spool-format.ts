@@ -1,6 +1,6 @@
 /**
  * The spool's on-disk format: segment file names and the record framing shared by the
- * writer (spool.ts) and the reader at start-up (spool-recovery.ts).
+ * writer (spool-writer.ts, spool-segments.ts) and the reader at start-up (spool-recovery.ts).
  *
  * Framing (every record in both files), little-endian:
  *   magic "HV" (2 bytes) · version 1 (1) · type (1: alert, 2: ack) · payload length (4) · CRC-32 of payload (4) · payload
