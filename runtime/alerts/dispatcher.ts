@@ -4,7 +4,7 @@
  *
  * - A destination is a callback URL's origin (scheme://host:port). Each has its own
  *   keep-alive connection pool of `concurrency` sockets and never has more requests in
- *   flight than that.
+ *   flight than that (delivery-scheduler.ts).
  * - Ordering promise: alerts of one trap are delivered in the order they were produced
  *   (across restarts too: the spool replays in order). The next alert of a trap is sent
  *   only after the previous one was acknowledged (2xx) or given up (permanent failure,
@@ -12,29 +12,27 @@
  * - Retryable failures (refused, reset, timeouts, DNS, 5xx, 408/425, 429, and 401/403/404:
  *   credentials being rotated) are retried forever with capped backoff (retry-policy.ts).
  *   When one alert of a failing destination gets through, the others waiting out a backoff
- *   are sent at once. Permanent failures (other 4xx) are logged with the status and counted
- *   as dropped (reason permanent_failure); they are not retried.
- * - Bounds: the spool's (spool.ts: per destination, then fair share) or, without a spool,
- *   `maxPendingBytes` with the same rule: a destination over `destinationQuotaBytes` loses
- *   its own oldest (destination_quota); when all together are over the bound, the
- *   destination holding the most loses its oldest (spool_full). One dead callback cannot
- *   evict the smaller backlog of another.
+ *   are sent at once; a failing destination is logged once per episode
+ *   (destination-health.ts). Permanent failures (other 4xx) are logged with the status and
+ *   counted as dropped (reason permanent_failure); they are not retried.
+ * - Bounds: the spool's or, without a spool, `maxPendingBytes` (delivery-backlog.ts).
  * - Every request carries `Hive-Alert-Id` (the alert id, stable across retries, so a
  *   receiver can drop duplicates) and `Hive-Delivery-Attempt` (1, 2, …).
  */
-import http from "node:http";
-import https from "node:https";
-import tls from "node:tls";
 import { HiveError, isHiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import type { DropReason, HiveMetrics } from "../metrics/metrics.ts";
+import type { HiveMetrics } from "../metrics/metrics.ts";
+import { boundedMemo } from "./bounded-memo.ts";
 import {
   type CallbackRequest,
   createCallbackOptions,
   type DestinationOptions,
   redact,
 } from "./callback-options.ts";
-import { type Item, ItemList, type Lane, laneHead, newLane, trimLane } from "./delivery-queue.ts";
+import { DeliveryBacklog } from "./delivery-backlog.ts";
+import type { Item, Lane } from "./delivery-queue.ts";
+import { DeliveryScheduler, type Destination } from "./delivery-scheduler.ts";
+import { type AuthFailureHandler, noteDelivered, noteRetryableFailure } from "./destination-health.ts";
 import { type PostResult, postOnce } from "./http-post.ts";
 import { retryDelay, retrySettings } from "./retry-policy.ts";
 import type { SegmentDrop, Spool, SpoolRecord, SpoolRef } from "./spool.ts";
@@ -66,23 +64,7 @@ export interface DispatcherOptions {
   /** Jitter source (tests); default Math.random. */
   random?: () => number;
   /** A destination started refusing Hive's credentials (401/403/404); called once per such episode. */
-  onAuthFailure?: (failure: { destination: string; status: number | undefined; url: string }) => void;
-}
-
-interface Destination {
-  origin: string;
-  agent: http.Agent;
-  inFlight: number;
-  notBefore: number;
-  wakeTimer: NodeJS.Timeout | undefined;
-  lanes: Map<string, Lane>;
-  ready: Lane[];
-  failing: boolean;
-  authFailing: boolean;
-  /** Undelivered items and their bytes (the quota). */
-  items: ItemList;
-  pendingCount: number;
-  pendingBytes: number;
+  onAuthFailure?: AuthFailureHandler;
 }
 
 export interface Dispatcher {
@@ -99,165 +81,42 @@ export interface Dispatcher {
   close(): Promise<void>;
 }
 
+/** A callback URL Hive can post to; undefined for anything else. */
+function parseCallbackUrl(raw: string): URL | undefined {
+  try {
+    const url = new URL(raw);
+    return url.protocol === "http:" || url.protocol === "https:" ? url : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export function createDispatcher(options: DispatcherOptions): Dispatcher {
   const { logger, metrics, spool } = options;
-  const concurrency = Math.max(1, options.concurrency ?? 4);
   const timeouts = {
     connectTimeoutMs: options.connectTimeoutMs ?? 5_000,
     responseTimeoutMs: options.responseTimeoutMs ?? 10_000,
   };
   const retry = retrySettings(options);
   const maxPendingBytes = options.maxPendingBytes ?? 16 * 1024 * 1024;
-  const quotaBytes = options.destinationQuotaBytes ?? maxPendingBytes;
   const random = options.random ?? Math.random;
   const userAgent = options.userAgent ?? "hive-agent";
   const callbackOptions = createCallbackOptions(options.destinations ?? []);
+  const parse = boundedMemo(parseCallbackUrl);
 
-  // Node's `ca` option replaces the default trust store: add the system's roots to what is given.
-  const extraCa = options.ca
-    ? [...tls.rootCertificates, ...(Array.isArray(options.ca) ? options.ca : [options.ca])]
-    : undefined;
-  const destinations = new Map<string, Destination>();
-  let pendingCount = 0;
-  let pendingBytes = 0;
-  let closed = false;
-  let waiters: (() => void)[] = [];
-  const inFlightRequests = new Set<Promise<void>>();
-
-  const updateGauges = () => {
-    if (spool) {
-      const s = spool.stats();
-      metrics.pendingAlerts.set(s.pending);
-      metrics.spoolBytes.set(s.bytes);
-    } else {
-      metrics.pendingAlerts.set(pendingCount);
-      metrics.spoolBytes.set(pendingBytes);
-    }
-  };
-
-  const destinationFor = (origin: string, protocol: string): Destination => {
-    let d = destinations.get(origin);
-    if (d) return d;
-    const agentOptions = {
-      keepAlive: true,
-      maxSockets: concurrency,
-      maxFreeSockets: concurrency,
-      scheduling: "fifo" as const,
-    };
-    d = {
-      origin,
-      agent:
-        protocol === "https:"
-          ? new https.Agent({ ...agentOptions, ...(extraCa ? { ca: extraCa } : {}) })
-          : new http.Agent(agentOptions),
-      inFlight: 0,
-      notBefore: 0,
-      wakeTimer: undefined,
-      lanes: new Map(),
-      ready: [],
-      failing: false,
-      authFailing: false,
-      items: new ItemList(),
-      pendingCount: 0,
-      pendingBytes: 0,
-    };
-    destinations.set(origin, d);
-    return d;
-  };
-
-  const complete = (item: Item) => {
-    if (item.done) return;
-    item.done = true;
-    // A finished item may stay referenced for a while (a lane waiting out a backoff keeps
-    // its queue): release the body now so only a small shell remains.
-    if (item.rec.body !== "") item.rec = { ...item.rec, body: "" };
-    pendingCount--;
-    pendingBytes -= item.bytes;
-    const dest = destinations.get(item.origin);
-    if (dest) {
-      dest.pendingCount--;
-      dest.pendingBytes -= item.bytes;
-    }
-    if (item.ref && spool) spool.ack(item.ref);
-    if (pendingCount === 0) {
-      const w = waiters;
-      waiters = [];
-      for (const resolve of w) resolve();
-    }
-  };
-
-  const reportDrops = (dropped: number, reason: DropReason, destination?: string) => {
-    if (dropped === 0) return;
-    metrics.alertsDropped.inc({ reason }, dropped);
-    const quota = reason === "destination_quota";
-    logger.error(
-      quota
-        ? "alert callback's backlog reached its quota: its oldest undelivered alerts dropped"
-        : "alert spool full: oldest undelivered alerts dropped",
-      {
-        error: new HiveError(
-          "SpoolFull",
-          quota ? "destination quota reached" : "alert spool reached its size bound",
-          {
-            hint: "the callbacks have been unreachable for long; raise the spool size or fix the receiver",
-            dropped,
-            ...(destination ? { destination } : {}),
-          },
-        ),
-      },
-    );
-  };
-
-  /** An item dropped by a bound: its spool record is gone (or given up) with it. */
-  const dropItem = (keepSpoolRecord: boolean) => (item: Item) => {
-    // An in-flight alert is dropped too; if that request still succeeds it is also counted
-    // as delivered, since it did arrive.
-    if (!keepSpoolRecord) item.ref = undefined;
-    complete(item);
-  };
-
-  const makeReady = (dest: Destination, lane: Lane) => {
-    if (lane.busy || lane.queued || !laneHead(lane)) return;
-    lane.queued = true;
-    dest.ready.push(lane);
-  };
-
-  const pump = (dest: Destination) => {
-    if (closed) return;
-    const now = Date.now();
-    if (dest.notBefore > now) {
-      if (!dest.wakeTimer && dest.ready.length > 0) {
-        dest.wakeTimer = setTimeout(() => {
-          dest.wakeTimer = undefined;
-          pump(dest);
-        }, dest.notBefore - now);
-      }
-      return;
-    }
-    while (dest.inFlight < concurrency && dest.ready.length > 0) {
-      const lane = dest.ready.shift() as Lane;
-      lane.queued = false;
-      const item = laneHead(lane);
-      if (!item || lane.busy) continue;
-      lane.busy = true;
-      dest.inFlight++;
-      const p = attempt(dest, lane, item);
-      inFlightRequests.add(p);
-      void p.finally(() => inFlightRequests.delete(p));
-    }
-  };
-
-  /** Lanes waiting out a backoff are sent now (the receiver answered again, or credentials changed). */
-  const wakeLanes = (dest: Destination) => {
-    for (const lane of dest.lanes.values()) {
-      if (!lane.timer) continue;
-      clearTimeout(lane.timer);
-      lane.timer = undefined;
-      lane.busy = false;
-      makeReady(dest, lane);
-    }
-    pump(dest);
-  };
+  const scheduler = new DeliveryScheduler({
+    concurrency: Math.max(1, options.concurrency ?? 4),
+    ca: options.ca,
+    send: (dest, lane, item) => attempt(dest, lane, item),
+  });
+  const backlog = new DeliveryBacklog({
+    logger,
+    metrics,
+    spool,
+    maxPendingBytes,
+    quotaBytes: options.destinationQuotaBytes ?? maxPendingBytes,
+    destinations: scheduler.destinations,
+  });
 
   const buildRequest = (item: Item): CallbackRequest => {
     // With a spool the body is kept in memory only while it is enqueued (so a first attempt
@@ -279,24 +138,18 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
 
   const finishAttempt = (dest: Destination, lane: Lane) => {
     lane.busy = false;
-    updateGauges();
-    makeReady(dest, lane);
-    pump(dest);
+    backlog.updateGauges();
+    scheduler.makeReady(dest, lane);
+    scheduler.pump(dest);
   };
 
   const retryLater = (dest: Destination, lane: Lane, item: Item, retryAfterMs: number | undefined) => {
     metrics.deliveryRetries.inc({ destination: dest.origin });
     const { delayMs, wholeDestination } = retryDelay(item.attempts, retryAfterMs, retry, random);
     // The receiver asked the whole destination to slow down, not just this trap.
-    if (wholeDestination) dest.notBefore = Math.max(dest.notBefore, Date.now() + delayMs);
-    lane.timer = setTimeout(() => {
-      lane.timer = undefined;
-      lane.busy = false;
-      makeReady(dest, lane);
-      pump(dest);
-    }, delayMs);
-    updateGauges();
-    pump(dest);
+    scheduler.backoff(dest, lane, delayMs, wholeDestination);
+    backlog.updateGauges();
+    scheduler.pump(dest);
     return delayMs;
   };
 
@@ -310,7 +163,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     } catch (error) {
       item.inFlight = false;
       dest.inFlight--;
-      if (!isHiveError(error, "SpoolCorrupt") && !item.done && !closed) {
+      if (!isHiveError(error, "SpoolCorrupt") && !item.done && !scheduler.isClosed) {
         // The spool's disk could not be read: the alert stays queued.
         logger.warn("a spooled alert cannot be read back now; retrying", { error, alertId: item.rec.id });
         retryLater(dest, lane, item, undefined);
@@ -320,12 +173,12 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       logger.error("a spooled alert cannot be read back; it is dropped", { error, alertId: item.rec.id });
       if (!item.done) {
         metrics.alertsDropped.inc({ reason: "spool_corrupt" });
-        complete(item);
+        backlog.complete(item);
       }
       lane.busy = false;
-      updateGauges();
-      makeReady(dest, lane);
-      queueMicrotask(() => pump(dest));
+      backlog.updateGauges();
+      scheduler.makeReady(dest, lane);
+      queueMicrotask(() => scheduler.pump(dest));
       return;
     }
     metrics.deliveryAttempts.inc(label);
@@ -339,17 +192,12 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     item.inFlight = false;
     dest.inFlight--;
     if (result.ok) {
-      if (dest.failing || dest.authFailing) {
-        logger.info("alert callback accepts alerts again", { destination: dest.origin });
-        dest.failing = false;
-        dest.authFailing = false;
-        // The receiver is back: the others waiting out their backoff need not wait any longer.
-        queueMicrotask(() => wakeLanes(dest));
-      }
+      // The receiver is back: the others waiting out their backoff need not wait any longer.
+      if (noteDelivered(dest, logger)) queueMicrotask(() => scheduler.wake(dest));
       // Counted even when a bound dropped the alert while this request was in flight: it did arrive.
       metrics.alertsDelivered.inc(label);
       metrics.deliveryLatency.observe(label, Math.max(0, Date.now() - item.rec.createdMs) / 1000);
-      complete(item);
+      backlog.complete(item);
       finishAttempt(dest, lane);
       return;
     }
@@ -365,62 +213,18 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
       logger.error(error.message, { error });
       if (!item.done) {
         metrics.alertsDropped.inc({ reason: "permanent_failure" });
-        complete(item);
+        backlog.complete(item);
       }
       finishAttempt(dest, lane);
       return;
     }
-    if (item.done || closed) {
+    if (item.done || scheduler.isClosed) {
       // Dropped by a bound while in flight, or shutting down: no retry.
       finishAttempt(dest, lane);
       return;
     }
     const delayMs = retryLater(dest, lane, item, result.retryAfterMs);
-    const isAuth = result.class === "http_auth" || result.status === 404;
-    if (isAuth && !dest.authFailing) {
-      dest.authFailing = true;
-      dest.failing = true;
-      logger.error("alert callback refuses Hive's credentials; alerts are kept and retried", {
-        error: new HiveError("DeliveryFailed", `alert callback answered ${result.message}`, {
-          object: redact(item.rec.url),
-          hint: "update the callback headers Secret (applied without a restart) or the receiver; alerts wait in the spool meanwhile",
-          status: result.status,
-        }),
-      });
-      options.onAuthFailure?.({ destination: dest.origin, status: result.status, url: redact(item.rec.url) });
-    } else if (!dest.failing) {
-      dest.failing = true;
-      logger.warn("alert callback failing; retrying with backoff", {
-        destination: dest.origin,
-        class: result.class,
-        status: result.status,
-        message: result.message,
-      });
-    } else {
-      logger.debug("alert delivery retry", {
-        destination: dest.origin,
-        alertId: item.rec.id,
-        attempt: item.attempts,
-        delayMs: Math.round(delayMs),
-        message: result.message,
-      });
-    }
-  };
-
-  const parsed = new Map<string, URL | undefined>();
-  const parse = (raw: string): URL | undefined => {
-    if (parsed.has(raw)) return parsed.get(raw);
-    let url: URL | undefined;
-    try {
-      url = new URL(raw);
-      if (url.protocol !== "http:" && url.protocol !== "https:") url = undefined;
-    } catch {
-      url = undefined;
-    }
-    // Callback URLs come from policies: few, but bound the cache anyway.
-    if (parsed.size > 10_000) parsed.clear();
-    parsed.set(raw, url);
-    return url;
+    noteRetryableFailure(dest, item, result, delayMs, logger, options.onAuthFailure);
   };
 
   const enqueueItem = (
@@ -429,22 +233,9 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     ref: SpoolRef | undefined,
     bytes: number,
   ): Item => {
-    dest.items.compact(dest.pendingCount);
     const item: Item = { rec, ref, bytes, attempts: 0, inFlight: false, done: false, origin: dest.origin };
-    dest.items.push(item);
-    pendingCount++;
-    pendingBytes += bytes;
-    dest.pendingCount++;
-    dest.pendingBytes += bytes;
-    let lane = dest.lanes.get(rec.trapId);
-    if (!lane) {
-      lane = newLane();
-      dest.lanes.set(rec.trapId, lane);
-    }
-    trimLane(lane);
-    lane.items.push(item);
-    makeReady(dest, lane);
-    pump(dest);
+    backlog.add(dest, item);
+    scheduler.add(dest, item);
     return item;
   };
 
@@ -454,34 +245,6 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     });
     metrics.alertsDropped.inc({ reason: "permanent_failure" });
     if (ref && spool) spool.ack(ref);
-  };
-
-  /**
-   * Drops the destination's oldest alerts until `bytes` are freed, counted under `reason`;
-   * `acknowledge`: given up in the spool too, so that its segment can be deleted.
-   */
-  const dropOldestOf = (
-    dest: Destination,
-    bytes: number,
-    reason: "destination_quota" | "spool_full",
-    acknowledge: boolean,
-  ): number => {
-    let free = bytes;
-    const dropped = dest.items.dropOldest(
-      () => free > 0,
-      (item) => {
-        free -= item.bytes;
-        dropItem(acknowledge)(item);
-      },
-    );
-    reportDrops(dropped, reason, dest.origin);
-    return dropped;
-  };
-
-  /** Makes room for `bytes` more in the destination's quota by dropping its own oldest. */
-  const enforceQuota = (dest: Destination, bytes: number) => {
-    if (dest.pendingBytes + bytes <= quotaBytes) return;
-    dropOldestOf(dest, dest.pendingBytes + bytes - quotaBytes, "destination_quota", true);
   };
 
   /** Appends to the spool; a refusal (or an unexpected failure) is counted and the alert dropped. */
@@ -509,14 +272,15 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     for (const r of spool.recovered) {
       const url = parse(r.url);
       if (!url) invalidUrl({ ...r, body: "" }, r.ref);
-      else enqueueItem(destinationFor(url.origin, url.protocol), { ...r, body: "" }, r.ref, r.bytes);
+      else
+        enqueueItem(scheduler.destinationFor(url.origin, url.protocol), { ...r, body: "" }, r.ref, r.bytes);
     }
   }
-  updateGauges();
+  backlog.updateGauges();
 
   return {
     enqueue(rec) {
-      if (closed) {
+      if (scheduler.isClosed) {
         logger.error("alert dispatcher is closed; alert not delivered", { alertId: rec.id });
         return;
       }
@@ -525,68 +289,36 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
         invalidUrl(rec, undefined);
         return;
       }
-      const dest = destinationFor(url.origin, url.protocol);
+      const dest = scheduler.destinationFor(url.origin, url.protocol);
       let ref: SpoolRef | undefined;
       let bytes: number;
       if (spool) {
         const spooled = spoolAppend(rec);
         if (!spooled) {
-          updateGauges();
+          backlog.updateGauges();
           return;
         }
         ({ ref, bytes } = spooled);
       } else {
         bytes = Buffer.byteLength(rec.body) + 128;
-        while (pendingBytes + bytes > maxPendingBytes) {
-          // The destination holding the most gives up its oldest.
-          let largest: Destination | undefined;
-          for (const d of destinations.values())
-            if (!largest || d.pendingBytes > largest.pendingBytes) largest = d;
-          if (!largest || largest.pendingCount === 0) break;
-          if (dropOldestOf(largest, pendingBytes + bytes - maxPendingBytes, "spool_full", false) === 0) break;
-        }
-        enforceQuota(dest, bytes);
+        backlog.makeRoom(dest, bytes);
       }
       const item = enqueueItem(dest, rec, ref, bytes);
       // In the spool now: an attempt not made during enqueueItem reads the body back from there.
       if (ref && !item.done) item.rec = { ...item.rec, body: "" };
-      updateGauges();
+      backlog.updateGauges();
     },
-    idle(timeoutMs) {
-      if (pendingCount === 0) return Promise.resolve(true);
-      return new Promise<boolean>((resolve) => {
-        const timer = timeoutMs === undefined ? undefined : setTimeout(() => resolve(false), timeoutMs);
-        waiters.push(() => {
-          clearTimeout(timer);
-          resolve(true);
-        });
-      });
-    },
-    pending: () => pendingCount,
+    idle: (timeoutMs) => backlog.idle(timeoutMs),
+    pending: () => backlog.count,
     async close() {
-      closed = true;
-      for (const dest of destinations.values()) {
-        clearTimeout(dest.wakeTimer);
-        for (const lane of dest.lanes.values()) clearTimeout(lane.timer);
-        dest.agent.destroy();
-      }
-      await Promise.allSettled([...inFlightRequests]);
-      updateGauges();
+      await scheduler.close();
+      backlog.updateGauges();
     },
     setDestinations(list) {
       callbackOptions.set(list);
       // New credentials: what waits for a retry is tried with them at once.
-      for (const dest of destinations.values()) if (dest.failing) wakeLanes(dest);
+      for (const dest of scheduler.destinations.values()) if (dest.failing) scheduler.wake(dest);
     },
-    spoolSegmentDropped(drop) {
-      // The spool drops a destination's segments oldest first: drop its items of that segment and older.
-      const dest = destinations.get(drop.stream);
-      const dropped =
-        dest?.items.dropOldest(
-          (item) => item.ref === undefined || item.ref.segment <= drop.segment,
-          dropItem(false),
-        ) ?? 0;
-      reportDrops(dropped, drop.reason, drop.stream);
-    },
+    spoolSegmentDropped: (drop) => backlog.segmentDropped(drop),
   };
 }
