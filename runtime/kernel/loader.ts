@@ -27,11 +27,12 @@ import {
   type WatchEntry,
 } from "./contract.ts";
 import { readCounters } from "./counters.ts";
-import { datasecOffsets, type InodePermissionSignature, inodePermissionSignature } from "./kernel-btf.ts";
+import { type InodePermissionSignature, inodePermissionSignature } from "./kernel-btf.ts";
 import { check, checkPointer, errnoName, libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import { ProcessTracking } from "./process-tracking.ts";
 import { RingConsumer } from "./ring-consumer.ts";
+import { setRodata } from "./rodata.ts";
 import type { ProofMaps } from "./trap-proof.ts";
 import { WatchMap } from "./watch-map.ts";
 
@@ -210,7 +211,11 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         this.setAutoload(trap, mode === this.attachMode);
         this.setAutoload(parent, mode === this.attachMode && loadParentHook);
       }
-      this.setRodata();
+      setRodata(this.obj, {
+        hive_inode_arg: this.signature.inodeArg,
+        hive_burst_gap_ns: this.burstGapNs,
+        hive_burst_max_ns: this.burstMaxNs,
+      });
       const maps = {} as Record<(typeof PINNED_MAPS)[number], Pointer>;
       for (const name of PINNED_MAPS) {
         maps[name] = checkPointer(
@@ -316,37 +321,6 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         object: name,
       },
     );
-  }
-
-  private setRodata(): void {
-    const btf = checkPointer(
-      this.lib.bpf_object__btf(this.obj) as Pointer | null,
-      "reading the object's BTF",
-    );
-    const offsets = datasecOffsets(btf, ".rodata");
-    const map = checkPointer(
-      this.lib.bpf_object__find_map_by_name(this.obj, ".rodata") as Pointer | null,
-      "finding .rodata",
-    );
-    const size = [0];
-    const data = checkPointer(
-      this.lib.bpf_map__initial_value(map, size) as Pointer | null,
-      "bpf_map__initial_value",
-    );
-    const view = new DataView(koffi.view(data, size[0] ?? 0));
-    const set = (name: string, value: number | bigint) => {
-      const at = offsets.get(name);
-      if (!at)
-        throw new HiveError("BpfObjectMissing", `the BPF object lacks ${name}`, {
-          object: name,
-          hint: "rebuild bpf/hive.bpf.o",
-        });
-      if (at.size === 8) view.setBigUint64(at.offset, BigInt(value), true);
-      else view.setUint32(at.offset, Number(value), true);
-    };
-    set("hive_inode_arg", this.signature.inodeArg);
-    set("hive_burst_gap_ns", this.burstGapNs);
-    set("hive_burst_max_ns", this.burstMaxNs);
   }
 
   /** Attaches one program to `symbol` in this watcher's mode; null with errno set on failure. */
