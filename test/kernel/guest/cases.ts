@@ -14,9 +14,7 @@ import {
   linkSync,
   mkdirSync,
   openSync,
-  readdirSync,
   readFileSync,
-  realpathSync,
   renameSync,
   rmSync,
   statSync,
@@ -29,10 +27,10 @@ import type { AttachMode, KernelEvent, WatchEntry } from "../../../runtime/kerne
 import { fileKeyFromStat, fileKeyId } from "../../../runtime/kernel/layout.ts";
 import type { LibbpfKernelWatcher } from "../../../runtime/kernel/loader.ts";
 import { openKernelWatcher } from "../../../runtime/kernel/open-watcher.ts";
-import { readPinnedState } from "../../../runtime/kernel/pinned-state.ts";
 import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseName, type KernelCaseResult } from "./case-names.ts";
 import { type GuestHarness, processCases } from "./process-cases.ts";
 import { proofCases } from "./proof-cases.ts";
+import { restartCases } from "./restart-cases.ts";
 
 const ALL: AccessKind[] = ["read", "write", "exec", "append", "open"];
 const PIN_ROOT = "/sys/fs/bpf/hive-test";
@@ -86,12 +84,18 @@ async function observe(
 
 const forSlot = (list: KernelEvent[], slot: number) => list.filter((e) => e.slot === slot);
 
-/** What the case modules (process-cases.ts, proof-cases.ts) use of this runner. */
+/** What the case modules (process-cases.ts, proof-cases.ts, restart-cases.ts) use of this runner. */
 const harness: GuestHarness = {
   watcher: () => watcher,
+  reopen: (burstGapMs = GAP_MS) => {
+    watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs });
+    subscribe(watcher);
+    return watcher;
+  },
   observe,
   file,
   entry: (path, slot) => entry(path, slot),
+  run: (cmd, args) => run(cmd, args),
   dir,
   gapMs: GAP_MS,
   replacer,
@@ -100,6 +104,7 @@ const harness: GuestHarness = {
 const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | undefined>> = {
   ...processCases(harness),
   ...proofCases(harness, PIN_ROOT),
+  ...restartCases(harness, PIN_ROOT),
   async "a read of a watched file gives exactly one event with the reader's pid, tgid, uid, gid, comm and mask"() {
     const path = file("read.txt");
     const key = fileKeyFromStat(statSync(path));
@@ -533,168 +538,6 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
       await w?.close();
       rmSync(root, { recursive: true, force: true });
     }
-  },
-
-  async "pinned maps survive an agent restart and are adopted; a clean shutdown removes them"() {
-    const path = file("pinned.txt");
-    watcher.sync([entry(path, 30)]);
-    // Delivered before the restart (its burst stays in the pinned burst map): never again after it.
-    const before = forSlot(await observe(() => void run("cat", [path])), 30);
-    assert.equal(before.length, 1, JSON.stringify(before, replacer));
-    await watcher.close({ keepPinned: true });
-    const state = readPinnedState(PIN_ROOT);
-    assert.ok(state, "nothing pinned");
-    assert.equal(state.watched.length, 1);
-    assert.equal(state.watched[0]?.slot, 30);
-    // The process trackers stay attached through their pins: no exec goes unseen meanwhile.
-    const pins = readdirSync(PIN_ROOT);
-    for (const pin of ["link_proc_exec", "link_proc_fork", "link_proc_exit", "hive_procs"])
-      assert.ok(pins.includes(pin), `${pin} not pinned: ${pins}`);
-    // While no agent runs: accesses still go to the pinned maps when the link is pinned.
-    run("cat", [path]);
-    watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: GAP_MS });
-    subscribe(watcher);
-    const sinceRestart: KernelEvent[] = [];
-    watcher.onEvent((e) => sinceRestart.push(e));
-    assert.equal(watcher.counters().watched, 1, "the new agent adopted the watch map");
-    await observe(() => void run("cat", [path]));
-    const seen = forSlot(sinceRestart, 30);
-    assert.ok(seen.length >= 1, "no event after adoption");
-    const again = seen.filter((e) => e.ktimeNs === before[0]?.ktimeNs);
-    assert.equal(again.length, 0, `delivered again after the restart: ${JSON.stringify(again, replacer)}`);
-    const details = { linkPinned: state.attachMode !== null, adopted: watcher.adopted, events: seen.length };
-    if (state.attachMode !== null) {
-      assert.equal(watcher.adopted, true);
-      assert.ok(seen.length >= 2, `the access made while no agent ran was kept (events: ${seen.length})`);
-      // ...and names the cat that was exec'd while no agent ran.
-      const cat = realpathSync(execFileSync("sh", ["-c", "command -v cat"], { encoding: "utf8" }).trim());
-      for (const e of seen) assert.deepEqual(e.process.exe, { exe: cat, source: "exec" });
-    }
-    await watcher.close();
-    assert.equal(existsSync(PIN_ROOT), false, "clean shutdown must remove the pins");
-    watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: GAP_MS });
-    subscribe(watcher);
-    assert.equal(watcher.counters().watched, 0);
-    return details;
-  },
-
-  async "after adopting an earlier agent's backlog, flush() waits for the new agent's own accesses"() {
-    const path = file("backlog.txt");
-    watcher.sync([entry(path, 32)]);
-    await watcher.close({ keepPinned: true });
-    const linkPinned = readPinnedState(PIN_ROOT)?.attachMode != null;
-    // Accesses while no agent runs: with the link pinned, bursts the next agent must deliver.
-    for (let i = 0; i < 5; i++) run("cat", [path]);
-    // A gap wider than a loaded host's stalls: the reader below always has a burst open.
-    watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: 200 });
-    subscribe(watcher);
-    await watcher.whenReady();
-    const fromReader: KernelEvent[] = [];
-    watcher.onEvent((e) => {
-      if (e.slot === 32 && e.tgid === reader.pid) fromReader.push(e);
-    });
-    const reader = spawn("sh", ["-c", `i=0; while [ $i -lt 5000 ]; do read x < ${path}; i=$((i+1)); done`]);
-    const exited = new Promise<void>((resolve) => reader.on("exit", () => resolve()));
-    // Reading for sure (its first burst, ended at the burst's age limit, has arrived).
-    const deadline = Date.now() + 60_000;
-    while (fromReader.length === 0 && reader.exitCode === null && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 20));
-    assert.ok(fromReader.length > 0, "the reader never got going");
-    const started = Date.now();
-    await watcher.flush(60_000);
-    const waitedMs = Date.now() - started;
-    const atReturn = fromReader.length;
-    await exited;
-    await watcher.flush(60_000);
-    const later = fromReader.length - atReturn;
-    await watcher.close();
-    watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: GAP_MS });
-    subscribe(watcher);
-    assert.equal(
-      later,
-      0,
-      `flush() returned after ${waitedMs} ms with ${later} of the reader's bursts still to come`,
-    );
-    return { linkPinned, waitedMs, readerBursts: atReturn };
-  },
-
-  async "events are consumed only once handled: an agent killed before, or stopped while holding them, leaves them to the next"() {
-    const path = file("killed.txt");
-    watcher.sync([entry(path, 34)]);
-    await watcher.close({ keepPinned: true });
-    const agent = spawn(
-      process.execPath,
-      [join(import.meta.dirname, "stalled-agent.ts"), PIN_ROOT, String(GAP_MS)],
-      {
-        stdio: ["pipe", "pipe", "inherit"],
-      },
-    );
-    const exited = new Promise<void>((resolve) => agent.on("exit", () => resolve()));
-    let output = "";
-    agent.stdout.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    const until = async (what: string, done: () => boolean) => {
-      const deadline = Date.now() + 60_000;
-      while (!done() && agent.exitCode === null && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 20));
-      assert.ok(done(), `${what} (the agent's output: ${JSON.stringify(output)})`);
-    };
-    const handled = (tgid: number) => output.includes(`event ${tgid}\n`);
-    // Bursts both ways out of the kernel: the shell's first two reads reach the ring buffer
-    // when its next read starts a burst; its last read and the cat are swept from the table.
-    const bursts = () => ({
-      sh: run("sh", ["-c", `for i in 1 2 3; do read x < ${path}; sleep 0.2; done`]),
-      cat: run("cat", [path]),
-    });
-    await until("the agent never got ready", () => output.includes("ready"));
-    const handledBefore = bursts();
-    await until(
-      "the agent did not handle the first bursts",
-      () => handled(handledBefore.sh) && handled(handledBefore.cat),
-    );
-    await new Promise((r) => setTimeout(r, 1500)); // its acknowledgements reach the worker
-    agent.stdin.write("block\n");
-    await until("the agent did not block", () => output.includes("blocked"));
-    const readNotHandled = bursts();
-    await new Promise((r) => setTimeout(r, 20 * GAP_MS + 1000)); // time to read the ring and sweep the table
-    agent.kill("SIGKILL");
-    await exited;
-    // The next agent handles them but holds them (as the loader does before its first sync), and stops.
-    watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: GAP_MS });
-    const held: KernelEvent[] = [];
-    watcher.onEvent((e) => e.slot === 34 && held.push(e));
-    watcher.holdAcks();
-    const heldDeadline = Date.now() + 10_000;
-    while (held.length < 4 && Date.now() < heldDeadline) await watcher.flush(1000);
-    await watcher.close({ keepPinned: true });
-    // ...so the one after it has them all again, and nothing the killed agent had handled.
-    watcher = openKernelWatcher({ pinRoot: PIN_ROOT, burstGapMs: GAP_MS });
-    subscribe(watcher);
-    const seen: KernelEvent[] = [];
-    watcher.onEvent((e) => e.slot === 34 && seen.push(e));
-    const deadline = Date.now() + 10_000;
-    while (seen.length < 4 && Date.now() < deadline) await watcher.flush(1000);
-    await watcher.flush(1000);
-    const count = (list: KernelEvent[], b: { sh: number; cat: number }) => ({
-      sh: list.filter((e) => e.tgid === b.sh).length,
-      cat: list.filter((e) => e.tgid === b.cat).length,
-    });
-    const result = {
-      handledBeforeKill: count(seen, handledBefore),
-      readNotHandled: count(seen, readNotHandled),
-      heldThenStopped: count(held, readNotHandled),
-    };
-    assert.deepEqual(
-      result,
-      {
-        handledBeforeKill: { sh: 0, cat: 0 },
-        readNotHandled: { sh: 3, cat: 1 },
-        heldThenStopped: { sh: 3, cat: 1 },
-      },
-      JSON.stringify({ seen, held }, replacer),
-    );
-    return result;
   },
 
   async "every attach mode the kernel offers reports reads, and auto picks the least-privileged one"() {

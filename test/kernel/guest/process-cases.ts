@@ -29,9 +29,13 @@ import type { KernelCaseName } from "./case-names.ts";
 
 export interface GuestHarness {
   watcher: () => LibbpfKernelWatcher;
+  /** A new watcher on the runner's pin root (adopting what is pinned), made the current one. */
+  reopen: (burstGapMs?: number) => LibbpfKernelWatcher;
   observe: (action: () => void | Promise<void>, w?: LibbpfKernelWatcher) => Promise<KernelEvent[]>;
   file: (name: string, content?: string) => string;
   entry: (path: string, slot: number) => WatchEntry;
+  /** Runs a command to completion; throws when it fails. Returns its pid. */
+  run: (cmd: string, args: string[]) => number;
   dir: string;
   gapMs: number;
   replacer: (key: string, value: unknown) => unknown;
