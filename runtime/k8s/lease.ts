@@ -121,16 +121,7 @@ export class LeaderElector {
         hint: `got renewDeadlineMs=${renewDeadlineMs}, leaseDurationMs=${leaseDurationMs}`,
       });
     }
-    if (!(retryPeriodMs * JITTER < renewDeadlineMs)) {
-      throw new HiveError(
-        "ConfigInvalid",
-        "the retry period (with jitter) must be shorter than the renew deadline",
-        {
-          object: `lease ${options.namespace}/${options.name}`,
-          hint: `got retryPeriodMs=${retryPeriodMs}, renewDeadlineMs=${renewDeadlineMs}`,
-        },
-      );
-    }
+    // Also bounds the retry period alone: a renewal and a retry must both fit before the deadline.
     const renewPeriodMs = options.renewPeriodMs ?? retryPeriodMs;
     if (!((renewPeriodMs + retryPeriodMs) * JITTER < renewDeadlineMs)) {
       throw new HiveError(
