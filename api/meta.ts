@@ -49,6 +49,7 @@ export const DATA_ANNOTATIONS = [
   "path",
   "pod_ip",
   "pod_name",
+  "pod_uid",
 ] as const;
 export type DataAnnotation = (typeof DATA_ANNOTATIONS)[number];
 export type DataAnnotations = Record<DataAnnotation, string>;

@@ -168,7 +168,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   const discoverInformers: RunningInformer[] = [
     policyInformer,
     nodePodFeed(nodeName, (t, p) => discover.onPod(t, p), feedOptions),
-    nodeDataFeed(nodeName, (t, d) => discover.onData(t, d), feedOptions),
+    nodeDataFeed(options.namespace, nodeName, (t, d) => discover.onData(t, d), feedOptions),
   ];
   const all: RunningInformer[] = [...discoverInformers];
   let ready = false;
@@ -280,7 +280,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       });
       const informers: RunningInformer[] = [
         sharedPolicies((t, p) => controller.onPolicy(t, p)),
-        kernelDataFeed(kernelId, (t, d) => controller.onData(t, d), feedOptions),
+        kernelDataFeed(options.namespace, kernelId, (t, d) => controller.onData(t, d), feedOptions),
       ];
       // The role ends only when the agent stops (a restart, an update): the program stays
       // attached and pinned, its events wait in the ring buffer for the next agent, and the
@@ -315,7 +315,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       });
       const informers: RunningInformer[] = [
         sharedPolicies((t, p) => controller.onPolicy(t, p)),
-        allDataFeed((t, d) => controller.onData(t, d), feedOptions),
+        allDataFeed(options.namespace, (t, d) => controller.onData(t, d), feedOptions),
         trapErrorFeed(
           (t, ev) => controller.onTrapError(t, objectKey(ev), trapErrorFromEvent(ev)),
           feedOptions,

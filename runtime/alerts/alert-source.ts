@@ -38,8 +38,8 @@ export function trapIdOf(source: AlertSource): string {
 
 /**
  * An AlertSource from a HiveData object as the loader's index holds it. HiveData lives in
- * its pod's namespace, so the policy namespace comes from the `hive-operator.com/policy-namespace`
- * label (or `context.policyNamespace`); the pod UID from the HiveData's Pod ownerReference.
+ * the monitor's namespace, so the policy namespace comes from the `hive-operator.com/policy-namespace`
+ * label (or `context.policyNamespace`); the pod UID from its `pod_uid` annotation.
  */
 export function alertSourceFromHiveData(
   data: Pick<HiveData, "metadata" | "spec">,
@@ -56,13 +56,7 @@ export function alertSourceFromHiveData(
   if (data.spec.allow !== undefined) source.allow = data.spec.allow;
   const policyNamespace = context.policyNamespace ?? labels[LABEL_POLICY_NAMESPACE];
   if (policyNamespace !== undefined) source.policyNamespace = policyNamespace;
-  const owner = (data.metadata.ownerReferences ?? []).find(
-    (ref): ref is { kind: string; uid: string } =>
-      typeof ref === "object" &&
-      ref !== null &&
-      (ref as { kind?: unknown }).kind === "Pod" &&
-      typeof (ref as { uid?: unknown }).uid === "string",
-  );
-  if (owner?.uid) source.podUid = owner.uid;
+  const podUid = data.metadata.annotations?.pod_uid;
+  if (podUid) source.podUid = podUid;
   return source;
 }

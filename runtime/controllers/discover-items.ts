@@ -56,7 +56,7 @@ export function collectItems(
           }
           items.push({
             name: dataName(id, c.containerId, pod.metadata?.name ?? ""),
-            namespace: pod.metadata?.namespace ?? "default",
+            namespace: platformNamespace,
             policy,
             trapIndex,
             trapId: id,

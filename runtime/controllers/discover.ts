@@ -115,6 +115,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
             container: item.container,
             kernelId,
             nodeName,
+            namespace: item.namespace,
             file: found.key,
             parent: found.parent,
           }),

@@ -72,20 +72,23 @@ export const policyFeed = (sink: Sink<HivePolicy>, o: FeedOptions) =>
 export const nodePodFeed = (nodeName: string, sink: Sink<V1Pod>, o: FeedOptions) =>
   feed<V1Pod>(PODS, sink, { ...o, fieldSelector: `spec.nodeName=${nodeName}` });
 
-export const nodeDataFeed = (nodeName: string, sink: Sink<HiveData>, o: FeedOptions) =>
-  feed<HiveData & KubernetesObject>(HIVE_DATA, sink as Sink<HiveData & KubernetesObject>, {
+/** HiveData lives in the monitor's namespace only (where the agent's Role reaches). */
+const dataIn = (namespace: string): ResourceRef => ({ ...HIVE_DATA, namespace });
+
+export const nodeDataFeed = (namespace: string, nodeName: string, sink: Sink<HiveData>, o: FeedOptions) =>
+  feed<HiveData & KubernetesObject>(dataIn(namespace), sink as Sink<HiveData & KubernetesObject>, {
     ...o,
     labelSelector: `${LABEL_NODE}=${nodeName}`,
   });
 
-export const kernelDataFeed = (kernelId: string, sink: Sink<HiveData>, o: FeedOptions) =>
-  feed<HiveData & KubernetesObject>(HIVE_DATA, sink as Sink<HiveData & KubernetesObject>, {
+export const kernelDataFeed = (namespace: string, kernelId: string, sink: Sink<HiveData>, o: FeedOptions) =>
+  feed<HiveData & KubernetesObject>(dataIn(namespace), sink as Sink<HiveData & KubernetesObject>, {
     ...o,
     labelSelector: `${LABEL_KERNEL_ID}=${kernelId}`,
   });
 
-export const allDataFeed = (sink: Sink<HiveData>, o: FeedOptions) =>
-  feed<HiveData & KubernetesObject>(HIVE_DATA, sink as Sink<HiveData & KubernetesObject>, {
+export const allDataFeed = (namespace: string, sink: Sink<HiveData>, o: FeedOptions) =>
+  feed<HiveData & KubernetesObject>(dataIn(namespace), sink as Sink<HiveData & KubernetesObject>, {
     ...o,
     labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY}`,
   });

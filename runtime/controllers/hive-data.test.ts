@@ -18,19 +18,20 @@ const input = {
   container: { name: "app", containerId: "containerd://abc" },
   kernelId: "eeeeeeee-5555-4555-8555-555555555555",
   nodeName: "node-1",
+  namespace: "hive-system",
   file: { major: 0, minor: 50, ino: 1234n },
   parent: { major: 0, minor: 50, ino: 12n },
 };
 
 describe("HiveData for one trap × container", () => {
-  it("is valid, deterministic, lives beside its pod and is owned by it", () => {
+  it("is valid, deterministic, lives in the monitor's namespace and names its pod without owning it", () => {
     const d = buildHiveData(input);
     expect(validateData(d)).toMatchObject({ ok: true });
     expect(d.metadata.name).toBe(dataName(input.trapId, "containerd://abc", "web"));
-    expect(d.metadata.namespace).toBe("prod");
-    expect(d.metadata.ownerReferences).toEqual([
-      { apiVersion: "v1", kind: "Pod", name: "web", uid: "u-1", blockOwnerDeletion: false },
-    ]);
+    expect(d.metadata.namespace).toBe("hive-system");
+    // An owner must share the dependent's namespace: the pod is named by annotations instead.
+    expect(d.metadata.ownerReferences).toBeUndefined();
+    expect(d.metadata.annotations).toMatchObject({ namespace: "prod", pod_name: "web", pod_uid: "u-1" });
     expect(d.metadata.annotations?.callback).toBe("http://receiver/alerts");
     expect(d.spec.accesses).toEqual(["read", "write", "exec", "append", "open"]);
     expect(buildHiveData(input)).toEqual(d);

@@ -50,7 +50,6 @@ export function markMissing(d: HiveData): HiveData {
       namespace: d.metadata.namespace,
       labels: d.metadata.labels,
       annotations: { ...annotations, [ANNOTATION_MISSING]: "true" },
-      ownerReferences: d.metadata.ownerReferences,
     } as HiveData["metadata"],
   };
 }
@@ -73,6 +72,8 @@ export interface DataInput {
   container: { name: string; containerId: string };
   kernelId: string;
   nodeName: string;
+  /** The monitor's namespace: every HiveData lives there, where only the agent may write it. */
+  namespace: string;
   file: FileKey;
   parent: FileKey;
 }
@@ -90,6 +91,7 @@ export function buildHiveData(input: DataInput): HiveData {
     path: trap.path,
     pod_ip: pod.status?.podIP ?? "",
     pod_name: podName,
+    pod_uid: pod.metadata?.uid ?? "",
     [ANNOTATION_PARENT]: keyText(input.parent),
   };
   return {
@@ -97,8 +99,10 @@ export function buildHiveData(input: DataInput): HiveData {
     kind: KIND_DATA as HiveData["kind"],
     metadata: {
       name: dataName(input.trapId, container.containerId, podName),
-      // Beside its Pod: an ownerReference may only name an owner in the same namespace.
-      namespace: pod.metadata?.namespace ?? "default",
+      // In the monitor's namespace, not the pod's: the agent's Role reaches only there, and no
+      // tenant can write HiveData beside its pods. No Pod ownerReference (owners must share the
+      // namespace): discover removes the HiveData of its node's finished or deleted pods.
+      namespace: input.namespace,
       labels: {
         [LABEL_TRAP_ID]: input.trapId,
         [LABEL_KERNEL_ID]: input.kernelId,
@@ -108,15 +112,6 @@ export function buildHiveData(input: DataInput): HiveData {
         [LABEL_MANAGED_BY]: MANAGED_BY,
       },
       annotations,
-      ownerReferences: [
-        {
-          apiVersion: "v1",
-          kind: "Pod",
-          name: podName,
-          uid: pod.metadata?.uid ?? "",
-          blockOwnerDeletion: false,
-        },
-      ],
     },
     spec: {
       "inode-no": input.file.ino.toString(),

@@ -133,6 +133,7 @@ describe("allowlists in the alert pipeline", () => {
       pod: { metadata: { name: "web", namespace: "prod", uid: "u-1" } },
       container: { name: "app", containerId: "containerd://abc" },
       kernelId: "0d9f5c1e-3b7a-4c2e-9f1d-2a6b8c4e0f11",
+      namespace: "hive-system",
       nodeName: "node-a",
       file: { major: 259, minor: 1, ino: 131_073n },
       parent: { major: 259, minor: 1, ino: 2n },
