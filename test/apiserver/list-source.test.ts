@@ -1,5 +1,6 @@
 import { CoreV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { clusterAdmin } from "./authn.ts";
 import { listSource } from "./list-source.ts";
 import { type ApiServer, startApiServer } from "./server.ts";
 
@@ -32,7 +33,7 @@ describe("where kube-apiserver would serve a LIST from", () => {
     });
 
     it("names each LIST's source and every request's user agent", async () => {
-      const core = api.kubeConfig("node-a").makeApiClient(CoreV1Api);
+      const core = api.kubeConfig(clusterAdmin("node-a")).makeApiClient(CoreV1Api);
       await core.listPodForAllNamespaces({ resourceVersion: "0", limit: 500 });
       await core.listPodForAllNamespaces({ limit: 500 });
       const lists = api.requests.filter((r) => r.user === "node-a" && r.verb === "list");

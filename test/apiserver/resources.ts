@@ -80,6 +80,27 @@ export const BUILTIN_RESOURCES: readonly ResourceDef[] = [
     "reportingController",
   ]),
   builtin("apps", "v1", "daemonsets", "DaemonSet", true, true),
+  // What the stand-in authorizes and admits with (rbac.ts, admission.ts).
+  builtin("rbac.authorization.k8s.io", "v1", "roles", "Role", true, false),
+  builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, false),
+  builtin("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", false, false),
+  builtin("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", false, false),
+  builtin(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicy",
+    false,
+    true,
+  ),
+  builtin(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding",
+    false,
+    false,
+  ),
   builtin("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false, true),
 ];
 

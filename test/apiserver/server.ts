@@ -47,7 +47,10 @@ import { createServer as createHttpsServer } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 import { KubeConfig } from "@kubernetes/client-node";
 import { hiveCrds } from "../../api/crd.ts";
+import { admit, type Operation } from "./admission.ts";
+import { Authenticator, type UserSpec } from "./authn.ts";
 import { type ListSource, listSource } from "./list-source.ts";
+import { authorize, forbiddenMessage } from "./rbac.ts";
 import { apiVersionOf, type ResourceDef, resourceKey } from "./resources.ts";
 import { ApiError, errors, type StatusBody } from "./status.ts";
 import {
@@ -123,10 +126,14 @@ export interface StartOptions extends StoreOptions {
    */
   crds?: unknown[];
   /**
-   * Authorization, like RBAC: return false to answer 403 Forbidden with upstream's message.
-   * Default: everything allowed. Faults (inject) apply first.
+   * Enforcement, as a real API server's: every request is authenticated (bearer token, 401
+   * otherwise), authorized by RBAC from the stored Roles, ClusterRoles and bindings (403,
+   * rbac.ts) and admitted by the stored ValidatingAdmissionPolicies (admission.ts). Both are
+   * on by default; a test turns one off only with the reason it must (`off: "why"`).
+   * Faults (inject) apply first.
    */
-  authorize?: (request: RequestRecord) => boolean;
+  rbac?: true | { off: string };
+  admission?: true | { off: string };
   /** Serve HTTPS with this key and certificate (what in-cluster clients require). Default: HTTP. */
   tls?: { key: string; cert: string };
 }
@@ -139,8 +146,12 @@ export interface ApiServer {
   readonly store: Store;
   /** Every request served, in order. */
   readonly requests: RequestRecord[];
-  /** A KubeConfig whose bearer token makes requests count as `user` (default "admin"). */
-  kubeConfig(user?: string): KubeConfig;
+  /**
+   * A KubeConfig whose bearer token authenticates as `user` (default "admin", in
+   * system:masters). A plain name is a user with no groups but system:authenticated; RBAC
+   * grants it nothing until a binding does (authn.ts serviceAccountUser for an agent's token).
+   */
+  kubeConfig(user?: UserSpec): KubeConfig;
   countRequests(filter?: RequestFilter): number;
   resetRequests(): void;
   /** Fail, delay or drop matching requests; returns a function that removes the rule. */
@@ -200,12 +211,6 @@ function parseJson(text: string): unknown {
   }
 }
 
-function userOf(req: IncomingMessage): string {
-  const auth = req.headers.authorization;
-  if (auth?.startsWith("Bearer ")) return auth.slice(7).trim();
-  return "system:anonymous";
-}
-
 function statusForCode(code: number, message: string): StatusBody {
   const reasons: Record<number, string> = {
     400: "BadRequest",
@@ -244,6 +249,9 @@ function matchesFilter(r: RequestRecord, f: RequestFilter): boolean {
 
 export async function startApiServer(options: StartOptions = {}): Promise<ApiServer> {
   const store = new Store(options);
+  const authenticator = new Authenticator();
+  const enforceRbac = options.rbac === undefined || options.rbac === true;
+  const enforceAdmission = options.admission === undefined || options.admission === true;
   for (const crd of options.crds ?? hiveCrds()) {
     store.create(
       store.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions") as ResourceDef,
@@ -455,8 +463,23 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? "/", "http://stand-in");
     const method = req.method ?? "GET";
-    const user = userOf(req);
+    const userInfo = authenticator.authenticate(req.headers.authorization);
+    const user = userInfo?.username ?? "system:anonymous";
     const r = route(url.pathname);
+    if (!userInfo) {
+      requests.push({
+        time: Date.now(),
+        method,
+        verb: "discovery",
+        resource: url.pathname,
+        group: "",
+        user,
+        code: 401,
+        query: url.search,
+        userAgent: req.headers["user-agent"] ?? "",
+      });
+      throw errors.unauthorized();
+    }
     if (r === "discovery") {
       requests.push({
         time: Date.now(),
@@ -515,18 +538,24 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
         return;
       }
     }
-    if (options.authorize && !options.authorize(record)) {
-      const where =
-        record.namespace !== undefined ? ` in the namespace "${record.namespace}"` : " at the cluster scope";
-      const [resource, sub] = record.resource.split("/");
-      const qualified = r.def.group === "" ? (resource ?? "") : `${resource}.${r.def.group}`;
-      const named = record.name !== undefined ? ` "${record.name}"` : "";
+    const [resource = "", subresource] = record.resource.split("/");
+    const selectedName = /(?:^|,)metadata\.name=([^,]+)/.exec(q.get("fieldSelector") ?? "")?.[1];
+    const attributes = {
+      user: userInfo,
+      verb,
+      apiGroup: r.def.group,
+      resource,
+      subresource,
+      namespace: record.namespace,
+      name: record.name ?? (verb === "list" || verb === "watch" ? selectedName : undefined),
+    };
+    if (enforceRbac && !authorize(store, attributes)) {
       send(res, 403, {
         kind: "Status",
         apiVersion: "v1",
         metadata: {},
         status: "Failure",
-        message: `${qualified}${named} is forbidden: User "${user}" cannot ${verb} resource "${resource}"${sub ? ` with subresource "${sub}"` : ""} in API group "${r.def.group}"${where}`,
+        message: forbiddenMessage(attributes),
         reason: "Forbidden",
         details: {
           ...(record.name !== undefined ? { name: record.name } : {}),
@@ -537,6 +566,36 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
       });
       return;
     }
+    const operations: Partial<Record<Verb, Operation>> = {
+      create: "CREATE",
+      update: "UPDATE",
+      patch: "UPDATE",
+      delete: "DELETE",
+      deletecollection: "DELETE",
+    };
+    const operation = operations[verb];
+    /** The store call of this request, admitted by the stored policies (admission.ts). */
+    const admitted = <T>(write: () => T): T =>
+      !enforceAdmission || operation === undefined
+        ? write()
+        : store.admitted(
+            r.def,
+            (object, oldObject) => {
+              // An update that removed the last finalizer also removes the object: admitted as the update.
+              if (operation !== "DELETE" && object === null) return;
+              admit(store, {
+                def: r.def,
+                subresource: r.subresource,
+                namespace: r.def.namespaced ? r.namespace : undefined,
+                name: object?.metadata.name ?? oldObject?.metadata.name ?? r.name ?? "",
+                operation,
+                user: userInfo,
+                object: operation === "DELETE" ? null : object,
+                oldObject,
+              });
+            },
+            write,
+          );
     if (q.get("dryRun")) throw errors.badRequest("dryRun is not supported by the API stand-in");
     const ns = r.def.namespaced ? r.namespace : undefined;
     switch (verb) {
@@ -547,14 +606,17 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
       case "watch":
         record.code = 200;
         return startWatch(r, q, req, res);
-      case "deletecollection":
+      case "deletecollection": {
+        const how = deleteOptions(q, parseJson(await readBody(req)));
         return send(
           res,
           200,
-          store.deleteCollection(r.def, ns, listQuery(q), deleteOptions(q, parseJson(await readBody(req)))),
+          admitted(() => store.deleteCollection(r.def, ns, listQuery(q), how)),
         );
+      }
       case "delete": {
-        const out = store.delete(r.def, ns, r.name ?? "", deleteOptions(q, parseJson(await readBody(req))));
+        const how = deleteOptions(q, parseJson(await readBody(req)));
+        const out = admitted(() => store.delete(r.def, ns, r.name ?? "", how));
         return send(res, out.removed ? 200 : 202, out.object);
       }
     }
@@ -565,12 +627,24 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
       case "create":
         if (r.name !== undefined) throw errors.methodNotAllowed("POST to a named object is not allowed");
         if (!contentType.startsWith("application/json")) throw errors.unsupportedMediaType(contentType);
-        return send(res, 201, store.create(r.def, r.namespace, body));
+        return send(
+          res,
+          201,
+          admitted(() => store.create(r.def, r.namespace, body)),
+        );
       case "update":
         if (!contentType.startsWith("application/json")) throw errors.unsupportedMediaType(contentType);
-        return send(res, 200, store.update(r.def, ns, r.name ?? "", body, r.subresource));
+        return send(
+          res,
+          200,
+          admitted(() => store.update(r.def, ns, r.name ?? "", body, r.subresource)),
+        );
       case "patch":
-        return send(res, 200, store.patch(r.def, ns, r.name ?? "", contentType, body, r.subresource));
+        return send(
+          res,
+          200,
+          admitted(() => store.patch(r.def, ns, r.name ?? "", contentType, body, r.subresource)),
+        );
     }
   }
 
@@ -627,10 +701,11 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
     requests,
     kubeConfig(user = "admin") {
       const kc = new KubeConfig();
+      const name = typeof user === "string" ? user : user.username;
       kc.loadFromOptions({
         clusters: [{ name: "stand-in", server: url, skipTLSVerify: true }],
-        users: [{ name: user, token: user }],
-        contexts: [{ name: "stand-in", cluster: "stand-in", user }],
+        users: [{ name, token: authenticator.tokenFor(user) }],
+        contexts: [{ name: "stand-in", cluster: "stand-in", user: name }],
         currentContext: "stand-in",
       });
       return kc;

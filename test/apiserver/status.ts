@@ -121,6 +121,16 @@ export const errors = {
       retryAfterSeconds: 1,
     });
   },
+  /** A ValidatingAdmissionPolicy's denial: its validation's reason (default Invalid, 422). */
+  admissionDenied(reason: string, message: string, r: ResourceName, name: string): ApiError {
+    const codes: Record<string, number> = {
+      Unauthorized: 401,
+      Forbidden: 403,
+      Invalid: 422,
+      RequestEntityTooLarge: 413,
+    };
+    return failure(codes[reason] ?? 422, codes[reason] ? reason : "Invalid", message, details(r, name));
+  },
   unauthorized(): ApiError {
     return failure(401, "Unauthorized", "Unauthorized");
   },

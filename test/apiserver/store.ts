@@ -120,6 +120,9 @@ export interface Watcher {
   close(): void;
 }
 
+/** Admission of one change: throws an ApiError to refuse it. `object` is null on removal, `oldObject` on creation. */
+export type Admit = (object: KubeObject | null, oldObject: KubeObject | null) => void;
+
 export interface StoreOptions {
   /** Watch events retained; a watch from an older resourceVersion gets 410 Expired. Default 50,000. */
   historyLimit?: number;
@@ -205,6 +208,8 @@ export class Store {
   /** Namespaces being deleted. */
   private readonly terminating = new Set<string>();
   private readonly ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
+  /** The request being admitted (admitted()). */
+  private admission: { res: string; admit: Admit } | undefined;
 
   constructor(options: StoreOptions = {}) {
     this.historyLimit = options.historyLimit ?? 50_000;
@@ -269,6 +274,30 @@ export class Store {
     const obj = this.state(def).objects.get(keyOf(def.namespaced ? namespace : undefined, name));
     if (!obj) throw errors.notFound(def, name);
     return obj;
+  }
+
+  /** The stored objects of group/plural (in `namespace` when given); none when it is not served. */
+  stored(group: string, plural: string, namespace?: string): KubeObject[] {
+    const state = this.resources.get(resourceKey(group, plural));
+    if (!state) return [];
+    const all = [...state.objects.values()];
+    return namespace === undefined ? all : all.filter((o) => o.metadata.namespace === namespace);
+  }
+
+  /**
+   * Runs `write` (one request's store call) with admission: the first change it commits to
+   * `def`'s objects is shown to `admit` first (object and old object, as admission sees them),
+   * and is not made when `admit` throws. Changes the write causes elsewhere (garbage
+   * collection, a namespace's contents) are not admitted, as upstream admits only the request.
+   */
+  admitted<T>(def: ResourceDef, admit: Admit, write: () => T): T {
+    const previous = this.admission;
+    this.admission = { res: resourceKey(def.group, def.plural), admit };
+    try {
+      return write();
+    } finally {
+      this.admission = previous;
+    }
   }
 
   /** All stored objects of a resource (tests' back door for assertions; do not mutate). */
@@ -680,6 +709,16 @@ export class Store {
   // ---- internals -------------------------------------------------------------------------
 
   private commit(state: ResourceState, type: EventType, obj: KubeObject, prev?: KubeObject): void {
+    const admission = this.admission;
+    if (admission && admission.res === resourceKey(state.def.group, state.def.plural)) {
+      // Each object of the request once (a deletecollection admits every item).
+      this.admission = undefined;
+      try {
+        admission.admit(type === "DELETED" ? null : obj, prev ?? null);
+      } finally {
+        this.admission = admission;
+      }
+    }
     this.rv += 1;
     obj.metadata.resourceVersion = String(this.rv);
     const key = keyOf(obj.metadata.namespace, obj.metadata.name ?? "");
