@@ -19,6 +19,7 @@ import { GROUP, LABEL_NODE, PLURAL_DATA } from "../api/meta.ts";
 import { LOADER_LEASE_TIMING } from "../runtime/agent/loader-election.ts";
 import { PODS_LEASE } from "../runtime/agent/node-agent.ts";
 import { DEFAULT_LEASE } from "../runtime/k8s/lease.ts";
+import { installHive } from "../test/apiserver/install.ts";
 import { type ApiServer, type RequestRecord, startApiServer } from "../test/apiserver/server.ts";
 import { waitFor } from "../test/apiserver/testing.ts";
 import { AGENT_NS, Cluster, spawnAgentProcess } from "../test/integration/harness.ts";
@@ -200,10 +201,7 @@ export async function podsRoleMemory(): Promise<void> {
     clusterPodRequests: number;
   }[] = [];
   try {
-    await api
-      .kubeConfig()
-      .makeApiClient(CoreV1Api)
-      .createNamespace({ body: { metadata: { name: "hive-system" } } });
+    installHive(api, { image: "hive:bench", namespace: "hive-system" });
     let seeded = 0;
     for (const size of sizes) {
       for (; seeded < size; seeded++) seedRealisticPod(api, seeded, `node-${seeded % 1000}`);
@@ -211,7 +209,7 @@ export async function podsRoleMemory(): Promise<void> {
       if (held !== size) throw new Error(`the stand-in holds ${held} pods, not ${size}`);
       api.resetRequests();
       const child = spawnAgentProcess(
-        api.url,
+        api,
         { node, pod: "agent-pods" },
         ["--runtime-socket", "", "--proc-root", emptyProc],
         { forceGc: true },
@@ -225,7 +223,7 @@ export async function podsRoleMemory(): Promise<void> {
         const t0 = performance.now();
         // The pods role's own watches: HiveData of every node (no node label) and the trap-error Events.
         const roleWatch = (resource: string) => (r: RequestRecord) =>
-          r.user === node &&
+          r.node === node &&
           r.verb === "watch" &&
           r.resource === resource &&
           !decodeURIComponent(r.query).includes(`${LABEL_NODE}=`);
@@ -244,7 +242,7 @@ export async function podsRoleMemory(): Promise<void> {
         if (lease.spec?.holderIdentity !== "agent-pods")
           throw new Error(`the pods Lease is held by ${lease.spec?.holderIdentity}, not the measured agent`);
         const podRequests = api.requests.filter(
-          (r) => r.user === node && r.resource === "pods" && (r.verb === "list" || r.verb === "watch"),
+          (r) => r.node === node && r.resource === "pods" && (r.verb === "list" || r.verb === "watch"),
         );
         const clusterPodRequests = podRequests.filter(
           (r) => !decodeURIComponent(r.query).includes(`spec.nodeName=${node}`),

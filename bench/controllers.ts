@@ -25,6 +25,7 @@ import { hiveCrds } from "../api/crd.ts";
 import { GROUP, PLURAL_DATA } from "../api/meta.ts";
 import type { HiveTrap } from "../api/policy.ts";
 import { DEFAULT_LEASE } from "../runtime/k8s/lease.ts";
+import { installHive } from "../test/apiserver/install.ts";
 import { type ApiServer, startApiServer } from "../test/apiserver/server.ts";
 import { waitFor } from "../test/apiserver/testing.ts";
 import { Cluster, spawnAgentProcess } from "../test/integration/harness.ts";
@@ -105,9 +106,9 @@ function seedPods(
   }
 }
 
-function byVerb(c: Cluster, user: string): Record<string, number> {
+function byVerb(c: Cluster, node: string): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const r of c.api.requests) if (r.user === user) out[r.verb] = (out[r.verb] ?? 0) + 1;
+  for (const r of c.api.requests) if (r.node === node) out[r.verb] = (out[r.verb] ?? 0) + 1;
   return out;
 }
 
@@ -246,8 +247,7 @@ async function agentProcess(forceGc: boolean): Promise<void> {
   const api = await startApiServer({ crds: hiveCrds() });
   const base = mkdtempSync(join(tmpdir(), "hive-bench-proc-"));
   try {
-    const core = api.kubeConfig().makeApiClient(CoreV1Api);
-    await core.createNamespace({ body: { metadata: { name: "hive-system" } } });
+    installHive(api, { image: "hive:bench", namespace: "hive-system" });
     for (let i = 0; i < pods; i++) {
       const id = `c${String(i).padStart(8, "0")}`;
       const pid = 10_000 + i;
@@ -262,7 +262,7 @@ async function agentProcess(forceGc: boolean): Promise<void> {
       );
     }
     const child = spawnAgentProcess(
-      api.url,
+      api,
       { node: "node-1", pod: "agent-1" },
       ["--runtime-socket", "", "--proc-root", base],
       { forceGc },
@@ -311,7 +311,7 @@ async function agentProcess(forceGc: boolean): Promise<void> {
     const peak = procStatusKiB(pid, "VmHWM");
     const verbs: Record<string, number> = {};
     for (const r of api.requests)
-      if (r.user === "node-1") verbs[`${r.verb} ${r.resource}`] = (verbs[`${r.verb} ${r.resource}`] ?? 0) + 1;
+      if (r.node === "node-1") verbs[`${r.verb} ${r.resource}`] = (verbs[`${r.verb} ${r.resource}`] ?? 0) + 1;
     const exited = new Promise((r) => child.once("exit", r));
     child.kill("SIGTERM");
     await exited;

@@ -6,6 +6,7 @@
  */
 import { CoreV1Api, CustomObjectsApi, type KubernetesObject, type V1Pod } from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { clusterAdmin } from "../../test/apiserver/authn.ts";
 import { type ApiServer, startApiServer } from "../../test/apiserver/server.ts";
 import { podBody, waitFor } from "../../test/apiserver/testing.ts";
 import { createLogger } from "../log.ts";
@@ -39,7 +40,7 @@ function recorder<T extends KubernetesObject>(): Recorder<T> {
 }
 
 function podInformer(namespace: string, extra: Partial<InformerOptions<V1Pod>> = {}, user = "agent") {
-  const clients = createKubeClients({ kubeConfig: api.kubeConfig(user) });
+  const clients = createKubeClients({ kubeConfig: api.kubeConfig(clusterAdmin(user)) });
   const informer = new Informer<V1Pod>({
     clients,
     resource: { group: "", version: "v1", plural: "pods", namespace },

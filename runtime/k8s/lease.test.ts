@@ -5,6 +5,7 @@
  */
 import { CoordinationV1Api } from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { clusterAdmin } from "../../test/apiserver/authn.ts";
 import { type ApiServer, startApiServer } from "../../test/apiserver/server.ts";
 import { waitFor } from "../../test/apiserver/testing.ts";
 import { isHiveError } from "../errors.ts";
@@ -38,7 +39,7 @@ function candidate(
   } = {},
 ) {
   const elector = new LeaderElector({
-    coordination: api.kubeConfig(identity).makeApiClient(CoordinationV1Api),
+    coordination: api.kubeConfig(clusterAdmin(identity)).makeApiClient(CoordinationV1Api),
     namespace: "kube-system",
     name: lease,
     identity,

@@ -19,15 +19,33 @@ import {
 import { loadSecretHeaders } from "../../runtime/alerts/secret-headers.ts";
 import { isHiveError } from "../../runtime/errors.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
+import { serviceAccountUser } from "../apiserver/authn.ts";
+import { installHive } from "../apiserver/install.ts";
 import { type ApiServer, startApiServer } from "../apiserver/server.ts";
 import { UNSAFE_TEXT } from "../fixtures/hostile-text.ts";
 import { captureLogger, counterValue, makeEvent, makeSource } from "./fixtures.ts";
 
-async function startApi(): Promise<ApiServer> {
-  const api = await startApiServer({ crds: [] });
+/** The stand-in with Hive installed; its Role lets the agent read the callback Secrets named. */
+async function startApi(secrets: string[] = []): Promise<ApiServer> {
+  const api = await startApiServer();
   cleanups.push(() => api.stop());
+  const [headersSecret, signing] = secrets;
+  installHive(api, {
+    image: "hive:test",
+    ...(headersSecret
+      ? {
+          callback: {
+            url: "https://alerts.example/",
+            headersSecret,
+            ...(signing ? { signingSecret: { name: signing, key: "hmac-key" } } : {}),
+          },
+        }
+      : {}),
+  });
   return api;
 }
+
+const AGENT = serviceAccountUser("hive-system", "hive-agent", "node-a");
 
 const eventsOf = (api: ApiServer) =>
   api.store.all(api.resource("events", "")) as unknown as Record<string, unknown>[];
@@ -35,7 +53,7 @@ const eventWrites = (api: ApiServer) =>
   api.requests.filter((r) => r.resource === "events" && r.group === "").map((r) => r.verb);
 
 function coreClient(api: ApiServer): CoreV1Api {
-  return api.kubeConfig("node-a").makeApiClient(CoreV1Api);
+  return api.kubeConfig(AGENT).makeApiClient(CoreV1Api);
 }
 
 /** The pod Event recorder of node-a's agent (through node-a's client), closed after the test. */
@@ -50,10 +68,9 @@ function startRecorder(api: ApiServer, options: Partial<PodEventRecorderOptions>
   return recorder;
 }
 
-/** The hive-system namespace and a Secret in it per entry (values in clear; stored base64). */
+/** A Secret in hive-system per entry (values in clear; stored base64). */
 async function createSecrets(api: ApiServer, secrets: Record<string, Record<string, string>>): Promise<void> {
   const admin = api.kubeConfig().makeApiClient(CoreV1Api);
-  await admin.createNamespace({ body: { metadata: { name: "hive-system" } } });
   for (const [name, values] of Object.entries(secrets)) {
     const data = Object.fromEntries(
       Object.entries(values).map(([key, value]) => [key, Buffer.from(value).toString("base64")]),
@@ -192,17 +209,19 @@ describe("Kubernetes Events for alerts", () => {
 
 describe("callback headers from a Secret", () => {
   it("reads each data key as a header through CoreV1Api", async () => {
-    const api = await startApi();
+    const api = await startApi(["callback-auth"]);
     await createSecrets(api, { "callback-auth": { Authorization: "Bearer abc", "X-Tenant": "blue" } });
     const headers = await loadSecretHeaders(coreClient(api), "hive-system", "callback-auth");
     expect(headers).toEqual({ Authorization: "Bearer abc", "X-Tenant": "blue" });
-    expect(api.requests.filter((r) => r.user === "node-a").map((r) => [r.verb, r.resource, r.name])).toEqual([
-      ["get", "secrets", "callback-auth"],
-    ]);
+    expect(
+      api.requests
+        .filter((r) => r.user === "system:serviceaccount:hive-system:hive-agent")
+        .map((r) => [r.verb, r.resource, r.name]),
+    ).toEqual([["get", "secrets", "callback-auth"]]);
   });
 
   it("names the Secret and the fix when it is missing or holds a header-smuggling value", async () => {
-    const api = await startApi();
+    const api = await startApi(["nope", "bad"]);
     const missing = await loadSecretHeaders(coreClient(api), "hive-system", "nope").catch((e: unknown) => e);
     expect(isHiveError(missing, "ApiRequestFailed")).toBe(true);
     expect((missing as Error).message).toContain("not found");
@@ -214,7 +233,7 @@ describe("callback headers from a Secret", () => {
 
 describe("callback settings resolved from Secrets", () => {
   it("binds the headers and the signing key to the default callback's origin only", async () => {
-    const api = await startApi();
+    const api = await startApi(["auth", "sign"]);
     await createSecrets(api, { auth: { Authorization: "Bearer abc" }, sign: { "hmac-key": "k3y" } });
     const destinations = await resolveDestinations(coreClient(api), {
       defaultCallback: "https://siem.example.com:8443/hive/alerts?tenant=a",
@@ -233,7 +252,7 @@ describe("callback settings resolved from Secrets", () => {
   });
 
   it("refuses secrets with no URL to send them to, and names a missing signing key", async () => {
-    const api = await startApi();
+    const api = await startApi(["headers", "sign"]);
     await expect(
       resolveDestinations(coreClient(api), { headersSecret: { namespace: "a", name: "b" } }),
     ).rejects.toMatchObject({

@@ -16,6 +16,8 @@ import { resolveDestinations } from "../../runtime/alerts/destinations.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { createKubeClients } from "../../runtime/k8s/kube-client.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
+import { serviceAccountUser } from "../apiserver/authn.ts";
+import { installHive } from "../apiserver/install.ts";
 import { startApiServer } from "../apiserver/server.ts";
 import { waitFor } from "../apiserver/testing.ts";
 import { captureLogger, makeEvent, makeSource } from "./fixtures.ts";
@@ -32,10 +34,15 @@ const b64 = (s: string) => Buffer.from(s).toString("base64");
 
 /** The API stand-in with the monitor's namespace and the callback headers Secret in it. */
 async function apiWithSecret(authorization: string) {
-  const api = await startApiServer({ crds: [] });
+  const api = await startApiServer();
   cleanups.push(() => api.stop());
+  // The agent may read the headers Secret because the rendered Role names it.
+  installHive(api, {
+    image: "hive:test",
+    namespace: NS,
+    callback: { url: "https://alerts.example/", headersSecret: SECRET },
+  });
   const admin = api.kubeConfig().makeApiClient(CoreV1Api);
-  await admin.createNamespace({ body: { metadata: { name: NS } } });
   await admin.createNamespacedSecret({
     namespace: NS,
     body: { metadata: { name: SECRET }, data: { Authorization: b64(authorization) } },
@@ -54,7 +61,9 @@ describe("callback secret rotation", () => {
       req.headers.authorization === token ? { kind: "ok" } : { kind: "status", status: 401 };
 
     // The agent's own clients, as node-a's service account.
-    const clients = createKubeClients({ kubeConfig: api.kubeConfig("node-a") });
+    const clients = createKubeClients({
+      kubeConfig: api.kubeConfig(serviceAccountUser(NS, "hive-agent", "node-a")),
+    });
     const settings = { defaultCallback: receiver.url, headersSecret: { namespace: NS, name: SECRET } };
     const resolve = () => resolveDestinations(clients.core, settings);
     const initial = await resolve();
@@ -149,7 +158,9 @@ describe("callback secret rotation", () => {
 
   it("keeps the previous credentials when the changed Secret cannot be used", async () => {
     const { api, admin } = await apiWithSecret("Bearer a");
-    const clients = createKubeClients({ kubeConfig: api.kubeConfig("node-a") });
+    const clients = createKubeClients({
+      kubeConfig: api.kubeConfig(serviceAccountUser(NS, "hive-agent", "node-a")),
+    });
     const settings = {
       defaultCallback: "http://127.0.0.1:9/alerts",
       headersSecret: { namespace: NS, name: SECRET },

@@ -18,6 +18,8 @@ import { createPodEventRecorder } from "../../runtime/alerts/pod-events.ts";
 import { createHealth } from "../../runtime/metrics/health.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { startMetricsServer } from "../../runtime/metrics/server.ts";
+import { serviceAccountUser } from "../apiserver/authn.ts";
+import { installHive } from "../apiserver/install.ts";
 import { startApiServer } from "../apiserver/server.ts";
 import { assertValidAlert, captureLogger, KERNEL_ID, makeEvent } from "./fixtures.ts";
 import { startReceiver } from "./receiver.ts";
@@ -35,15 +37,18 @@ function sample(text: string, name: string, labels = ""): number | undefined {
 
 describe("alert pipeline wired like the agent", () => {
   it("delivers signed alerts, records pod Events, and /metrics and /readyz tell the same story", async () => {
-    const api = await startApiServer({ crds: [] });
+    const api = await startApiServer();
     cleanups.push(() => api.stop());
+    installHive(api, {
+      image: "hive:test",
+      callback: { url: "https://alerts.example/", signingSecret: { name: "hive-callback", key: "hmac-key" } },
+    });
     const receiver = await startReceiver();
     cleanups.push(() => receiver.close());
     const dir = mkdtempSync(join(tmpdir(), "hive-wiring-"));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
 
     const admin = api.kubeConfig().makeApiClient(CoreV1Api);
-    await admin.createNamespace({ body: { metadata: { name: "hive-system" } } });
     await admin.createNamespacedSecret({
       namespace: "hive-system",
       body: {
@@ -57,7 +62,9 @@ describe("alert pipeline wired like the agent", () => {
     });
 
     // --- the agent's wiring ---
-    const core = api.kubeConfig("node-a").makeApiClient(CoreV1Api);
+    const core = api
+      .kubeConfig(serviceAccountUser("hive-system", "hive-agent", "node-a"))
+      .makeApiClient(CoreV1Api);
     const { logger } = captureLogger();
     const metrics = createHiveMetrics();
     const health = createHealth();
@@ -89,7 +96,7 @@ describe("alert pipeline wired like the agent", () => {
       {
         metadata: {
           name: "web-0-shadow",
-          namespace: "default",
+          namespace: "hive-system",
           labels: { [LABEL_TRAP_ID]: "trap-w", "hive-operator.com/policy-namespace": "security" },
           annotations: {
             hive_policy_name: "shadow-watch",
@@ -101,8 +108,8 @@ describe("alert pipeline wired like the agent", () => {
             node_name: "node-a",
             pod_ip: "10.0.0.9",
             callback: "",
+            pod_uid: pod.metadata?.uid ?? "",
           },
-          ownerReferences: [{ apiVersion: "v1", kind: "Pod", name: "web-0", uid: pod.metadata?.uid }],
         },
         spec: {
           "inode-no": 131073,
@@ -150,7 +157,9 @@ describe("alert pipeline wired like the agent", () => {
       (sample(text, "hive_kubernetes_events_total", 'result="created"') ?? 0) +
       (sample(text, "hive_kubernetes_events_total", 'result="patched"') ?? 0);
     expect(eventWrites).toBe(
-      api.requests.filter((r) => r.resource === "events" && r.user === "node-a").length,
+      api.requests.filter(
+        (r) => r.resource === "events" && r.user === "system:serviceaccount:hive-system:hive-agent",
+      ).length,
     );
     expect((await fetch(`${server.url}/readyz?verbose`)).status).toBe(200);
   });

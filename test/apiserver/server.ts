@@ -48,7 +48,7 @@ import type { AddressInfo, Socket } from "node:net";
 import { KubeConfig } from "@kubernetes/client-node";
 import { hiveCrds } from "../../api/crd.ts";
 import { admit, type Operation } from "./admission.ts";
-import { Authenticator, type UserSpec } from "./authn.ts";
+import { Authenticator, NODE_NAME_EXTRA, type UserSpec } from "./authn.ts";
 import { type ListSource, listSource } from "./list-source.ts";
 import { authorize, forbiddenMessage } from "./rbac.ts";
 import { apiVersionOf, type ResourceDef, resourceKey } from "./resources.ts";
@@ -83,6 +83,8 @@ export interface RequestRecord {
   namespace?: string;
   name?: string;
   user: string;
+  /** The node a pod-bound token names (its authentication.kubernetes.io/node-name claim). */
+  node?: string;
   /** HTTP status written (200 for a watch that started). */
   code: number;
   /** The query string, e.g. "?limit=500&continue=…". */
@@ -95,6 +97,8 @@ export interface RequestRecord {
 
 export interface RequestFilter {
   verb?: Verb;
+  /** Requests made with a pod-bound token of this node (every agent shares one username). */
+  node?: string;
   resource?: string;
   group?: string;
   namespace?: string;
@@ -152,6 +156,8 @@ export interface ApiServer {
    * grants it nothing until a binding does (authn.ts serviceAccountUser for an agent's token).
    */
   kubeConfig(user?: UserSpec): KubeConfig;
+  /** The bearer token that authenticates as `user` (for a process given `--token`). */
+  token(user: UserSpec): string;
   countRequests(filter?: RequestFilter): number;
   resetRequests(): void;
   /** Fail, delay or drop matching requests; returns a function that removes the rule. */
@@ -243,7 +249,8 @@ function matchesFilter(r: RequestRecord, f: RequestFilter): boolean {
     (f.group === undefined || r.group === f.group) &&
     (f.namespace === undefined || r.namespace === f.namespace) &&
     (f.name === undefined || r.name === f.name) &&
-    (f.user === undefined || r.user === f.user)
+    (f.user === undefined || r.user === f.user) &&
+    (f.node === undefined || r.node === f.node)
   );
 }
 
@@ -514,6 +521,8 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
       userAgent: req.headers["user-agent"] ?? "",
     };
     if (verb === "list") record.listSource = listSource(q);
+    const node = userInfo.extra[NODE_NAME_EXTRA]?.[0];
+    if (node !== undefined) record.node = node;
     if (r.namespace !== undefined) record.namespace = r.namespace;
     if (r.name !== undefined) record.name = r.name;
     requests.push(record);
@@ -709,6 +718,9 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
         currentContext: "stand-in",
       });
       return kc;
+    },
+    token(user) {
+      return authenticator.tokenFor(user);
     },
     countRequests(filter = {}) {
       return requests.filter((r) => matchesFilter(r, filter)).length;

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { CoordinationV1Api, CoreV1Api } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { hiveCrds } from "../../api/crd.ts";
+import { installHive } from "../apiserver/install.ts";
 import { type ApiServer, startApiServer } from "../apiserver/server.ts";
 import { eventually, spawnAgentProcess } from "./harness.ts";
 
@@ -24,12 +25,9 @@ afterEach(async () => {
 describe("the agent process", () => {
   it("becomes ready, and on SIGTERM releases its Lease and exits 0", async () => {
     api = await startApiServer({ crds: hiveCrds() });
-    await api
-      .kubeConfig()
-      .makeApiClient(CoreV1Api)
-      .createNamespace({ body: { metadata: { name: "hive-system" } } });
+    installHive(api, { image: "hive:test", namespace: "hive-system" });
     let stderr = "";
-    child = spawnAgentProcess(api.url, { node: "node-p", pod: "agent-p" }, [
+    child = spawnAgentProcess(api, { node: "node-p", pod: "agent-p" }, [
       "--runtime-socket",
       "/nonexistent.sock",
       "--spool-dir",

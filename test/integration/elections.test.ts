@@ -182,7 +182,7 @@ describe("elections and resilience", () => {
     c.api.inject({
       verb: "delete",
       resource: "hivedata",
-      user: "node-1",
+      node: "node-1",
       name: other?.metadata.name ?? "",
       status: 403,
     });
@@ -199,7 +199,7 @@ describe("elections and resilience", () => {
     );
     expect(await c.data()).toHaveLength(0);
     expect(
-      c.api.countRequests({ verb: "delete", resource: "hivedata", user: "node-2" }),
+      c.api.countRequests({ verb: "delete", resource: "hivedata", node: "node-2" }),
     ).toBeGreaterThanOrEqual(1);
   });
 });

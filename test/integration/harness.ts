@@ -28,7 +28,9 @@ import type {
   WatchEntry,
 } from "../../runtime/kernel/contract.ts";
 import { createLogger } from "../../runtime/log.ts";
-import { type ApiServer, startApiServer } from "../apiserver/server.ts";
+import { serviceAccountUser } from "../apiserver/authn.ts";
+import { type Installed, installHive } from "../apiserver/install.ts";
+import { type ApiServer, type StartOptions, startApiServer } from "../apiserver/server.ts";
 import { setPodRunning, waitFor } from "../apiserver/testing.ts";
 
 export const AGENT_NS = "hive-system";
@@ -159,16 +161,18 @@ export class Cluster {
   admin!: { core: CoreV1Api; custom: CustomObjectsApi };
   containers!: FakeContainers;
   nodes: SimNode[] = [];
+  installed!: Installed;
   private base = "";
   private podSeq = 0;
   private containerSeq = 0;
 
-  static async start(): Promise<Cluster> {
+  static async start(options: Pick<StartOptions, "admission"> = {}): Promise<Cluster> {
     const c = new Cluster();
-    c.api = await startApiServer({ crds: hiveCrds() });
+    c.api = await startApiServer({ crds: hiveCrds(), ...options });
     const kc = c.api.kubeConfig();
     c.admin = { core: kc.makeApiClient(CoreV1Api), custom: kc.makeApiClient(CustomObjectsApi) };
-    await c.admin.core.createNamespace({ body: { metadata: { name: AGENT_NS } } });
+    // The RBAC and admission policies the stand-in enforces are the component's own.
+    c.installed = installHive(c.api, { image: "hive:test", namespace: AGENT_NS });
     c.base = mkdtempSync(join(tmpdir(), "hive-int-"));
     c.containers = new FakeContainers(c.base);
     return c;
@@ -189,7 +193,7 @@ export class Cluster {
   ): Promise<SimNode> {
     const kernels: RecordingKernel[] = [];
     const accesses: SimNode["accesses"] = [];
-    const clients = createKubeClients({ kubeConfig: this.api.kubeConfig(name) });
+    const clients = createKubeClients({ kubeConfig: this.api.kubeConfig(this.installed.agent(name)) });
     const agent = await startNodeAgent({
       clients,
       nodeName: name,
@@ -354,7 +358,7 @@ export class Cluster {
  * every 250 ms so memory figures show what is live.
  */
 export function spawnAgentProcess(
-  server: string,
+  api: ApiServer,
   names: { node: string; pod: string },
   args: string[],
   options: { forceGc?: boolean } = {},
@@ -376,9 +380,10 @@ export function spawnAgentProcess(
       "--namespace",
       AGENT_NS,
       "--server",
-      server,
+      api.url,
       "--token",
-      names.node,
+      // The agent's ServiceAccount as its pod on this node authenticates (installHive granted it).
+      api.token(serviceAccountUser(AGENT_NS, "hive-agent", names.node)),
       "--metrics-port",
       "0",
       // No kernel program in these processes: nothing to prove traps with.

@@ -46,7 +46,7 @@ describe("the pods role", () => {
     );
     // Only the holder's own node's pods, by field selector: no cache of every pod in the cluster.
     const podRequests = c.api.requests.filter(
-      (r) => r.user === "node-2" && r.resource === "pods" && (r.verb === "list" || r.verb === "watch"),
+      (r) => r.node === "node-2" && r.resource === "pods" && (r.verb === "list" || r.verb === "watch"),
     );
     expect(podRequests.length).toBeGreaterThan(0);
     for (const r of podRequests)

@@ -1,0 +1,48 @@
+/**
+ * Installs what the component renders into the stand-in, as `kubectl apply` of `hive render`
+ * would: the RBAC and admission policies the stand-in then enforces come from the component's
+ * own builders (renderManifests), never from a copy. Returns the user an agent's pod-bound
+ * token authenticates as on a node.
+ */
+import { type HiveMonitorArgs, type KubernetesObject, renderManifests } from "../../component/index.ts";
+import { serviceAccountUser, type UserSpec } from "./authn.ts";
+import type { ApiServer } from "./server.ts";
+import { ApiError } from "./status.ts";
+
+export interface Installed {
+  manifests: KubernetesObject[];
+  namespace: string;
+  /** The agent's ServiceAccount as its pod on `node` authenticates (with the node-name claim). */
+  agent(node: string): UserSpec;
+}
+
+export function installHive(api: ApiServer, args: HiveMonitorArgs = { image: "hive:test" }): Installed {
+  const manifests = renderManifests(args);
+  let namespace = "";
+  for (const o of manifests) {
+    const [group, version] = o.apiVersion.includes("/") ? o.apiVersion.split("/") : ["", o.apiVersion];
+    const def = api.store
+      .definitions()
+      .find((d) => d.group === group && d.version === version && d.kind === o.kind);
+    if (!def) throw new Error(`the API stand-in serves no ${o.apiVersion} ${o.kind}: cannot install it`);
+    if (o.kind === "ServiceAccount") namespace = o.metadata.namespace ?? "";
+    try {
+      api.store.create(def, o.metadata.namespace, structuredClone(o));
+    } catch (err) {
+      if (!(err instanceof ApiError && err.status.reason === "AlreadyExists")) throw err;
+      // As `kubectl apply`: what exists is replaced (Hive's CRDs are installed at start already).
+      const name = o.metadata.name ?? "";
+      const existing = api.store.get(def, o.metadata.namespace, name);
+      const body = {
+        ...structuredClone(o),
+        metadata: { ...o.metadata, resourceVersion: existing.metadata.resourceVersion },
+      };
+      api.store.update(def, o.metadata.namespace, name, body);
+    }
+  }
+  return {
+    manifests,
+    namespace,
+    agent: (node) => serviceAccountUser(namespace, "hive-agent", node),
+  };
+}
