@@ -14,6 +14,7 @@ import { hiveCrds } from "../../api/crd.ts";
 import { runAgent } from "../../runtime/agent/main.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { watchTableFileFor } from "../../runtime/standalone/watch-table-file.ts";
+import { installHive } from "../apiserver/install.ts";
 import { type ApiServer, startApiServer } from "../apiserver/server.ts";
 import { RecordingKernel } from "../integration/harness.ts";
 import { type Containerd, startContainerd } from "./containerd-harness.ts";
@@ -76,7 +77,12 @@ export async function startAgentWithContainers(
   const kc = api.kubeConfig();
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
-  await core.createNamespace({ body: { metadata: { name: AGENT_NAMESPACE } } });
+  // The agent runs with exactly the RBAC and admission policies the component renders.
+  const installed = installHive(api, {
+    image: "hive:test",
+    namespace: AGENT_NAMESPACE,
+    callback: { url: callback, headersSecret: "callback-headers" },
+  });
   await core.createNamespacedSecret({
     namespace: AGENT_NAMESPACE,
     body: { metadata: { name: "callback-headers" }, stringData: { Authorization: CALLBACK_TOKEN } },
@@ -101,7 +107,7 @@ export async function startAgentWithContainers(
     "--server",
     api.url,
     "--token",
-    options.nodeName,
+    api.token(installed.agent(options.nodeName)),
     "--callback",
     callback,
     "--callback-headers-secret",

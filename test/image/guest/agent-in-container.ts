@@ -15,8 +15,8 @@ import { promisify } from "node:util";
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { hiveCrds } from "../../../api/crd.ts";
 import { GROUP, PLURAL_DATA, VERSION } from "../../../api/meta.ts";
-import { renderManifests } from "../../../component/render.ts";
 import { startReceiver } from "../../alerts/receiver.ts";
+import { installHive } from "../../apiserver/install.ts";
 import { startApiServer } from "../../apiserver/server.ts";
 import { setPodRunning, waitFor } from "../../apiserver/testing.ts";
 import { type Containerd, startContainerd } from "../../containers/containerd-harness.ts";
@@ -111,29 +111,21 @@ try {
   const custom = kc.makeApiClient(CustomObjectsApi);
   const receiver = await startReceiver(0);
 
-  // What `pulumi up` would create, from the component's own builders.
-  const objects = renderManifests({
+  // What `pulumi up` would create, from the component's own builders, applied to the API
+  // stand-in, which then enforces its RBAC and admission policies on the agent's requests.
+  const installed = installHive(api, {
     image: info.image,
     callback: { url: receiver.url },
     runtimeSocket: cd.socket,
     spoolDir: join(work, "spool"),
     traps: [{ path: TRAPPED, match: { matchLabels: { security: "high" } } }],
   });
+  const objects = installed.manifests;
   const daemonSet = objects.find((o) => o.kind === "DaemonSet") as unknown as {
     metadata: { namespace: string };
     spec: { template: { spec: Parameters<typeof ctrRunArgs>[0] } };
   };
   const namespace = daemonSet.metadata.namespace;
-  await core.createNamespace({ body: { metadata: { name: namespace } } });
-  for (const policy of objects.filter((o) => o.kind === "HivePolicy")) {
-    await custom.createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace,
-      plural: "hivepolicies",
-      body: policy,
-    });
-  }
 
   // The workload: a real container holding the trapped file, and its Pod on this node.
   const rootfs = cd.makeRootfs("web", { [TRAPPED.slice(1)]: "s3cret\n" });
@@ -154,7 +146,8 @@ try {
   // The service-account volume the kubelet projects into every pod.
   const saDir = join(work, "serviceaccount");
   mkdirSync(saDir, { recursive: true });
-  writeFileSync(join(saDir, "token"), `system:serviceaccount:${namespace}:hive-agent`);
+  // A pod-bound token: the agent's ServiceAccount, with its node's claim.
+  writeFileSync(join(saDir, "token"), api.token(installed.agent(NODE)));
   writeFileSync(join(saDir, "ca.crt"), pem.cert);
   writeFileSync(join(saDir, "namespace"), namespace);
 
