@@ -4,14 +4,11 @@
  * `hive validate` agree.
  */
 import { FormatRegistry } from "@sinclair/typebox";
+import { containerNameMatcher } from "./container-name.ts";
 
+/** What the agent can run: RE2 syntax, bounded size (the CRD's twin is a CEL rule on container-name). */
 function isRegex(value: string): boolean {
-  try {
-    new RegExp(value);
-    return true;
-  } catch {
-    return false;
-  }
+  return containerNameMatcher(value).ok;
 }
 
 function isIPv4(value: string): boolean {

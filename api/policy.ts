@@ -24,6 +24,16 @@ const DNS_SUBDOMAIN = "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$";
 
 /** `^0?[0-7]{1,4}$` — octal digits, read as octal whether written as a number or a string. */
 export const OCTAL_MODE = "^0?[0-7]{1,4}$";
+/**
+ * The modes `create` may give a file: no setuid, setgid or sticky bit (the digit before the
+ * last three is 0 or absent), not writable by others (the last digit is 0, 1, 4 or 5). A
+ * created setuid binary or a world-writable `/etc/ld.so.preload` is a root escalation inside
+ * the container. Applies to digits that match OCTAL_MODE.
+ */
+export const SAFE_MODE = "^0?0?[0-7]{0,2}[0145]$";
+/** The permission bits SAFE_MODE refuses: setuid, setgid, sticky, write by others. */
+export const ESCALATING_MODE_BITS = 0o7002;
+const SAFE_MODE_MESSAGE = "must not set setuid, setgid, sticky or world-writable bits";
 
 export const TrapMatchSchema = Type.Object(
   {
@@ -53,8 +63,19 @@ export const TrapMatchSchema = Type.Object(
         format: "regex",
         minLength: 1,
         maxLength: 1024,
-        description: "Regular expression the container name must match (anchored at both ends).",
-        errorMessage: "must be a valid regular expression",
+        description:
+          "Regular expression (RE2 syntax: no backreferences or lookaround) the container name must match (anchored at both ends).",
+        errorMessage:
+          "must be a regular expression RE2 accepts (no backreferences or lookaround) of bounded size",
+        "x-kubernetes-validations": [
+          {
+            // CEL's matches() compiles its pattern with RE2 and fails on one RE2 refuses, which
+            // refuses the object; the rule holds for every pattern that compiles.
+            rule: "type(''.matches(self)) == bool",
+            message:
+              "container-name must be a regular expression RE2 accepts (no backreferences or lookaround)",
+          },
+        ],
       }),
     ),
     matchLabels: Type.Optional(
@@ -178,6 +199,10 @@ export const HiveTrapSchema = Type.Object(
             rule: `string(self).matches('${OCTAL_MODE}')`,
             message: 'mode must be octal digits such as 444 or "0644"',
           },
+          {
+            rule: `!string(self).matches('${OCTAL_MODE}') || string(self).matches('${SAFE_MODE}')`,
+            message: `mode ${SAFE_MODE_MESSAGE} (such as 4755 or 0666); use a mode such as 0644 or 0444`,
+          },
         ],
       }),
     ),
@@ -284,13 +309,26 @@ export const HivePolicySchema = Type.Object(
 );
 export type HivePolicy = Static<typeof HivePolicySchema>;
 
-/** Reads a trap's `mode` (reference style: octal digits as number or string) as permission bits. */
+/** Why a mode (permission bits) may not be given to a created file, or undefined when it may. */
+export function modeProblem(bits: number): string | undefined {
+  return (bits & ESCALATING_MODE_BITS) === 0
+    ? undefined
+    : `${SAFE_MODE_MESSAGE}; use a mode such as 0644 or 0444`;
+}
+
+/**
+ * Reads a trap's `mode` (reference style: octal digits as number or string) as permission bits.
+ * Refuses escalating bits too: a policy admitted before the CRD refused them creates nothing.
+ */
 export function parseMode(mode: number | string): number {
   const digits = String(mode);
   if (!new RegExp(OCTAL_MODE).test(digits)) {
     throw new RangeError(`mode ${JSON.stringify(mode)} is not octal digits such as 444 or "0644"`);
   }
-  return Number.parseInt(digits, 8);
+  const bits = Number.parseInt(digits, 8);
+  const problem = modeProblem(bits);
+  if (problem !== undefined) throw new RangeError(`mode ${JSON.stringify(mode)} ${problem}`);
+  return bits;
 }
 
 /** Writes permission bits (e.g. 0o444) as the resource's octal string ("0444"). */
@@ -299,9 +337,4 @@ export function formatMode(bits: number): string {
     throw new RangeError(`mode ${bits} is outside 0 to 0o7777`);
   }
   return `0${bits.toString(8).padStart(3, "0")}`;
-}
-
-/** A container-name pattern matches the whole name, as a Kubernetes user would expect. */
-export function containerNameMatcher(pattern: string): RegExp {
-  return new RegExp(`^(?:${pattern})$`);
 }

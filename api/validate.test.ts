@@ -33,6 +33,17 @@ describe("policy validation", () => {
     expect(result).toEqual({ ok: true, value: expect.anything() });
   });
 
+  it.each([644, "0644", 444, "0444", "755", 0, "0"])(
+    "accepts the mode %j, which grants nothing special",
+    (mode) => {
+      expect(validatePolicy(policy([{ path: "/a", create: true, mode }])).ok).toBe(true);
+    },
+  );
+
+  it("accepts a nested quantifier, which the agent matches in linear time", () => {
+    expect(validatePolicy(policy([{ path: "/a", match: { "container-name": "(a+)+" } }])).ok).toBe(true);
+  });
+
   it("accepts a trap with only a path", () => {
     expect(validatePolicy(policy([{ path: "/etc/shadow" }])).ok).toBe(true);
   });
@@ -49,7 +60,17 @@ describe("policy validation", () => {
     [
       "invalid regex",
       { path: "/a", match: { "container-name": "(" } },
-      "spec.traps[0].match.container-name: must be a valid regular expression",
+      "spec.traps[0].match.container-name: must be a regular expression RE2 accepts (no backreferences or lookaround) of bounded size",
+    ],
+    [
+      "regex with a backreference, which a linear-time engine cannot run",
+      { path: "/a", match: { "container-name": "(a)\\1" } },
+      "spec.traps[0].match.container-name: must be a regular expression RE2 accepts (no backreferences or lookaround) of bounded size",
+    ],
+    [
+      "regex with a lookahead",
+      { path: "/a", match: { "container-name": "(?!db)[a-z]+" } },
+      "spec.traps[0].match.container-name: must be a regular expression RE2 accepts (no backreferences or lookaround) of bounded size",
     ],
     [
       "mode that is not octal digits",
@@ -60,6 +81,31 @@ describe("policy validation", () => {
       "mode string that is not octal",
       { path: "/a", create: true, mode: "rw-r--r--" },
       'spec.traps[0].mode: must be an octal permission mode such as 444 or "0644"',
+    ],
+    [
+      "setuid mode",
+      { path: "/a", create: true, mode: 4755 },
+      "spec.traps[0].mode: must not set setuid, setgid, sticky or world-writable bits; use a mode such as 0644 or 0444",
+    ],
+    [
+      "setgid mode",
+      { path: "/a", create: true, mode: "2755" },
+      "spec.traps[0].mode: must not set setuid, setgid, sticky or world-writable bits; use a mode such as 0644 or 0444",
+    ],
+    [
+      "sticky mode",
+      { path: "/a", create: true, mode: "01644" },
+      "spec.traps[0].mode: must not set setuid, setgid, sticky or world-writable bits; use a mode such as 0644 or 0444",
+    ],
+    [
+      "world-writable mode",
+      { path: "/a", create: true, mode: "0666" },
+      "spec.traps[0].mode: must not set setuid, setgid, sticky or world-writable bits; use a mode such as 0644 or 0444",
+    ],
+    [
+      "world-writable mode as a number",
+      { path: "/a", create: true, mode: 2 },
+      "spec.traps[0].mode: must not set setuid, setgid, sticky or world-writable bits; use a mode such as 0644 or 0444",
     ],
     [
       "mode without create",

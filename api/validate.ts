@@ -14,6 +14,7 @@ import {
   type HivePolicySpec,
   HivePolicySpecSchema,
   type HiveTrap,
+  modeProblem,
   OCTAL_MODE,
 } from "./policy.ts";
 
@@ -79,9 +80,14 @@ function specRules(spec: unknown, prefix: string): FieldError[] {
       if (trap.path.includes("\0"))
         errors.push({ field: `${at}.path`, message: "must not contain NUL characters" });
     }
-    if (typeof trap.mode === "number" && !new RegExp(OCTAL_MODE).test(String(trap.mode))) {
+    const octal =
+      (typeof trap.mode === "number" || typeof trap.mode === "string") &&
+      new RegExp(OCTAL_MODE).test(String(trap.mode));
+    if (typeof trap.mode === "number" && !octal) {
       errors.push({ field: `${at}.mode`, message: 'must be an octal permission mode such as 444 or "0644"' });
     }
+    const problem = octal ? modeProblem(Number.parseInt(String(trap.mode), 8)) : undefined;
+    if (problem !== undefined) errors.push({ field: `${at}.mode`, message: problem });
     if (trap.mode !== undefined && trap.create !== true) {
       errors.push({ field: `${at}.mode`, message: "only applies with create: true" });
     }

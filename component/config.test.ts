@@ -140,6 +140,22 @@ describe("resolveConfig", () => {
       'traps[0].mode: must be an octal permission mode such as 444 or "0644"',
     ],
     [{ image, traps: [{ path: "/x/../etc/shadow" }] }, "traps[0].path: must not contain '..' components"],
+    [
+      { image, traps: [{ path: "/x", mode: 0o4755, create: true }] },
+      "traps[0].mode: must not set setuid, setgid, sticky or world-writable bits; use a mode such as 0644 or 0444",
+    ],
+    [
+      { image, traps: [{ path: "/x", mode: "0666", create: true }] },
+      "traps[0].mode: must not set setuid, setgid, sticky or world-writable bits; use a mode such as 0644 or 0444",
+    ],
+    [
+      { image, traps: [{ path: "/x", match: { containerName: /(a)\1/ } }] },
+      "traps[0].match.containerName: must be a regular expression RE2 accepts (no backreferences or lookaround) of bounded size",
+    ],
+    [
+      { image, traps: [{ path: "/x", match: { containerName: "(?<=sidecar-)db" } }] },
+      "traps[0].match.containerName: must be a regular expression RE2 accepts (no backreferences or lookaround) of bounded size",
+    ],
     [{ image, traps: [{ path: "/x", accesses: ["peek"] }] }, "traps[0].accesses[0]: "],
     [
       { image, traps: [{ path: "/x", match: { labels: { a: "b" } } }] },

@@ -84,7 +84,7 @@ describe("discover controller", () => {
     await discover.idle();
     expect(created.map((d) => d.metadata.labels?.["hive-operator.com/policy"])).toEqual(["good"]);
     // A trap with an unusable mode is a per-trap error, not a failed pass.
-    expect(reports.at(-1)?.map((r) => r.reason)).toEqual(["PathInvalid"]);
+    expect(reports.at(-1)?.map((r) => r.reason)).toEqual(["PolicyInvalid"]);
     expect(discover.stats().passes).toBeGreaterThan(0);
     discover.stop();
   });

@@ -262,7 +262,12 @@ async function resolveContainer(
         : {};
       work.push({ item, trap, options });
     } catch (error) {
-      record(item, trap, { ok: false, error });
+      // Only parseMode throws here: a mode that is not octal or would escalate (admitted before the CRD refused it).
+      const message = (error as Error).message;
+      record(item, trap, {
+        ok: false,
+        error: new HiveError("PolicyInvalid", message, { object: trap.path }),
+      });
     }
   }
   let outcomes: ResolveOutcome[];

@@ -1,3 +1,4 @@
+import { Worker } from "node:worker_threads";
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import type { HiveTrap } from "../../api/policy.ts";
@@ -76,6 +77,20 @@ describe("trap matching", () => {
     expect(c.ok).toBe(false);
     if (!c.ok) expect(c.reason).toBe("InvalidRegex");
   });
+  it("reports a pattern RE2 cannot run (a backreference, a lookahead) as an invalid regex", () => {
+    for (const pattern of ["(a)\\1", "(?=a)a"]) {
+      const c = compileMatch({ path: "/x", match: { "container-name": pattern } });
+      expect(c).toMatchObject({ ok: false, reason: "InvalidRegex" });
+      if (!c.ok) expect(c.message).toMatch(/^container-name ".*": invalid regex: /);
+    }
+  });
+  it("matches a tenant's nested quantifier against a long container name in linear time", {
+    timeout: 10_000,
+  }, async () => {
+    // A backtracking engine takes hours here; in a worker, a stall fails the test instead of hanging it.
+    const pod = podWithContainer(`${"a".repeat(60)}-`);
+    expect(await namesInWorker({ path: "/x", match: { "container-name": "(a+)+" } }, pod, 5000)).toEqual([]);
+  });
   it("drops finished and deleting pods, and marks containers that do not run yet", () => {
     expect(names({ path: "/x" }, pod({ phase: "Succeeded" }))).toEqual([]);
     expect(names({ path: "/x" }, pod({ phase: "Failed" }))).toEqual([]);
@@ -86,3 +101,38 @@ describe("trap matching", () => {
     if (c.ok) expect(matchContainers(c.match, pod({ running: false })).every((m) => !m.running)).toBe(true);
   });
 });
+
+function podWithContainer(name: string): V1Pod {
+  const p = pod();
+  p.spec = { containers: [{ name }] };
+  return p;
+}
+
+/** `names`, run on a worker thread that is stopped after `timeoutMs`. */
+async function namesInWorker(trap: HiveTrap, p: V1Pod, timeoutMs: number): Promise<string[]> {
+  const source = `
+    const { parentPort, workerData } = require("node:worker_threads");
+    import(workerData.module).then(({ compileMatch, matchContainers }) => {
+      const c = compileMatch(workerData.trap);
+      parentPort.postMessage(c.ok ? matchContainers(c.match, workerData.pod).map((m) => m.name) : c.message);
+    });`;
+  const worker = new Worker(source, {
+    eval: true,
+    workerData: { module: new URL("./match.ts", import.meta.url).href, trap, pod: p },
+  });
+  try {
+    return await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      worker.once("message", (m) => {
+        clearTimeout(timer);
+        resolve(m);
+      });
+      worker.once("error", (e) => {
+        clearTimeout(timer);
+        reject(e);
+      });
+    });
+  } finally {
+    await worker.terminate();
+  }
+}

@@ -4,31 +4,33 @@
  * every pod. Pure functions over Pod objects, so the rules are tested without an API server.
  */
 import type { V1Pod } from "@kubernetes/client-node";
-import { containerNameMatcher, type HiveTrap } from "../../api/policy.ts";
+import { containerNameMatcher } from "../../api/container-name.ts";
+import type { HiveTrap } from "../../api/policy.ts";
 
 export interface CompiledMatch {
   trap: HiveTrap;
-  /** Undefined when the trap has no container-name filter. */
-  containerName?: RegExp;
+  /** Whole-name match in linear time (RE2); undefined when the trap has no container-name filter. */
+  containerName?: (name: string) => boolean;
 }
 
 export type CompileResult =
   | { ok: true; match: CompiledMatch }
   | { ok: false; reason: "InvalidRegex"; message: string };
 
-/** Compiles a trap's container-name regex once; an invalid one is a trap error, never a crash. */
+/**
+ * Compiles a trap's container-name regex once; one RE2 cannot run (a backreference, a
+ * lookaround) or too large is a trap error, never a crash, and the trap matches nothing.
+ */
 export function compileMatch(trap: HiveTrap): CompileResult {
   const pattern = trap.match?.["container-name"];
   if (pattern === undefined) return { ok: true, match: { trap } };
-  try {
-    return { ok: true, match: { trap, containerName: containerNameMatcher(pattern) } };
-  } catch (error) {
-    return {
-      ok: false,
-      reason: "InvalidRegex",
-      message: `container-name ${JSON.stringify(pattern)}: ${(error as Error).message}`,
-    };
-  }
+  const compiled = containerNameMatcher(pattern);
+  if (compiled.ok) return { ok: true, match: { trap, containerName: compiled.matches } };
+  return {
+    ok: false,
+    reason: "InvalidRegex",
+    message: `container-name ${JSON.stringify(pattern)}: ${compiled.message}`,
+  };
 }
 
 export interface MatchedContainer {
@@ -86,7 +88,7 @@ export function matchContainers(compiled: CompiledMatch, pod: V1Pod): MatchedCon
   const statuses = new Map((pod.status?.containerStatuses ?? []).map((s) => [s.name, s]));
   const out: MatchedContainer[] = [];
   for (const container of pod.spec?.containers ?? []) {
-    if (compiled.containerName && !compiled.containerName.test(container.name)) continue;
+    if (compiled.containerName && !compiled.containerName(container.name)) continue;
     const status = statuses.get(container.name);
     const matched: MatchedContainer = {
       name: container.name,

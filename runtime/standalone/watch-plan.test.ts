@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -87,6 +87,27 @@ describe("host traps", () => {
     expect(plan.unresolved.map((u) => [u.ref.trap.path, u.error.code])).toEqual([
       ["/etc/absent", "FileNotFound"],
     ]);
+  });
+
+  it("never creates a file with a setuid or world-writable mode, reporting the trap instead", () => {
+    const refs = trapRefs([
+      {
+        file: "f.yaml",
+        index: 1,
+        policy: policy("p", [
+          { path: "/etc/ld.so.preload", create: true, mode: "0666" },
+          { path: "/etc/su", create: true, mode: 4755 },
+        ]),
+      },
+    ]);
+    const plan = planWatches(refs, { kernelId: "k", hostRoot: root });
+    expect(plan.files).toEqual([]);
+    expect(plan.unresolved.map((u) => [u.ref.trap.path, u.error.code])).toEqual([
+      ["/etc/ld.so.preload", "PolicyInvalid"],
+      ["/etc/su", "PolicyInvalid"],
+    ]);
+    expect(existsSync(join(root, "etc/ld.so.preload"))).toBe(false);
+    expect(existsSync(join(root, "etc/su"))).toBe(false);
   });
 
   it("keeps a symlink's absolute target inside the root it resolves in", () => {

@@ -140,7 +140,10 @@ function podOf(c: LocalContainer): V1Pod {
 export function containerMatches(trap: HiveTrap, c: LocalContainer): boolean {
   if (!podMatches(trap.match, podOf(c))) return false;
   const pattern = trap.match?.["container-name"];
-  return pattern === undefined || containerNameMatcher(pattern).test(containerName(c));
+  if (pattern === undefined) return true;
+  // Policy files are validated before a plan is made; a pattern RE2 cannot run matches nothing.
+  const matcher = containerNameMatcher(pattern);
+  return matcher.ok && matcher.matches(containerName(c));
 }
 
 function alertSource(ref: TrapRef, target: WatchTarget, context: PlanContext): AlertSource {
@@ -211,6 +214,15 @@ function parentKey(target: WatchTarget, context: PlanContext, path: string): Fil
   }
 }
 
+/** The trap's mode as permission bits; one that is not octal or would escalate is the trap's error. */
+function modeOf(path: string, mode: number | string): number {
+  try {
+    return parseMode(mode);
+  } catch (error) {
+    throw new HiveError("PolicyInvalid", (error as Error).message, { object: path });
+  }
+}
+
 /** Resolves every trap on every target it applies to. Never throws for a trap: failures are data. */
 export function planWatches(refs: readonly TrapRef[], context: PlanContext): WatchPlan {
   const plan: WatchPlan = { files: [], unresolved: [], unmatched: [] };
@@ -221,7 +233,7 @@ export function planWatches(refs: readonly TrapRef[], context: PlanContext): Wat
       try {
         const options: { create?: boolean; mode?: number } = {};
         if (ref.trap.create) options.create = true;
-        if (ref.trap.mode !== undefined) options.mode = parseMode(ref.trap.mode);
+        if (ref.trap.mode !== undefined) options.mode = modeOf(ref.trap.path, ref.trap.mode);
         const resolved = resolveOn(target, context, ref.trap.path, options);
         if (resolved.fileType === "directory") {
           throw new HiveError("PathInvalid", "trap path is a directory, not a file", {

@@ -19,7 +19,10 @@ describe("hive validate", () => {
       at(7, 'spec.traps[0].path: must be an absolute path (start with "/")'),
       at(9, 'spec.traps[1].mode: must be an octal permission mode such as 444 or "0644"'),
       at(12, "spec.traps[1].match.ip: must be an IPv4 address such as 10.0.0.7"),
-      at(13, "spec.traps[1].match.container-name: must be a valid regular expression"),
+      at(
+        13,
+        "spec.traps[1].match.container-name: must be a regular expression RE2 accepts (no backreferences or lookaround) of bounded size",
+      ),
       at(14, "spec.traps[1].match.colour: is not a known field"),
       `${fixtures}/bad.yaml:19: document 2: metadata.name: is required`,
       `${fixtures}/bad.yaml:21: document 2: spec.traps: must list at least one trap`,

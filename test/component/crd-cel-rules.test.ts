@@ -70,12 +70,21 @@ function valuesAt(value: unknown, at: string): unknown[] {
   return found;
 }
 
-/** Messages of the CEL rules a trap fails (rules on absent fields do not run, as in Kubernetes). */
+/**
+ * Messages of the CEL rules a trap fails (rules on absent fields do not run, as in Kubernetes).
+ * A rule whose evaluation fails (an invalid regular expression) refuses the object, as in Kubernetes.
+ */
 function admissionErrors(trap: Record<string, unknown>): string[] {
   const failed: string[] = [];
   for (const r of RULES) {
     for (const self of valuesAt(trap, r.at)) {
-      if (evaluate(r.rule, { self: cel(self, r.node) }) !== true) failed.push(r.message);
+      let ok: unknown;
+      try {
+        ok = evaluate(r.rule, { self: cel(self, r.node) });
+      } catch {
+        ok = false;
+      }
+      if (ok !== true) failed.push(r.message);
     }
   }
   return failed;
@@ -89,8 +98,12 @@ const trapArb = fc.record(
     ),
     create: fc.boolean(),
     mode: fc.oneof(
-      fc.constantFrom(444, 644, 7777, 800, 8, 0),
-      fc.constantFrom("0444", "444", "0999", "abc", "04444"),
+      fc.constantFrom(444, 644, 7777, 800, 8, 0, 4755, 666, 1644, 2),
+      fc.constantFrom("0444", "444", "0999", "abc", "04444", "04755", "0666", "00644", "0002"),
+    ),
+    match: fc.record(
+      { "container-name": fc.constantFrom("nginx|sidecar", "(a+)+", "app-.*", "(", "[a-", "a{2,3}") },
+      { requiredKeys: [] },
     ),
     callback: fc.constantFrom("http://a.example/x", "https://b.example", "ftp://c.example", "mailto:x@y"),
     allow: fc.array(
@@ -126,6 +139,8 @@ describe("the HivePolicy CRD's CEL rules", () => {
       "allow[].parent-exe",
       "allow[].parent-exe",
       "callback",
+      "match.container-name",
+      "mode",
       "mode",
       "path",
       "path",
@@ -146,6 +161,22 @@ describe("the HivePolicy CRD's CEL rules", () => {
     [{ path: "/a/../etc/shadow" }, "path must not contain '..' components"],
     [{ path: "/x", mode: 444 }, "mode only applies with create: true"],
     [{ path: "/x", create: true, mode: "0999" }, 'mode must be octal digits such as 444 or "0644"'],
+    [
+      { path: "/x", create: true, mode: 4755 },
+      "mode must not set setuid, setgid, sticky or world-writable bits (such as 4755 or 0666); use a mode such as 0644 or 0444",
+    ],
+    [
+      { path: "/x", create: true, mode: "0666" },
+      "mode must not set setuid, setgid, sticky or world-writable bits (such as 4755 or 0666); use a mode such as 0644 or 0444",
+    ],
+    [
+      { path: "/x", create: true, mode: "02644" },
+      "mode must not set setuid, setgid, sticky or world-writable bits (such as 4755 or 0666); use a mode such as 0644 or 0444",
+    ],
+    [
+      { path: "/x", match: { "container-name": "(" } },
+      "container-name must be a regular expression RE2 accepts (no backreferences or lookaround)",
+    ],
     [{ path: "/x", callback: "ftp://example.com" }, "callback must be an http(s) URL"],
     [{ path: "/etc/shadow", allow: [{ exe: "sshd" }] }, 'exe must be an absolute path (start with "/")'],
     [{ path: "/etc/shadow", allow: [{ exe: "/usr/*/sshd" }] }, 'exe may hold "*" only as its last character'],
@@ -170,6 +201,30 @@ describe("the HivePolicy CRD's CEL rules", () => {
     [{ exe: "/usr/lib/openssh/*", "parent-exe": "/usr/sbin/sshd*", accesses: ["read"] }],
   ])("admit the allow entry %j", (entry) => {
     const trap = { path: "/etc/shadow", allow: [entry] };
+    expect(admissionErrors(trap)).toEqual([]);
+    expect(validatePolicySpec({ traps: [trap] }).ok).toBe(true);
+  });
+
+  it.each([644, "0644", 444, "0444", "00640", 5])("admit the mode %j", (mode) => {
+    const trap = { path: "/x", create: true, mode };
+    expect(admissionErrors(trap)).toEqual([]);
+    expect(validatePolicySpec({ traps: [trap] }).ok).toBe(true);
+  });
+
+  it("refuse exactly the modes with a setuid, setgid, sticky or world-writable bit, however written", () => {
+    for (let bits = 0; bits <= 0o7777; bits++) {
+      const octal = bits.toString(8);
+      for (const mode of [Number(octal), octal, `0${octal}`]) {
+        const trap = { path: "/x", create: true, mode };
+        const refused = admissionErrors(trap).length > 0;
+        expect({ mode, refused }).toEqual({ mode, refused: (bits & 0o7002) !== 0 });
+        expect(validatePolicySpec({ traps: [trap] }).ok).toBe(!refused);
+      }
+    }
+  });
+
+  it("admit a nested quantifier, which RE2 runs in linear time", () => {
+    const trap = { path: "/x", match: { "container-name": "(a+)+" } };
     expect(admissionErrors(trap)).toEqual([]);
     expect(validatePolicySpec({ traps: [trap] }).ok).toBe(true);
   });

@@ -129,7 +129,7 @@ describe("HiveMonitor for other languages", () => {
         traps: [{ path: "etc/shadow", match: { containerName: "(" } }],
       });
     expect(bad).toThrow(/traps\[0\]\.path: must be an absolute path/);
-    expect(bad).toThrow(/traps\[0\]\.match\.containerName: must be a valid regular expression/);
+    expect(bad).toThrow(/traps\[0\]\.match\.containerName: must be a regular expression RE2 accepts/);
     expect(bad).toThrow(/logLevel: "loud" is not one of debug, info, warn, error/);
   });
 });
