@@ -120,7 +120,11 @@ describe("resolveConfig", () => {
     ],
     [
       { image, tenantCallbacks: ["https://teams.example.com/it's"] },
-      `tenantCallbacks[0]: "https://teams.example.com/it's" must be an http:// or https:// URL prefix`,
+      `tenantCallbacks[0]: "https://teams.example.com/it's" must be an http:// or https:// URL written as URL parsing writes it (lowercase host, no default port, no userinfo, no dot segments or encoded dots, slashes or quotes)`,
+    ],
+    [
+      { image, tenantCallbacks: ["https://teams.example.com/a?team=b"] },
+      `tenantCallbacks[0]: "https://teams.example.com/a?team=b" must end in a path: no query or fragment`,
     ],
     [
       { image, tenantCallbacks: "https://x" },

@@ -49,7 +49,7 @@ export function buildManifests(config: HiveConfig, id: Identity = RENDER_IDENTIT
       ...rbacManifests(config.namespace, config.callback),
     ].map(label),
     admission: config.admissionPolicy
-      ? admissionManifests(config.namespace, config.callback?.url, config.tenantCallbacks).map(label)
+      ? admissionManifests(config.namespace, config.tenantCallbacks).map(label)
       : [],
     daemonSet: label(daemonSetManifest(config)),
     policies: config.policies.map((p) => label(policyManifest(p.name, config.namespace, p.spec))),
