@@ -96,10 +96,19 @@ export interface SecretKeyRef {
   key: Input<string>;
 }
 
-/** Where alerts go when a trap names no callback of its own. */
+/** Where alerts go when a trap names no callback of its own. Give `url` or `urlSecret`. */
 export interface CallbackArgs {
-  /** http(s) URL receiving each alert as a JSON POST. A secret Output stays secret in the state. */
-  url: Input<string>;
+  /**
+   * http(s) URL receiving each alert as a JSON POST. The monitor writes it into a Secret
+   * (`hive-agent-callback`) that the agents read through their environment; a secret Output
+   * stays secret in the state.
+   */
+  url?: Input<string>;
+  /**
+   * The URL from a Secret of yours in the monitor's namespace instead of `url`. The agents read
+   * it when they start: restart them (`kubectl rollout restart`) after changing it.
+   */
+  urlSecret?: SecretKeyRef;
   /** A Secret in the monitor's namespace whose entries are sent as HTTP headers (e.g. `Authorization`). */
   headersSecret?: Input<string>;
   /** HMAC-SHA256 key for signing alert bodies, from a Secret in the monitor's namespace. */
@@ -141,15 +150,17 @@ export interface HiveMonitorArgs {
   imagePullSecrets?: Input<Input<string>[]>;
   /**
    * Default destination of alerts: a URL (`"https://alerts.example.com/hive"`, short for `{ url }`)
-   * or `{ url, headersSecret?, signingSecret? }`. Without it (and without a trap callback) alerts
-   * go to stdout only. A secret URL (`config.requireSecret`) keeps every object carrying it secret.
+   * or `{ url | urlSecret, headersSecret?, signingSecret? }`. Without it (and without a trap
+   * callback) alerts go to stdout only. The URL reaches the agents from a Secret, never from
+   * their arguments or an admission policy; a secret URL (`config.requireSecret`) stays secret.
    */
   callback?: Input<string> | CallbackArgs;
   /**
    * URL prefixes that HivePolicies outside the monitor's namespace (tenants') may name as a
-   * trap `callback`, besides the monitor's own callback, e.g. `https://alerts.example.com/teams/`.
-   * A tenant trap naming another URL is rejected at admission, and the agent never contacts it
-   * (its alerts go to the monitor's callback). Default: none.
+   * trap `callback`, e.g. `https://alerts.example.com/teams/`, compared by path segment with the
+   * URL as it is sent. A tenant trap naming another URL is rejected at admission, and the agent
+   * never contacts it (its alerts go to the monitor's callback, as those of a tenant trap
+   * without callback do). Default: none.
    */
   tenantCallbacks?: Input<Input<string>[]>;
   /** Traps, grouped into one HivePolicy per `policy` name. */

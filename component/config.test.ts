@@ -109,18 +109,37 @@ describe("resolveConfig", () => {
       { image, namespace: 7 },
       'namespace: must be a name to create ("hive-system") or { existing: "name" } to use one that exists',
     ],
-    [{ image, callback: { url: "ftp://x" } }, 'callback.url: "ftp://x" must be an http:// or https:// URL'],
+    [
+      { image, callback: { url: "ftp://x" } },
+      'callback.url: "ftp://x" must be an http:// or https:// URL (or give urlSecret: { name, key })',
+    ],
+    [
+      { image, callback: { url: "https://x", urlSecret: { name: "s", key: "k" } } },
+      "callback.urlSecret: goes instead of callback.url: give one of them",
+    ],
+    [
+      { image, callback: { urlSecret: { name: "s" } } },
+      "callback.urlSecret.key: undefined is not a key of a Secret (letters, digits, - _ .)",
+    ],
+    [
+      { image, callback: { url: "https://x", headersSecret: "hive-agent-callback" } },
+      'callback.headersSecret: "hive-agent-callback" is the Secret the monitor writes for callback.url; name another',
+    ],
     [
       { image, callback: { url: "https://x", signingSecret: { name: "s" } } },
       "callback.signingSecret.key: undefined is not a key of a Secret (letters, digits, - _ .)",
     ],
     [
       { image, callback: { url: "https://x", headers: { a: "b" } } },
-      "callback.headers: is not a known option (known: url, headersSecret, signingSecret)",
+      "callback.headers: is not a known option (known: url, urlSecret, headersSecret, signingSecret)",
     ],
     [
       { image, tenantCallbacks: ["https://teams.example.com/it's"] },
-      `tenantCallbacks[0]: "https://teams.example.com/it's" must be an http:// or https:// URL prefix`,
+      `tenantCallbacks[0]: "https://teams.example.com/it's" must be an http:// or https:// URL written as URL parsing writes it (lowercase host, no default port, no userinfo, no dot segments or encoded dots, slashes or quotes)`,
+    ],
+    [
+      { image, tenantCallbacks: ["https://teams.example.com/a?team=b"] },
+      `tenantCallbacks[0]: "https://teams.example.com/a?team=b" must end in a path: no query or fragment`,
     ],
     [
       { image, tenantCallbacks: "https://x" },

@@ -11,7 +11,7 @@ import {
   LABEL_VALUE_PATTERN,
   MAX_TRAPS_PER_POLICY,
 } from "../api/index.ts";
-import { normalizeCallbackPrefix } from "../api/tenancy.ts";
+import { callbackPrefixProblem, normalizeCallbackPrefix } from "../api/tenancy.ts";
 import {
   type Affinity,
   type CallbackValues,
@@ -27,6 +27,7 @@ import {
   type ResourceRequirements,
   type Toleration,
 } from "./args.ts";
+import { CALLBACK_SECRET } from "./builders/callback-secret.ts";
 import { AGENT_NODE_SELECTOR, AGENT_SELECTOR } from "./builders/daemonset.ts";
 import type { ArgProblem } from "./builders/problems.ts";
 import { isPlainObject, toHiveTrap, trapProblems, unknownKeys } from "./builders/traps.ts";
@@ -188,10 +189,25 @@ function checkCallback(c: Checker, value: unknown): CallbackValues | undefined {
     );
     return undefined;
   }
-  c.problems.push(...unknownKeys(value, ["url", "headersSecret", "signingSecret"], "callback"));
+  c.problems.push(...unknownKeys(value, ["url", "urlSecret", "headersSecret", "signingSecret"], "callback"));
   const cb = value as unknown as CallbackValues;
-  if (typeof cb.url !== "string" || !url?.(cb.url)) {
-    c.add("callback.url", `${JSON.stringify(cb.url)} must be an http:// or https:// URL`);
+  if (cb.urlSecret !== undefined) {
+    if (cb.url !== undefined) c.add("callback.urlSecret", "goes instead of callback.url: give one of them");
+    secretKeyRef(c, "callback.urlSecret", cb.urlSecret);
+  } else if (typeof cb.url !== "string" || !url?.(cb.url)) {
+    c.add(
+      "callback.url",
+      `${JSON.stringify(cb.url)} must be an http:// or https:// URL (or give urlSecret: { name, key })`,
+    );
+  } else {
+    // The component writes its own Secret for the URL: a user's Secret of that name would be overwritten.
+    for (const [option, name] of [
+      ["callback.headersSecret", cb.headersSecret],
+      ["callback.signingSecret.name", cb.signingSecret?.name],
+    ] as const) {
+      if (name === CALLBACK_SECRET.name)
+        c.add(option, `"${name}" is the Secret the monitor writes for callback.url; name another`);
+    }
   }
   if (cb.headersSecret !== undefined) {
     c.name(
@@ -201,21 +217,18 @@ function checkCallback(c: Checker, value: unknown): CallbackValues | undefined {
       "a Secret name in the monitor's namespace",
     );
   }
-  if (cb.signingSecret !== undefined) {
-    if (!isPlainObject(cb.signingSecret)) {
-      c.add("callback.signingSecret", 'must be { name: "secret-name", key: "key-in-secret" }');
-    } else {
-      c.problems.push(...unknownKeys(cb.signingSecret, ["name", "key"], "callback.signingSecret"));
-      c.name("callback.signingSecret.name", cb.signingSecret.name, DNS_SUBDOMAIN, "a Secret name");
-      c.name(
-        "callback.signingSecret.key",
-        cb.signingSecret.key,
-        SECRET_KEY,
-        "a key of a Secret (letters, digits, - _ .)",
-      );
-    }
-  }
+  if (cb.signingSecret !== undefined) secretKeyRef(c, "callback.signingSecret", cb.signingSecret);
   return cb;
+}
+
+function secretKeyRef(c: Checker, option: string, value: unknown): void {
+  if (!isPlainObject(value)) {
+    c.add(option, 'must be { name: "secret-name", key: "key-in-secret" }');
+    return;
+  }
+  c.problems.push(...unknownKeys(value, ["name", "key"], option));
+  c.name(`${option}.name`, value.name, DNS_SUBDOMAIN, "a Secret name");
+  c.name(`${option}.key`, value.key, SECRET_KEY, "a key of a Secret (letters, digits, - _ .)");
 }
 
 function checkTolerations(c: Checker, value: unknown): Plain<Toleration>[] {
@@ -408,13 +421,13 @@ function checkTenantCallbacks(c: Checker, value: unknown): string[] {
     c.add("tenantCallbacks", 'must be a list of URL prefixes such as ["https://alerts.example.com/teams/"]');
     return [];
   }
-  const url = FORMATS["http-url"];
   const out: string[] = [];
   for (const [i, p] of value.entries()) {
-    // Quotes and backslashes would end the CEL string literal the admission policy embeds them in.
-    if (typeof p !== "string" || !url?.(p) || /['\\]/.test(p)) {
-      c.add(`tenantCallbacks[${i}]`, `${JSON.stringify(p)} must be an http:// or https:// URL prefix`);
-    } else out.push(normalizeCallbackPrefix(p));
+    // Compared with callbacks as URL parsing writes them (api/tenancy.ts): a prefix in another
+    // form would match nothing, or less than it reads.
+    const problem = typeof p === "string" ? callbackPrefixProblem(p) : "must be an http:// or https:// URL";
+    if (problem !== undefined) c.add(`tenantCallbacks[${i}]`, `${JSON.stringify(p)} ${problem}`);
+    else out.push(normalizeCallbackPrefix(p));
   }
   return out;
 }

@@ -6,11 +6,11 @@
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
-import type { HiveMonitorArgs, HiveMonitorValues } from "./args.ts";
+import type { CallbackArgs, HiveMonitorArgs, HiveMonitorValues } from "./args.ts";
 import type { Identity, KubernetesObject } from "./builders/objects.ts";
 import { type ArgProblem, formatProblems } from "./builders/problems.ts";
 import { type HiveConfig, resolveConfig } from "./config.ts";
-import { findInputs, knownProblems, type PendingInput, withValues } from "./inputs.ts";
+import { findInputs, isPending, knownProblems, type PendingInput, withValues } from "./inputs.ts";
 import { buildManifests, flattenManifests, type MonitorManifests } from "./render.ts";
 import { resolvedObject, resolveObjects } from "./resolve.ts";
 
@@ -26,6 +26,7 @@ const RESOURCE_CLASSES: Readonly<Record<string, ResourceClass>> = {
   Namespace: k8s.core.v1.Namespace,
   CustomResourceDefinition: k8s.apiextensions.v1.CustomResourceDefinition,
   ServiceAccount: k8s.core.v1.ServiceAccount,
+  Secret: k8s.core.v1.Secret,
   ClusterRole: k8s.rbac.v1.ClusterRole,
   ClusterRoleBinding: k8s.rbac.v1.ClusterRoleBinding,
   Role: k8s.rbac.v1.Role,
@@ -65,6 +66,7 @@ function shapeArgs(args: HiveMonitorArgs, known: HiveMonitorValues): HiveMonitor
     image: "shape",
     namespace:
       typeof ns === "string" ? ns : ns && typeof ns === "object" ? { existing: ns.existing ?? "shape" } : ns,
+    callback: shapeCallback(args.callback),
     admissionPolicy: args.admissionPolicy,
     podMonitor: args.podMonitor === undefined ? undefined : args.podMonitor !== false,
     traps: args.traps?.map((t) => ({
@@ -72,6 +74,20 @@ function shapeArgs(args: HiveMonitorArgs, known: HiveMonitorValues): HiveMonitor
       ...(t.policy === undefined ? {} : { policy: t.policy }),
     })),
   };
+}
+
+/**
+ * The callback's form without its values: whether the monitor writes the URL's Secret depends
+ * on which of `url` and `urlSecret` is given (the forms are plain), not on the URL.
+ */
+function shapeCallback(callback: HiveMonitorArgs["callback"]): HiveMonitorValues["callback"] {
+  if (callback === undefined) return undefined;
+  const url = "https://shape.invalid/";
+  // A string, or an Output of one (`config.requireSecret`).
+  if (typeof callback !== "object" || callback === null || isPending(callback)) return url;
+  return (callback as CallbackArgs).urlSecret !== undefined
+    ? { urlSecret: { name: "shape", key: "shape" } }
+    : { url };
 }
 
 /** One Kubernetes object → the matching typed Pulumi resource, with its object as the inputs. */
@@ -140,8 +156,11 @@ export function createMonitorChildren(
     inputsOf = (o, index) => resolvedObject(resolved, index, o);
   }
   const order = flattenManifests(m);
-  const child = (o: KubernetesObject, options: Opts = {}) =>
-    toResource(childName(name, o), inputsOf(o, order.indexOf(o)), { parent, ...options });
+  const child = (o: KubernetesObject, options: Opts = {}, secretFields: readonly string[] = []) => {
+    const inputs = { ...inputsOf(o, order.indexOf(o)) };
+    for (const field of secretFields) inputs[field] = pulumi.secret(inputs[field]);
+    return toResource(childName(name, o), inputs, { parent, ...options });
+  };
 
   const ns = m.namespace ? child(m.namespace) : undefined;
   const inNamespace = ns ? [ns] : [];
@@ -149,11 +168,15 @@ export function createMonitorChildren(
   // of every team, whose finalizers no agent would remove any more (the destroy would hang).
   const crds = m.crds.map((o) => child(o, { retainOnDelete: !config.deleteCrdsOnDestroy }));
   const access = m.access.map((o) => child(o, { dependsOn: inNamespace }));
+  // The URL is secret in the state whatever its input was: a URL often carries a token.
+  const callbackSecret = m.callbackSecret
+    ? [child(m.callbackSecret, { dependsOn: inNamespace }, ["stringData"])]
+    : [];
   const admission = m.admission.map((o) => child(o));
   // The agent starts only once it may do its job (RBAC) and may not overstep it (admission),
-  // and once the kinds it watches exist.
+  // once the kinds it watches exist, and once its callback's Secret does (the kubelet waits for it).
   const daemonSet = child(m.daemonSet, {
-    dependsOn: [...inNamespace, ...crds, ...access, ...admission],
+    dependsOn: [...inNamespace, ...crds, ...access, ...callbackSecret, ...admission],
   }) as k8s.apps.v1.DaemonSet;
   // Policies depend on the agent so that `pulumi destroy` deletes them while the agent still
   // runs to remove its finalizer (dependents are deleted first); otherwise deletion would hang.

@@ -88,10 +88,12 @@ export interface SecretKey {
   key: Input<string>;
 }
 
-/** Where alerts go when a trap names no callback of its own. */
+/** Where alerts go when a trap names no callback of its own. Give `url` or `urlSecret`. */
 export interface Callback {
-  /** http(s) URL receiving each alert as a JSON POST. A secret stays secret in the state. */
-  url: Input<string>;
+  /** http(s) URL receiving each alert as a JSON POST, kept in a Secret the agents read. A secret stays secret in the state. */
+  url?: Input<string>;
+  /** The URL from a Secret of yours in the monitor's namespace instead of `url` (restart the agents after changing it). */
+  urlSecret?: SecretKey;
   /** A Secret in the monitor's namespace whose entries are sent as HTTP headers (e.g. `Authorization`). */
   headersSecret?: Input<string>;
   /** HMAC-SHA256 key for signing alert bodies, from a Secret in the monitor's namespace. */

@@ -6,6 +6,7 @@ import { stringify } from "yaml";
 import { HiveError } from "../runtime/errors.ts";
 import type { HiveMonitorArgs, HiveMonitorValues } from "./args.ts";
 import { admissionManifests } from "./builders/admission.ts";
+import { callbackSecretManifest } from "./builders/callback-secret.ts";
 import { crdManifests } from "./builders/crds.ts";
 import { daemonSetManifest } from "./builders/daemonset.ts";
 import { namespaceManifest } from "./builders/namespace.ts";
@@ -26,6 +27,8 @@ export interface MonitorManifests {
   crds: KubernetesObject[];
   /** ServiceAccount, ClusterRole/Role and their bindings. */
   access: KubernetesObject[];
+  /** The Secret holding the callback URL, when the monitor writes it (`callback.url`). */
+  callbackSecret: KubernetesObject | undefined;
   /** The ValidatingAdmissionPolicy and its binding (none when `admissionPolicy: false`). */
   admission: KubernetesObject[];
   daemonSet: KubernetesObject;
@@ -41,6 +44,7 @@ export const RENDER_IDENTITY: Identity = { instance: "hive", managedBy: "hive-re
 /** Objects for an already validated configuration, each with the recommended labels. */
 export function buildManifests(config: HiveConfig, id: Identity = RENDER_IDENTITY): MonitorManifests {
   const label = (o: KubernetesObject) => withRecommendedLabels(o, id, PACKAGE_VERSION);
+  const optional = (o: KubernetesObject | undefined) => (o ? label(o) : undefined);
   return {
     namespace: config.createNamespace ? label(namespaceManifest(config.namespace)) : undefined,
     crds: crdManifests().map(label),
@@ -48,14 +52,13 @@ export function buildManifests(config: HiveConfig, id: Identity = RENDER_IDENTIT
       serviceAccountManifest(config.namespace),
       ...rbacManifests(config.namespace, config.callback),
     ].map(label),
+    callbackSecret: optional(callbackSecretManifest(config.namespace, config.callback)),
     admission: config.admissionPolicy
-      ? admissionManifests(config.namespace, config.callback?.url, config.tenantCallbacks).map(label)
+      ? admissionManifests(config.namespace, config.tenantCallbacks).map(label)
       : [],
     daemonSet: label(daemonSetManifest(config)),
     policies: config.policies.map((p) => label(policyManifest(p.name, config.namespace, p.spec))),
-    podMonitor: config.podMonitor
-      ? label(podMonitorManifest(config.namespace, config.podMonitor))
-      : undefined,
+    podMonitor: optional(config.podMonitor && podMonitorManifest(config.namespace, config.podMonitor)),
   };
 }
 
@@ -65,6 +68,7 @@ export function flattenManifests(m: MonitorManifests): KubernetesObject[] {
     ...(m.namespace ? [m.namespace] : []),
     ...m.crds,
     ...m.access,
+    ...(m.callbackSecret ? [m.callbackSecret] : []),
     ...m.admission,
     m.daemonSet,
     ...m.policies,

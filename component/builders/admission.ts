@@ -60,7 +60,6 @@ const RESOLVE_REQUEST_ONLY = [
 
 export function admissionManifests(
   namespace: string,
-  monitorCallback: string | undefined,
   tenantCallbacks: readonly string[],
 ): KubernetesObject[] {
   return [
@@ -135,7 +134,7 @@ export function admissionManifests(
         },
       ],
     }),
-    ...tenantScopeManifests(namespace, monitorCallback, tenantCallbacks),
+    ...tenantScopeManifests(namespace, tenantCallbacks),
   ];
 }
 
@@ -163,13 +162,11 @@ function boundPolicy(name: string, spec: Record<string, unknown>): KubernetesObj
  * own namespace, so a team allowed to create HivePolicies in its namespace cannot make the root
  * agent resolve (or create) files in other teams' or the system's pods. The agent enforces the
  * same rule (runtime/controllers/match.ts policyReachesPod); this rejects the policy with a
- * reason instead of leaving it to match nothing.
+ * reason instead of leaving it to match nothing. A tenant trap's callback lies under one of the
+ * monitor's tenantCallbacks (api/tenancy.ts, as the agent checks it); the monitor's own callback
+ * is a secret and never named here: a tenant trap without callback goes to it.
  */
-function tenantScopeManifests(
-  namespace: string,
-  monitorCallback: string | undefined,
-  tenantCallbacks: readonly string[],
-): KubernetesObject[] {
+function tenantScopeManifests(namespace: string, tenantCallbacks: readonly string[]): KubernetesObject[] {
   return boundPolicy(TENANT_POLICY_NAME, {
     matchConstraints: {
       resourceRules: [
@@ -194,11 +191,15 @@ function tenantScopeManifests(
       {
         expression:
           `object.metadata.namespace == '${namespace}' || object.spec.traps.all(t, !has(t.callback) || ` +
-          `${tenantCallbackCel("t.callback", monitorCallback, tenantCallbacks)})`,
+          `${tenantCallbackCel("t.callback", tenantCallbacks)})`,
         message:
-          `a HivePolicy outside ${namespace} may send alerts only to the monitor's callback` +
-          (tenantCallbacks.length > 0 ? ` or under ${tenantCallbacks.join(", ")}` : "") +
-          ": remove the trap's callback or ask the platform team to add its URL to the monitor's tenantCallbacks",
+          `a HivePolicy outside ${namespace} may name a trap callback only under ` +
+          (tenantCallbacks.length > 0
+            ? tenantCallbacks.join(", ")
+            : "the monitor's tenantCallbacks (it has none)") +
+          ", written as URL parsing writes it (no dot segments, encoded dots or slashes, userinfo or backslashes)" +
+          ": remove the trap's callback (its alerts then go to the monitor's callback) or ask the platform team" +
+          " to add a prefix of its URL to the monitor's tenantCallbacks",
         reason: "Forbidden",
       },
     ],

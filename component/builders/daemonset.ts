@@ -19,6 +19,7 @@
  * owner's mode forbids to root's uid (user-namespaced pods); the trap reports that in its status.
  */
 import type { HiveConfig } from "../config.ts";
+import { CALLBACK_CHECKSUM_ANNOTATION, callbackChecksum, callbackSecretRef } from "./callback-secret.ts";
 import { AGENT_NAME, hiveLabels, type KubernetesObject } from "./objects.ts";
 
 export const AGENT_CAPABILITIES = [
@@ -72,9 +73,9 @@ export function agentArgs(config: HiveConfig): string[] {
     `${MOUNTS.runtimeDir}/${basename(config.runtimeSocket)}`,
   ];
   for (const prefix of config.tenantCallbacks) args.push("--tenant-callback", prefix);
+  // The callback URL itself comes from a Secret (HIVE_CALLBACK, see daemonSetManifest), never from here.
   const cb = config.callback;
   if (cb) {
-    args.push("--default-callback", cb.url);
     if (cb.headersSecret) args.push("--callback-headers-secret", cb.headersSecret);
     if (cb.signingSecret)
       args.push(
@@ -93,6 +94,12 @@ function fieldEnv(name: string, fieldPath: string) {
 
 export function daemonSetManifest(config: HiveConfig): KubernetesObject {
   const labels = { ...hiveLabels("agent"), ...AGENT_SELECTOR };
+  const callbackRef = callbackSecretRef(config.callback);
+  const checksum = callbackChecksum(config.callback);
+  const annotations = {
+    ...config.podAnnotations,
+    ...(checksum === undefined ? {} : { [CALLBACK_CHECKSUM_ANNOTATION]: checksum }),
+  };
   const capabilities = [
     ...AGENT_CAPABILITIES,
     ...(config.legacyKernelCapabilities ? LEGACY_KERNEL_CAPABILITIES : []),
@@ -112,6 +119,8 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
       fieldEnv("NODE_NAME", "spec.nodeName"),
       fieldEnv("POD_NAME", "metadata.name"),
       fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+      // Resolved by the kubelet: the agent needs no permission on this Secret.
+      ...(callbackRef ? [{ name: "HIVE_CALLBACK", valueFrom: { secretKeyRef: callbackRef } }] : []),
     ],
     ports: [{ name: "metrics", containerPort: config.metricsPort, protocol: "TCP" }],
     // Loading and verifying the BPF program can take a while on a busy node; liveness waits for it.
@@ -181,7 +190,7 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
         metadata: {
           // Hive's labels last: the selector's must stay (config.ts rejects pod labels that would change them).
           labels: { ...config.podLabels, ...labels },
-          ...(Object.keys(config.podAnnotations).length > 0 ? { annotations: config.podAnnotations } : {}),
+          ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
         },
         spec: podSpec,
       },

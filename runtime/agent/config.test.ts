@@ -52,10 +52,24 @@ describe("agent configuration", () => {
   });
 });
 
+interface AgentPodTemplate {
+  template: {
+    spec: {
+      containers: {
+        args: string[];
+        env: {
+          name: string;
+          valueFrom: { fieldRef?: { fieldPath: string }; secretKeyRef?: { name: string; key: string } };
+        }[];
+      }[];
+    };
+  };
+}
+
 describe("agent configuration from the component's DaemonSet", () => {
-  it("accepts every flag the component puts on the agent's command line", async () => {
+  it("accepts every flag and variable the component gives the agent", async () => {
     const { resolveConfig } = await import("../../component/config.ts");
-    const { agentArgs } = await import("../../component/builders/daemonset.ts");
+    const { buildManifests } = await import("../../component/render.ts");
     const resolved = resolveConfig({
       image: "registry.example.com/hive:0.1.0",
       callback: {
@@ -66,9 +80,28 @@ describe("agent configuration from the component's DaemonSet", () => {
       tenantCallbacks: ["https://teams.example.com", "https://siem.example.com/teams/"],
     } as Parameters<typeof resolveConfig>[0]);
     if (!resolved.ok) throw new Error(JSON.stringify(resolved.problems));
-    const [command, ...flags] = agentArgs(resolved.config);
+    const m = buildManifests(resolved.config);
+    const container = (m.daemonSet.spec as AgentPodTemplate).template.spec.containers[0];
+    const [command, ...flags] = container?.args ?? [];
     expect(command).toBe("agent");
-    const c = parseAgentConfig(flags, { NODE_NAME: "n1", POD_NAME: "p", POD_NAMESPACE: "hive-system" });
+    // The environment as the kubelet gives it: the downward API, and Secret keys (the callback URL).
+    const downward: Record<string, string> = {
+      "spec.nodeName": "n1",
+      "metadata.name": "p",
+      "metadata.namespace": "hive-system",
+    };
+    const secrets = [m.callbackSecret].filter((o) => o !== undefined);
+    const env = Object.fromEntries(
+      (container?.env ?? []).map((e) => {
+        const ref = e.valueFrom.secretKeyRef;
+        const secret = secrets.find((o) => o.metadata.name === ref?.name);
+        const value = ref
+          ? (secret?.stringData as Record<string, string> | undefined)?.[ref.key]
+          : downward[e.valueFrom.fieldRef?.fieldPath ?? ""];
+        return [e.name, value];
+      }),
+    );
+    const c = parseAgentConfig(flags, env);
     expect(c).toMatchObject({
       callback: "https://siem.example.com/hooks/hive",
       callbackHeadersSecret: "hive-callback-headers",

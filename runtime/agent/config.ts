@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { parseArgs } from "node:util";
-import { normalizeCallbackPrefix } from "../../api/tenancy.ts";
+import { callbackPrefixProblem, normalizeCallbackPrefix } from "../../api/tenancy.ts";
 import { RESOLVE_TIMEOUT_MS } from "../discover/resolve-pool.ts";
 import { HiveError } from "../errors.ts";
 import { DEFAULT_LEASE, type LeaseTiming, leaseTiming } from "../k8s/lease.ts";
@@ -194,10 +194,9 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
       (values["tenant-callback"] as string[] | undefined) ??
       (env.HIVE_TENANT_CALLBACKS ?? "").split(",").filter(Boolean)
     ).map((prefix) => {
-      if (!/^https?:\/\/[^/]/.test(prefix))
-        throw new HiveError("ConfigInvalid", "a tenant callback must be an http(s) URL prefix", {
-          object: prefix,
-        });
+      const problem = callbackPrefixProblem(prefix);
+      if (problem !== undefined)
+        throw new HiveError("ConfigInvalid", `a tenant callback prefix ${problem}`, { object: prefix });
       return normalizeCallbackPrefix(prefix);
     }),
     procRoot: str("proc-root", "HIVE_PROC_ROOT") ?? "/proc",

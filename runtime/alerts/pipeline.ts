@@ -100,7 +100,7 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
     const tenancy = config.tenancy;
     const namespace = source.policyNamespace ?? "default";
     if (!own || !tenancy || namespace === tenancy.platformNamespace) return own || config.defaultCallback;
-    if (tenantCallbackAllowed(own, config.defaultCallback, tenancy.callbacks)) return own;
+    if (tenantCallbackAllowed(own, tenancy.callbacks)) return own;
     metrics.tenantCallbacksRefused.inc({ policy_namespace: namespace });
     const key = `${namespace} ${own}`;
     if (!refusedLogged.has(key) && refusedLogged.size < 1000) {

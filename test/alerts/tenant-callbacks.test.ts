@@ -1,7 +1,7 @@
 /**
  * Where a tenant's alerts may go, through real HTTP: a trap callback of a policy outside the
- * monitor's namespace is contacted only when the monitor allows it (its own callback or a
- * tenantCallbacks prefix); otherwise the alert goes to the monitor's callback, the tenant's
+ * monitor's namespace is contacted only when the monitor allows it (under a tenantCallbacks
+ * prefix, once normalised); otherwise the alert goes to the monitor's callback, the tenant's
  * URL sees no request at all, and the refusal is counted.
  */
 import { afterEach, describe, expect, it } from "vitest";
@@ -35,6 +35,8 @@ describe("tenant callbacks", () => {
     const tenant = (callback: string) => makeSource("t-tenant", callback, { policyNamespace: "team-a" });
     pipeline.handle(makeEvent(1), tenant(`${internal.url}/steal`));
     pipeline.handle(makeEvent(2), tenant(`${allowed.url}/team-a`));
+    // Reads as under the allowed prefix, but leaves it once the URL is normalised.
+    pipeline.handle(makeEvent(4), tenant(`${allowed.url}/team-a/%2e%2e/%2e%2e/admin`));
     pipeline.handle(
       makeEvent(3),
       makeSource("t-platform", `${internal.url}/ops`, { policyNamespace: "hive-system" }),
@@ -43,13 +45,14 @@ describe("tenant callbacks", () => {
 
     const pids = (r: typeof monitor) =>
       r.accepted.map((a) => (JSON.parse(a.body) as { process: { pid: number } }).process.pid);
-    expect(pids(monitor)).toEqual([4001]); // the refused tenant callback's alert, redirected
+    // The refused tenant callbacks' alerts, redirected.
+    expect(pids(monitor).sort()).toEqual([4001, 4004]);
     expect(pids(allowed)).toEqual([4002]);
     expect(pids(internal)).toEqual([4003]); // the platform's policy only: never the tenant's
     expect(internal.requests).toBe(1);
-    expect(await counterValue(metrics.tenantCallbacksRefused, { policy_namespace: "team-a" })).toBe(1);
+    expect(await counterValue(metrics.tenantCallbacksRefused, { policy_namespace: "team-a" })).toBe(2);
     expect(
       lines.filter((l) => l.msg === "tenant callback not allowed; alerts go to the monitor's callback"),
-    ).toHaveLength(1);
+    ).toHaveLength(2);
   });
 });

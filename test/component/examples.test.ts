@@ -12,6 +12,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { renderManifests } from "../../component/index.ts";
 import { type PackageSchema, type PropertySpec, pluginSource, sourceSchema } from "./plugin-schema.ts";
+import { unwrapSecrets } from "./pulumi-mocks.ts";
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, "../..");
@@ -53,15 +54,22 @@ describe("Pulumi.yaml", () => {
       { path: "/etc/shadow", match: { matchLabels: { security: "high" } } },
     ]);
     const [ds] = byType("kubernetes:apps/v1:DaemonSet");
-    expect(ds.inputs.spec.template.spec.containers[0].args).toContain("--default-callback");
+    expect(ds.inputs.spec.template.spec.containers[0].env).toContainEqual({
+      name: "HIVE_CALLBACK",
+      valueFrom: { secretKeyRef: { name: "hive-agent-callback", key: "url" } },
+    });
     expect(outputs).toEqual({ namespace: "hive-system", daemonSet: "hive-agent", policies: ["default"] });
     // The kubectl quick start (hive render --config examples/quickstart/hive.yaml) is the same monitor.
     const rendered = renderManifests(parse(readFileSync(join(root, project.main, "hive.yaml"), "utf8")), {
       instance: "hive",
       managedBy: "pulumi",
     });
-    // biome-ignore lint/suspicious/noExplicitAny: recorded inputs
-    const applied = resources.filter((r: any) => r.type.startsWith("kubernetes:")).map((r: any) => r.inputs);
+    const applied = resources
+      // biome-ignore lint/suspicious/noExplicitAny: recorded inputs
+      .filter((r: any) => r.type.startsWith("kubernetes:"))
+      // The callback Secret's data is registered as a secret: compare what the cluster receives.
+      // biome-ignore lint/suspicious/noExplicitAny: recorded inputs
+      .map((r: any) => unwrapSecrets(r.inputs));
     const key = (o: { kind: string; metadata: { name: string } }) => `${o.kind}/${o.metadata.name}`;
     expect(Object.fromEntries(applied.map((o: (typeof rendered)[0]) => [key(o), o]))).toEqual(
       Object.fromEntries(rendered.map((o) => [key(o), o])),

@@ -11,7 +11,14 @@ import { ADMISSION_POLICY_NAME } from "../../component/builders/admission.ts";
 import { type AllowArgs, HiveMonitor, type HiveMonitorArgs, HivePolicy } from "../../component/index.ts";
 import { WATCH_TABLE_DIR } from "../../runtime/standalone/watch-table-file.ts";
 import { FULL, MINIMAL } from "./configs.ts";
-import { installMocks, kubernetesObjects, type RecordedResource, resolve, settle } from "./pulumi-mocks.ts";
+import {
+  installMocks,
+  isSecretWrapper,
+  kubernetesObjects,
+  type RecordedResource,
+  resolve,
+  settle,
+} from "./pulumi-mocks.ts";
 
 const recorded = installMocks();
 
@@ -324,8 +331,6 @@ describe("HiveMonitor with every option set", () => {
       "/var/lib/hive/spool",
       "--runtime-socket",
       "/host/run/container-runtime/containerd.sock",
-      "--default-callback",
-      "https://alerts.example.com/hive",
       "--callback-headers-secret",
       "hive-callback-headers",
       "--callback-signing-secret",
@@ -333,6 +338,15 @@ describe("HiveMonitor with every option set", () => {
       "--callback-signing-key",
       "hmac-key",
     ]);
+    // The URL comes from the monitor's Secret, resolved by the kubelet: never in the arguments.
+    expect(c.env).toContainEqual({
+      name: "HIVE_CALLBACK",
+      valueFrom: { secretKeyRef: { name: "hive-agent-callback", key: "url" } },
+    });
+    const secret = findNamed(result.resources, "kubernetes:core/v1:Secret", "hive-agent-callback");
+    expect(secret.metadata.namespace).toBe("security");
+    expect(isSecretWrapper(secret.stringData)).toBe(true); // secret in the state, always
+    expect(secret.stringData.value).toEqual({ url: "https://alerts.example.com/hive" });
     expect(c.ports[0].containerPort).toBe(9100);
     expect(c.imagePullPolicy).toBe("Always");
     expect(c.resources).toEqual(FULL.resources);
@@ -348,6 +362,22 @@ describe("HiveMonitor with every option set", () => {
     // biome-ignore lint/suspicious/noExplicitAny: rules from inputs
     const secretRules = role.rules.filter((r: any) => r.resources.includes("secrets"));
     expect(secretRules).toHaveLength(1);
+  });
+
+  it("takes the URL from a Secret of the user's, writing none and granting nothing on it", async () => {
+    const { resources } = await run("url-secret", {
+      ...FULL,
+      callback: { urlSecret: { name: "siem-hook", key: "endpoint" } },
+    });
+    const c = find(resources, "kubernetes:apps/v1:DaemonSet").spec.template.spec.containers[0];
+    expect(c.env).toContainEqual({
+      name: "HIVE_CALLBACK",
+      valueFrom: { secretKeyRef: { name: "siem-hook", key: "endpoint" } },
+    });
+    expect(resources.filter((r) => r.type === "kubernetes:core/v1:Secret")).toEqual([]);
+    const role = find(resources, "kubernetes:rbac.authorization.k8s.io/v1:Role");
+    // biome-ignore lint/suspicious/noExplicitAny: rules from inputs
+    expect(role.rules.filter((r: any) => r.resources.includes("secrets"))).toEqual([]);
   });
 
   it("schedules where told: node selector, tolerations, priority class, pull secrets", () => {
@@ -590,8 +620,12 @@ describe("HiveMonitor on clusters without ValidatingAdmissionPolicy v1", () => {
 });
 
 describe("HiveMonitor ordering", () => {
-  it("starts the agent after its permissions, admission policy and CRDs, and the policies after the agent", async () => {
-    const { resources } = await run("order", { ...MINIMAL, traps: [{ path: "/etc/shadow" }] });
+  it("starts the agent after its permissions, admission policy, CRDs and callback Secret, and the policies after the agent", async () => {
+    const { resources } = await run("order", {
+      ...MINIMAL,
+      callback: "https://alerts.example.com/hive",
+      traps: [{ path: "/etc/shadow" }],
+    });
     const byKind = (kind: string) => resources.filter((r) => r.type.endsWith(`:${kind}`));
     const ds = byKind("DaemonSet")[0];
     for (const kind of [
@@ -604,9 +638,11 @@ describe("HiveMonitor ordering", () => {
       "RoleBinding",
       "ValidatingAdmissionPolicy",
       "ValidatingAdmissionPolicyBinding",
+      "Secret",
     ]) {
       for (const r of byKind(kind)) expect(ds?.dependsOn, `DaemonSet after ${r.name}`).toContain(r.name);
     }
+    expect(byKind("Secret")).toHaveLength(1);
     // Deleted before the agent on destroy, so the agent can still remove its finalizer.
     expect(byKind("HivePolicy")[0]?.dependsOn).toContain(ds?.name);
   });

@@ -13,12 +13,20 @@ import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import { HiveMonitor, type HiveMonitorArgs, HivePolicy, renderManifests } from "../../component/index.ts";
 import { FULL, MINIMAL } from "./configs.ts";
-import { installMocks, objectKey, type RecordedResource, resolve, settle } from "./pulumi-mocks.ts";
+import {
+  installMocks,
+  isSecretWrapper,
+  objectKey,
+  plainOccurrences,
+  type RecordedResource,
+  resolve,
+  settle,
+  unwrapSecrets,
+} from "./pulumi-mocks.ts";
 
 const recorded = installMocks();
 const exec = promisify(execFile);
 const here = import.meta.dirname;
-const { specialSigKey, specialSecretSig } = pulumi.runtime;
 
 const SECRET_URL = "https://alerts.example.com/hive?token=s3cr3t";
 const IMAGE =
@@ -27,32 +35,6 @@ const IMAGE =
 /** A value known only later, as an image build's Output is. */
 function later<T>(value: T): pulumi.Output<T> {
   return pulumi.output(new Promise<T>((r) => setTimeout(() => r(value), 5))) as pulumi.Output<T>;
-}
-
-function isSecretWrapper(value: unknown): value is { value: unknown } {
-  return (
-    value !== null &&
-    typeof value === "object" &&
-    (value as Record<string, unknown>)[specialSigKey] === specialSecretSig
-  );
-}
-
-/** Paths under `value` where `needle` occurs in a string outside any secret wrapper. */
-function plainOccurrences(value: unknown, needle: string, path = ""): string[] {
-  if (isSecretWrapper(value)) return [];
-  if (typeof value === "string") return value.includes(needle) ? [path] : [];
-  if (value !== null && typeof value === "object")
-    return Object.entries(value).flatMap(([k, v]) => plainOccurrences(v, needle, `${path}.${k}`));
-  return [];
-}
-
-/** The inputs with every secret wrapper replaced by its value: what the cluster receives. */
-function unwrapSecrets(value: unknown): unknown {
-  if (isSecretWrapper(value)) return unwrapSecrets(value.value);
-  if (Array.isArray(value)) return value.map(unwrapSecrets);
-  if (value !== null && typeof value === "object")
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, unwrapSecrets(v)]));
-  return value;
 }
 
 async function run(name: string, args: HiveMonitorArgs) {
@@ -98,10 +80,9 @@ describe("HiveMonitor with an image Output and a secret callback", () => {
       plainOccurrences(r.inputs, "s3cr3t").map((path) => `${r.type} ${r.name}${path}`),
     );
     expect(leaks).toEqual([]);
-    // It does reach the agent's arguments and the tenant admission policy, as secrets.
+    // It reaches one object, as a secret: the Secret the agents read it from.
     const secretIn = resources.filter((r) => JSON.stringify(r.inputs).includes("s3cr3t")).map((r) => r.type);
-    expect(secretIn).toContain("kubernetes:apps/v1:DaemonSet");
-    expect(secretIn).toContain("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy");
+    expect(secretIn).toEqual(["kubernetes:core/v1:Secret"]);
   });
 
   it("keeps secret only the fields the secret reaches: names stay readable", async () => {
@@ -190,12 +171,9 @@ describe("callback shorthand", () => {
       ...MINIMAL,
       callback: config("https://alerts.example.com/x"),
     });
-    const ds = resources.find((r) => r.type === "kubernetes:apps/v1:DaemonSet");
-    expect(plainOccurrences(ds?.inputs, "alerts.example.com")).toEqual([]);
-    const args = (
-      unwrapSecrets(ds?.inputs) as { spec: { template: { spec: { containers: { args: string[] }[] } } } }
-    ).spec.template.spec.containers[0]?.args;
-    expect(args?.slice(-2)).toEqual(["--default-callback", "https://alerts.example.com/x"]);
+    const secret = resources.find((r) => r.type === "kubernetes:core/v1:Secret");
+    expect(plainOccurrences(secret?.inputs, "alerts.example.com")).toEqual([]);
+    expect(unwrapSecrets(secret?.inputs.stringData)).toEqual({ url: "https://alerts.example.com/x" });
   });
 });
 

@@ -67,7 +67,12 @@ describe("the Pulumi plugin", () => {
     expect(type("Trap")?.required).toEqual(["path"]);
     expect(type("Trap")?.properties?.mode?.type).toBe("string");
     expect(type("TrapMatch")?.properties?.containerName?.type).toBe("string");
-    expect(keys(type("Callback")?.properties)).toEqual(["headersSecret", "signingSecret", "url"]);
+    expect(keys(type("Callback")?.properties)).toEqual([
+      "headersSecret",
+      "signingSecret",
+      "url",
+      "urlSecret",
+    ]);
   });
 
   it("documents every resource, input and output", () => {

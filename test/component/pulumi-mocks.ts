@@ -80,3 +80,30 @@ export function kubernetesObjects(recorded: RecordedResource[]) {
 export function objectKey(o: any): string {
   return `${o.kind}/${o.metadata?.namespace ?? ""}/${o.metadata?.name}`;
 }
+
+/** A value registered as a secret: Pulumi serializes it inside this wrapper. */
+export function isSecretWrapper(value: unknown): value is { value: unknown } {
+  return (
+    value !== null &&
+    typeof value === "object" &&
+    (value as Record<string, unknown>)[pulumi.runtime.specialSigKey] === pulumi.runtime.specialSecretSig
+  );
+}
+
+/** Paths under `value` where `needle` occurs in a string outside any secret wrapper. */
+export function plainOccurrences(value: unknown, needle: string, path = ""): string[] {
+  if (isSecretWrapper(value)) return [];
+  if (typeof value === "string") return value.includes(needle) ? [path] : [];
+  if (value !== null && typeof value === "object")
+    return Object.entries(value).flatMap(([k, v]) => plainOccurrences(v, needle, `${path}.${k}`));
+  return [];
+}
+
+/** The inputs with every secret wrapper replaced by its value: what the cluster receives. */
+export function unwrapSecrets(value: unknown): unknown {
+  if (isSecretWrapper(value)) return unwrapSecrets(value.value);
+  if (Array.isArray(value)) return value.map(unwrapSecrets);
+  if (value !== null && typeof value === "object")
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, unwrapSecrets(v)]));
+  return value;
+}

@@ -7,7 +7,14 @@ import { describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { HiveMonitor, type HiveMonitorArgs, renderManifests, renderYaml } from "../../component/index.ts";
 import { FULL, MINIMAL } from "./configs.ts";
-import { installMocks, kubernetesObjects, objectKey, resolve, settle } from "./pulumi-mocks.ts";
+import {
+  installMocks,
+  kubernetesObjects,
+  objectKey,
+  resolve,
+  settle,
+  unwrapSecrets,
+} from "./pulumi-mocks.ts";
 
 const recorded = installMocks();
 
@@ -16,7 +23,10 @@ async function pulumiObjects(name: string, args: HiveMonitorArgs) {
   await resolve(monitor.policyNames);
   await resolve(monitor.daemonSetName);
   await settle(recorded);
-  return kubernetesObjects(recorded.filter((r) => r.name.startsWith(`${name}-`))).map((r) => r.inputs);
+  // What the cluster receives: the callback Secret's data is always wrapped as a Pulumi secret.
+  return kubernetesObjects(recorded.filter((r) => r.name.startsWith(`${name}-`))).map(
+    (r) => unwrapSecrets(r.inputs) as { kind: string },
+  );
 }
 
 const byKey = (objects: { kind: string }[]) => Object.fromEntries(objects.map((o) => [objectKey(o), o]));

@@ -1,10 +1,12 @@
 /**
  * The tenant-scope ValidatingAdmissionPolicy evaluated as the API server would (its CEL run by
  * an independent evaluator): a HivePolicy outside the monitor's namespace may not name another
- * namespace in any trap's match, and the denial says why and what to do.
+ * namespace in any trap's match, nor a callback outside the monitor's tenantCallbacks, and the
+ * denial says why and what to do. The monitor's own callback URL appears in no policy.
  */
 import { evaluate } from "@marcbachmann/cel-js";
 import { describe, expect, it } from "vitest";
+import { tenantCallbackAllowed } from "../../api/tenancy.ts";
 import { TENANT_POLICY_NAME } from "../../component/builders/admission.ts";
 import { renderManifests } from "../../component/index.ts";
 import { MINIMAL } from "./configs.ts";
@@ -63,37 +65,89 @@ describe("tenant scope at admission", () => {
     }
   });
 
-  it("lets a tenant trap send alerts only to the monitor's callback or under its tenantCallbacks", () => {
+  it("lets a tenant trap name a callback only under the monitor's tenantCallbacks", () => {
     const trap = (callback: string) => [{ path: "/etc/shadow", callback }];
-    expect(admit("team-a", trap("https://alerts.example.com/hive"))).toBe("allowed");
+    expect(admit("team-a", [{ path: "/etc/shadow" }])).toBe("allowed"); // to the monitor's callback
     expect(admit("team-a", trap("https://teams.example.com/team-a"))).toBe("allowed");
     expect(admit("team-a", trap("https://alerts.example.com/teams/a"))).toBe("allowed");
     for (const url of [
+      "https://alerts.example.com/hive", // the monitor's own: a tenant leaves callback out instead
       "http://kube-dns.kube-system.svc:53/",
       "https://teams.example.com.evil.io/x", // a bare origin is a prefix up to its "/"
       "https://alerts.example.com/hive-other",
     ]) {
-      expect(admit("team-a", trap(url))).toContain("may send alerts only to the monitor's callback");
+      expect(admit("team-a", trap(url))).toContain("may name a trap callback only under");
     }
     expect(admit("hive-system", trap("http://anything.internal/"))).toBe("allowed");
   });
+
+  it("refuses a callback that leaves its prefix once normalised, as the agent does", () => {
+    const trap = (callback: string) => [{ path: "/etc/shadow", callback }];
+    for (const url of [
+      "https://alerts.example.com/teams/a/%2e%2e/%2e%2e/admin",
+      "https://alerts.example.com/teams/a/%2E%2E/admin",
+      "https://alerts.example.com/teams/a/../../admin",
+      "https://alerts.example.com/teams/a/..%2fadmin",
+      "https://alerts.example.com/teams/a/..\\admin",
+      "https://user@alerts.example.com/teams/a/x",
+      "https://alerts.example.com/teams/./x",
+      "https://alerts.example.com/teams/a/x y",
+    ]) {
+      expect(admit("team-a", trap(url)), url).toContain("may name a trap callback only under");
+    }
+    expect(admit("team-a", trap("https://alerts.example.com/teams/a/alerts"))).toBe("allowed");
+  });
+
+  it("decides every callback as the agent's runtime check does", () => {
+    const prefixes = ["https://teams.example.com/", "https://alerts.example.com/teams/"];
+    const urls = [
+      "https://teams.example.com/",
+      "https://teams.example.com",
+      "https://teams.example.com/a/b?c=d",
+      "https://teams.example.com/a/.b",
+      "https://teams.example.com/a/..b",
+      "https://teams.example.com/a/.",
+      "https://teams.example.com/a%2Fb",
+      "https://teams.example.com/a%41b",
+      "https://teams.example.com/a?x='y'",
+      "https://teams.example.com/a?x=/../",
+      "https://teams.example.com/a#frag",
+      "https://teams.example.com/ü",
+      "https://teams.example.com:443/a",
+      "https://Teams.example.com/a",
+      "https://alerts.example.com/teams",
+      "https://alerts.example.com/teams/x",
+      "https://alerts.example.com/teamsx",
+    ];
+    for (const url of urls)
+      expect(admit("team-a", [{ path: "/f", callback: url }]) === "allowed", url).toBe(
+        tenantCallbackAllowed(url, prefixes),
+      );
+  });
 });
 
-describe("tenant callbacks at admission, with URLs that hold CEL's quote and escape characters", () => {
-  it("compares them as data: a quote in the monitor's URL neither breaks the rule nor opens it", () => {
-    const monitorUrl = "https://alerts.example.com/hive?q='||true||'\\";
-    const rendered = renderManifests({ ...MINIMAL, callback: { url: monitorUrl } });
-    const tenant = rendered.find(
-      (o) => o.kind === "ValidatingAdmissionPolicy" && o.metadata.name === TENANT_POLICY_NAME,
-    )?.spec as typeof spec;
-    const admits = (callback: string) => {
-      const object = {
-        metadata: { name: "p", namespace: "team-a" },
-        spec: { traps: [{ path: "/f", callback }] },
-      };
-      return tenant.validations.every((v) => evaluate(v.expression, { object }) === true);
-    };
-    expect(admits(monitorUrl)).toBe(true);
-    expect(admits("https://attacker.example/")).toBe(false);
+describe("the monitor's callback URL", () => {
+  const URL_MARK = "https://callback-d7c1.example/hive/s3cr3t-path";
+  const rendered = renderManifests({
+    ...MINIMAL,
+    callback: { url: URL_MARK },
+    tenantCallbacks: ["https://teams.example.com/"],
+    traps: [{ path: "/etc/shadow" }],
+  });
+
+  it("is in neither the DaemonSet nor any admission policy", () => {
+    const exposed = rendered.filter(
+      (o) =>
+        (o.kind === "DaemonSet" || o.kind.startsWith("ValidatingAdmissionPolicy")) &&
+        JSON.stringify(o).includes("callback-d7c1"),
+    );
+    expect(exposed.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([]);
+  });
+
+  it("reaches the agent from a Secret in the monitor's namespace", () => {
+    const secrets = rendered.filter((o) => o.kind === "Secret");
+    expect(secrets.map((o) => [o.metadata.namespace, JSON.stringify(o).includes(URL_MARK)])).toEqual([
+      ["hive-system", true],
+    ]);
   });
 });

@@ -1,7 +1,7 @@
 /**
  * Turns the rendered DaemonSet's pod template into the `ctr run` command that starts its
  * container the way the kubelet would through CRI: the image's entrypoint with the
- * container's args appended, the downward-API environment, the security context
+ * container's args appended, the downward-API and Secret environment, the security context
  * (capabilities, no-new-privileges, read-only root, user, seccomp), the host PID namespace,
  * every volume, and the service-account token that the kubelet projects. Every field of the
  * spec is either translated or rejected here, so a field added to the DaemonSet makes the
@@ -14,6 +14,8 @@
 export interface PodValues {
   /** Values of the downward API's fieldRef paths (spec.nodeName, metadata.name, …). */
   fields: Record<string, string>;
+  /** The Secrets of the pod's namespace, by name and key, for secretKeyRef entries (the callback URL). */
+  secrets?: Record<string, Record<string, string>>;
   /** Host directory holding token, ca.crt and namespace, mounted where the kubelet mounts them. */
   serviceAccountDir: string;
   /** KUBERNETES_SERVICE_HOST / _PORT, as the kubelet sets them. */
@@ -35,7 +37,11 @@ interface Container {
   image: string;
   args?: string[];
   command?: string[];
-  env?: Array<{ name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }>;
+  env?: Array<{
+    name: string;
+    value?: string;
+    valueFrom?: { fieldRef?: { fieldPath: string }; secretKeyRef?: { name: string; key: string } };
+  }>;
   securityContext?: Record<string, unknown>;
   volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean; mountPropagation?: string }>;
   [key: string]: unknown;
@@ -179,9 +185,11 @@ export function ctrRunArgs(
   const process = [...(c.command ?? image.entrypoint), ...(c.args ?? (c.command ? [] : image.cmd))];
 
   for (const e of c.env ?? []) {
+    const secretRef = e.valueFrom?.secretKeyRef;
     const value =
       e.value ??
       (e.valueFrom?.fieldRef ? pod.fields[e.valueFrom.fieldRef.fieldPath] : undefined) ??
+      (secretRef ? pod.secrets?.[secretRef.name]?.[secretRef.key] : undefined) ??
       (() => {
         throw new Error(`env ${e.name}: no value for ${JSON.stringify(e.valueFrom)}`);
       })();

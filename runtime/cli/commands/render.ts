@@ -14,8 +14,9 @@ import { EXIT } from "../exit-codes.ts";
 const help = `Usage: hive render [--config FILE] [--image IMAGE]
 
 Prints, as a multi-document YAML stream on stdout, every Kubernetes object the HiveMonitor
-Pulumi component would create: Namespace, CRDs, ServiceAccount, RBAC, admission policy,
-the agent DaemonSet and the HivePolicies of the configured traps. Apply it with
+Pulumi component would create: Namespace, CRDs, ServiceAccount, RBAC, the Secret holding the
+callback URL, admission policy, the agent DaemonSet and the HivePolicies of the configured
+traps (the Secret's URL is printed too: keep the output as you keep the URL). Apply it with
   hive render --config hive.yaml | kubectl apply -f -
 
 Options:

@@ -153,6 +153,12 @@ try {
 
   const spec = ctrRunArgs(daemonSet.spec.template.spec, info, rootfsDir, AGENT, {
     fields: { "spec.nodeName": NODE, "metadata.name": "hive-agent-x1", "metadata.namespace": namespace },
+    // The rendered Secrets (the callback URL's), as the kubelet reads them for secretKeyRef.
+    secrets: Object.fromEntries(
+      objects
+        .filter((o) => o.kind === "Secret")
+        .map((o) => [o.metadata.name, o.stringData as Record<string, string>]),
+    ),
     serviceAccountDir: saDir,
     apiHost: "127.0.0.1",
     apiPort: api.port,
