@@ -16,6 +16,7 @@ import {
   LABEL_NODE,
   PLURAL_DATA,
   PLURAL_POLICY,
+  POLICY_FINALIZER,
   VERSION,
 } from "../../api/index.ts";
 import { tenantCallbackCel } from "../../api/tenancy.ts";
@@ -128,14 +129,64 @@ export function admissionManifests(
           reason: "Forbidden",
         },
         {
-          expression: "variables.isData || object.spec == oldObject.spec",
-          message: `the Hive agent may change only the finalizer and status of a ${API_VERSION} HivePolicy, not its spec`,
+          expression:
+            "variables.isData || (object.spec == oldObject.spec && variables.newLabels == variables.oldLabels &&" +
+            " variables.newAnnotations == variables.oldAnnotations && variables.newOwners == variables.oldOwners &&" +
+            ` variables.newFinalizers.filter(f, f != '${POLICY_FINALIZER}') == variables.oldFinalizers.filter(f, f != '${POLICY_FINALIZER}'))`,
+          message:
+            `the Hive agent may change only its own finalizer (${POLICY_FINALIZER}) and the status of a ${API_VERSION} ` +
+            "HivePolicy: not its spec, labels, annotations, owners or other finalizers",
           reason: "Forbidden",
         },
       ],
     }),
+    ...agentOnlyManifests(namespace),
     ...tenantScopeManifests(namespace, tenantCallbacks),
   ];
+}
+
+export const AGENT_ONLY_POLICY_NAME = "hive-agent-only-writes";
+
+/**
+ * What only the agent may write, whoever else RBAC lets write it (a namespace owner with a
+ * wildcard role, a cluster-wide `edit` aggregation): HiveData, which arms files in a node's
+ * kernel, and the per-node trap-error Events (labelled with a node) that fill HivePolicy
+ * status. An agent's reports must name its own node. Deleting stays open: it only removes.
+ */
+function agentOnlyManifests(namespace: string): KubernetesObject[] {
+  const agent = `request.userInfo.username == '${agentUsername(namespace)}'`;
+  const claimedNode =
+    `'${NODE_CLAIM}' in request.userInfo.extra && size(request.userInfo.extra['${NODE_CLAIM}']) == 1` +
+    ` ? request.userInfo.extra['${NODE_CLAIM}'][0] : ''`;
+  return boundPolicy(AGENT_ONLY_POLICY_NAME, {
+    matchConstraints: {
+      resourceRules: [
+        { apiGroups: [GROUP], apiVersions: [VERSION], operations: ["CREATE", "UPDATE"], resources: [PLURAL_DATA] },
+        // Every Event is matched (an objectSelector would also be honoured by a real server, but
+        // the rule below is cheap): only those carrying Hive's node label are constrained.
+        { apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE", "UPDATE"], resources: ["events"] },
+      ],
+    },
+    variables: [
+      { name: "isData", expression: `request.resource.resource == '${PLURAL_DATA}'` },
+      { name: "reportNode", expression: nodeLabel("object") },
+    ],
+    validations: [
+      {
+        expression: `!variables.isData || ${agent}`,
+        message:
+          `only the Hive agent (${agentUsername(namespace)}) may create or change HiveData: ` +
+          "it names the files a node's kernel watches; ask the platform team for a HivePolicy instead",
+        reason: "Forbidden",
+      },
+      {
+        expression: `variables.isData || variables.reportNode == '' || (${agent} && variables.reportNode == (${claimedNode}))`,
+        messageExpression:
+          `'only the Hive agent of node ' + variables.reportNode + ' may write an Event labelled ${LABEL_NODE}=' + variables.reportNode`,
+        reason: "Forbidden",
+      },
+    ],
+  });
 }
 
 /** A ValidatingAdmissionPolicy (failing closed) and its binding, which denies what it rejects. */
