@@ -161,7 +161,12 @@ function agentOnlyManifests(namespace: string): KubernetesObject[] {
   return boundPolicy(AGENT_ONLY_POLICY_NAME, {
     matchConstraints: {
       resourceRules: [
-        { apiGroups: [GROUP], apiVersions: [VERSION], operations: ["CREATE", "UPDATE"], resources: [PLURAL_DATA] },
+        {
+          apiGroups: [GROUP],
+          apiVersions: [VERSION],
+          operations: ["CREATE", "UPDATE"],
+          resources: [PLURAL_DATA],
+        },
         // Every Event is matched (an objectSelector would also be honoured by a real server, but
         // the rule below is cheap): only those carrying Hive's node label are constrained.
         { apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE", "UPDATE"], resources: ["events"] },
@@ -181,8 +186,7 @@ function agentOnlyManifests(namespace: string): KubernetesObject[] {
       },
       {
         expression: `variables.isData || variables.reportNode == '' || (${agent} && variables.reportNode == (${claimedNode}))`,
-        messageExpression:
-          `'only the Hive agent of node ' + variables.reportNode + ' may write an Event labelled ${LABEL_NODE}=' + variables.reportNode`,
+        messageExpression: `'only the Hive agent of node ' + variables.reportNode + ' may write an Event labelled ${LABEL_NODE}=' + variables.reportNode`,
         reason: "Forbidden",
       },
     ],

@@ -111,20 +111,20 @@ describe("alert builder", () => {
 });
 
 describe("alert source from a HiveData", () => {
-  it("takes the policy namespace from its label and the pod UID from its Pod owner", () => {
+  it("takes the policy namespace from its label and the pod UID from its annotation", () => {
     const source = alertSourceFromHiveData(
       {
         metadata: {
           name: "d-1",
-          namespace: "default",
+          namespace: "hive-system",
           labels: { "trap-id": "t-9", "hive-operator.com/policy-namespace": "security" },
           annotations: {
             hive_policy_name: "shadow-watch",
             path: "/etc/shadow",
             pod_name: "p",
             namespace: "default",
+            pod_uid: "uid-123",
           },
-          ownerReferences: [{ apiVersion: "v1", kind: "Pod", name: "p", uid: "uid-123" }],
         },
         spec: { "inode-no": 5, "kernel-id": KERNEL_ID, device: { major: 8, minor: 1 }, accesses: ["read"] },
       },

@@ -101,6 +101,8 @@ describe("HiveMonitor with the minimal configuration", () => {
         "hive:index:HiveMonitor",
         "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
         "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy",
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
         "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
         "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
         "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",

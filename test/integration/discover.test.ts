@@ -9,6 +9,7 @@ import { trapId } from "../../api/ids.ts";
 import { LABEL_KERNEL_ID, LABEL_NODE, LABEL_TRAP_ID, POLICY_FINALIZER } from "../../api/meta.ts";
 import type { HiveTrap } from "../../api/policy.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
+import { rejection, statusOf } from "../apiserver/testing.ts";
 import { UNSAFE_TEXT } from "../fixtures/hostile-text.ts";
 import { AGENT_NS, Cluster, eventually, POLICY_NS } from "./harness.ts";
 
@@ -199,10 +200,17 @@ describe("discover through the API server", () => {
       async () => (await c.data())[0]?.metadata.annotations?.path === "/etc/shadow",
       "first trap",
     );
+    // A pattern RE2 cannot compile is refused at admission, naming the field…
+    const refused = await rejection(
+      c.editPolicy("p", [{ path: "/etc/shadow", match: { "container-name": "(" } }]),
+    );
+    expect(statusOf(refused)).toMatchObject({ code: 422 });
+    expect(statusOf(refused).message).toContain("spec.traps[0].match.container-name");
+    // …one RE2 compiles but that would cost too much to run is the agent's to report.
     await c.editPolicy("p", [
       { path: "/etc/passwd" },
       { path: "/etc/missing" },
-      { path: "/etc/shadow", match: { "container-name": "(" } },
+      { path: "/etc/shadow", match: { "container-name": "a{1000}" } },
       { path: "/var/hive/created", create: true, mode: "0640" },
     ]);
     const policy = await eventually(async () => {

@@ -184,9 +184,10 @@ describe("a control plane no tenant or node can forge", () => {
       ["node-2's agent", c.api.kubeConfig(c.installed.agent("node-2"))],
     ] as const) {
       const err = await rejection(
-        kc
-          .makeApiClient(CoreV1Api)
-          .createNamespacedEvent({ namespace: POLICY_NS, body: report(who.replace(/\W/g, "").toLowerCase()) }),
+        kc.makeApiClient(CoreV1Api).createNamespacedEvent({
+          namespace: POLICY_NS,
+          body: report(who.replace(/\W/g, "").toLowerCase()),
+        }),
       );
       expect(statusOf(err), who).toMatchObject({ code: 403 });
     }
