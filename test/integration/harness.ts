@@ -293,12 +293,12 @@ export class Cluster {
     })) as HivePolicy;
   }
 
-  async getPolicy(name: string): Promise<HivePolicy | undefined> {
+  async getPolicy(name: string, namespace = POLICY_NS): Promise<HivePolicy | undefined> {
     try {
       return (await this.admin.custom.getNamespacedCustomObject({
         group: GROUP,
         version: VERSION,
-        namespace: POLICY_NS,
+        namespace,
         plural: PLURAL_POLICY,
         name,
       })) as HivePolicy;
