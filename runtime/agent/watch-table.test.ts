@@ -15,9 +15,11 @@ const data = (pod: string, container: string): HiveData => ({
   kind: "HiveData",
   metadata: {
     name: `d-${pod}`,
-    namespace: "shop",
+    // In the monitor's namespace; the pod's is an annotation.
+    namespace: "hive-system",
     labels: { [LABEL_TRAP_ID]: "t1", [LABEL_POLICY_NAMESPACE]: "security" },
     annotations: {
+      namespace: "shop",
       hive_policy_name: "shadow",
       path: "/etc/shadow",
       pod_name: pod,

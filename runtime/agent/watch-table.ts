@@ -34,7 +34,7 @@ export function agentTableRecords(
         const notes = d.metadata.annotations ?? {};
         // Container ids come as "<runtime>://<id>" or bare; status shows 12 characters like `hive watch`.
         const id = (notes.container_id ?? "").replace(/^[a-z0-9-]+:\/\//, "").slice(0, 12);
-        const pod = notes.pod_name ? `${d.metadata.namespace ?? "default"}/${notes.pod_name} ` : "";
+        const pod = notes.pod_name ? `${notes.namespace ?? "default"}/${notes.pod_name} ` : "";
         const trap: WatchTableTrap = {
           policy: notes.hive_policy_name ?? labels[LABEL_POLICY] ?? "",
           trapId: labels[LABEL_TRAP_ID] ?? "",
