@@ -2,12 +2,12 @@
  * HiveData: one per trap × container × kernel, written by the discover controller and
  * read by the loader. Field names follow the reference design (`inode-no`, `kernel-id`);
  * `device` is Hive's addition so the kernel can tell equal inode numbers on different
- * filesystems apart; `allow` is the trap's allowlist, carried to the loader.
+ * filesystems apart. A HiveData carries a file's identity only: the callback, allow list and
+ * tenancy the loader alerts with are the live HivePolicy's (others may write HiveData).
  */
 import { type Static, Type } from "@sinclair/typebox";
 import "./formats.ts";
 import { AccessKindSchema, API_VERSION, KIND_DATA, ObjectMetaSchema } from "./meta.ts";
-import { AllowListSchema } from "./policy.ts";
 
 export const DeviceSchema = Type.Object(
   {
@@ -65,9 +65,6 @@ export const HiveDataSpecSchema = Type.Object(
       description: "Access kinds the trap reports.",
       "x-kubernetes-list-type": "set",
     }),
-    // The loader knows only HiveData: discover copies the trap's allow list here, so that the
-    // alert pipeline decides with the list of the very trap that watches this file.
-    allow: Type.Optional(AllowListSchema),
   },
   { additionalProperties: false },
 );

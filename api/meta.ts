@@ -36,11 +36,11 @@ export const ANNOTATION_RESOLVE_REQUEST = `${GROUP}/resolve-requested`;
 export const MANAGED_BY = "hive";
 
 /**
- * Annotations on HiveData, as in the reference design: the alert is enriched from them
- * without an API call per event.
+ * Annotations on HiveData, as in the reference design but for `callback`: the alert is enriched
+ * from them without an API call per event. Where alerts go is the live HivePolicy's trap's
+ * callback, never a HiveData's (others than the platform team may write HiveData).
  */
 export const DATA_ANNOTATIONS = [
-  "callback",
   "container_id",
   "container_name",
   "hive_policy_name",

@@ -4,7 +4,6 @@
  * loader), the alert pipeline and /metrics /healthz /readyz; runs until SIGTERM, then stops
  * the roles, releases the Leases, detaches the kernel program and drains alerts.
  */
-import type { HiveData } from "../../api/data.ts";
 import { allowedFileFor } from "../alerts/allowed-counts.ts";
 import {
   alertSourceFromHiveData,
@@ -17,6 +16,7 @@ import {
   watchCallbackSecrets,
 } from "../alerts/index.ts";
 import { EXIT } from "../cli/exit-codes.ts";
+import type { ArmedData } from "../controllers/live-traps.ts";
 import type { NodeTrapError } from "../controllers/ports.ts";
 import { createContainerRuntime } from "../discover/container-runtime.ts";
 import { createFileResolver } from "../discover/file-resolver.ts";
@@ -200,10 +200,11 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
         ...(config.bpfObject ? { objectPath: config.bpfObject } : {}),
         ...(config.watchCapacity ? { watchCapacity: config.watchCapacity } : {}),
       }));
-  // The same for every event; the policy's namespace comes from each HiveData's label.
+  // The same for every event; callback, allow list and policy namespace come from each live trap.
   const sourceContext = { nodeName: config.nodeName, kernelId };
-  const onAccess = (event: KernelEvent, matched: readonly HiveData[]) => {
-    for (const d of matched) alerts.handle(event, alertSourceFromHiveData(d, sourceContext));
+  const onAccess = (event: KernelEvent, matched: readonly ArmedData[]) => {
+    for (const { data, trap } of matched)
+      alerts.handle(event, alertSourceFromHiveData(data, trap, sourceContext));
   };
   const pinRoot = config.pinRoot ?? DEFAULT_PIN_ROOT;
   // Every trap proven with the maps pinned for this node's kernel before it is armed (part of

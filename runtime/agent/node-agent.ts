@@ -6,7 +6,6 @@
  * main.ts adds flags, signals and the HTTP endpoints; tests and the benchmark start several
  * of these in one process, one per simulated node.
  */
-import type { HiveData } from "../../api/data.ts";
 import { LABEL_MANAGED_BY, LABEL_POLICY, MANAGED_BY } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { createDiscoverController, type DiscoverController } from "../controllers/discover.ts";
@@ -39,7 +38,7 @@ import { isNotFound } from "../k8s/api-errors.ts";
 import type { InformerStats } from "../k8s/informer.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
 import { type LeaderElectionOptions, LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
-import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
+import type { KernelWatcher } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import { LoaderElector } from "./loader-election.ts";
 import type { RoleElector } from "./node-lock.ts";
@@ -62,7 +61,7 @@ export interface NodeAgentOptions {
   resolver: FileResolver;
   /** Opens the kernel program when this node becomes its kernel's loader. */
   openKernel: () => Promise<KernelWatcher>;
-  onAccess: (event: KernelEvent, matched: readonly HiveData[]) => void;
+  onAccess: LoaderOptions["onAccess"];
   /** After each sync of the kernel map by this node's loader (see LoaderOptions.onSynced). */
   onKernelSynced?: LoaderOptions["onSynced"];
   /** A kernel event dropped before alerting (LoaderOptions.onEventDropped). */

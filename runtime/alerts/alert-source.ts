@@ -1,11 +1,13 @@
 /**
  * What the alert builder needs to know about a watched file: the HiveData the loader holds
- * in its in-memory index (annotations, labels, spec) plus the few facts the HiveData does
- * not carry itself. Building an alert never calls the API server.
+ * in its in-memory index (which file, in which container) and the live trap it belongs to
+ * (callback, allow list, policy), plus the few facts neither carries. Building an alert never
+ * calls the API server.
  */
 import type { HiveData, HiveDataSpec } from "../../api/data.ts";
-import { type DataAnnotations, LABEL_POLICY_NAMESPACE, LABEL_TRAP_ID } from "../../api/meta.ts";
+import { type DataAnnotations, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { AllowEntry } from "../../api/policy.ts";
+import type { LiveTrap } from "../controllers/live-traps.ts";
 
 export interface AlertSource {
   /** The HiveData's annotations (api/meta.ts DATA_ANNOTATIONS); missing ones are left out of the alert. */
@@ -13,12 +15,14 @@ export interface AlertSource {
   /** The HiveData's labels; `trap-id` (LABEL_TRAP_ID) names the trap. */
   labels: Readonly<Record<string, string>>;
   spec?: HiveDataSpec;
+  /** The trap's callback (the live HivePolicy's; tenancy decides whether it is used, pipeline.ts). */
+  callback?: string;
   /**
-   * The trap's allow list (the HiveData's `spec.allow`; the trap's own in standalone mode): an
-   * access matching one of its entries raises no alert (runtime/alerts/allowlist.ts).
+   * The trap's allow list (the live HivePolicy's): an access matching one of its entries raises
+   * no alert (runtime/alerts/allowlist.ts).
    */
   allow?: readonly AllowEntry[];
-  /** Namespace of the HivePolicy whose trap this is. */
+  /** Namespace of the HivePolicy whose trap this is (the live policy's: tenancy depends on it). */
   policyNamespace?: string;
   /** Node the agent runs on (alert `node.name`); the `node_name` annotation wins when present. */
   nodeName: string;
@@ -37,25 +41,29 @@ export function trapIdOf(source: AlertSource): string {
 }
 
 /**
- * An AlertSource from a HiveData object as the loader's index holds it. HiveData lives in
- * the monitor's namespace, so the policy namespace comes from the `hive-operator.com/policy-namespace`
- * label (or `context.policyNamespace`); the pod UID from its `pod_uid` annotation.
+ * An AlertSource from a HiveData object as the loader's index holds it and the live trap its
+ * `trap-id` names (the loader's ArmedData). The HiveData gives the file's container and pod
+ * (written by the agent that found them); the callback, allow list, policy name and namespace,
+ * path and trap id are the trap's, whatever the HiveData's labels, annotations or spec say.
  */
 export function alertSourceFromHiveData(
   data: Pick<HiveData, "metadata" | "spec">,
-  context: { nodeName: string; kernelId?: string; policyNamespace?: string },
+  live: LiveTrap,
+  context: { nodeName: string; kernelId?: string },
 ): AlertSource {
-  const labels = data.metadata.labels ?? {};
+  const { callback: _untrusted, ...annotations } = (data.metadata.annotations ?? {}) as Partial<
+    DataAnnotations & { callback: string }
+  >;
   const source: AlertSource = {
-    annotations: (data.metadata.annotations ?? {}) as Partial<DataAnnotations>,
-    labels,
+    annotations: { ...annotations, hive_policy_name: live.policy.name, path: live.trap.path },
+    labels: { ...data.metadata.labels, [LABEL_TRAP_ID]: live.trapId },
     spec: data.spec,
+    policyNamespace: live.policy.namespace,
     nodeName: context.nodeName,
     kernelId: context.kernelId ?? data.spec["kernel-id"],
   };
-  if (data.spec.allow !== undefined) source.allow = data.spec.allow;
-  const policyNamespace = context.policyNamespace ?? labels[LABEL_POLICY_NAMESPACE];
-  if (policyNamespace !== undefined) source.policyNamespace = policyNamespace;
+  if (live.trap.callback) source.callback = live.trap.callback;
+  if (live.trap.allow !== undefined && live.trap.allow.length > 0) source.allow = live.trap.allow;
   const podUid = data.metadata.annotations?.pod_uid;
   if (podUid) source.podUid = podUid;
   return source;

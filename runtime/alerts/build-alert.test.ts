@@ -111,31 +111,50 @@ describe("alert builder", () => {
 });
 
 describe("alert source from a HiveData", () => {
-  it("takes the policy namespace from its label and the pod UID from its annotation", () => {
+  it("takes callback, allow list, policy and path from the live trap, the pod from the HiveData", () => {
+    const trap = {
+      path: "/etc/shadow",
+      callback: "https://alerts.security/",
+      allow: [{ exe: "/usr/sbin/sshd" }],
+    };
+    const live = { trapId: "t-9", policy: { namespace: "security", name: "shadow-watch" }, trap };
     const source = alertSourceFromHiveData(
       {
         metadata: {
           name: "d-1",
           namespace: "hive-system",
-          labels: { "trap-id": "t-9", "hive-operator.com/policy-namespace": "security" },
+          // Written by whoever could write the HiveData: none of these may steer the alert.
+          labels: { "trap-id": "t-9", "hive-operator.com/policy-namespace": "hive-system" },
           annotations: {
-            hive_policy_name: "shadow-watch",
-            path: "/etc/shadow",
+            callback: "https://attacker.example/",
+            hive_policy_name: "other",
+            path: "/etc/hostname",
             pod_name: "p",
-            namespace: "default",
             pod_uid: "uid-123",
+            namespace: "default",
           },
         },
-        spec: { "inode-no": 5, "kernel-id": KERNEL_ID, device: { major: 8, minor: 1 }, accesses: ["read"] },
+        spec: {
+          "inode-no": 5,
+          "kernel-id": KERNEL_ID,
+          device: { major: 8, minor: 1 },
+          accesses: ["read"],
+          allow: [{ exe: "/usr/bin/cat" }],
+        } as never,
       },
+      live,
       { nodeName: "node-a" },
     );
     expect(source).toMatchObject({
+      callback: "https://alerts.security/",
+      allow: [{ exe: "/usr/sbin/sshd" }],
       policyNamespace: "security",
+      annotations: { hive_policy_name: "shadow-watch", path: "/etc/shadow" },
       podUid: "uid-123",
       kernelId: KERNEL_ID,
       nodeName: "node-a",
     });
+    expect("callback" in source.annotations).toBe(false);
     const alert = buildAlert(makeEvent(1), source, context);
     assertValidAlert(alert);
     expect(alert).toMatchObject({

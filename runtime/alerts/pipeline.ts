@@ -96,7 +96,7 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
   const refusedLogged = new Set<string>();
   /** The trap's callback, unless tenancy forbids it (then the monitor's). */
   const destinationOf = (source: AlertSource): string | undefined => {
-    const own = source.annotations.callback;
+    const own = source.callback;
     const tenancy = config.tenancy;
     const namespace = source.policyNamespace ?? "default";
     if (!own || !tenancy || namespace === tenancy.platformNamespace) return own || config.defaultCallback;

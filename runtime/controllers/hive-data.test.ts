@@ -32,7 +32,6 @@ describe("HiveData for one trap × container", () => {
     // An owner must share the dependent's namespace: the pod is named by annotations instead.
     expect(d.metadata.ownerReferences).toBeUndefined();
     expect(d.metadata.annotations).toMatchObject({ namespace: "prod", pod_name: "web", pod_uid: "u-1" });
-    expect(d.metadata.annotations?.callback).toBe("http://receiver/alerts");
     expect(d.spec.accesses).toEqual(["read", "write", "exec", "append", "open"]);
     expect(buildHiveData(input)).toEqual(d);
   });
@@ -48,7 +47,9 @@ describe("HiveData for one trap × container", () => {
     };
     expect(dataUpToDate(stored, d)).toBe(true);
     expect(dataUpToDate(stored, buildHiveData({ ...input, file: { ...input.file, ino: 99n } }))).toBe(false);
-    expect(dataUpToDate(stored, buildHiveData({ ...input, trap: { path: "/etc/shadow" } }))).toBe(false);
+    // Where alerts go is read from the live policy, not from the HiveData: no write for it.
+    expect(dataUpToDate(stored, buildHiveData({ ...input, trap: { path: "/etc/shadow" } }))).toBe(true);
+    expect(dataUpToDate(stored, buildHiveData({ ...input, trap: { path: "/etc/passwd" } }))).toBe(false);
   });
   it("carries an inode number beyond 2^53 exactly, and still reads integers written before", () => {
     const ino = (1n << 63n) + 5n; // overlayfs xino: layer bits at the top of the number
@@ -60,19 +61,14 @@ describe("HiveData for one trap × container", () => {
     expect(inodeOf({ "inode-no": "18446744073709551616" })).toBeUndefined(); // 2^64: no such inode
     expect(validateData({ ...d, spec: { ...d.spec, "inode-no": "12a" } })).toMatchObject({ ok: false });
   });
-  it("carries the trap's allow list to the loader, and leaves the field out without one", () => {
-    const allow = [
-      { exe: "/usr/sbin/sshd" },
-      { "parent-exe": "/usr/sbin/cron", accesses: ["read" as const] },
-    ];
+  it("carries neither the trap's callback nor its allow list: the loader reads them from the live policy", () => {
+    const allow = [{ exe: "/usr/sbin/sshd" }];
     const d = buildHiveData({ ...input, trap: { ...input.trap, allow } });
     expect(validateData(d)).toMatchObject({ ok: true });
-    expect(d.spec.allow).toEqual(allow);
-    expect(d.spec.allow).not.toBe(allow);
-    expect("allow" in buildHiveData(input).spec).toBe(false);
-    expect("allow" in buildHiveData({ ...input, trap: { ...input.trap, allow: [] } }).spec).toBe(false);
-    // A changed allowlist is a change the loader must see.
-    expect(dataUpToDate(buildHiveData(input), d)).toBe(false);
+    expect("allow" in d.spec).toBe(false);
+    expect("callback" in (d.metadata.annotations ?? {})).toBe(false);
+    // The schema has no place for them either (a stored one is pruned, a validated one refused).
+    expect(validateData({ ...d, spec: { ...d.spec, allow } })).toMatchObject({ ok: false });
   });
   it("keeps traps that differ only in their allowlists apart, and existing trap ids unchanged", () => {
     const ref = { namespace: "hive", name: "p" };

@@ -82,7 +82,6 @@ export function buildHiveData(input: DataInput): HiveData {
   const { policy, trap, pod, container } = input;
   const podName = pod.metadata?.name ?? "";
   const annotations: DataAnnotations & Record<string, string> = {
-    callback: trap.callback ?? "",
     container_id: container.containerId,
     container_name: container.name,
     hive_policy_name: policy.metadata.name ?? "",
@@ -117,9 +116,8 @@ export function buildHiveData(input: DataInput): HiveData {
       "inode-no": input.file.ino.toString(),
       "kernel-id": input.kernelId,
       device: { major: input.file.major, minor: input.file.minor },
+      // Informational (the reference design's field): the loader watches the live trap's accesses.
       accesses: [...(trap.accesses ?? ACCESS_KINDS)],
-      // The loader decides with this copy: the trap's allowlist travels with each of its files.
-      ...(trap.allow && trap.allow.length > 0 ? { allow: trap.allow.map((entry) => ({ ...entry })) } : {}),
     },
   };
 }

@@ -14,7 +14,12 @@ const policy: HivePolicy = {
   apiVersion: "hive-operator.com/v1alpha1",
   kind: "HivePolicy",
   metadata: { name: "p", namespace: "hive", generation: 1 },
-  spec: { traps: [{ path: "/etc/shadow" }, { path: "/etc/passwd", accesses: ["write"] }] },
+  spec: {
+    traps: [
+      { path: "/etc/shadow", accesses: ["read"] },
+      { path: "/etc/passwd", accesses: ["write"] },
+    ],
+  },
 };
 const idOf = (i: number) => trapId({ namespace: "hive", name: "p" }, policy.spec.traps[i] ?? { path: "" });
 
@@ -63,7 +68,7 @@ function routingLoader(kernel = new RecordingKernel(), extra: { maxHeldEvents?: 
     kernel,
     writer: recordingWriter().writer,
     log: createLogger({}, { level: "error" }),
-    onAccess: (_e, matched) => accesses.push(matched.map((d) => d.metadata.name ?? "")),
+    onAccess: (_e, matched) => accesses.push(matched.map((m) => m.data.metadata.name ?? "")),
     debounceMs: 1,
     ...extra,
   });
@@ -80,7 +85,7 @@ describe("loader controller", () => {
       kernel,
       writer,
       log: createLogger({}, { level: "error" }),
-      onAccess: (_e, matched) => accesses.push(matched.map((d) => d.metadata.name ?? "")),
+      onAccess: (_e, matched) => accesses.push(matched.map((m) => m.data.metadata.name ?? "")),
       orphanGraceMs: 50,
       debounceMs: 1,
     });
@@ -182,6 +187,37 @@ describe("loader controller", () => {
     kernel.emit({ slot: slotOf(100n), kind: "file", key: { major: 8, minor: 1, ino: 999n } });
     expect(accesses).toEqual([["c"]]);
     expect(loader.stats().unmatchedEvents).toBe(1);
+    loader.stop();
+  });
+
+  it("routes nothing for a trap no live policy holds, even before the next sync drops its file", async () => {
+    const { kernel, accesses, loader } = routingLoader();
+    loader.onPolicy("ADDED", policy);
+    loader.onData("ADDED", data("a", idOf(0), 100, ["read"]));
+    loader.markSynced();
+    await loader.idle();
+    const key = kernel.entries.find((e) => e.kind === "file")?.key;
+    // The policy goes; its file is still in the map until the next (debounced) sync.
+    loader.onPolicy("DELETED", policy);
+    kernel.emit({ slot: 0, kind: "file", key: key ?? { major: 0, minor: 0, ino: 0n } });
+    expect(accesses).toEqual([]);
+    expect(loader.stats().unmatchedEvents).toBe(1);
+    await loader.idle();
+    expect(kernel.entries.filter((e) => e.kind === "file")).toEqual([]);
+    loader.stop();
+  });
+
+  it("watches the accesses of the live trap, not those a HiveData claims", async () => {
+    const { kernel, accesses, loader } = routingLoader();
+    loader.onPolicy("ADDED", policy);
+    // The trap reports reads; a rewritten HiveData claims only `open`.
+    loader.onData("ADDED", data("a", idOf(0), 100, ["open"]));
+    loader.markSynced();
+    await loader.idle();
+    const file = kernel.entries.find((e) => e.kind === "file");
+    expect(file?.accesses).toEqual(["read"]);
+    kernel.emit({ slot: file?.slot ?? -1, kind: "file", key: file?.key ?? { major: 0, minor: 0, ino: 0n } });
+    expect(accesses).toEqual([["a"]]);
     loader.stop();
   });
 });

@@ -1,10 +1,14 @@
 /**
  * Loader controller (one per kernel, elected): keeps the kernel's watch map equal to the
- * HiveData of its kernel, drops HiveData whose trap no longer exists in any HivePolicy
- * (the reference's HiveData reconciliation), and routes kernel events: accesses go to the
- * alert pipeline with the HiveData they matched (an in-memory index by the file's identity,
- * no API call per event); parent-directory changes ask the owning node's discover to
- * re-resolve.
+ * HiveData of its kernel whose trap a live HivePolicy holds, drops HiveData whose trap no longer
+ * exists in any HivePolicy (the reference's HiveData reconciliation), and routes kernel events:
+ * accesses go to the alert pipeline with the HiveData they matched and its live trap (an
+ * in-memory index by the file's identity, no API call per event); parent-directory changes ask
+ * the owning node's discover to re-resolve.
+ *
+ * A HiveData is trusted for its file only: the accesses watched, and the callback, allow list
+ * and tenancy an alert gets, are the live trap's (live-traps.ts). An event for a file whose
+ * trap no live policy holds (a policy deleted before the next sync) is dropped and counted.
  *
  * After a restart the kernel map and the ring buffer are the previous agent's (pinned). Until
  * the first HiveData list is in, absence proves nothing: the map is not touched and events are
@@ -16,13 +20,13 @@
  * another trap.
  */
 import { type HiveData, inodeOf } from "../../api/data.ts";
-import { trapId as computeTrapId } from "../../api/ids.ts";
 import { ANNOTATION_RESOLVE_REQUEST, LABEL_KERNEL_ID, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import type { KernelEvent, KernelWatcher, WatchEntry } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
 import { ANNOTATION_PARENT, isMissing, keyText, parseKeyText } from "./hive-data.ts";
+import { type ArmedData, indexLiveTraps, type LiveTrap, trapAccesses } from "./live-traps.ts";
 import { type DataWriter, isForbidden, objectKey, specProblems, type WatchEventType } from "./ports.ts";
 import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
 
@@ -31,8 +35,11 @@ export interface LoaderOptions {
   kernel: KernelWatcher;
   writer: DataWriter;
   log: Logger;
-  /** Called for each access event with the HiveData it matched (several when traps share a file). */
-  onAccess: (event: KernelEvent, matched: readonly HiveData[]) => void;
+  /**
+   * Called for each access event with the HiveData it matched and their live traps (several
+   * when traps share a file).
+   */
+  onAccess: (event: KernelEvent, matched: readonly ArmedData[]) => void;
   /**
    * How long a HiveData whose trap is unknown is kept before deletion: a discover on another
    * node may have seen a new policy before this loader's watch did.
@@ -62,7 +69,10 @@ export interface LoaderStats {
   orphansDeleted: number;
   resolveRequests: number;
   accessEvents: number;
-  /** Events for a file this loader does not watch (a trap removed while its event was in flight). */
+  /**
+   * Events for a file this loader does not watch, or whose traps no live policy holds (a trap
+   * removed while its event was in flight).
+   */
   unmatchedEvents: number;
   /** Events that arrived before the first sync, held and routed after it. */
   heldEvents: number;
@@ -82,6 +92,14 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   const orphanGraceMs = options.orphanGraceMs ?? 10_000;
   const resolveIntervalMs = options.resolveRequestIntervalMs ?? 250;
   const policies = new Map<string, HivePolicy>();
+  /** The live traps by id, rebuilt after a policy change (undefined until then). */
+  let traps: Map<string, LiveTrap> | undefined;
+  const liveTraps = (): Map<string, LiveTrap> => {
+    traps ??= indexLiveTraps(policies.values());
+    return traps;
+  };
+  const trapOf = (d: HiveData): LiveTrap | undefined =>
+    liveTraps().get(d.metadata.labels?.[LABEL_TRAP_ID] ?? "");
   const data = new Map<string, HiveData>();
   const orphanSince = new Map<string, number>();
   /** Orphans on other nodes that admission does not let this loader delete (they stay out of the kernel map). */
@@ -111,26 +129,16 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     heldEventsDropped: 0,
   };
 
-  function liveTrapIds(): Set<string> {
-    const ids = new Set<string>();
-    for (const p of policies.values()) {
-      if (p.metadata.deletionTimestamp) continue;
-      const ref = { namespace: p.metadata.namespace ?? "default", name: p.metadata.name ?? "" };
-      for (const trap of p.spec.traps) ids.add(computeTrapId(ref, trap));
-    }
-    return ids;
-  }
-
   async function pass(): Promise<void> {
     // Before the first lists, an empty cache would wipe the pinned map the previous agent left.
     if (!loop.synced()) return;
-    const live = liveTrapIds();
-    const valid: HiveData[] = [];
+    const valid: ArmedData[] = [];
     const now = Date.now();
     for (const [key, d] of data) {
-      if (live.has(d.metadata.labels?.[LABEL_TRAP_ID] ?? "")) {
+      const trap = trapOf(d);
+      if (trap) {
         orphanSince.delete(key);
-        valid.push(d);
+        valid.push({ data: d, trap });
         continue;
       }
       const since = orphanSince.get(key) ?? now;
@@ -178,10 +186,11 @@ export function createLoaderController(options: LoaderOptions): LoaderController
         });
       }
     };
-    for (const d of valid) {
+    for (const { data: d, trap } of valid) {
       const { major, minor } = d.spec.device;
       const ino = inodeOf(d.spec);
-      if (!isMissing(d) && ino !== undefined) add(keyText({ major, minor, ino }), "file", d, d.spec.accesses);
+      if (!isMissing(d) && ino !== undefined)
+        add(keyText({ major, minor, ino }), "file", d, trapAccesses(trap.trap));
       const parent = d.metadata.annotations?.[ANNOTATION_PARENT];
       if (parent) add(parent, "parent", d, ["write"]);
     }
@@ -253,9 +262,21 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       for (const d of watched.data) requestResolve(d);
       return;
     }
+    // The traps as they are now: one removed since the last sync alerts nobody.
+    const armed: ArmedData[] = [];
+    for (const d of watched.data) {
+      const trap = trapOf(d);
+      if (trap) armed.push({ data: d, trap });
+    }
+    if (armed.length === 0) {
+      stats.unmatchedEvents += 1;
+      options.onEventDropped?.("unmatched");
+      return;
+    }
     stats.accessEvents += 1;
-    const wanted = watched.data.filter(
-      (d) => event.accesses.length === 0 || event.accesses.some((a) => d.spec.accesses.includes(a)),
+    const wanted = armed.filter(
+      ({ trap }) =>
+        event.accesses.length === 0 || event.accesses.some((a) => trapAccesses(trap.trap).includes(a)),
     );
     if (wanted.length > 0) options.onAccess(event, wanted);
   }
@@ -279,6 +300,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     onPolicy(type, policy) {
       if (type === "DELETED" || specProblems(policy)) policies.delete(objectKey(policy));
       else policies.set(objectKey(policy), policy);
+      traps = undefined;
       runner.trigger();
     },
     onData(type, d) {

@@ -275,7 +275,7 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     }),
     kernelEventsDropped: new Counter({
       name: "hive_kernel_events_dropped_total",
-      help: "Kernel events dropped by the agent before alerting: unmatched (the file is no longer watched) or hold_full (more events before the first sync after a restart than the hold keeps).",
+      help: "Kernel events dropped by the agent before alerting: unmatched (the file, or the live trap it was watched for, is no longer watched) or hold_full (more events before the first sync after a restart than the hold keeps).",
       labelNames: ["reason"],
       registers,
     }),

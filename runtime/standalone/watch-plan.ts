@@ -153,7 +153,6 @@ function alertSource(ref: TrapRef, target: WatchTarget, context: PlanContext): A
     path: ref.trap.path,
     node_name: context.nodeName ?? hostname(),
   };
-  if (callback !== undefined) annotations.callback = callback;
   if (target.kind === "container") {
     const c = target.container;
     annotations.container_id = c.id;
@@ -169,8 +168,9 @@ function alertSource(ref: TrapRef, target: WatchTarget, context: PlanContext): A
     nodeName: context.nodeName ?? hostname(),
     kernelId: context.kernelId,
   };
+  if (callback !== undefined) source.callback = callback;
   if (ref.policy.metadata.namespace !== undefined) source.policyNamespace = ref.policy.metadata.namespace;
-  // The same allow list a cluster's HiveData carries: the pipeline decides with it in both modes.
+  // The trap's allow list, as a cluster's loader takes it from the live policy.
   if (ref.trap.allow !== undefined && ref.trap.allow.length > 0) source.allow = ref.trap.allow;
   return source;
 }

@@ -7,10 +7,11 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
 import { trapId } from "../../api/ids.ts";
-import type { AllowEntry } from "../../api/policy.ts";
+import type { AllowEntry, HivePolicy } from "../../api/policy.ts";
 import { alertSourceFromHiveData } from "../../runtime/alerts/alert-source.ts";
 import { type AlertPipelineConfig, createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { buildHiveData } from "../../runtime/controllers/hive-data.ts";
+import { indexLiveTraps } from "../../runtime/controllers/live-traps.ts";
 import type { ExecIdentity, KernelEvent, ProcessIdentity } from "../../runtime/kernel/contract.ts";
 import { createHiveMetrics, type HiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { assertValidAlert, captureLogger, counterValue, makeEvent, makeSource } from "./fixtures.ts";
@@ -111,7 +112,7 @@ describe("allowlists in the alert pipeline", () => {
     expect(handle(access(4, passwd, undefined, { accesses: ["read", "open"] }), SHADOW_ALLOW)).toBeDefined();
   });
 
-  it("decides with the allow list discover copied from the trap into the HiveData the loader holds", async () => {
+  it("decides with the allow list of the live trap the HiveData names (none is copied into it)", async () => {
     const { receiver, metrics, lines } = await setup();
     const pipeline = await createAlertPipeline({
       logger: captureLogger().logger,
@@ -121,13 +122,14 @@ describe("allowlists in the alert pipeline", () => {
     cleanups.push(() => pipeline.close());
     const trap = { path: "/etc/shadow", callback: receiver.url, allow: SHADOW_ALLOW };
     const id = trapId({ namespace: "security", name: "shadow-watch" }, trap);
+    const policy: HivePolicy = {
+      apiVersion: "hive-operator.com/v1alpha1",
+      kind: "HivePolicy",
+      metadata: { name: "shadow-watch", namespace: "security" },
+      spec: { traps: [trap] },
+    };
     const data = buildHiveData({
-      policy: {
-        apiVersion: "hive-operator.com/v1alpha1",
-        kind: "HivePolicy",
-        metadata: { name: "shadow-watch", namespace: "security" },
-        spec: { traps: [trap] },
-      },
+      policy,
       trap,
       trapId: id,
       pod: { metadata: { name: "web", namespace: "prod", uid: "u-1" } },
@@ -138,7 +140,9 @@ describe("allowlists in the alert pipeline", () => {
       file: { major: 259, minor: 1, ino: 131_073n },
       parent: { major: 259, minor: 1, ino: 2n },
     });
-    const source = alertSourceFromHiveData(data, { nodeName: "node-a" });
+    const live = indexLiveTraps([policy]).get(id);
+    if (!live) throw new Error("the policy holds the trap");
+    const source = alertSourceFromHiveData(data, live, { nodeName: "node-a" });
     expect(pipeline.handle(access(1, exec("/usr/sbin/unix_chkpwd")), source)).toBeUndefined();
     expect(pipeline.handle(access(2, exec("/usr/bin/su")), source)?.pod?.name).toBe("web");
     expect(lines).toHaveLength(1);

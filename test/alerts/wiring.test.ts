@@ -97,7 +97,7 @@ describe("alert pipeline wired like the agent", () => {
         metadata: {
           name: "web-0-shadow",
           namespace: "hive-system",
-          labels: { [LABEL_TRAP_ID]: "trap-w", "hive-operator.com/policy-namespace": "security" },
+          labels: { [LABEL_TRAP_ID]: "trap-w" },
           annotations: {
             hive_policy_name: "shadow-watch",
             path: "/etc/shadow",
@@ -107,7 +107,6 @@ describe("alert pipeline wired like the agent", () => {
             container_name: "web",
             node_name: "node-a",
             pod_ip: "10.0.0.9",
-            callback: "",
             pod_uid: pod.metadata?.uid ?? "",
           },
         },
@@ -117,6 +116,12 @@ describe("alert pipeline wired like the agent", () => {
           device: { major: 259, minor: 1 },
           accesses: ["read"],
         },
+      },
+      // The live trap the loader found by that trap-id: no callback of its own, so the monitor's.
+      {
+        trapId: "trap-w",
+        policy: { namespace: "security", name: "shadow-watch" },
+        trap: { path: "/etc/shadow" },
       },
       { nodeName: "node-a" },
     );

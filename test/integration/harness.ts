@@ -16,6 +16,9 @@ import type { HiveData } from "../../api/data.ts";
 import { API_VERSION, GROUP, KIND_POLICY, PLURAL_DATA, PLURAL_POLICY, VERSION } from "../../api/meta.ts";
 import type { HivePolicy, HiveTrap } from "../../api/policy.ts";
 import { type NodeAgent, startNodeAgent } from "../../runtime/agent/node-agent.ts";
+import { alertSourceFromHiveData } from "../../runtime/alerts/alert-source.ts";
+import type { AlertPipeline } from "../../runtime/alerts/pipeline.ts";
+import type { LiveTrap } from "../../runtime/controllers/live-traps.ts";
 import type { ContainerRuntime } from "../../runtime/discover/container-runtime.ts";
 import { createFileResolver } from "../../runtime/discover/file-resolver.ts";
 import { HiveError } from "../../runtime/errors.ts";
@@ -40,6 +43,8 @@ export const POLICY_NS = "hive-system";
 export class RecordingKernel implements KernelWatcher {
   readonly attachMode = "kprobe" as const;
   entries: WatchEntry[] = [];
+  /** Every `major:minor:ino` of a file entry any sync asked to watch. */
+  everWatched = new Set<string>();
   syncs = 0;
   closed = false;
   /** Closed with `keepPinned` (left attached for the next agent). */
@@ -48,6 +53,8 @@ export class RecordingKernel implements KernelWatcher {
   sync(entries: readonly WatchEntry[]): SyncResult {
     if (this.closed) throw new Error("sync after close");
     this.entries = [...entries];
+    for (const e of entries)
+      if (e.kind === "file") this.everWatched.add(`${e.key.major}:${e.key.minor}:${e.key.ino}`);
     this.syncs += 1;
     return { notWatched: [] };
   }
@@ -149,7 +156,8 @@ export interface SimNode {
   kernelId: string;
   agent: NodeAgent;
   kernels: RecordingKernel[];
-  accesses: { event: KernelEvent; matched: readonly HiveData[] }[];
+  /** Each access the loader routed: the HiveData it matched and their live traps. */
+  accesses: { event: KernelEvent; matched: readonly HiveData[]; traps: readonly LiveTrap[] }[];
   /** The kernel this node's loader has open now, if it is the loader. */
   activeKernel(): RecordingKernel | undefined;
 }
@@ -189,6 +197,8 @@ export class Cluster {
       /** The kernel Lease's timing (default: `lease`). */
       loaderLease?: typeof FAST_LEASE;
       kernelFails?: boolean;
+      /** Accesses also go through this alert pipeline, as the agent's main.ts sends them. */
+      alerts?: AlertPipeline;
     } = {},
   ): Promise<SimNode> {
     const kernels: RecordingKernel[] = [];
@@ -212,7 +222,11 @@ export class Cluster {
         kernels.push(k);
         return k;
       },
-      onAccess: (event, matched) => accesses.push({ event, matched }),
+      onAccess: (event, matched) => {
+        accesses.push({ event, matched: matched.map((m) => m.data), traps: matched.map((m) => m.trap) });
+        for (const { data, trap } of matched)
+          options.alerts?.handle(event, alertSourceFromHiveData(data, trap, { nodeName: name, kernelId }));
+      },
       log: createLogger({ node: name }, { level: (process.env.HIVE_LOG_LEVEL as "debug") ?? "error" }),
       roles: { loader: options.loader ?? true, pods: options.pods ?? true },
       lease: options.lease ?? FAST_LEASE,

@@ -1,0 +1,157 @@
+/**
+ * A HiveData is trusted for its file's identity only: where alerts go, what is allowed and whose
+ * tenancy applies come from the live HivePolicy its trap-id names. Here whoever can write HiveData
+ * (a wildcard role, a compromised node for its own kernel) rewrites one, and creates one for a trap
+ * no policy holds; admission is off, so the loader alone must hold.
+ */
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { HiveData } from "../../api/data.ts";
+import {
+  GROUP,
+  LABEL_KERNEL_ID,
+  LABEL_POLICY_NAMESPACE,
+  LABEL_TRAP_ID,
+  PLURAL_DATA,
+  VERSION,
+} from "../../api/meta.ts";
+import type { HiveTrap } from "../../api/policy.ts";
+import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
+import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
+import { createLogger } from "../../runtime/log.ts";
+import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
+import { startReceiver } from "../alerts/receiver.ts";
+import { AGENT_NS, Cluster, eventually } from "./harness.ts";
+
+const KERNEL_A = "44444444-4444-4444-8444-444444444444";
+const cleanups: (() => Promise<unknown> | unknown)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function setUp() {
+  const cluster = await Cluster.start({
+    admission: { off: "the loader must ignore a forged HiveData even where admission would not stop it" },
+  });
+  cleanups.push(() => cluster.stop());
+  const [monitor, tenant, attacker] = await Promise.all([startReceiver(), startReceiver(), startReceiver()]);
+  for (const r of [monitor, tenant, attacker]) cleanups.push(() => r.close());
+  const alerts = await createAlertPipeline({
+    logger: createLogger({}, { level: "error" }),
+    metrics: createHiveMetrics({ processMetrics: false }),
+    defaultCallback: monitor.url,
+    tenancy: { platformNamespace: AGENT_NS, callbacks: [tenant.url] },
+    lines: false,
+    rateLimit: false,
+  });
+  cleanups.push(() => alerts.close());
+  const node = await cluster.addNode("node-1", KERNEL_A, { alerts });
+  await cluster.admin.core.createNamespace({ body: { metadata: { name: "team-a" } } });
+  await cluster.addPod("web", "node-1", {
+    namespace: "team-a",
+    files: { "etc/shadow": "root:*:1::::::\n", "etc/passwd": "root:x:0:0::/root:/bin/sh\n" },
+  });
+  const trap: HiveTrap = { path: "/etc/shadow", callback: `${tenant.url}/team-a` };
+  await cluster.createPolicy("team-traps", [trap], "team-a");
+  const [data] = await eventually(async () => {
+    const all = await cluster.data();
+    return all.length === 1 ? all : undefined;
+  }, "the trap's HiveData");
+  const kernel = await eventually(() => {
+    const k = node.activeKernel();
+    return k?.entries.some((e) => e.kind === "file") ? k : undefined;
+  }, "kernel map synced");
+  // Discover would restore the object it owns; the forger's version must be what the loader holds.
+  node.agent.discover.stop();
+  return { cluster, node, kernel, alerts, data: data as HiveData, receivers: { monitor, tenant, attacker } };
+}
+
+const write = (cluster: Cluster, body: HiveData) =>
+  cluster.admin.custom.replaceNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: AGENT_NS,
+    plural: PLURAL_DATA,
+    name: body.metadata.name ?? "",
+    body,
+  });
+
+describe("a forged HiveData", () => {
+  it("changes neither where its alerts go, nor what is allowed, nor whose tenancy applies", async () => {
+    const { cluster, node, kernel, alerts, data, receivers } = await setUp();
+    const forged: HiveData = {
+      ...data,
+      metadata: {
+        ...data.metadata,
+        labels: { ...data.metadata.labels, [LABEL_POLICY_NAMESPACE]: AGENT_NS },
+        annotations: { ...data.metadata.annotations, callback: `${receivers.attacker.url}/steal` },
+      },
+      spec: { ...data.spec, allow: [{ exe: "/usr/bin/cat" }] } as HiveData["spec"],
+    };
+    await write(cluster, forged);
+    const file = kernel.entries.find((e) => e.kind === "file");
+    await eventually(
+      () =>
+        node.agent
+          .loader()
+          ?.lookup(file?.slot ?? -1)
+          .some((d) => d.metadata.annotations?.callback === forged.metadata.annotations?.callback),
+      "the loader holds the forged HiveData",
+    );
+    const key = file?.key ?? { major: 0, minor: 0, ino: 0n };
+    kernel.emit({ slot: file?.slot ?? -1, kind: "file", key }); // /usr/bin/cat, the forged allow entry
+    kernel.emit({
+      slot: file?.slot ?? -1,
+      kind: "file",
+      key,
+      process: { exe: { exe: "/usr/bin/vi", source: "exec" }, execNs: 1n },
+    });
+    expect(await alerts.drain(10_000)).toBe(true);
+
+    const received = receivers.tenant.accepted.map(
+      (r) => JSON.parse(r.body) as { hive_policy_namespace?: string; process: { exe?: string } },
+    );
+    expect(received.map((a) => a.process.exe)).toEqual(["/usr/bin/cat", "/usr/bin/vi"]);
+    expect(received.map((a) => a.hive_policy_namespace)).toEqual(["team-a", "team-a"]);
+    expect(receivers.attacker.requests).toBe(0);
+    expect(receivers.monitor.requests).toBe(0);
+  });
+
+  it("naming a trap no live policy holds is never armed, and its file's events alert nobody", async () => {
+    const { cluster, node, kernel, alerts, data, receivers } = await setUp();
+    const containerId = (data.metadata.annotations?.container_id ?? "").replace("containerd://", "");
+    const passwd = statSync(join(cluster.containers.rootOf(containerId), "etc/passwd"), { bigint: true });
+    const key = fileKeyFromStat(passwd);
+    const { resourceVersion: _rv, uid: _uid, creationTimestamp: _ct, ...meta } = data.metadata;
+    const orphan: HiveData = {
+      ...data,
+      metadata: {
+        ...meta,
+        name: "hive-data-forged",
+        labels: { ...data.metadata.labels, [LABEL_TRAP_ID]: "f".repeat(40), [LABEL_KERNEL_ID]: KERNEL_A },
+        annotations: { ...data.metadata.annotations, callback: `${receivers.attacker.url}/steal` },
+      },
+      spec: { ...data.spec, "inode-no": key.ino.toString(), device: { major: key.major, minor: key.minor } },
+    };
+    await cluster.admin.custom.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: AGENT_NS,
+      plural: PLURAL_DATA,
+      body: orphan,
+    });
+    // The loader saw it: after its grace period it deletes a HiveData whose trap no policy holds.
+    await eventually(
+      async () => !(await cluster.data()).some((d) => d.metadata.name === "hive-data-forged"),
+      "the loader deletes the orphan",
+    );
+    expect(node.agent.loader()?.stats().orphansDeleted).toBe(1);
+    expect(kernel.everWatched.has(`${key.major}:${key.minor}:${key.ino}`)).toBe(false);
+    kernel.emit({ slot: 99, kind: "file", key });
+    expect(await alerts.drain(10_000)).toBe(true);
+    expect(receivers.attacker.requests).toBe(0);
+    expect(receivers.tenant.requests).toBe(0);
+    expect(receivers.monitor.requests).toBe(0);
+  });
+});
