@@ -13,7 +13,6 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { CoreV1Api } from "@kubernetes/client-node";
 import { hiveCrds } from "../api/crd.ts";
 import { GROUP, LABEL_NODE, PLURAL_DATA } from "../api/meta.ts";
 import { LOADER_LEASE_TIMING } from "../runtime/agent/loader-election.ts";

@@ -20,7 +20,6 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api } from "@kubernetes/client-node";
 import { hiveCrds } from "../api/crd.ts";
 import { GROUP, PLURAL_DATA } from "../api/meta.ts";
 import type { HiveTrap } from "../api/policy.ts";

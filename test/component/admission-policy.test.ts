@@ -166,7 +166,9 @@ describe("the agent admission policy", () => {
         object: hivePolicy("/tmp/x"),
         oldObject: old,
       }),
-    ).toMatch(/may change only its own finalizer \(hive-operator.com\/finalizer\) and the status of a hive-operator.com\/v1alpha1 HivePolicy/);
+    ).toMatch(
+      /may change only its own finalizer \(hive-operator.com\/finalizer\) and the status of a hive-operator.com\/v1alpha1 HivePolicy/,
+    );
   });
 
   it("does not apply to anyone but this monitor's agent", () => {

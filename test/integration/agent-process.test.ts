@@ -6,7 +6,7 @@ import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoordinationV1Api, CoreV1Api } from "@kubernetes/client-node";
+import { CoordinationV1Api } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { hiveCrds } from "../../api/crd.ts";
 import { installHive } from "../apiserver/install.ts";
