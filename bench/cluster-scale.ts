@@ -238,7 +238,7 @@ export async function podsRoleMemory(): Promise<void> {
         const lease = api.store.get(api.resource("leases", "coordination.k8s.io"), AGENT_NS, PODS_LEASE) as {
           spec?: { holderIdentity?: string };
         };
-        if (lease.spec?.holderIdentity !== "agent-pods")
+        if (lease.spec?.holderIdentity !== `${node}/agent-pods`)
           throw new Error(`the pods Lease is held by ${lease.spec?.holderIdentity}, not the measured agent`);
         const podRequests = api.requests.filter(
           (r) => r.node === node && r.resource === "pods" && (r.verb === "list" || r.verb === "watch"),

@@ -23,6 +23,8 @@ import { tenantCallbackCel } from "../../api/tenancy.ts";
 import { AGENT_NAME, agentUsername, hiveLabels, type KubernetesObject } from "./objects.ts";
 
 const NODE_CLAIM = "authentication.kubernetes.io/node-name";
+/** The agent's pod, from the same pod-bound token: a Lease holder is `node/pod`. */
+const POD_CLAIM = "authentication.kubernetes.io/pod-name";
 export const ADMISSION_POLICY_NAME = "hive-agent-node-scope";
 export const TENANT_POLICY_NAME = "hive-tenant-scope";
 
@@ -75,6 +77,13 @@ export function admissionManifests(
           },
           // The agent may patch a HivePolicy only for its finalizer (status is a subresource, not matched here).
           { apiGroups: [GROUP], apiVersions: [VERSION], operations: ["UPDATE"], resources: [PLURAL_POLICY] },
+          // Elections: an agent holds a Lease only as itself (node/pod, from its token).
+          {
+            apiGroups: ["coordination.k8s.io"],
+            apiVersions: ["v1"],
+            operations: ["CREATE", "UPDATE"],
+            resources: ["leases"],
+          },
         ],
       },
       // Only the agent's own requests: users and controllers are not affected.
@@ -88,7 +97,14 @@ export function admissionManifests(
             `'${NODE_CLAIM}' in request.userInfo.extra && size(request.userInfo.extra['${NODE_CLAIM}']) == 1` +
             ` ? request.userInfo.extra['${NODE_CLAIM}'][0] : ''`,
         },
+        {
+          name: "podName",
+          expression:
+            `'${POD_CLAIM}' in request.userInfo.extra && size(request.userInfo.extra['${POD_CLAIM}']) == 1` +
+            ` ? request.userInfo.extra['${POD_CLAIM}'][0] : ''`,
+        },
         { name: "isData", expression: `request.resource.resource == '${PLURAL_DATA}'` },
+        { name: "isLease", expression: "request.resource.resource == 'leases'" },
         { name: "newNode", expression: nodeLabel("object") },
         { name: "oldNode", expression: nodeLabel("oldObject") },
         // For the re-resolve exception below (HiveData of another node sharing this node's kernel).
@@ -130,7 +146,15 @@ export function admissionManifests(
         },
         {
           expression:
-            "variables.isData || (object.spec == oldObject.spec && variables.newLabels == variables.oldLabels &&" +
+            "!variables.isLease || !has(object.spec.holderIdentity) || object.spec.holderIdentity == '' ||" +
+            " (variables.podName != '' && object.spec.holderIdentity == variables.nodeName + '/' + variables.podName)",
+          messageExpression:
+            "'the Hive agent of pod ' + variables.podName + ' on node ' + variables.nodeName + ' may hold a Lease only as ' + variables.nodeName + '/' + variables.podName + ', not ' + object.spec.holderIdentity",
+          reason: "Forbidden",
+        },
+        {
+          expression:
+            "variables.isData || variables.isLease || (object.spec == oldObject.spec && variables.newLabels == variables.oldLabels &&" +
             " variables.newAnnotations == variables.oldAnnotations && variables.newOwners == variables.oldOwners &&" +
             ` variables.newFinalizers.filter(f, f != '${POLICY_FINALIZER}') == variables.oldFinalizers.filter(f, f != '${POLICY_FINALIZER}'))`,
           message:

@@ -28,6 +28,9 @@ export function clusterRules(): PolicyRule[] {
     // elected pod controller watches pod lifecycle. RBAC cannot restrict a grant by field
     // selector, so this rule reads pods cluster-wide; the agent's requests are what narrow it.
     { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
+    // A kernel's Lease is genuinely held only by an agent of a node whose kubelet reports that
+    // kernel (status.nodeInfo.bootID): candidates read the holder's Node (runtime/agent/loader-election.ts).
+    { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
     // Events (core v1 only; the agent never uses events.k8s.io), in any namespace:
     // - an Event on the accessed pod for each alert, in the pod's namespace: create, then patch
     //   its count (runtime/alerts/pod-events.ts);

@@ -11,6 +11,7 @@
  * kubelet's own node-lease rate (one per 10 s) on the node holding both.
  */
 import type { HiveError } from "../errors.ts";
+import { isNotFound } from "../k8s/api-errors.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
 import { type LeaderElectionOptions, LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
 import type { Logger } from "../log.ts";
@@ -23,6 +24,40 @@ export const LOADER_LEASE_TIMING: LeaseTiming = {
   retryPeriodMs: 12_000,
   renewPeriodMs: 15_000,
 };
+
+/** The identity an agent holds Leases under: admission binds both parts to its pod-bound token. */
+export function agentIdentity(nodeName: string, podName: string): string {
+  return `${nodeName}/${podName}`;
+}
+
+/**
+ * A holder of kernel `kernelId`'s Lease is forged unless its node's kubelet reports that
+ * kernel (Node.status.nodeInfo.bootID): a compromised node cannot hold another kernel's
+ * election, so that kernel's loader keeps its role. A Node that cannot be read is not taken
+ * for forged (an outage must not start a fight); genuine answers are remembered for a while.
+ */
+export function forgedKernelHolder(
+  clients: KubeClients,
+  kernelId: string,
+  rememberMs = 300_000,
+): (identity: string) => Promise<boolean> {
+  const genuine = new Map<string, number>();
+  return async (identity) => {
+    const slash = identity.indexOf("/");
+    if (slash <= 0) return true; // not an agent's identity
+    const node = identity.slice(0, slash);
+    if ((genuine.get(node) ?? 0) > performance.now()) return false;
+    try {
+      const n = await clients.core.readNode({ name: node });
+      if (n.status?.nodeInfo?.bootID !== kernelId) return true;
+    } catch (error) {
+      if (isNotFound(error)) return true;
+      throw error;
+    }
+    genuine.set(node, performance.now() + rememberMs);
+    return false;
+  };
+}
 
 export interface LoaderElectorOptions
   extends Pick<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading"> {
@@ -59,6 +94,7 @@ export class LoaderElector implements RoleElector {
             : {}),
           ...options.lease,
           keepRoleWhileUnconfirmed: true,
+          isForgedHolder: forgedKernelHolder(options.clients, options.kernelId),
           logger: options.logger,
           onStartedLeading: options.onStartedLeading,
           onStoppedLeading: options.onStoppedLeading,

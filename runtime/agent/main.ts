@@ -29,6 +29,7 @@ import { createLogger, type Logger } from "../log.ts";
 import { createHealth, createHiveMetrics, startMetricsServer } from "../metrics/index.ts";
 import { WATCH_TABLE_DIR, watchTableFileFor } from "../standalone/watch-table-file.ts";
 import { AGENT_USAGE, type AgentConfig, parseAgentConfig, readBootId } from "./config.ts";
+import { agentIdentity } from "./loader-election.ts";
 import { startNodeAgent } from "./node-agent.ts";
 import { loaderLockFileFor } from "./node-lock.ts";
 import { type AgentWatchTable, createAgentWatchTable } from "./watch-table.ts";
@@ -219,7 +220,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   const agent = await startNodeAgent({
     clients,
     nodeName: config.nodeName,
-    identity: config.podName,
+    identity: agentIdentity(config.nodeName, config.podName),
     namespace: config.namespace,
     kernelId,
     resolver,

@@ -81,6 +81,11 @@ export interface LeaderElectionOptions {
    * not run twice.
    */
   keepRoleWhileUnconfirmed?: boolean;
+  /**
+   * True when another candidate's holding cannot be genuine (the loader: its node runs another
+   * kernel). Such a holder is written over, and a leader never steps down for it.
+   */
+  isForgedHolder?: (identity: string) => Promise<boolean>;
   logger?: Logger;
 }
 
@@ -204,7 +209,8 @@ export class LeaderElector {
         this.state === "leader" &&
         this.observedHolder !== undefined &&
         this.observedHolder !== "" &&
-        this.observedHolder !== this.opts.identity
+        this.observedHolder !== this.opts.identity &&
+        !this.forged.has(this.observedHolder)
       ) {
         // Only a holder seen on the Lease ends a role kept through failed renewals.
         await this.loseLeadership(`the lease is held by ${this.observedHolder}`);
@@ -276,6 +282,23 @@ export class LeaderElector {
     }
   }
 
+  /** Holders found forged, so that a leader does not step down for them. */
+  private readonly forged = new Set<string>();
+
+  private async isForged(holder: string): Promise<boolean> {
+    const check = this.opts.isForgedHolder;
+    if (!check) return false;
+    try {
+      if (!(await check(holder))) return false;
+    } catch (err) {
+      // Unknown is not forged: an outage must not make candidates fight over a genuine holder.
+      this.log.warn("cannot check the lease holder", { holder, error: apiFailure(err) });
+      return false;
+    }
+    this.forged.add(holder);
+    return true;
+  }
+
   private async tryAcquireOrRenew(): Promise<boolean> {
     const { coordination, namespace, name, identity } = this.opts;
     let current: V1Lease | undefined;
@@ -323,7 +346,8 @@ export class LeaderElector {
       holder !== identity &&
       performance.now() < this.observedAt + this.opts.leaseDurationMs
     ) {
-      return false; // held by another candidate that has written within the lease duration
+      if (!(await this.isForged(holder))) return false; // held by another candidate within the lease duration
+      this.log.warn("the lease is held by a candidate that cannot hold it; taking it over", { holder });
     }
     const now = microNow();
     const spec = current.spec ?? {};

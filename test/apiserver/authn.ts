@@ -18,12 +18,18 @@ export type UserSpec = string | { username: string; groups?: string[]; extra?: R
 /** The claim a pod-bound ServiceAccount token carries (ServiceAccountTokenPodNodeInfo, GA in 1.32). */
 export const NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name";
 
-/** A ServiceAccount's user, as a pod-bound token on `node` authenticates it. */
-export function serviceAccountUser(namespace: string, name: string, node?: string): UserSpec {
+/** The pod a pod-bound token was issued for. */
+export const POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name";
+
+/** A ServiceAccount's user, as a token bound to `pod` on `node` authenticates it. */
+export function serviceAccountUser(namespace: string, name: string, node?: string, pod?: string): UserSpec {
   return {
     username: `system:serviceaccount:${namespace}:${name}`,
     groups: ["system:serviceaccounts", `system:serviceaccounts:${namespace}`],
-    extra: node === undefined ? {} : { [NODE_NAME_EXTRA]: [node] },
+    extra: {
+      ...(node === undefined ? {} : { [NODE_NAME_EXTRA]: [node] }),
+      ...(pod === undefined ? {} : { [POD_NAME_EXTRA]: [pod] }),
+    },
   };
 }
 

@@ -12,8 +12,8 @@ import { ApiError } from "./status.ts";
 export interface Installed {
   manifests: KubernetesObject[];
   namespace: string;
-  /** The agent's ServiceAccount as its pod on `node` authenticates (with the node-name claim). */
-  agent(node: string): UserSpec;
+  /** The agent's ServiceAccount as its pod (default `hive-agent-<node>`) on `node` authenticates. */
+  agent(node: string, pod?: string): UserSpec;
 }
 
 export function installHive(api: ApiServer, args: HiveMonitorArgs = { image: "hive:test" }): Installed {
@@ -43,6 +43,6 @@ export function installHive(api: ApiServer, args: HiveMonitorArgs = { image: "hi
   return {
     manifests,
     namespace,
-    agent: (node) => serviceAccountUser(namespace, "hive-agent", node),
+    agent: (node, pod = `hive-agent-${node}`) => serviceAccountUser(namespace, "hive-agent", node, pod),
   };
 }

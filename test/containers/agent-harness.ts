@@ -107,7 +107,7 @@ export async function startAgentWithContainers(
     "--server",
     api.url,
     "--token",
-    api.token(installed.agent(options.nodeName)),
+    api.token(installed.agent(options.nodeName, `hive-agent-${options.nodeName}`)),
     "--callback",
     callback,
     "--callback-headers-secret",

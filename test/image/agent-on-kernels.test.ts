@@ -220,7 +220,8 @@ for (const series of SERIES) {
           loaderLeases: [
             {
               name: expect.stringMatching(/^hive-loader-/),
-              holder: "hive-agent-x1",
+              // node/pod: admission binds both to the agent's pod-bound token.
+              holder: "node-image/hive-agent-x1",
               renewedAfterOutage: true,
             },
           ],

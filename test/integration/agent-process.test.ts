@@ -43,7 +43,7 @@ describe("the agent process", () => {
     const coordination = api.kubeConfig().makeApiClient(CoordinationV1Api);
     await eventually(async () => {
       const l = await coordination.readNamespacedLease({ name: "hive-pods", namespace: "hive-system" });
-      return l.spec?.holderIdentity === "agent-p";
+      return l.spec?.holderIdentity === "node-p/agent-p";
     }, "pods Lease held");
     const exited = new Promise<number | null>((resolve) => child?.once("exit", (code) => resolve(code)));
     child.kill("SIGTERM");

@@ -4,11 +4,13 @@
  * policies the component renders: each attempt is refused with a reason.
  */
 import {
+  CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   PatchStrategy,
   RbacAuthorizationV1Api,
   setHeaderOptions,
+  V1MicroTime,
 } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -23,9 +25,10 @@ import {
   VERSION,
 } from "../../api/meta.ts";
 import { rejection, statusOf } from "../apiserver/testing.ts";
-import { AGENT_NS, Cluster, eventually, POLICY_NS } from "./harness.ts";
+import { AGENT_NS, Cluster, eventually, FAST_LEASE, POLICY_NS } from "./harness.ts";
 
 const KERNEL_A = "aaaaaaaa-1111-4111-8111-111111111111";
+const KERNEL_B = "bbbbbbbb-2222-4222-8222-222222222222";
 const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 let cluster: Cluster | undefined;
 afterEach(async () => {
@@ -195,5 +198,47 @@ describe("a control plane no tenant or node can forge", () => {
       .kubeConfig(c.installed.agent("node-1"))
       .makeApiClient(CoreV1Api)
       .createNamespacedEvent({ namespace: POLICY_NS, body: report("own") });
+  });
+});
+
+describe("elections a compromised node cannot win", () => {
+  it("a node cannot hold another kernel's Lease: admission binds the holder to its token, the rightful loader keeps its role", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    const node1 = await c.addNode("node-1", KERNEL_A);
+    await c.addNode("node-2", KERNEL_B);
+    await c.addPod("web", "node-1");
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    await eventually(() => node1.activeKernel()?.entries.some((e) => e.kind === "file"), "kernel A armed");
+    const name = `hive-loader-${KERNEL_A}`;
+    const attacker = c.api.kubeConfig(c.installed.agent("node-2")).makeApiClient(CoordinationV1Api);
+    const takeAs = async (holder: string) => {
+      const lease = await attacker.readNamespacedLease({ name, namespace: AGENT_NS });
+      const now = new V1MicroTime();
+      return attacker.replaceNamespacedLease({
+        name,
+        namespace: AGENT_NS,
+        body: { ...lease, spec: { ...lease.spec, holderIdentity: holder, renewTime: now, acquireTime: now } },
+      });
+    };
+    // Posing as node-1's agent: refused.
+    const posing = await rejection(takeAs("node-1/hive-agent-node-1"));
+    expect(statusOf(posing)).toMatchObject({ code: 403 });
+    expect(statusOf(posing).message).toContain("may hold a Lease only as node-2/hive-agent-node-2");
+    // As itself, renewing faster than any candidate: node-1's loader must not step down.
+    const until = performance.now() + 4 * FAST_LEASE.leaseDurationMs;
+    while (performance.now() < until) {
+      await takeAs("node-2/hive-agent-node-2").catch(() => undefined); // 409 when node-1 wrote in between
+      expect(node1.agent.loader(), "node-1 still loads kernel A").toBeTruthy();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(node1.kernels).toHaveLength(1);
+    expect(node1.kernels[0]?.closed).toBe(false);
+    await eventually(
+      async () =>
+        (await attacker.readNamespacedLease({ name, namespace: AGENT_NS })).spec?.holderIdentity ===
+        "node-1/hive-agent-node-1",
+      "kernel A's Lease back with node-1",
+    );
   });
 });

@@ -15,6 +15,7 @@ import { hiveCrds } from "../../api/crd.ts";
 import type { HiveData } from "../../api/data.ts";
 import { API_VERSION, GROUP, KIND_POLICY, PLURAL_DATA, PLURAL_POLICY, VERSION } from "../../api/meta.ts";
 import type { HivePolicy, HiveTrap } from "../../api/policy.ts";
+import { agentIdentity } from "../../runtime/agent/loader-election.ts";
 import { type NodeAgent, startNodeAgent } from "../../runtime/agent/node-agent.ts";
 import { alertSourceFromHiveData } from "../../runtime/alerts/alert-source.ts";
 import type { AlertPipeline } from "../../runtime/alerts/pipeline.ts";
@@ -192,7 +193,8 @@ export class Cluster {
     options: {
       loader?: boolean;
       pods?: boolean;
-      identity?: string;
+      /** The agent's pod (default hive-agent-<node>): its Lease identity is `<node>/<pod>`. */
+      pod?: string;
       lease?: typeof FAST_LEASE;
       /** The kernel Lease's timing (default: `lease`). */
       loaderLease?: typeof FAST_LEASE;
@@ -203,11 +205,14 @@ export class Cluster {
   ): Promise<SimNode> {
     const kernels: RecordingKernel[] = [];
     const accesses: SimNode["accesses"] = [];
-    const clients = createKubeClients({ kubeConfig: this.api.kubeConfig(this.installed.agent(name)) });
+    const pod = options.pod ?? `hive-agent-${name}`;
+    // The Node as its kubelet reports it: the kernel's Lease is genuinely held only by its nodes.
+    await this.ensureNode(name, kernelId);
+    const clients = createKubeClients({ kubeConfig: this.api.kubeConfig(this.installed.agent(name, pod)) });
     const agent = await startNodeAgent({
       clients,
       nodeName: name,
-      identity: options.identity ?? `hive-agent-${name}`,
+      identity: agentIdentity(name, pod),
       namespace: AGENT_NS,
       kernelId,
       // Each node its own /run/hive: nodes sharing a kernel (kind) meet on the kernel's Lease.
@@ -245,6 +250,15 @@ export class Cluster {
     };
     this.nodes.push(node);
     return node;
+  }
+
+  /** Creates the Node (or sets its boot id) as the kubelet reports it. */
+  async ensureNode(name: string, bootID: string): Promise<void> {
+    const def = this.api.resource("nodes");
+    const body = { metadata: { name }, status: { nodeInfo: { bootID } } };
+    const existing = this.api.store.stored("", "nodes").find((n) => n.metadata.name === name);
+    if (!existing) this.api.store.create(def, undefined, body);
+    else this.api.store.update(def, undefined, name, { ...existing, status: body.status }, "status");
   }
 
   /** A pod on `node` whose containers run (status written through the status subresource, as the kubelet does). */
@@ -397,7 +411,7 @@ export function spawnAgentProcess(
       api.url,
       "--token",
       // The agent's ServiceAccount as its pod on this node authenticates (installHive granted it).
-      api.token(serviceAccountUser(AGENT_NS, "hive-agent", names.node)),
+      api.token(serviceAccountUser(AGENT_NS, "hive-agent", names.node, names.pod)),
       "--metrics-port",
       "0",
       // No kernel program in these processes: nothing to prove traps with.

@@ -147,7 +147,7 @@ try {
   const saDir = join(work, "serviceaccount");
   mkdirSync(saDir, { recursive: true });
   // A pod-bound token: the agent's ServiceAccount, with its node's claim.
-  writeFileSync(join(saDir, "token"), api.token(installed.agent(NODE)));
+  writeFileSync(join(saDir, "token"), api.token(installed.agent(NODE, "hive-agent-x1")));
   writeFileSync(join(saDir, "ca.crt"), pem.cert);
   writeFileSync(join(saDir, "namespace"), namespace);
 
