@@ -221,6 +221,7 @@ describe("HiveMonitor with the minimal configuration", () => {
       "hive-operator.com/hivepolicies": ["get", "list", "patch", "watch"],
       "hive-operator.com/hivepolicies/status": ["get", "patch", "update"],
       "core/pods": ["get", "list", "watch"],
+      "core/nodes": ["get"],
       "core/events": ["create", "delete", "list", "patch", "update", "watch"],
     });
     expect(verbsByResource(role.rules)).toEqual({

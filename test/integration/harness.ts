@@ -255,10 +255,12 @@ export class Cluster {
   /** Creates the Node (or sets its boot id) as the kubelet reports it. */
   async ensureNode(name: string, bootID: string): Promise<void> {
     const def = this.api.resource("nodes");
-    const body = { metadata: { name }, status: { nodeInfo: { bootID } } };
-    const existing = this.api.store.stored("", "nodes").find((n) => n.metadata.name === name);
-    if (!existing) this.api.store.create(def, undefined, body);
-    else this.api.store.update(def, undefined, name, { ...existing, status: body.status }, "status");
+    const body = { status: { nodeInfo: { bootID } } };
+    // Status is written through its subresource, as the kubelet does (create drops it).
+    const existing =
+      this.api.store.stored("", "nodes").find((n) => n.metadata.name === name) ??
+      this.api.store.create(def, undefined, { metadata: { name } });
+    this.api.store.update(def, undefined, name, { ...existing, status: body.status }, "status");
   }
 
   /** A pod on `node` whose containers run (status written through the status subresource, as the kubelet does). */
