@@ -11,10 +11,10 @@
  * kubelet's own node-lease rate (one per 10 s) on the node holding both.
  */
 import type { HiveError } from "../errors.ts";
-import { isNotFound } from "../k8s/api-errors.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
 import { type LeaderElectionOptions, LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
 import type { Logger } from "../log.ts";
+import { createNodeKernelCheck, type NodeKernelCheck } from "./kernel-nodes.ts";
 import { NodeLockElector, type RoleElector } from "./node-lock.ts";
 
 export const LOADER_LEASE_PREFIX = "hive-loader-";
@@ -30,32 +30,12 @@ export function agentIdentity(nodeName: string, podName: string): string {
   return `${nodeName}/${podName}`;
 }
 
-/**
- * A holder of kernel `kernelId`'s Lease is forged unless its node's kubelet reports that
- * kernel (Node.status.nodeInfo.bootID): a compromised node cannot hold another kernel's
- * election, so that kernel's loader keeps its role. A Node that cannot be read is not taken
- * for forged (an outage must not start a fight); genuine answers are remembered for a while.
- */
-export function forgedKernelHolder(
-  clients: KubeClients,
-  kernelId: string,
-  rememberMs = 300_000,
-): (identity: string) => Promise<boolean> {
-  const genuine = new Map<string, number>();
+/** A kernel Lease's holder is forged unless its node reports the kernel (kernel-nodes.ts). */
+export function forgedKernelHolder(reportsKernel: NodeKernelCheck): (identity: string) => Promise<boolean> {
   return async (identity) => {
     const slash = identity.indexOf("/");
     if (slash <= 0) return true; // not an agent's identity
-    const node = identity.slice(0, slash);
-    if ((genuine.get(node) ?? 0) > performance.now()) return false;
-    try {
-      const n = await clients.core.readNode({ name: node });
-      if (n.status?.nodeInfo?.bootID !== kernelId) return true;
-    } catch (error) {
-      if (isNotFound(error)) return true;
-      throw error;
-    }
-    genuine.set(node, performance.now() + rememberMs);
-    return false;
+    return !(await reportsKernel(identity.slice(0, slash)));
   };
 }
 
@@ -67,6 +47,8 @@ export interface LoaderElectorOptions
   kernelId: string;
   lockPath: string;
   lease?: Partial<LeaseTiming>;
+  /** Whether a node reports this kernel (default: read its Node). */
+  nodeReportsKernel?: NodeKernelCheck;
   logger: Logger;
   onLockUnavailable?: (error: HiveError) => void;
 }
@@ -94,7 +76,9 @@ export class LoaderElector implements RoleElector {
             : {}),
           ...options.lease,
           keepRoleWhileUnconfirmed: true,
-          isForgedHolder: forgedKernelHolder(options.clients, options.kernelId),
+          isForgedHolder: forgedKernelHolder(
+            options.nodeReportsKernel ?? createNodeKernelCheck(options.clients, options.kernelId),
+          ),
           logger: options.logger,
           onStartedLeading: options.onStartedLeading,
           onStoppedLeading: options.onStoppedLeading,

@@ -40,6 +40,7 @@ import type { KubeClients } from "../k8s/kube-client.ts";
 import { type LeaderElectionOptions, LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
 import type { KernelWatcher } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
+import { createNodeKernelCheck, guardKernelData } from "./kernel-nodes.ts";
 import { LoaderElector } from "./loader-election.ts";
 import type { RoleElector } from "./node-lock.ts";
 
@@ -233,9 +234,11 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       logger: log.child({ role: "pods" }),
       ...leadership,
     });
+  const reportsKernel = createNodeKernelCheck(clients, kernelId);
   const byNodeLockAndLease = (leadership: Leadership): RoleElector =>
     new LoaderElector({
       clients,
+      nodeReportsKernel: reportsKernel,
       namespace: options.namespace,
       identity: options.identity,
       kernelId,
@@ -279,7 +282,12 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       });
       const informers: RunningInformer[] = [
         sharedPolicies((t, p) => controller.onPolicy(t, p)),
-        kernelDataFeed(options.namespace, kernelId, (t, d) => controller.onData(t, d), feedOptions),
+        kernelDataFeed(
+          options.namespace,
+          kernelId,
+          guardKernelData(nodeName, reportsKernel, (t, d) => controller.onData(t, d), log),
+          feedOptions,
+        ),
       ];
       // The role ends only when the agent stops (a restart, an update): the program stays
       // attached and pinned, its events wait in the ring buffer for the next agent, and the

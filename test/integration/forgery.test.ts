@@ -13,6 +13,7 @@ import {
   V1MicroTime,
 } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
+import { trapId } from "../../api/ids.ts";
 import {
   GROUP,
   LABEL_KERNEL_ID,
@@ -240,5 +241,36 @@ describe("elections a compromised node cannot win", () => {
         "node-1/hive-agent-node-1",
       "kernel A's Lease back with node-1",
     );
+  });
+});
+
+describe("a compromised node and another kernel's watch map", () => {
+  it("cannot arm a file in it: a HiveData naming a kernel its node does not run is never armed", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    const node1 = await c.addNode("node-1", KERNEL_A);
+    await c.addNode("node-2", KERNEL_B);
+    await c.addPod("web", "node-1");
+    const trap = { path: "/etc/shadow" };
+    await c.createPolicy("shadow", [trap]);
+    const kernel = await eventually(() => {
+      const k = node1.activeKernel();
+      return k?.entries.some((e) => e.kind === "file") ? k : undefined;
+    }, "kernel A armed");
+    // node-2's agent writes, as admission lets it, a HiveData of its own node… naming kernel A.
+    const node2 = c.api.kubeConfig(c.installed.agent("node-2")).makeApiClient(CustomObjectsApi);
+    const body = forged("node-2");
+    body.metadata.labels["trap-id"] = trapId({ namespace: POLICY_NS, name: "shadow" }, trap);
+    body.spec["inode-no"] = "4242";
+    await node2.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: AGENT_NS,
+      plural: PLURAL_DATA,
+      body,
+    });
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect([...kernel.everWatched].some((k) => k.endsWith(":4242"))).toBe(false);
+    expect(kernel.entries.some((e) => e.key.ino === 4242n)).toBe(false);
   });
 });

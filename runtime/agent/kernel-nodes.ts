@@ -1,0 +1,89 @@
+/**
+ * Which nodes run a kernel, as their kubelets report it (Node.status.nodeInfo.bootID, the
+ * kernel id Hive uses). Admission binds what an agent writes to its own node; this binds the
+ * node to its kernel, so a compromised node can neither hold another kernel's election nor
+ * arm files in another kernel's watch map. Nodes are read by name when needed (never listed:
+ * the agent's memory must not grow with the cluster) and genuine answers are remembered.
+ */
+import type { HiveData } from "../../api/data.ts";
+import { LABEL_NODE } from "../../api/meta.ts";
+import type { WatchEventType } from "../controllers/ports.ts";
+import { isNotFound } from "../k8s/api-errors.ts";
+import type { KubeClients } from "../k8s/kube-client.ts";
+import type { Logger } from "../log.ts";
+
+/** True when `node` reports the kernel; false when it reports another or does not exist; throws when unknown. */
+export type NodeKernelCheck = (node: string) => Promise<boolean>;
+
+export function createNodeKernelCheck(
+  clients: Pick<KubeClients, "core">,
+  kernelId: string,
+  rememberMs = 300_000,
+): NodeKernelCheck {
+  const genuine = new Map<string, number>();
+  return async (node) => {
+    if ((genuine.get(node) ?? 0) > performance.now()) return true;
+    try {
+      const n = await clients.core.readNode({ name: node });
+      if (n.status?.nodeInfo?.bootID !== kernelId) return false;
+    } catch (error) {
+      if (isNotFound(error)) return false;
+      throw error;
+    }
+    genuine.set(node, performance.now() + rememberMs);
+    return true;
+  };
+}
+
+const RETRY_MS = [500, 1000, 2000, 4000, 8000];
+
+/**
+ * Passes this kernel's HiveData to `sink`, those of other nodes (a kernel shared by several
+ * nodes, as kind's) only once their node is known to run this kernel. A HiveData from a node
+ * that does not is dropped with a warning (a forgery: its node label is its writer's, admission
+ * sees to that), and removed from the sink if it had passed before. Other nodes' events keep
+ * their order: they pass through one queue.
+ */
+export function guardKernelData(
+  ownNode: string,
+  reportsKernel: NodeKernelCheck,
+  sink: (type: WatchEventType, data: HiveData) => void,
+  log: Logger,
+): (type: WatchEventType, data: HiveData) => void {
+  let queue: Promise<void> = Promise.resolve();
+  const passed = new Set<string>();
+  const key = (d: HiveData) => `${d.metadata.namespace ?? ""}/${d.metadata.name ?? ""}`;
+  const verdict = async (node: string): Promise<boolean> => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await reportsKernel(node);
+      } catch (error) {
+        const wait = RETRY_MS[attempt];
+        if (wait === undefined) {
+          log.warn("cannot tell whether a node runs this kernel; its HiveData is not armed", { node, error });
+          return false;
+        }
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
+  };
+  return (type, data) => {
+    const node = data.metadata.labels?.[LABEL_NODE] ?? "";
+    if (node === ownNode) return sink(type, data);
+    queue = queue.then(async () => {
+      if (type === "DELETED") {
+        passed.delete(key(data));
+        return sink(type, data);
+      }
+      if (await verdict(node)) {
+        passed.add(key(data));
+        return sink(type, data);
+      }
+      log.warn("HiveData from a node that does not run this kernel ignored", {
+        hiveData: key(data),
+        node,
+      });
+      if (passed.delete(key(data))) sink("DELETED", data);
+    });
+  };
+}
