@@ -28,6 +28,14 @@ const POD_CLAIM = "authentication.kubernetes.io/pod-name";
 export const ADMISSION_POLICY_NAME = "hive-agent-node-scope";
 export const TENANT_POLICY_NAME = "hive-tenant-scope";
 
+/** The one value of a pod-bound token's claim (`extra`), or '' (no claim: the policies refuse). */
+function claim(name: string): string {
+  return (
+    `'${name}' in request.userInfo.extra && size(request.userInfo.extra['${name}']) == 1` +
+    ` ? request.userInfo.extra['${name}'][0] : ''`
+  );
+}
+
 /** `object`/`oldObject` → the value of its node label, or '' (object is null on DELETE, oldObject on CREATE). */
 function nodeLabel(object: "object" | "oldObject"): string {
   return (
@@ -91,18 +99,8 @@ export function admissionManifests(
         { name: "is-hive-agent", expression: `request.userInfo.username == '${agentUsername(namespace)}'` },
       ],
       variables: [
-        {
-          name: "nodeName",
-          expression:
-            `'${NODE_CLAIM}' in request.userInfo.extra && size(request.userInfo.extra['${NODE_CLAIM}']) == 1` +
-            ` ? request.userInfo.extra['${NODE_CLAIM}'][0] : ''`,
-        },
-        {
-          name: "podName",
-          expression:
-            `'${POD_CLAIM}' in request.userInfo.extra && size(request.userInfo.extra['${POD_CLAIM}']) == 1` +
-            ` ? request.userInfo.extra['${POD_CLAIM}'][0] : ''`,
-        },
+        { name: "nodeName", expression: claim(NODE_CLAIM) },
+        { name: "podName", expression: claim(POD_CLAIM) },
         { name: "isData", expression: `request.resource.resource == '${PLURAL_DATA}'` },
         { name: "isLease", expression: "request.resource.resource == 'leases'" },
         { name: "newNode", expression: nodeLabel("object") },
@@ -179,9 +177,7 @@ export const AGENT_ONLY_POLICY_NAME = "hive-agent-only-writes";
  */
 function agentOnlyManifests(namespace: string): KubernetesObject[] {
   const agent = `request.userInfo.username == '${agentUsername(namespace)}'`;
-  const claimedNode =
-    `'${NODE_CLAIM}' in request.userInfo.extra && size(request.userInfo.extra['${NODE_CLAIM}']) == 1` +
-    ` ? request.userInfo.extra['${NODE_CLAIM}'][0] : ''`;
+  const claimedNode = claim(NODE_CLAIM);
   return boundPolicy(AGENT_ONLY_POLICY_NAME, {
     matchConstraints: {
       resourceRules: [

@@ -473,7 +473,8 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
     const userInfo = authenticator.authenticate(req.headers.authorization);
     const user = userInfo?.username ?? "system:anonymous";
     const r = route(url.pathname);
-    if (!userInfo) {
+    /** A request answered before routing (unauthenticated, or discovery), recorded by path. */
+    const recordPath = (code: number) =>
       requests.push({
         time: Date.now(),
         method,
@@ -481,24 +482,16 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
         resource: url.pathname,
         group: "",
         user,
-        code: 401,
+        code,
         query: url.search,
         userAgent: req.headers["user-agent"] ?? "",
       });
+    if (!userInfo) {
+      recordPath(401);
       throw errors.unauthorized();
     }
     if (r === "discovery") {
-      requests.push({
-        time: Date.now(),
-        method,
-        verb: "discovery",
-        resource: url.pathname,
-        group: "",
-        user,
-        code: 200,
-        query: url.search,
-        userAgent: req.headers["user-agent"] ?? "",
-      });
+      recordPath(200);
       const body = discovery(url.pathname);
       if (typeof body === "string") {
         res.writeHead(200, { "Content-Type": "text/plain" });
