@@ -20,14 +20,14 @@ export interface PolicyRule {
 export function clusterRules(): PolicyRule[] {
   return [
     // Discover and the loader follow every HivePolicy (policies live in any namespace).
-    { apiGroups: [GROUP], resources: [PLURAL_POLICY], verbs: ["get", "list", "watch", "patch"] },
+    { apiGroups: [GROUP], resources: [PLURAL_POLICY], verbs: ["list", "watch", "patch"] },
     // `patch` above is for the finalizer only: admission rejects any other change by the agent.
     // Status: matched containers, per-trap errors, conditions.
-    { apiGroups: [GROUP], resources: [`${PLURAL_POLICY}/status`], verbs: ["get", "patch", "update"] },
-    // Discover watches only the pods of its own node (field selector spec.nodeName), and the
-    // elected pod controller watches pod lifecycle. RBAC cannot restrict a grant by field
-    // selector, so this rule reads pods cluster-wide; the agent's requests are what narrow it.
-    { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
+    { apiGroups: [GROUP], resources: [`${PLURAL_POLICY}/status`], verbs: ["update"] },
+    // Discover watches only the pods of its own node (field selector spec.nodeName). RBAC
+    // cannot restrict a grant by field selector, so this rule reads pods cluster-wide; the
+    // agent's requests are what narrow it.
+    { apiGroups: [""], resources: ["pods"], verbs: ["list", "watch"] },
     // A kernel's Lease is genuinely held only by an agent of a node whose kubelet reports that
     // kernel (status.nodeInfo.bootID): candidates read the holder's Node (runtime/agent/loader-election.ts).
     { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
@@ -60,7 +60,7 @@ export function namespaceRules(callback: CallbackValues | undefined): PolicyRule
     {
       apiGroups: ["coordination.k8s.io"],
       resources: ["leases"],
-      verbs: ["get", "create", "update", "patch"],
+      verbs: ["get", "create", "update"],
     },
   ];
   // Callback credentials, read by name: only the Secrets the configuration names. Watched too

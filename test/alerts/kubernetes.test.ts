@@ -30,7 +30,7 @@ async function startApi(secrets: string[] = []): Promise<ApiServer> {
   const api = await startApiServer();
   cleanups.push(() => api.stop());
   const [headersSecret, signing] = secrets;
-  installHive(api, {
+  const installed = installHive(api, {
     image: "hive:test",
     ...(headersSecret
       ? {
@@ -42,6 +42,7 @@ async function startApi(secrets: string[] = []): Promise<ApiServer> {
         }
       : {}),
   });
+  cleanups.push(() => installed.assertNoRefusals());
   return api;
 }
 

@@ -37,11 +37,12 @@ async function apiWithSecret(authorization: string) {
   const api = await startApiServer();
   cleanups.push(() => api.stop());
   // The agent may read the headers Secret because the rendered Role names it.
-  installHive(api, {
+  const installed = installHive(api, {
     image: "hive:test",
     namespace: NS,
     callback: { url: "https://alerts.example/", headersSecret: SECRET },
   });
+  cleanups.push(() => installed.assertNoRefusals());
   const admin = api.kubeConfig().makeApiClient(CoreV1Api);
   await admin.createNamespacedSecret({
     namespace: NS,

@@ -39,10 +39,11 @@ describe("alert pipeline wired like the agent", () => {
   it("delivers signed alerts, records pod Events, and /metrics and /readyz tell the same story", async () => {
     const api = await startApiServer();
     cleanups.push(() => api.stop());
-    installHive(api, {
+    const installed = installHive(api, {
       image: "hive:test",
       callback: { url: "https://alerts.example/", signingSecret: { name: "hive-callback", key: "hmac-key" } },
     });
+    cleanups.push(() => installed.assertNoRefusals());
     const receiver = await startReceiver();
     cleanups.push(() => receiver.close());
     const dir = mkdtempSync(join(tmpdir(), "hive-wiring-"));

@@ -6,7 +6,7 @@
  */
 import { type HiveMonitorArgs, type KubernetesObject, renderManifests } from "../../component/index.ts";
 import { serviceAccountUser, type UserSpec } from "./authn.ts";
-import type { ApiServer } from "./server.ts";
+import { type ApiServer, matchesFilter, type RequestFilter, type RequestRecord } from "./server.ts";
 import { ApiError } from "./status.ts";
 
 export interface Installed {
@@ -14,7 +14,21 @@ export interface Installed {
   namespace: string;
   /** The agent's ServiceAccount as its pod (default `hive-agent-<node>`) on `node` authenticates. */
   agent(node: string, pod?: string): UserSpec;
+  /**
+   * Declares requests a test makes with an agent's token on purpose to see them refused (a
+   * forged write); any other refusal fails assertNoRefusals.
+   */
+  expectRefusals(filter: RequestFilter): void;
+  /** Requests made with an agent's token that the server refused (401, 403, 422), faults aside. */
+  refusals(): RequestRecord[];
+  /**
+   * Throws, naming them, when the server refused a request of the agent that the test did not
+   * expect: the agent must work with exactly the permissions the component renders.
+   */
+  assertNoRefusals(): void;
 }
+
+const REFUSED = new Set([401, 403, 422]);
 
 export function installHive(api: ApiServer, args: HiveMonitorArgs = { image: "hive:test" }): Installed {
   const manifests = renderManifests(args);
@@ -40,9 +54,30 @@ export function installHive(api: ApiServer, args: HiveMonitorArgs = { image: "hi
       api.store.update(def, o.metadata.namespace, name, body);
     }
   }
+  const agentUser = `system:serviceaccount:${namespace}:hive-agent`;
+  const expected: RequestFilter[] = [];
+  const refusals = () =>
+    api.requests.filter(
+      (r) =>
+        r.user === agentUser &&
+        REFUSED.has(r.code) &&
+        r.injected === undefined &&
+        !expected.some((f) => matchesFilter(r, f)),
+    );
   return {
     manifests,
     namespace,
     agent: (node, pod = `hive-agent-${node}`) => serviceAccountUser(namespace, "hive-agent", node, pod),
+    expectRefusals: (filter) => expected.push({ ...filter, user: agentUser }),
+    refusals,
+    assertNoRefusals() {
+      const refused = refusals();
+      if (refused.length === 0) return;
+      const lines = refused.map(
+        (r) =>
+          `${r.code} ${r.verb} ${r.resource} ${r.namespace ?? "(cluster)"}/${r.name ?? ""} as node ${r.node}`,
+      );
+      throw new Error(`the API server refused ${refused.length} agent request(s):\n${lines.join("\n")}`);
+    },
   };
 }

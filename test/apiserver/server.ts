@@ -93,6 +93,8 @@ export interface RequestRecord {
   userAgent: string;
   /** For a LIST: where kube-apiserver would have served it from (list-source.ts). */
   listSource?: ListSource;
+  /** Answered by an injected fault (inject), not by the server's own rules. */
+  injected?: true;
 }
 
 export interface RequestFilter {
@@ -242,7 +244,7 @@ function statusForCode(code: number, message: string): StatusBody {
   };
 }
 
-function matchesFilter(r: RequestRecord, f: RequestFilter): boolean {
+export function matchesFilter(r: RequestRecord, f: RequestFilter): boolean {
   return (
     (f.verb === undefined || r.verb === f.verb) &&
     (f.resource === undefined || r.resource === f.resource) &&
@@ -525,6 +527,7 @@ export async function startApiServer(options: StartOptions = {}): Promise<ApiSer
     for (const f of faults) {
       if (f.remaining <= 0 || !matchesFilter(record, f) || (f.when && !f.when(record))) continue;
       f.remaining -= 1;
+      if (f.drop || f.status) record.injected = true;
       if (f.delayMs) await new Promise((resolve) => setTimeout(resolve, f.delayMs));
       if (f.drop) {
         record.code = -1;

@@ -218,15 +218,15 @@ describe("HiveMonitor with the minimal configuration", () => {
     const cluster = find(result.resources, "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole");
     const role = find(result.resources, "kubernetes:rbac.authorization.k8s.io/v1:Role");
     expect(verbsByResource(cluster.rules)).toEqual({
-      "hive-operator.com/hivepolicies": ["get", "list", "patch", "watch"],
-      "hive-operator.com/hivepolicies/status": ["get", "patch", "update"],
-      "core/pods": ["get", "list", "watch"],
+      "hive-operator.com/hivepolicies": ["list", "patch", "watch"],
+      "hive-operator.com/hivepolicies/status": ["update"],
+      "core/pods": ["list", "watch"],
       "core/nodes": ["get"],
       "core/events": ["create", "delete", "list", "patch", "update", "watch"],
     });
     expect(verbsByResource(role.rules)).toEqual({
       "hive-operator.com/hivedata": ["create", "delete", "get", "list", "patch", "update", "watch"],
-      "coordination.k8s.io/leases": ["create", "get", "patch", "update"],
+      "coordination.k8s.io/leases": ["create", "get", "update"],
     });
     for (const [path, value] of walk([cluster.rules, role.rules])) {
       expect(value, path).not.toBe("*");

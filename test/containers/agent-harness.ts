@@ -40,7 +40,10 @@ export interface AgentWithContainers {
   /** Asks the agent to shut down (as SIGTERM does); `exited` settles with its exit code. */
   stop(): void;
   exited: Promise<number>;
-  /** Stops the agent (if still running), the stand-in, containerd and the receiver; removes the state. */
+  /**
+   * Stops the agent (if still running), the stand-in, containerd and the receiver; removes the
+   * state. Fails when the server refused an agent request (installed.assertNoRefusals).
+   */
   close(): Promise<void>;
 }
 
@@ -167,6 +170,7 @@ export async function startAgentWithContainers(
       await cd.stop();
       receiver.close();
       rmSync(stateDir, { recursive: true, force: true });
+      installed.assertNoRefusals();
     },
   };
 }

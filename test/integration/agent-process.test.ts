@@ -20,12 +20,16 @@ afterEach(async () => {
   if (child && child.exitCode === null) child.kill("SIGKILL");
   await api?.stop();
   rmSync(spoolDir, { recursive: true, force: true });
+  refusalCheck?.();
+  refusalCheck = undefined;
 });
+let refusalCheck: (() => void) | undefined;
 
 describe("the agent process", () => {
   it("becomes ready, and on SIGTERM releases its Lease and exits 0", async () => {
     api = await startApiServer({ crds: hiveCrds() });
-    installHive(api, { image: "hive:test", namespace: "hive-system" });
+    const installed = installHive(api, { image: "hive:test", namespace: "hive-system" });
+    refusalCheck = () => installed.assertNoRefusals();
     let stderr = "";
     child = spawnAgentProcess(api, { node: "node-p", pod: "agent-p" }, [
       "--runtime-socket",

@@ -84,6 +84,7 @@ describe("a control plane no tenant or node can forge", () => {
       expect(statusOf(err).message).toContain("only the Hive agent");
     }
     // A compromised node-2 writing HiveData for node-1 (whose kernel it does not run).
+    c.installed.expectRefusals({ node: "node-2", verb: "create", resource: "hivedata" });
     const node2 = c.api.kubeConfig(c.installed.agent("node-2")).makeApiClient(CustomObjectsApi);
     const err = await rejection(
       node2.createNamespacedCustomObject({
@@ -125,6 +126,7 @@ describe("a control plane no tenant or node can forge", () => {
       })) as { metadata: { finalizers?: string[] } };
       return p.metadata.finalizers?.includes(POLICY_FINALIZER);
     }, "the agent's finalizer");
+    c.installed.expectRefusals({ node: "node-2", verb: "patch", resource: "hivepolicies" });
     const node2 = c.api.kubeConfig(c.installed.agent("node-2")).makeApiClient(CustomObjectsApi);
     const patch = (metadata: Record<string, unknown>) =>
       rejection(
@@ -183,6 +185,7 @@ describe("a control plane no tenant or node can forge", () => {
         subjects: [{ kind: "User", name: "mallory-events", apiGroup: "rbac.authorization.k8s.io" }],
       },
     });
+    c.installed.expectRefusals({ node: "node-2", verb: "create", resource: "events" });
     for (const [who, kc] of [
       ["a user allowed to create Events", tenant],
       ["node-2's agent", c.api.kubeConfig(c.installed.agent("node-2"))],
@@ -212,6 +215,7 @@ describe("elections a compromised node cannot win", () => {
     await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
     await eventually(() => node1.activeKernel()?.entries.some((e) => e.kind === "file"), "kernel A armed");
     const name = `hive-loader-${KERNEL_A}`;
+    c.installed.expectRefusals({ node: "node-2", verb: "update", resource: "leases", name });
     const attacker = c.api.kubeConfig(c.installed.agent("node-2")).makeApiClient(CoordinationV1Api);
     const takeAs = async (holder: string) => {
       const lease = await attacker.readNamespacedLease({ name, namespace: AGENT_NS });

@@ -374,10 +374,12 @@ export class Cluster {
     return this.nodes.filter((n) => n.kernelId === kernelId && n.agent.loader() !== undefined);
   }
 
+  /** Stops everything; fails the test when the server refused an agent request it did not expect. */
   async stop(): Promise<void> {
     await Promise.all(this.nodes.map((n) => n.agent.stop()));
     await this.api.stop();
     rmSync(this.base, { recursive: true, force: true });
+    this.installed.assertNoRefusals();
   }
 }
 
