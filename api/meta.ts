@@ -22,7 +22,7 @@ export const LABEL_TRAP_ID = "trap-id";
 export const LABEL_KERNEL_ID = `${GROUP}/kernel-id`;
 export const LABEL_NODE = `${GROUP}/node`;
 export const LABEL_POLICY = `${GROUP}/policy`;
-/** Namespace of the HivePolicy: HiveData lives beside its Pod (ownerReferences cannot cross namespaces). */
+/** Namespace of the HivePolicy: HiveData lives in the monitor's namespace, whatever the policy's. */
 export const LABEL_POLICY_NAMESPACE = `${GROUP}/policy-namespace`;
 export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
 

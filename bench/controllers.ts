@@ -26,7 +26,7 @@ import type { HiveTrap } from "../api/policy.ts";
 import { DEFAULT_LEASE } from "../runtime/k8s/lease.ts";
 import { installHive } from "../test/apiserver/install.ts";
 import { type ApiServer, startApiServer } from "../test/apiserver/server.ts";
-import { waitFor } from "../test/apiserver/testing.ts";
+import { seedNode, waitFor } from "../test/apiserver/testing.ts";
 import { Cluster, spawnAgentProcess } from "../test/integration/harness.ts";
 import { idleRequests, podsRoleMemory, startAtOnce } from "./cluster-scale.ts";
 
@@ -247,6 +247,7 @@ async function agentProcess(forceGc: boolean): Promise<void> {
   const base = mkdtempSync(join(tmpdir(), "hive-bench-proc-"));
   try {
     installHive(api, { image: "hive:bench", namespace: "hive-system" });
+    seedNode(api, "node-1", "00000000-0000-4000-8000-00000000be0c");
     for (let i = 0; i < pods; i++) {
       const id = `c${String(i).padStart(8, "0")}`;
       const pid = 10_000 + i;

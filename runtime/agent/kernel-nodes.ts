@@ -7,6 +7,7 @@
  */
 import type { HiveData } from "../../api/data.ts";
 import { LABEL_NODE } from "../../api/meta.ts";
+import type { NodeOwner } from "../controllers/hive-data.ts";
 import type { WatchEventType } from "../controllers/ports.ts";
 import { isNotFound } from "../k8s/api-errors.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
@@ -32,6 +33,25 @@ export function createNodeKernelCheck(
     }
     genuine.set(node, performance.now() + rememberMs);
     return true;
+  };
+}
+
+/**
+ * This agent's own Node as the owner of its HiveData, read once (a node's uid never changes).
+ * A Node that does not exist is an error: NODE_NAME must name the node the agent runs on.
+ */
+export function createNodeOwner(
+  clients: Pick<KubeClients, "core">,
+  nodeName: string,
+): () => Promise<NodeOwner> {
+  let owner: NodeOwner | undefined;
+  return async () => {
+    if (owner) return owner;
+    const node = await clients.core.readNode({ name: nodeName });
+    const uid = node.metadata?.uid;
+    if (!uid) throw new Error(`Node ${nodeName} has no uid`);
+    owner = { apiVersion: "v1", kind: "Node", name: nodeName, uid };
+    return owner;
   };
 }
 

@@ -40,7 +40,7 @@ import type { KubeClients } from "../k8s/kube-client.ts";
 import { type LeaderElectionOptions, LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
 import type { KernelWatcher } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
-import { createNodeKernelCheck, guardKernelData } from "./kernel-nodes.ts";
+import { createNodeKernelCheck, createNodeOwner, guardKernelData } from "./kernel-nodes.ts";
 import { LoaderElector } from "./loader-election.ts";
 import type { RoleElector } from "./node-lock.ts";
 
@@ -136,6 +136,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     kernelId,
     resolver: options.resolver,
     writer,
+    nodeOwner: createNodeOwner(clients, nodeName),
     reporter: withTrapErrorListener(createTrapErrorReporter(clients.core, nodeName), options.onTrapErrors),
     log: log.child({ controller: "discover" }),
     ...(options.observeReconcile ? { observeReconcile: reconcileObserver("discover") } : {}),
@@ -271,6 +272,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       }
       const controller = createLoaderController({
         kernelId,
+        nodeName,
         kernel,
         writer,
         log: log.child({ controller: "loader" }),
@@ -300,6 +302,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   if (options.roles?.pods !== false) {
     leadRole("pods", byPodsLease, async () => {
       const controller = createPodsController({
+        nodeName,
         writer,
         policyWriter: createPolicyWriter(clients.custom),
         log: log.child({ controller: "pods" }),

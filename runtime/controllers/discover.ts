@@ -20,7 +20,7 @@ import type { Logger } from "../log.ts";
 import { displaySafe } from "../text.ts";
 import { byContainer, collectItems, type Item } from "./discover-items.ts";
 import { applyDataChanges } from "./discover-writes.ts";
-import { buildHiveData, markMissing } from "./hive-data.ts";
+import { buildHiveData, markMissing, type NodeOwner } from "./hive-data.ts";
 import { inPool } from "./in-pool.ts";
 import {
   type DataWriter,
@@ -46,6 +46,11 @@ export interface DiscoverOptions {
   kernelId: string;
   resolver: FileResolver;
   writer: DataWriter;
+  /**
+   * The Node this agent runs on, as the owner of its HiveData (read when first needed; a
+   * failure is retried with backoff and nothing is written meanwhile).
+   */
+  nodeOwner?: () => Promise<NodeOwner>;
   reporter: TrapErrorReporter;
   log: Logger;
   /** Backoff for containers not ready: base and cap (ms). */
@@ -89,6 +94,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
   /** Since when each trap × container has been waiting for its container (for the report delay). */
   const waitingSince = new Map<string, number>();
   const notReadyReportMs = options.notReadyReportMs ?? 30_000;
+  let ownerAttempts = 0;
   const stats: DiscoverStats = { passes: 0, resolved: 0, created: 0, updated: 0, deleted: 0, errors: 0 };
 
   async function pass(): Promise<void> {
@@ -97,6 +103,21 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
     const keep = new Set<string>();
     const errors = new TrapErrors(nodeName);
     const items = collectItems(policies.values(), pods.values(), options.platformNamespace, errors, log);
+    let owner: NodeOwner | undefined;
+    if (options.nodeOwner && items.length > 0) {
+      try {
+        owner = await options.nodeOwner();
+        ownerAttempts = 0;
+      } catch (error) {
+        ownerAttempts += 1;
+        log.warn("cannot read this agent's Node, which owns its HiveData; nothing is written until it can", {
+          node: nodeName,
+          error,
+        });
+        runner.retryIn(backoffDelay(ownerAttempts, { baseMs: retryBaseMs, maxMs: retryMaxMs }, () => 1));
+        return;
+      }
+    }
 
     let nextRetryMs = Number.POSITIVE_INFINITY;
     const record = (item: Item, trap: HiveTrap, outcome: ResolveOutcome) => {
@@ -118,6 +139,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
             namespace: item.namespace,
             file: found.key,
             parent: found.parent,
+            owner,
           }),
         );
         if (found.created)

@@ -76,6 +76,20 @@ export interface DataInput {
   namespace: string;
   file: FileKey;
   parent: FileKey;
+  /** The writer's Node: its HiveData goes with it when the node leaves the cluster. */
+  owner?: NodeOwner | undefined;
+}
+
+/**
+ * The Node as the owner of its agent's HiveData. A namespaced object may name a cluster-scoped
+ * owner: when a node is deleted, the garbage collector removes what its agent wrote, which no
+ * other agent may delete (admission keeps each agent to its own node's HiveData).
+ */
+export interface NodeOwner {
+  apiVersion: "v1";
+  kind: "Node";
+  name: string;
+  uid: string;
 }
 
 export function buildHiveData(input: DataInput): HiveData {
@@ -99,9 +113,11 @@ export function buildHiveData(input: DataInput): HiveData {
     metadata: {
       name: dataName(input.trapId, container.containerId, podName),
       // In the monitor's namespace, not the pod's: the agent's Role reaches only there, and no
-      // tenant can write HiveData beside its pods. No Pod ownerReference (owners must share the
-      // namespace): discover removes the HiveData of its node's finished or deleted pods.
+      // tenant can write HiveData beside its pods. No Pod ownerReference (a namespaced owner must
+      // share the namespace): discover removes the HiveData of its node's finished or deleted
+      // pods, and the Node owns it for when the node itself is gone.
       namespace: input.namespace,
+      ...(input.owner ? { ownerReferences: [{ ...input.owner }] } : {}),
       labels: {
         [LABEL_TRAP_ID]: input.trapId,
         [LABEL_KERNEL_ID]: input.kernelId,
@@ -132,10 +148,14 @@ function sameRecord(
   return ka.length === kb.length && ka.every((k) => a?.[k] === b?.[k]);
 }
 
+const ownerUids = (d: HiveData): string =>
+  ((d.metadata.ownerReferences ?? []) as { uid?: string }[]).map((r) => r.uid ?? "").join(",");
+
 /** True when `current` already says everything `desired` says (so no write is needed). */
 export function dataUpToDate(current: HiveData, desired: HiveData): boolean {
   return (
     JSON.stringify(current.spec) === JSON.stringify(desired.spec) &&
+    ownerUids(current) === ownerUids(desired) &&
     sameRecord(current.metadata.labels, desired.metadata.labels) &&
     sameRecord(current.metadata.annotations, desired.metadata.annotations, [ANNOTATION_RESOLVE_REQUEST])
   );

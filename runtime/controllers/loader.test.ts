@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { HiveData } from "../../api/data.ts";
 import { trapId } from "../../api/ids.ts";
-import { ANNOTATION_RESOLVE_REQUEST, LABEL_KERNEL_ID, LABEL_TRAP_ID } from "../../api/meta.ts";
+import { ANNOTATION_RESOLVE_REQUEST, LABEL_KERNEL_ID, LABEL_NODE, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { RecordingKernel } from "../../test/integration/harness.ts";
 import { createLogger } from "../log.ts";
@@ -23,12 +23,15 @@ const policy: HivePolicy = {
 };
 const idOf = (i: number) => trapId({ namespace: "hive", name: "p" }, policy.spec.traps[i] ?? { path: "" });
 
+const NODE = "n1";
+
 function data(
   name: string,
   trap: string,
   ino: number,
   accesses: HiveData["spec"]["accesses"],
   kernel = KERNEL,
+  node = NODE,
 ): HiveData {
   return {
     apiVersion: "hive-operator.com/v1alpha1",
@@ -36,7 +39,7 @@ function data(
     metadata: {
       name,
       namespace: "default",
-      labels: { [LABEL_TRAP_ID]: trap, [LABEL_KERNEL_ID]: kernel },
+      labels: { [LABEL_TRAP_ID]: trap, [LABEL_KERNEL_ID]: kernel, [LABEL_NODE]: node },
       annotations: { [ANNOTATION_PARENT]: "8:1:2" },
     },
     spec: { "inode-no": ino, "kernel-id": kernel, device: { major: 8, minor: 1 }, accesses },
@@ -65,6 +68,7 @@ function routingLoader(kernel = new RecordingKernel(), extra: { maxHeldEvents?: 
   const accesses: string[][] = [];
   const loader = createLoaderController({
     kernelId: KERNEL,
+    nodeName: NODE,
     kernel,
     writer: recordingWriter().writer,
     log: createLogger({}, { level: "error" }),
@@ -82,6 +86,7 @@ describe("loader controller", () => {
     const accesses: string[][] = [];
     const loader = createLoaderController({
       kernelId: KERNEL,
+      nodeName: NODE,
       kernel,
       writer,
       log: createLogger({}, { level: "error" }),
@@ -98,6 +103,11 @@ describe("loader controller", () => {
       data("other-kernel", idOf(0), 300, ["read"], "ffffffff-0000-4000-8000-000000000000"),
     );
     loader.onData("ADDED", data("orphan", "0000000000000000000000000000000000000000", 400, ["read"]));
+    // Another node's orphan (a kernel shared by two nodes) is that node's to delete, never this one's.
+    loader.onData(
+      "ADDED",
+      data("other-node-orphan", "0000000000000000000000000000000000000000", 500, ["read"], KERNEL, "n2"),
+    );
     loader.markSynced();
     await loader.idle();
     const files = kernel.entries.filter((e) => e.kind === "file");

@@ -20,7 +20,7 @@
  * another trap.
  */
 import { type HiveData, inodeOf } from "../../api/data.ts";
-import { ANNOTATION_RESOLVE_REQUEST, LABEL_KERNEL_ID, LABEL_TRAP_ID } from "../../api/meta.ts";
+import { ANNOTATION_RESOLVE_REQUEST, LABEL_KERNEL_ID, LABEL_NODE, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import type { KernelEvent, KernelWatcher, WatchEntry } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
@@ -32,6 +32,12 @@ import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.
 
 export interface LoaderOptions {
   kernelId: string;
+  /**
+   * This agent's node: the loader deletes only its orphans. Admission keeps each agent to its
+   * own node's HiveData; another node's orphans are that node's discover's to remove (or go
+   * with its Node), and stay out of the kernel map meanwhile.
+   */
+  nodeName: string;
   kernel: KernelWatcher;
   writer: DataWriter;
   log: Logger;
@@ -102,8 +108,6 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     liveTraps().get(d.metadata.labels?.[LABEL_TRAP_ID] ?? "");
   const data = new Map<string, HiveData>();
   const orphanSince = new Map<string, number>();
-  /** Orphans on other nodes that admission does not let this loader delete (they stay out of the kernel map). */
-  const notOurs = new Set<string>();
   const lastRequest = new Map<string, number>();
   /** Stable slots per watched key, so events in flight during a resync still map correctly. */
   const slotOfKey = new Map<string, number>();
@@ -144,18 +148,12 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       const since = orphanSince.get(key) ?? now;
       orphanSince.set(key, since);
       if (now - since >= orphanGraceMs) {
-        if (notOurs.has(key)) continue;
-        try {
-          await writer.remove(d.metadata.namespace ?? "default", d.metadata.name ?? "");
-          log.info("deleted HiveData whose trap no longer exists", { name: key });
-          data.delete(key);
-          orphanSince.delete(key);
-          stats.orphansDeleted += 1;
-        } catch (error) {
-          // Admission keeps a loader to its own node's HiveData: the owning node's discover drops it.
-          if (!isForbidden(error)) throw error;
-          notOurs.add(key);
-        }
+        if (d.metadata.labels?.[LABEL_NODE] !== options.nodeName) continue;
+        await writer.remove(d.metadata.namespace ?? "default", d.metadata.name ?? "");
+        log.info("deleted HiveData whose trap no longer exists", { name: key });
+        data.delete(key);
+        orphanSince.delete(key);
+        stats.orphansDeleted += 1;
       } else {
         runner.retryIn(orphanGraceMs - (now - since));
       }
@@ -308,7 +306,6 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       if (type === "DELETED") {
         const key = objectKey(d);
         data.delete(key);
-        notOurs.delete(key);
         orphanSince.delete(key);
         lastRequest.delete(key);
       } else data.set(objectKey(d), d);

@@ -6,12 +6,12 @@
  *   only on change.
  * It watches no pods: the HiveData of a pod that finished or was deleted is removed by the
  * discover controller of the pod's node, which watches that node's pods anyway (and is the only
- * agent admission lets delete it); a deleted pod's HiveData also goes with the Pod through its
- * ownerReference. A cache of every pod of the cluster here would make the elected agent's memory
+ * agent admission lets delete it); the HiveData of a node that left the cluster goes with its
+ * Node, which owns it. A cache of every pod of the cluster here would make the elected agent's memory
  * grow with the cluster's size.
  */
 import type { HiveData } from "../../api/data.ts";
-import { LABEL_POLICY, LABEL_POLICY_NAMESPACE, POLICY_FINALIZER } from "../../api/meta.ts";
+import { LABEL_NODE, LABEL_POLICY, LABEL_POLICY_NAMESPACE, POLICY_FINALIZER } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import type { Logger } from "../log.ts";
 import {
@@ -23,7 +23,6 @@ import {
 } from "./policy-status.ts";
 import {
   type DataWriter,
-  isForbidden,
   type NodeTrapError,
   objectKey,
   type PolicyWriter,
@@ -33,6 +32,8 @@ import {
 import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
 
 export interface PodsOptions {
+  /** This agent's node: of a deleted policy's HiveData it removes only its own (admission's rule). */
+  nodeName: string;
   writer: DataWriter;
   policyWriter: PolicyWriter;
   /** Removes the trap-error Events of a deleted policy (they are the nodes', but nobody else will). */
@@ -62,7 +63,6 @@ export interface PodsController extends ControllerLifecycle<PodsStats> {
 export function createPodsController(options: PodsOptions): PodsController {
   const { writer, policyWriter, log } = options;
   const finalizerWaitMs = options.finalizerWaitMs ?? 60_000;
-  let forbiddenLogged = false;
   const policies = new Map<string, HivePolicy>();
   const data = new Map<string, HiveData>();
   const trapErrors = new Map<string, NodeTrapError>();
@@ -73,19 +73,10 @@ export function createPodsController(options: PodsOptions): PodsController {
     finalizersRemoved: 0,
   };
 
-  /** False when admission keeps this agent off another node's HiveData: that node's discover removes it. */
+  /** Removes this node's HiveData; false for another node's, which its own discover removes. */
   async function removeData(d: HiveData): Promise<boolean> {
-    try {
-      await writer.remove(d.metadata.namespace ?? "default", d.metadata.name ?? "");
-    } catch (error) {
-      if (!isForbidden(error)) throw error;
-      if (!forbiddenLogged)
-        log.info("admission keeps this agent to its own node's HiveData; other nodes clean up their own", {
-          error,
-        });
-      forbiddenLogged = true;
-      return false;
-    }
+    if (d.metadata.labels?.[LABEL_NODE] !== options.nodeName) return false;
+    await writer.remove(d.metadata.namespace ?? "default", d.metadata.name ?? "");
     data.delete(objectKey(d));
     return true;
   }
@@ -108,8 +99,9 @@ export function createPodsController(options: PodsOptions): PodsController {
             else left += 1;
           }
         }
-        // HiveData this agent may not delete goes with its node's discover (which drops deleting policies);
-        // the finalizer waits for that, but not forever: a dead node's leftovers go with their pods (ownerReference).
+        // Another node's HiveData goes with that node's discover (which drops deleting policies); the
+        // finalizer waits for that, but not forever: a node that never returns takes its HiveData
+        // with it (the Node owns it), and one that returns removes it on its first pass.
         const deletingSince = Date.parse(String(policy.metadata.deletionTimestamp));
         const waited = Date.now() - (Number.isNaN(deletingSince) ? 0 : deletingSince);
         if (left > 0 && waited < finalizerWaitMs) {

@@ -42,7 +42,7 @@ async function startApi(secrets: string[] = []): Promise<ApiServer> {
         }
       : {}),
   });
-  cleanups.push(() => installed.assertNoRefusals());
+  cleanups.push(async () => installed.assertNoRefusals());
   return api;
 }
 

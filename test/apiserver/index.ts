@@ -10,4 +10,4 @@ export {
   startApiServer,
   type Verb,
 } from "./server.ts";
-export { podBody, rejection, setPodRunning, statusOf, waitFor } from "./testing.ts";
+export { podBody, rejection, seedNode, setPodRunning, statusOf, waitFor } from "./testing.ts";

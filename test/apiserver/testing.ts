@@ -1,5 +1,6 @@
 /** Small helpers for tests that drive the stand-in through @kubernetes/client-node. */
 import type { CoreV1Api } from "@kubernetes/client-node";
+import type { ApiServer } from "./server.ts";
 
 /** Polls `probe` until it returns a value other than undefined/false, or fails after `timeoutMs`. */
 export async function waitFor<T>(
@@ -91,4 +92,17 @@ export async function setPodRunning(
       },
     },
   });
+}
+
+/**
+ * Creates the Node `name` (or sets its boot id) as its kubelet reports it: status written
+ * through the status subresource (create drops it). The agent reads its own Node, which owns
+ * its HiveData, and other nodes' boot ids.
+ */
+export function seedNode(api: ApiServer, name: string, bootID: string): void {
+  const def = api.resource("nodes");
+  const existing =
+    api.store.stored("", "nodes").find((n) => n.metadata.name === name) ??
+    api.store.create(def, undefined, { metadata: { name } });
+  api.store.update(def, undefined, name, { ...existing, status: { nodeInfo: { bootID } } }, "status");
 }

@@ -16,6 +16,7 @@ import { createLogger } from "../../runtime/log.ts";
 import { watchTableFileFor } from "../../runtime/standalone/watch-table-file.ts";
 import { installHive } from "../apiserver/install.ts";
 import { type ApiServer, startApiServer } from "../apiserver/server.ts";
+import { seedNode } from "../apiserver/testing.ts";
 import { RecordingKernel } from "../integration/harness.ts";
 import { type Containerd, startContainerd } from "./containerd-harness.ts";
 
@@ -86,6 +87,8 @@ export async function startAgentWithContainers(
     namespace: AGENT_NAMESPACE,
     callback: { url: callback, headersSecret: "callback-headers" },
   });
+  // The Node as its kubelet reports it: it owns the agent's HiveData.
+  seedNode(api, options.nodeName, options.kernelId);
   await core.createNamespacedSecret({
     namespace: AGENT_NAMESPACE,
     body: { metadata: { name: "callback-headers" }, stringData: { Authorization: CALLBACK_TOKEN } },

@@ -35,7 +35,7 @@ import { createLogger } from "../../runtime/log.ts";
 import { serviceAccountUser } from "../apiserver/authn.ts";
 import { type Installed, installHive } from "../apiserver/install.ts";
 import { type ApiServer, type StartOptions, startApiServer } from "../apiserver/server.ts";
-import { setPodRunning, waitFor } from "../apiserver/testing.ts";
+import { seedNode, setPodRunning, waitFor } from "../apiserver/testing.ts";
 
 export const AGENT_NS = "hive-system";
 export const POLICY_NS = "hive-system";
@@ -254,13 +254,7 @@ export class Cluster {
 
   /** Creates the Node (or sets its boot id) as the kubelet reports it. */
   async ensureNode(name: string, bootID: string): Promise<void> {
-    const def = this.api.resource("nodes");
-    const body = { status: { nodeInfo: { bootID } } };
-    // Status is written through its subresource, as the kubelet does (create drops it).
-    const existing =
-      this.api.store.stored("", "nodes").find((n) => n.metadata.name === name) ??
-      this.api.store.create(def, undefined, { metadata: { name } });
-    this.api.store.update(def, undefined, name, { ...existing, status: body.status }, "status");
+    seedNode(this.api, name, bootID);
   }
 
   /** A pod on `node` whose containers run (status written through the status subresource, as the kubelet does). */

@@ -53,3 +53,26 @@ describe("the pods role", () => {
       expect(decodeURIComponent(r.query.replaceAll("+", " "))).toContain("spec.nodeName=node-2");
   });
 });
+
+describe("a node that leaves the cluster", () => {
+  it("takes its HiveData with it (the Node owns it), which no other agent may delete", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    const node1 = await c.addNode("node-1", KERNEL_A);
+    const node2 = await c.addNode("node-2", KERNEL_B);
+    await c.addPod("web-1", "node-1");
+    await c.addPod("web-2", "node-2");
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    await eventually(async () => (await podNames(c)).join() === "web-1,web-2", "both nodes' HiveData");
+    const node2Uid = c.api.store.stored("", "nodes").find((n) => n.metadata.name === "node-2")?.metadata.uid;
+    const owners = (await c.data()).find((d) => d.metadata.annotations?.pod_name === "web-2")?.metadata
+      .ownerReferences;
+    expect(owners).toEqual([{ apiVersion: "v1", kind: "Node", name: "node-2", uid: node2Uid }]);
+
+    // node-2 dies and is removed from the cluster, as a cloud's node lifecycle controller does.
+    await node2.agent.stop();
+    await c.admin.core.deleteNode({ name: "node-2" });
+    await eventually(async () => (await podNames(c)).join() === "web-1", "node-2's HiveData gone with its Node");
+    expect(node1.agent.discover.stats().deleted).toBe(0);
+  });
+});

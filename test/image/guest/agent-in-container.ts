@@ -18,7 +18,7 @@ import { GROUP, PLURAL_DATA, VERSION } from "../../../api/meta.ts";
 import { startReceiver } from "../../alerts/receiver.ts";
 import { installHive } from "../../apiserver/install.ts";
 import { startApiServer } from "../../apiserver/server.ts";
-import { setPodRunning, waitFor } from "../../apiserver/testing.ts";
+import { seedNode, setPodRunning, waitFor } from "../../apiserver/testing.ts";
 import { type Containerd, startContainerd } from "../../containers/containerd-harness.ts";
 import { selfSignedCertificate } from "../../fixtures/self-signed.ts";
 import { ctrRunArgs } from "../ctr-run-args.ts";
@@ -120,6 +120,8 @@ try {
     spoolDir: join(work, "spool"),
     traps: [{ path: TRAPPED, match: { matchLabels: { security: "high" } } }],
   });
+  // The Node as its kubelet reports it (this guest's boot id): it owns the agent's HiveData.
+  seedNode(api, NODE, readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim());
   const objects = installed.manifests;
   const daemonSet = objects.find((o) => o.kind === "DaemonSet") as unknown as {
     metadata: { namespace: string };
@@ -279,6 +281,8 @@ try {
     await terminate();
   }
   mark("agentStopped", "done");
+  // Every request of the agent passed the rendered RBAC and admission policies.
+  installed.assertNoRefusals();
   result.ok = true;
   await receiver.close();
   await api.stop();
