@@ -72,7 +72,10 @@ describe("a node that leaves the cluster", () => {
     // node-2 dies and is removed from the cluster, as a cloud's node lifecycle controller does.
     await node2.agent.stop();
     await c.admin.core.deleteNode({ name: "node-2" });
-    await eventually(async () => (await podNames(c)).join() === "web-1", "node-2's HiveData gone with its Node");
+    await eventually(
+      async () => (await podNames(c)).join() === "web-1",
+      "node-2's HiveData gone with its Node",
+    );
     expect(node1.agent.discover.stats().deleted).toBe(0);
   });
 });
