@@ -25,7 +25,7 @@ import type { AlertSource } from "../runtime/alerts/alert-source.ts";
 import { createBootClock } from "../runtime/alerts/boot-clock.ts";
 import { buildAlert } from "../runtime/alerts/build-alert.ts";
 import { type AlertPipelineConfig, createAlertPipeline } from "../runtime/alerts/pipeline.ts";
-import { openSpool } from "../runtime/alerts/spool.ts";
+import { openSpool } from "../runtime/alerts/spool/spool.ts";
 import type { KernelEvent } from "../runtime/kernel/contract.ts";
 import { createLogger } from "../runtime/log.ts";
 import { createHiveMetrics } from "../runtime/metrics/metrics.ts";

@@ -15,7 +15,7 @@ import type { CoreV1Api, CustomObjectsApi, V1Secret, Watch } from "@kubernetes/c
 import { HiveError, isHiveError } from "../errors.ts";
 import { createInformer, type Informer } from "../k8s/informer.ts";
 import type { Logger } from "../log.ts";
-import type { DestinationOptions } from "./dispatcher.ts";
+import type { DestinationOptions } from "./delivery/dispatcher.ts";
 
 export interface CallbackSecretWatchOptions {
   clients: { core: CoreV1Api; custom: CustomObjectsApi; watch: Watch };

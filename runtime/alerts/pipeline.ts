@@ -28,10 +28,10 @@ import {
   type DestinationOptions,
   type Dispatcher,
   type DispatcherOptions,
-} from "./dispatcher.ts";
+} from "./delivery/dispatcher.ts";
 import type { PodEventRecorder } from "./pod-events.ts";
 import { createTrapRateLimiter, type RateLimitOptions, type TrapRateLimiter } from "./rate-limit.ts";
-import { openSpool, type Spool, type SpoolOptions } from "./spool.ts";
+import { openSpool, type Spool, type SpoolOptions } from "./spool/spool.ts";
 import { type LineSink, stdoutSink } from "./stdout-sink.ts";
 
 export interface AlertPipelineConfig {

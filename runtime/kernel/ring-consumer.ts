@@ -141,7 +141,7 @@ export class RingConsumer {
 
   /**
    * Acknowledges at the end of this turn: after the spool wrote what the listeners appended
-   * (spool-writer.ts writes with setImmediate, scheduled before this one).
+   * (runtime/alerts/spool/spool-writer.ts writes with setImmediate, scheduled before this one).
    */
   private scheduleAck(): void {
     if (this.ackScheduled) return;

@@ -76,7 +76,7 @@ export interface HiveMetrics {
   readonly pendingAlerts: Gauge;
   readonly spoolBytes: Gauge;
   readonly spoolCorruptFiles: Counter;
-  /** Failed attempts to write the spool, by reason (runtime/alerts/spool-file.ts SPOOL_WRITE_ERRORS). */
+  /** Failed attempts to write the spool, by reason (runtime/alerts/spool/spool-file.ts SPOOL_WRITE_ERRORS). */
   readonly spoolWriteErrors: Counter<"reason">;
   readonly watchedFiles: Gauge;
   readonly reconcileDuration: Histogram<"controller">;

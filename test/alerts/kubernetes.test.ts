@@ -8,7 +8,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
 import { createBootClock } from "../../runtime/alerts/boot-clock.ts";
 import { buildAlert } from "../../runtime/alerts/build-alert.ts";
-import { resolveDestinations } from "../../runtime/alerts/destinations.ts";
+import { resolveDestinations } from "../../runtime/alerts/delivery/destinations.ts";
+import { loadSecretHeaders } from "../../runtime/alerts/delivery/secret-headers.ts";
 import {
   createPodEventRecorder,
   EVENT_MESSAGE_MAX,
@@ -16,7 +17,6 @@ import {
   type PodEventRecorder,
   type PodEventRecorderOptions,
 } from "../../runtime/alerts/pod-events.ts";
-import { loadSecretHeaders } from "../../runtime/alerts/secret-headers.ts";
 import { isHiveError } from "../../runtime/errors.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { serviceAccountUser } from "../apiserver/authn.ts";

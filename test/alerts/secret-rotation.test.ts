@@ -12,7 +12,7 @@ import { CoreV1Api } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { AUTH_FAILURE_REASON, createAuthFailureReporter } from "../../runtime/alerts/auth-failure-event.ts";
 import { watchCallbackSecrets } from "../../runtime/alerts/callback-secret-watch.ts";
-import { resolveDestinations } from "../../runtime/alerts/destinations.ts";
+import { resolveDestinations } from "../../runtime/alerts/delivery/destinations.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { createKubeClients } from "../../runtime/k8s/kube-client.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";

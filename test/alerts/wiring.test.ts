@@ -12,7 +12,7 @@ import { CoreV1Api } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { LABEL_TRAP_ID } from "../../api/meta.ts";
 import { alertSourceFromHiveData } from "../../runtime/alerts/alert-source.ts";
-import { resolveDestinations } from "../../runtime/alerts/destinations.ts";
+import { resolveDestinations } from "../../runtime/alerts/delivery/destinations.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { createPodEventRecorder } from "../../runtime/alerts/pod-events.ts";
 import { createHealth } from "../../runtime/metrics/health.ts";

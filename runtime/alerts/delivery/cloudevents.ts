@@ -3,7 +3,7 @@
  * alert as `data`, is the body, sent as `application/cloudevents+json`. The event id is the
  * alert id, so CloudEvents receivers deduplicate on (source, id) as the spec intends.
  */
-import { ALERT_SCHEMA_ID, type Alert } from "../../api/alert.ts";
+import { ALERT_SCHEMA_ID, type Alert } from "../../../api/alert.ts";
 
 export const CLOUDEVENTS_CONTENT_TYPE = "application/cloudevents+json; charset=utf-8";
 export const CLOUDEVENT_TYPE = "com.hive-operator.alert.v1";

@@ -9,8 +9,8 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { HiveError } from "../errors.ts";
-import type { Logger } from "../log.ts";
+import { HiveError } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
 import {
   decodeRecord,
   HEADER_BYTES,

@@ -2,7 +2,7 @@ import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFi
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { captureLogger } from "../../test/alerts/fixtures.ts";
+import { captureLogger } from "../../../test/alerts/fixtures.ts";
 import { openSpool, type SpoolRecord, type SpoolRef, spoolDiskBytes } from "./spool.ts";
 
 const dirs: string[] = [];

@@ -19,10 +19,11 @@
  * - Every request carries `Hive-Alert-Id` (the alert id, stable across retries, so a
  *   receiver can drop duplicates) and `Hive-Delivery-Attempt` (1, 2, …).
  */
-import { HiveError, isHiveError } from "../errors.ts";
-import type { Logger } from "../log.ts";
-import type { HiveMetrics } from "../metrics/metrics.ts";
-import { boundedMemo } from "./bounded-memo.ts";
+import { HiveError, isHiveError } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
+import type { HiveMetrics } from "../../metrics/metrics.ts";
+import { boundedMemo } from "../spool/bounded-memo.ts";
+import type { SegmentDrop, Spool, SpoolRecord, SpoolRef } from "../spool/spool.ts";
 import {
   type CallbackRequest,
   createCallbackOptions,
@@ -35,7 +36,6 @@ import { DeliveryScheduler, type Destination } from "./delivery-scheduler.ts";
 import { type AuthFailureHandler, noteDelivered, noteRetryableFailure } from "./destination-health.ts";
 import { type PostResult, postOnce } from "./http-post.ts";
 import { retryDelay, retrySettings } from "./retry-policy.ts";
-import type { SegmentDrop, Spool, SpoolRecord, SpoolRef } from "./spool.ts";
 
 export type { AlertFormat, DestinationOptions } from "./callback-options.ts";
 

@@ -1,12 +1,12 @@
 /**
  * Whether a destination is failing, said once per episode rather than once per alert: a
  * warning when it starts failing, an error (and `onAuthFailure`: in the agent a Warning
- * Event, auth-failure-event.ts) when it refuses Hive's credentials (401/403/404: being
+ * Event, ../auth-failure-event.ts) when it refuses Hive's credentials (401/403/404: being
  * rotated, so alerts are kept and retried), and a line when it accepts alerts again.
  * Further retries log at debug level.
  */
-import { HiveError } from "../errors.ts";
-import type { Logger } from "../log.ts";
+import { HiveError } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
 import { redact } from "./callback-options.ts";
 import type { Item } from "./delivery-queue.ts";
 import type { Destination } from "./delivery-scheduler.ts";

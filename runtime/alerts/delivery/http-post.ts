@@ -8,7 +8,7 @@
  */
 import http from "node:http";
 import https from "node:https";
-import type { FailureClass } from "../metrics/metrics.ts";
+import type { FailureClass } from "../../metrics/metrics.ts";
 
 export interface PostTimeouts {
   /** TCP (+TLS) connection establishment; default 5 s. */

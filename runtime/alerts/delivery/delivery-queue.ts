@@ -3,7 +3,7 @@
  * keep a trap's alerts in order, and oldest-first lists of items (all of them, and per
  * destination) from which bounds drop.
  */
-import type { SpoolRecord, SpoolRef } from "./spool.ts";
+import type { SpoolRecord, SpoolRef } from "../spool/spool.ts";
 
 export interface Item {
   rec: SpoolRecord;

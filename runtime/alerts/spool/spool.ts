@@ -15,8 +15,8 @@
  */
 import { mkdirSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { HiveError } from "../errors.ts";
-import type { Logger } from "../log.ts";
+import { HiveError } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
 import { boundedMemo } from "./bounded-memo.ts";
 import { SpoolFiles, type SpoolWriteError } from "./spool-file.ts";
 import { decodeFramedBody, frameRecord, HEADER_BYTES, type SpoolRecord } from "./spool-format.ts";

@@ -6,7 +6,7 @@ import * as fs from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { captureLogger } from "../../test/alerts/fixtures.ts";
+import { captureLogger } from "../../../test/alerts/fixtures.ts";
 
 const synced: string[] = [];
 vi.mock("node:fs", async (importOriginal) => {

@@ -6,8 +6,8 @@
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { captureLogger } from "../../test/alerts/fixtures.ts";
-import { mountSmallTmpfs, type SmallDisk, tmpfsUnavailable } from "../../test/alerts/tmpfs.ts";
+import { captureLogger } from "../../../test/alerts/fixtures.ts";
+import { mountSmallTmpfs, type SmallDisk, tmpfsUnavailable } from "../../../test/alerts/tmpfs.ts";
 import { openSpool, type Spool, type SpoolRecord } from "./spool.ts";
 
 const disks: SmallDisk[] = [];

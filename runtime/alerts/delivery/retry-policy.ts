@@ -4,7 +4,7 @@
  * that long). A Retry-After on 429/503 is honoured (up to `maxRetryAfterMs`, default
  * 5 min) and pauses the whole destination, not just the trap.
  */
-import { backoffDelay } from "../backoff.ts";
+import { backoffDelay } from "../../backoff.ts";
 
 export const DEFAULT_RETRY = { baseMs: 500, maxMs: 15_000, maxRetryAfterMs: 300_000 } as const;
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { backoffDelay } from "../backoff.ts";
+import { backoffDelay } from "../../backoff.ts";
 import { classifyStatus, parseRetryAfter } from "./http-post.ts";
 
 describe("delivery failure classification", () => {

@@ -15,7 +15,7 @@ import {
   unlinkSync,
   writeSync,
 } from "node:fs";
-import type { Logger } from "../log.ts";
+import type { Logger } from "../../log.ts";
 
 /** Why a spool write failed (the `reason` label of hive_spool_write_errors_total). */
 export const SPOOL_WRITE_ERRORS = ["enospc", "edquot", "eio", "erofs", "emfile", "other"] as const;

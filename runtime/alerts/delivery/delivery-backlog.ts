@@ -3,18 +3,18 @@
  * alert (acknowledged in the spool), waking those waiting for it all to be delivered, the
  * pending gauges, and dropping the oldest to stay in a bound.
  *
- * Bounds: the spool's (spool-segments.ts: per destination, then fair share) or, without a
+ * Bounds: the spool's (../spool/spool-segments.ts: per destination, then fair share) or, without a
  * spool, `maxPendingBytes` with the same rule: a destination over `destinationQuotaBytes`
  * loses its own oldest (destination_quota); when all together are over the bound, the
  * destination holding the most loses its oldest (spool_full). One dead callback cannot
  * evict the smaller backlog of another.
  */
-import { HiveError } from "../errors.ts";
-import type { Logger } from "../log.ts";
-import type { DropReason, HiveMetrics } from "../metrics/metrics.ts";
+import { HiveError } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
+import type { DropReason, HiveMetrics } from "../../metrics/metrics.ts";
+import type { SegmentDrop, Spool } from "../spool/spool.ts";
 import type { Item } from "./delivery-queue.ts";
 import type { Destination } from "./delivery-scheduler.ts";
-import type { SegmentDrop, Spool } from "./spool.ts";
 
 export interface BacklogOptions {
   logger: Logger;
