@@ -39,6 +39,70 @@ const ExecIdentityFields = {
   ),
 };
 
+/** Where an executable's file lives (see `exe_file.layer`). */
+export const EXE_LAYERS = ["image", "container", "unlinked", "other"] as const;
+
+/** Which file a process ran and what may run in it besides, as the kernel recorded at its exec. */
+const ExecProvenanceFields = {
+  exe_file: Type.Optional(
+    Type.Object(
+      {
+        layer: Type.Union(
+          EXE_LAYERS.map((l) => Type.Literal(l)),
+          {
+            description:
+              "`image`: a file of the container image's layers, unchanged; `container`: written or changed in the container since it started (an overlay's upper layer); `unlinked`: a memfd or a file deleted since; `other`: another filesystem (a volume, the host).",
+          },
+        ),
+        device: Type.String({
+          pattern: "^[0-9]+:[0-9]+$",
+          description: "major:minor of the file's filesystem.",
+        }),
+        inode: Type.String({ pattern: "^[0-9]+$", description: "The file's inode number (decimal)." }),
+      },
+      { additionalProperties: false, description: "The executable's file, as the kernel checks it." },
+    ),
+  ),
+  exe_loader_env: Type.Optional(
+    Type.Array(Type.String(), {
+      description:
+        "Dynamic-loader variables (LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH) set when the process executed `exe`: code other than the executable's may run in it.",
+    }),
+  ),
+  exe_env_unread: Type.Optional(
+    Type.Boolean({ description: "The environment at exec could not be read whole: nothing is known of it." }),
+  ),
+  traced: Type.Optional(Type.Boolean({ description: "Traced (ptrace) at its exec or at an access since." })),
+  chroot: Type.Optional(
+    Type.Boolean({
+      description: "The process's root is a directory inside a mount (chroot), not its container's root.",
+    }),
+  ),
+};
+
+/** Why an allow entry did not hold for this access (closed set; see the README's allow-list section). */
+export const ALLOW_MISS_REASONS = [
+  "other-executable",
+  "unknown-process",
+  "seeded",
+  "path-truncated",
+  "written-in-container",
+  "unlinked",
+  "not-from-image",
+  "not-the-image-file",
+  "not-resolved",
+  "loader-env",
+  "env-unread",
+  "traced",
+  "chroot",
+  "other-root",
+  "fork-unseen",
+  "parent-execed",
+  "reparented",
+  "accesses",
+] as const;
+export type AllowMissReason = (typeof ALLOW_MISS_REASONS)[number];
+
 export const AlertSchema = Type.Object(
   {
     id: Type.String({
@@ -107,6 +171,7 @@ export const AlertSchema = Type.Object(
             "The thread's command name (at most 15 characters). Any process can set it: shown, never used for a decision.",
         }),
         ...ExecIdentityFields,
+        ...ExecProvenanceFields,
         exec_time: Type.Optional(
           Type.String({
             format: "date-time",
@@ -120,6 +185,17 @@ export const AlertSchema = Type.Object(
               pid: Type.Integer({ minimum: 0 }),
               comm: Type.Optional(Type.String()),
               ...ExecIdentityFields,
+              ...ExecProvenanceFields,
+              exec_since_fork: Type.Optional(
+                Type.Boolean({
+                  description: "The parent ran another executable since it forked the process.",
+                }),
+              ),
+              reparented: Type.Optional(
+                Type.Boolean({
+                  description: "The parent is not the process that forked it: it was orphaned and adopted.",
+                }),
+              ),
             },
             { additionalProperties: false, description: "The parent process at the access." },
           ),
@@ -139,6 +215,22 @@ export const AlertSchema = Type.Object(
         cgroup_id: Type.Optional(Type.Integer({ minimum: 0 })),
       },
       { additionalProperties: false },
+    ),
+    allow_misses: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            entry: Type.Integer({
+              minimum: 0,
+              description: "Index of the entry in the trap's `allow` list.",
+            }),
+            field: Type.Union([Type.Literal("exe"), Type.Literal("parent-exe"), Type.Literal("accesses")]),
+            reason: Type.Union(ALLOW_MISS_REASONS.map((r) => Type.Literal(r))),
+          },
+          { additionalProperties: false },
+        ),
+        { description: "Why each entry of the trap's allow list did not hold: its first unmet condition." },
+      ),
     ),
     suppressed: Type.Optional(
       Type.Integer({

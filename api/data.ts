@@ -8,6 +8,7 @@
 import { type Static, Type } from "@sinclair/typebox";
 import "./formats.ts";
 import { AccessKindSchema, API_VERSION, KIND_DATA, ObjectMetaSchema } from "./meta.ts";
+import { MAX_ALLOW_ENTRIES, MAX_EXE_LENGTH } from "./policy.ts";
 
 export const DeviceSchema = Type.Object(
   {
@@ -39,6 +40,20 @@ export function inodeOf(spec: { "inode-no": number | string }): bigint | undefin
   return value >= 1n && value <= INODE_MAX ? value : undefined;
 }
 
+/** At most this many executables per HiveData: two per allow entry (`exe`, `parent-exe`). */
+export const MAX_DATA_EXECUTABLES = 2 * MAX_ALLOW_ENTRIES;
+
+/** An executable an allow entry names, as discover found it in the container (a file identity). */
+export const ExecutableSchema = Type.Object(
+  {
+    path: Type.String({ maxLength: MAX_EXE_LENGTH, description: "The path as the allow entry writes it." }),
+    "inode-no": Type.String({ pattern: INODE_PATTERN, description: "Inode number (decimal, 64 bits)." }),
+    device: DeviceSchema,
+  },
+  { additionalProperties: false },
+);
+export type Executable = Static<typeof ExecutableSchema>;
+
 export const HiveDataSpecSchema = Type.Object(
   {
     // 64 bits exactly: overlayfs (xino) and others put bits above 2^53 into inode numbers, which a
@@ -65,6 +80,13 @@ export const HiveDataSpecSchema = Type.Object(
       description: "Access kinds the trap reports.",
       "x-kubernetes-list-type": "set",
     }),
+    executables: Type.Optional(
+      Type.Array(ExecutableSchema, {
+        maxItems: MAX_DATA_EXECUTABLES,
+        description:
+          "The files at the exact paths the trap's allow entries name (`exe`, `parent-exe`), as found in the same container: an entry holds only for the process that runs one of them.",
+      }),
+    ),
   },
   { additionalProperties: false },
 );

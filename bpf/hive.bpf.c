@@ -30,11 +30,13 @@ char LICENSE[] SEC("license") = "GPL";
 /* Minimal kernel types; CO-RE relocates the fields against the running kernel's BTF. */
 struct super_block {
 	__u32 s_dev;
+	unsigned long s_magic;
 } __attribute__((preserve_access_index));
 
 struct inode {
 	struct super_block *i_sb;
 	unsigned long i_ino;
+	unsigned int i_nlink;
 } __attribute__((preserve_access_index));
 
 /* x86-64 user_pt_regs layout (UAPI-stable; kprobe context accesses must be constant

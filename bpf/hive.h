@@ -35,6 +35,25 @@
 /* ... and what is wrong with the path. */
 #define HIVE_EXE_TRUNCATED 0x100 /* longer than HIVE_EXE_MAX or deeper than HIVE_PATH_DEPTH */
 #define HIVE_EXE_UNREACHABLE 0x200 /* not under the process's root (the path starts at its mount's root) */
+/* ... which file ran: where the executable's inode lives (none of the three: a filesystem
+ * other than an overlay, such as a volume or the host's) ... */
+#define HIVE_EXE_IMAGE 0x1000    /* an overlay's file with no upper copy: an image layer's, unchanged */
+#define HIVE_EXE_WRITTEN 0x2000  /* an overlay's file in its upper layer: written or changed in the container */
+#define HIVE_EXE_UNLINKED 0x4000 /* a file with no name left: a memfd, or deleted since */
+/* ... what the environment asked the dynamic loader at exec ... */
+#define HIVE_EXE_LD_PRELOAD 0x10000
+#define HIVE_EXE_LD_AUDIT 0x20000
+#define HIVE_EXE_LD_LIBRARY_PATH 0x40000
+#define HIVE_EXE_ENV_UNREAD 0x80000 /* the environment was not read whole: nothing is known of it */
+/* ... and what happened to the process since. Inherited at fork: a child shares what was loaded. */
+#define HIVE_EXE_TRACED 0x100000      /* traced (ptrace) at exec or at an access since */
+#define HIVE_EXE_FORK_UNSEEN 0x200000 /* its fork predates the program: who spawned it is unknown */
+
+/* hive_event.relation: the accessing process and its parent at the access. */
+#define HIVE_REL_CHROOT 0x1          /* the process's root is a directory inside a mount, not a mount's root */
+#define HIVE_REL_PARENT_CHROOT 0x2   /* likewise for the parent */
+#define HIVE_REL_PARENT_EXECED 0x4   /* the parent ran another executable since it forked the process */
+#define HIVE_REL_REPARENTED 0x8      /* the parent is not the process that forked it (orphaned, adopted) */
 
 /* A file as the kernel identifies it: the superblock's s_dev (kernel encoding,
  * major << 20 | minor) and the inode number. */
@@ -55,11 +74,15 @@ struct hive_value {
 struct hive_proc {
 	__u64 start_ns;        /* task start_time (CLOCK_MONOTONIC): with the tgid, the process's identity */
 	__u64 exec_ns;         /* when it began running exe: the exec, the fork that inherited it, or start */
-	__u64 parent_start_ns; /* the parent's start_ns: tells a live parent from a reused pid */
-	__u32 ppid;            /* the parent's tgid */
+	__u64 parent_start_ns; /* the forking parent's start_ns: tells it from a reused pid or a new parent */
+	__u64 parent_exec_ns;  /* the forking parent's exec_ns at the fork: it vouches only while unchanged */
+	__u64 exe_ino;         /* the executable's inode, as the kernel checks it (an overlay's own) */
+	__u32 exe_dev;         /* ... and its superblock's s_dev */
+	__u32 ppid;            /* the forking parent's tgid (kept through exec) */
 	__u32 ns_pid;          /* tgid inside the process's own pid namespace */
 	__u32 uid;             /* real uid at exec */
 	__u32 flags;           /* HIVE_EXE_* */
+	__u32 _pad;
 	char exe[HIVE_EXE_MAX];
 };
 
@@ -93,7 +116,15 @@ struct hive_event {
 	char exe[HIVE_EXE_MAX];
 	char parent_exe[HIVE_EXE_MAX];
 	__u32 grandparent_pid;
-	__u32 _pad2;
+	__u32 relation; /* HIVE_REL_* */
+	/* Which files ran, as hive_proc records them (0 when unknown), and the root directory's
+	 * device: the allow list holds only for the image's file, run from the container's root. */
+	__u64 exe_ino;
+	__u64 parent_exe_ino;
+	__u32 exe_dev;
+	__u32 parent_exe_dev;
+	__u32 root_dev;
+	__u32 _pad3;
 };
 
 /* Trap proofs (runtime/kernel/trap-proof.ts): the identities the kernel saw when a Hive
@@ -119,8 +150,8 @@ struct hive_counters {
 
 _Static_assert(sizeof(struct hive_key) == 16, "hive_key layout");
 _Static_assert(sizeof(struct hive_value) == 16, "hive_value layout");
-_Static_assert(sizeof(struct hive_proc) == 296, "hive_proc layout");
-_Static_assert(sizeof(struct hive_event) == 656, "hive_event layout");
+_Static_assert(sizeof(struct hive_proc) == 320, "hive_proc layout");
+_Static_assert(sizeof(struct hive_event) == 688, "hive_event layout");
 _Static_assert(sizeof(struct hive_counters) == 40, "hive_counters layout");
 _Static_assert(sizeof(struct hive_proof) == 72, "hive_proof layout");
 

@@ -28,6 +28,7 @@ struct qstr {
 struct dentry {
 	struct dentry *d_parent;
 	struct qstr d_name;
+	struct super_block *d_sb;
 } __attribute__((preserve_access_index));
 
 struct vfsmount {
@@ -47,11 +48,23 @@ struct path {
 
 struct file {
 	struct path f_path;
+	struct inode *f_inode;
 } __attribute__((preserve_access_index));
 
 struct mm_struct {
 	struct file *exe_file;
+	unsigned long env_start;
+	unsigned long env_end;
 } __attribute__((preserve_access_index));
+
+/* overlayfs's inode (fs/overlayfs/ovl_entry.h, a module's type): __upperdentry is set once the
+ * file has a copy in the upper layer, i.e. was written or changed in the container. */
+struct ovl_inode {
+	struct inode vfs_inode;
+	struct dentry *__upperdentry;
+} __attribute__((preserve_access_index));
+
+#define HIVE_OVERLAYFS_MAGIC 0x794c7630
 
 struct fs_struct {
 	struct path root;
@@ -94,6 +107,7 @@ struct task_struct {
 	struct pid *thread_pid;
 	const struct cred *cred;
 	struct signal_struct *signal;
+	unsigned int ptrace;
 	char comm[16];
 } __attribute__((preserve_access_index));
 
@@ -114,8 +128,13 @@ struct {
  * entry being written, and a new burst. The path's write position lives here too, not in a
  * register: the verifier then sees an unknown (masked) offset on every iteration of the
  * walk and can merge the branches of one iteration, instead of following every path. */
+/* Environment strings are read this many bytes at a time, at most HIVE_ENV_READS times. */
+#define HIVE_ENV_CHUNK 256
+#define HIVE_ENV_READS 512
+
 struct hive_scratch {
 	char path[2 * HIVE_EXE_MAX];
+	char env[HIVE_ENV_CHUNK];
 	__u32 off;
 	__u32 flags;
 	struct hive_proc proc;
@@ -211,6 +230,78 @@ static __always_inline int hive_exe_path(struct task_struct *task, struct hive_s
 	return 1;
 }
 
+/* An overlay inode's upper dentry (NULL: the file is only in a lower, image, layer). With the
+ * overlay module's BTF (5.11+) CO-RE finds __upperdentry; without it (5.10), the field follows
+ * vfs_inode directly, as it has in every ovl_inode since 4.13. */
+static __always_inline void *hive_ovl_upper(struct inode *inode)
+{
+	void *upper = NULL;
+	if (bpf_core_type_exists(struct ovl_inode)) {
+		void *ovl = (void *)inode - bpf_core_field_offset(struct ovl_inode, vfs_inode);
+		bpf_probe_read_kernel(&upper, sizeof(upper),
+				      ovl + bpf_core_field_offset(struct ovl_inode, __upperdentry));
+	} else {
+		bpf_probe_read_kernel(&upper, sizeof(upper), (void *)inode + bpf_core_type_size(struct inode));
+	}
+	return upper;
+}
+
+/* Which file the task runs (p->exe_dev, p->exe_ino) and where it lives (HIVE_EXE_IMAGE,
+ * HIVE_EXE_WRITTEN, HIVE_EXE_UNLINKED, or none of them). */
+static __always_inline __u32 hive_exe_file(struct task_struct *task, struct hive_proc *p)
+{
+	struct inode *inode = BPF_CORE_READ(task, mm, exe_file, f_inode);
+	p->exe_ino = BPF_CORE_READ(inode, i_ino);
+	p->exe_dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	if (!inode)
+		return 0;
+	if (BPF_CORE_READ(inode, i_nlink) == 0)
+		return HIVE_EXE_UNLINKED;
+	if (BPF_CORE_READ(inode, i_sb, s_magic) != HIVE_OVERLAYFS_MAGIC)
+		return 0;
+	return hive_ovl_upper(inode) ? HIVE_EXE_WRITTEN : HIVE_EXE_IMAGE;
+}
+
+/* True when the 16 bytes at `b` start with the `n`-byte `prefix`. */
+static __always_inline int hive_starts(const char *b, const char *prefix, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (b[i] != prefix[i])
+			return 0;
+	return 1;
+}
+
+/* What the new program's environment asks the dynamic loader (read at exec, from the strings
+ * the kernel just copied to its stack: later changes by the program cannot hide them). A
+ * string is read HIVE_ENV_CHUNK bytes at a time; an environment too long to read whole is
+ * HIVE_EXE_ENV_UNREAD, which no allow entry accepts. */
+static __always_inline __u32 hive_env_flags(struct task_struct *task, struct hive_scratch *s)
+{
+	unsigned long pos = BPF_CORE_READ(task, mm, env_start);
+	unsigned long end = BPF_CORE_READ(task, mm, env_end);
+	__u32 flags = 0;
+	int at_start = 1; /* the next read starts a string (not the rest of a long one) */
+	for (int i = 0; i < HIVE_ENV_READS; i++) {
+		if (pos >= end)
+			return flags;
+		long n = bpf_probe_read_user_str(s->env, HIVE_ENV_CHUNK, (void *)pos);
+		if (n <= 0)
+			return flags | HIVE_EXE_ENV_UNREAD;
+		if (at_start && s->env[0] == 'L' && s->env[1] == 'D' && s->env[2] == '_') {
+			if (hive_starts(s->env, "LD_PRELOAD=", 11))
+				flags |= HIVE_EXE_LD_PRELOAD;
+			else if (hive_starts(s->env, "LD_AUDIT=", 9))
+				flags |= HIVE_EXE_LD_AUDIT;
+			else if (hive_starts(s->env, "LD_LIBRARY_PATH=", 16))
+				flags |= HIVE_EXE_LD_LIBRARY_PATH;
+		}
+		/* A full chunk may end mid-string: continue from its last byte (the NUL the helper wrote). */
+		at_start = n < HIVE_ENV_CHUNK;
+		pos += at_start ? n : n - 1;
+	}
+	return flags | HIVE_EXE_ENV_UNREAD;
+}
+
 /* Builds the entry of a thread-group leader from its task into s->proc. */
 static __always_inline int hive_proc_from_task(struct task_struct *task, struct hive_scratch *s, __u32 source,
 					       __u64 exec_ns)
@@ -221,12 +312,16 @@ static __always_inline int hive_proc_from_task(struct task_struct *task, struct 
 	/* Constant size from a masked offset: copies the path, its NUL and bytes the reader
 	 * ignores (the verifier proves the read stays inside s->path). */
 	bpf_probe_read_kernel(p->exe, HIVE_EXE_MAX, &s->path[s->off & (HIVE_EXE_MAX - 1)]);
-	p->flags = source | s->flags;
+	p->flags = source | s->flags | hive_exe_file(task, p);
+	if (BPF_CORE_READ(task, ptrace))
+		p->flags |= HIVE_EXE_TRACED;
+	p->_pad = 0;
 	p->start_ns = BPF_CORE_READ(task, start_time);
 	p->exec_ns = exec_ns ? exec_ns : p->start_ns;
 	struct task_struct *parent = BPF_CORE_READ(task, real_parent);
 	p->ppid = BPF_CORE_READ(parent, tgid);
 	p->parent_start_ns = hive_start_ns(parent);
+	p->parent_exec_ns = 0;
 	p->ns_pid = hive_ns_pid(task);
 	p->uid = BPF_CORE_READ(task, cred, uid.val);
 	return 1;
@@ -250,8 +345,21 @@ int hive_proc_exec(struct bpf_raw_tracepoint_args *ctx)
 	struct hive_scratch *s = hive_scratch_get();
 	if (!s || !hive_proc_from_task(task, s, HIVE_EXE_EXEC, bpf_ktime_get_ns()))
 		return 0;
+	struct hive_proc *p = &s->proc;
+	p->flags |= hive_env_flags(task, s);
+	/* The parent is the one that forked the process, whoever its parent is now (an orphan's
+	 * adopter never vouches for it); what a process inherited stays with it through exec. */
+	struct hive_proc *forked = hive_proc_of(task);
+	if (forked) {
+		p->ppid = forked->ppid;
+		p->parent_start_ns = forked->parent_start_ns;
+		p->parent_exec_ns = forked->parent_exec_ns;
+		p->flags |= forked->flags & (HIVE_EXE_TRACED | HIVE_EXE_FORK_UNSEEN);
+	} else {
+		p->flags |= HIVE_EXE_FORK_UNSEEN;
+	}
 	__u32 tgid = BPF_CORE_READ(task, tgid);
-	bpf_map_update_elem(&hive_procs, &tgid, &s->proc, BPF_ANY);
+	bpf_map_update_elem(&hive_procs, &tgid, p, BPF_ANY);
 	return 0;
 }
 
@@ -274,6 +382,8 @@ int hive_proc_fork(struct bpf_raw_tracepoint_args *ctx)
 	struct task_struct *real_parent = BPF_CORE_READ(child, real_parent);
 	p->ppid = BPF_CORE_READ(real_parent, tgid);
 	p->parent_start_ns = hive_start_ns(real_parent);
+	p->parent_exec_ns = from->exec_ns;
+	p->flags &= ~HIVE_EXE_FORK_UNSEEN; /* this fork was seen */
 	p->ns_pid = hive_ns_pid(child);
 	bpf_map_update_elem(&hive_procs, &tgid, p, BPF_ANY);
 	return 0;
@@ -302,9 +412,24 @@ int hive_proc_seed(struct bpf_iter__task *ctx)
 	struct hive_scratch *s = hive_scratch_get();
 	if (!s || !hive_proc_from_task(task, s, HIVE_EXE_SEED, 0))
 		return 0;
+	s->proc.flags |= HIVE_EXE_FORK_UNSEEN | HIVE_EXE_ENV_UNREAD;
 	/* Only where exec and fork have not been seen: those entries are exact. */
 	bpf_map_update_elem(&hive_procs, &tgid, &s->proc, BPF_NOEXIST);
 	return 0;
+}
+
+/* True when the task's root directory is not the root of a mount (chroot into a directory). */
+static __always_inline int hive_chrooted(struct task_struct *task)
+{
+	struct dentry *root = BPF_CORE_READ(task, fs, root.dentry);
+	return root != BPF_CORE_READ(task, fs, root.mnt, mnt_root);
+}
+
+/* Marks a process seen traced: whatever a tracer changed stays in its memory. */
+static __always_inline void hive_note_traced(struct task_struct *task, struct hive_proc *p)
+{
+	if (p && BPF_CORE_READ(task, ptrace))
+		p->flags |= HIVE_EXE_TRACED;
 }
 
 /* Copies what the kernel knows of the current process and its parent into a new burst. */
@@ -312,28 +437,49 @@ static __always_inline void hive_event_identity(struct hive_event *e)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct hive_proc *p = hive_proc_of(task);
+	hive_note_traced(task, p);
 	e->ns_pid = hive_ns_pid(task);
+	e->relation = hive_chrooted(task) ? HIVE_REL_CHROOT : 0;
+	e->root_dev = BPF_CORE_READ(task, fs, root.dentry, d_sb, s_dev);
+	e->_pad3 = 0;
 	if (p) {
 		e->exe_flags = p->flags;
+		/* Deleted since the exec: the file that ran has no name any more. */
+		if (BPF_CORE_READ(task, mm, exe_file, f_inode, i_nlink) == 0)
+			e->exe_flags |= HIVE_EXE_UNLINKED;
 		e->exec_ns = p->exec_ns;
+		e->exe_ino = p->exe_ino;
+		e->exe_dev = p->exe_dev;
 		bpf_probe_read_kernel(e->exe, HIVE_EXE_MAX, p->exe);
 	} else {
 		e->exe_flags = HIVE_EXE_UNKNOWN;
 		e->exec_ns = 0;
+		e->exe_ino = 0;
+		e->exe_dev = 0;
 		e->exe[0] = 0;
 	}
 	struct task_struct *parent = BPF_CORE_READ(task, real_parent);
 	e->ppid = BPF_CORE_READ(parent, tgid);
 	BPF_CORE_READ_STR_INTO(&e->parent_comm, parent, comm);
 	struct hive_proc *pp = hive_proc_of(parent);
-	e->_pad2 = 0;
+	hive_note_traced(parent, pp);
+	if (hive_chrooted(parent))
+		e->relation |= HIVE_REL_PARENT_CHROOT;
+	if (p && (p->ppid != e->ppid || p->parent_start_ns != hive_start_ns(parent)))
+		e->relation |= HIVE_REL_REPARENTED;
+	else if (p && pp && pp->exec_ns != p->parent_exec_ns)
+		e->relation |= HIVE_REL_PARENT_EXECED;
 	if (pp) {
 		e->parent_flags = pp->flags;
+		e->parent_exe_ino = pp->exe_ino;
+		e->parent_exe_dev = pp->exe_dev;
 		bpf_probe_read_kernel(e->parent_exe, HIVE_EXE_MAX, pp->exe);
 		e->grandparent_pid = pp->ppid;
 		e->grandparent_start_ns = pp->parent_start_ns;
 	} else {
 		e->parent_flags = HIVE_EXE_UNKNOWN;
+		e->parent_exe_ino = 0;
+		e->parent_exe_dev = 0;
 		e->parent_exe[0] = 0;
 		e->grandparent_pid = 0;
 		e->grandparent_start_ns = 0;

@@ -8,6 +8,8 @@ import type { HiveData, HiveDataSpec } from "../../api/data.ts";
 import { type DataAnnotations, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { AllowEntry } from "../../api/policy.ts";
 import type { LiveTrap } from "../controllers/live-traps.ts";
+import type { FileKey } from "../kernel/contract.ts";
+import type { AllowFiles } from "./allowlist.ts";
 
 export interface AlertSource {
   /** The HiveData's annotations (api/meta.ts DATA_ANNOTATIONS); missing ones are left out of the alert. */
@@ -22,6 +24,13 @@ export interface AlertSource {
    * no alert (runtime/alerts/allowlist.ts).
    */
   allow?: readonly AllowEntry[];
+  /**
+   * The image's files at the exact paths the allow entries name, as discover found them in
+   * this file's container (the HiveData's `executables`): an entry holds only for them.
+   */
+  allowFiles?: AllowFiles;
+  /** A host path (standalone mode): the host's own files may run, not only an image layer's. */
+  allowHost?: boolean;
   /** Namespace of the HivePolicy whose trap this is (the live policy's: tenancy depends on it). */
   policyNamespace?: string;
   /** Node the agent runs on (alert `node.name`); the `node_name` annotation wins when present. */
@@ -63,8 +72,21 @@ export function alertSourceFromHiveData(
     kernelId: context.kernelId ?? data.spec["kernel-id"],
   };
   if (live.trap.callback) source.callback = live.trap.callback;
-  if (live.trap.allow !== undefined && live.trap.allow.length > 0) source.allow = live.trap.allow;
+  if (live.trap.allow !== undefined && live.trap.allow.length > 0) {
+    source.allow = live.trap.allow;
+    source.allowFiles = executablesOf(data.spec);
+  }
   const podUid = data.metadata.annotations?.pod_uid;
   if (podUid) source.podUid = podUid;
   return source;
+}
+
+/** A HiveData's executables by path (a path may have several identities: an overlay's and a layer's). */
+export function executablesOf(spec: Pick<HiveDataSpec, "executables">): AllowFiles {
+  const files = new Map<string, FileKey[]>();
+  for (const e of spec.executables ?? []) {
+    const key: FileKey = { major: e.device.major, minor: e.device.minor, ino: BigInt(e["inode-no"]) };
+    files.set(e.path, [...(files.get(e.path) ?? []), key]);
+  }
+  return files;
 }

@@ -1,36 +1,110 @@
 /**
  * The allowlist matcher: does one access match an entry of its trap's `allow` list
- * (api/policy.ts AllowEntrySchema)? Pure, and decided only on what the kernel recorded at
- * the access (KernelEvent.process, runtime/kernel/contract.ts) — never `comm`, never a
- * later /proc read.
+ * (api/policy.ts AllowEntrySchema)? Pure, and decided only on what the kernel recorded
+ * (KernelEvent.process, runtime/kernel/contract.ts) — never `comm`, never a later /proc read.
  *
- * Fail closed, everywhere: an executable the kernel did not know (`source: "unknown"`, no
- * `exe`), a path it truncated, a missing parent, or a pattern that validation would have
- * refused never matches. An entry matches only when every field it has matches:
- * - `exe` / `parent-exe`: path equality, or — for a pattern ending in `*` — the path starts
- *   with what precedes the `*` (`/usr/lib/openssh/*` matches `/usr/lib/openssh/sftp-server`
- *   and anything deeper). Equality is on the kernel-resolved path, so a copy of `sshd` at
- *   `/tmp/sshd` is not `/usr/sbin/sshd`.
- * - `accesses`: every access kind of the event is among the entry's kinds (an open+read is
- *   allowed by `[read, open]`, not by `[read]`); an event with no decoded kind is not within
- *   any list, so only entries without `accesses` can allow it.
+ * A path names nothing in a container its attacker controls, so an `exe` entry holds only
+ * for the image's file at that path, run as the image shipped it:
+ * - the kernel-resolved path is the entry's (or, for a pattern ending in `*`, starts with
+ *   what precedes the `*`);
+ * - the file is an image layer's, unchanged (not written in the container, not a memfd or a
+ *   deleted file, not another filesystem's), and for an exact path it is the very file
+ *   discover found at that path in the same container (`files`, from the HiveData);
+ * - nothing else was asked to run in it at exec (no LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH;
+ *   the environment read whole), and it has not been traced;
+ * - it runs with its container's root: not chrooted, and its root on the executable's overlay
+ *   (for a host path, not chrooted; for the parent, not chrooted: its root is not recorded).
+ * A `parent-exe` entry holds the same way for the parent, which must also be the process that
+ * forked the accessing one (not an adopter of an orphan), still running what it ran then.
+ * Unknown, seeded (before the program loaded), truncated or unseen-fork processes never match.
+ *
+ * `accesses`: every access kind of the event is among the entry's kinds (an open+read is
+ * allowed by `[read, open]`, not by `[read]`).
  */
+import type { AllowMissReason } from "../../api/alert.ts";
 import type { AccessKind } from "../../api/meta.ts";
 import type { AllowEntry } from "../../api/policy.ts";
-import type { ExecIdentity, KernelEvent } from "../kernel/contract.ts";
+import type { ExecIdentity, ExecProvenance, FileKey, KernelEvent } from "../kernel/contract.ts";
 
 /** What the matcher reads of an event. */
 export type AllowSubject = Pick<KernelEvent, "accesses"> & { process?: KernelEvent["process"] };
 
-/** True when the kernel-recorded executable `identity` is the one `pattern` names. */
-export function exeMatches(pattern: string, identity: ExecIdentity | undefined): boolean {
-  if (identity === undefined || identity.source === "unknown" || identity.truncated === true) return false;
-  const exe = identity.exe;
-  if (typeof exe !== "string" || !exe.startsWith("/")) return false;
+/** The image's files at the exact paths the allow entries name, as found in the accessing container. */
+export type AllowFiles = ReadonlyMap<string, readonly FileKey[]>;
+
+/**
+ * Where the trapped file is: in a container (an entry holds only for an image layer's file),
+ * or on the host (standalone `hive watch` of a host path: the host's own files, on whatever
+ * filesystem, are what ran there; everything else is checked the same).
+ */
+export interface AllowScope {
+  files?: AllowFiles | undefined;
+  host?: boolean | undefined;
+}
+
+/** Why one entry did not hold: the field and its first unmet condition. */
+export interface AllowMiss {
+  entry: number;
+  field: "exe" | "parent-exe" | "accesses";
+  reason: AllowMissReason;
+}
+
+/** One side (the process or its parent) as the matcher sees it. */
+interface Runner {
+  exe: ExecIdentity | undefined;
+  provenance: ExecProvenance | undefined;
+  chroot: boolean | undefined;
+  /**
+   * The device of the runner's root directory, which must be its executable's (the container's
+   * overlay); `"unchecked"` for the parent, whose root the kernel does not record (its chroot it does).
+   */
+  rootDev: { major: number; minor: number } | undefined | "unchecked";
+}
+
+/** The exact paths a trap's allow entries name (a `*` pattern is matched on the kernel's path alone). */
+export function exactAllowPaths(trap: { allow?: readonly AllowEntry[] | undefined }): string[] {
+  const paths = (trap.allow ?? []).flatMap((e) => [e.exe, e["parent-exe"]]);
+  return [
+    ...new Set(paths.filter((p): p is string => p !== undefined && p.startsWith("/") && !p.includes("*"))),
+  ];
+}
+
+/** True when the kernel-resolved `path` is the one `pattern` names (exact, or a `*`-ended prefix). */
+export function pathMatches(pattern: string, path: string): boolean {
   // A pattern the schema refuses (relative, `*` inside) matches nothing rather than something.
   const star = pattern.indexOf("*");
   if (!pattern.startsWith("/") || (star !== -1 && star !== pattern.length - 1)) return false;
-  return star === -1 ? exe === pattern : exe.startsWith(pattern.slice(0, -1));
+  return star === -1 ? path === pattern : path.startsWith(pattern.slice(0, -1));
+}
+
+const sameFile = (a: FileKey, b: FileKey) => a.major === b.major && a.minor === b.minor && a.ino === b.ino;
+
+/** The first condition of an executable entry `pattern` that `runner` does not meet; undefined when all hold. */
+function exeMiss(pattern: string, runner: Runner, scope: AllowScope): AllowMissReason | undefined {
+  const { exe, provenance: p } = runner;
+  if (exe === undefined || exe.source === "unknown" || typeof exe.exe !== "string") return "unknown-process";
+  if (exe.source === "seed") return "seeded";
+  if (exe.truncated === true) return "path-truncated";
+  if (!exe.exe.startsWith("/") || !pathMatches(pattern, exe.exe)) return "other-executable";
+  if (p === undefined) return "not-from-image";
+  if (p.layer === "container") return "written-in-container";
+  if (p.layer === "unlinked") return "unlinked";
+  if (p.layer !== "image" && !(scope.host === true && p.layer === "other")) return "not-from-image";
+  if (!pattern.endsWith("*")) {
+    const known = scope.files?.get(pattern);
+    if (known === undefined || known.length === 0) return "not-resolved";
+    if (!known.some((k) => sameFile(k, p.file))) return "not-the-image-file";
+  }
+  if (p.loaderEnv.length > 0) return "loader-env";
+  if (p.envUnread) return "env-unread";
+  if (p.traced) return "traced";
+  if (runner.chroot !== false) return "chroot";
+  // A host's root and its programs may sit on different mounts (/usr); a container's are one overlay.
+  const root = runner.rootDev;
+  if (scope.host !== true && root !== "unchecked") {
+    if (root === undefined || root.major !== p.file.major || root.minor !== p.file.minor) return "other-root";
+  }
+  return undefined;
 }
 
 /** True when every kind of the event is among `allowed`. */
@@ -38,25 +112,77 @@ function accessesWithin(kinds: readonly AccessKind[], allowed: readonly AccessKi
   return kinds.length > 0 && kinds.every((kind) => allowed.includes(kind));
 }
 
-/** True when `event` matches every field `entry` has; an entry naming no executable matches nothing. */
-export function entryMatches(entry: AllowEntry, event: AllowSubject): boolean {
+/** Why `entry` does not hold for `event`; undefined when it does. An entry naming no executable never holds. */
+export function entryMiss(
+  entry: AllowEntry,
+  event: AllowSubject,
+  scope: AllowScope = {},
+): Omit<AllowMiss, "entry"> | undefined {
   const exe = entry.exe;
   const parentExe = entry["parent-exe"];
-  if (exe === undefined && parentExe === undefined) return false;
-  if (exe !== undefined && !exeMatches(exe, event.process?.exe)) return false;
-  if (parentExe !== undefined && !exeMatches(parentExe, event.process?.parent?.exe)) return false;
-  if (entry.accesses !== undefined && !accessesWithin(event.accesses, entry.accesses)) return false;
-  return true;
+  const process = event.process;
+  if (exe === undefined && parentExe === undefined) return { field: "exe", reason: "other-executable" };
+  if (exe !== undefined) {
+    const reason = exeMiss(
+      exe,
+      {
+        exe: process?.exe,
+        provenance: process?.provenance,
+        chroot: process?.chroot,
+        rootDev: process?.rootDev,
+      },
+      scope,
+    );
+    if (reason) return { field: "exe", reason };
+  }
+  if (parentExe !== undefined) {
+    const parent = process?.parent;
+    const reason =
+      exeMiss(
+        parentExe,
+        { exe: parent?.exe, provenance: parent?.provenance, chroot: parent?.chroot, rootDev: "unchecked" },
+        scope,
+      ) ??
+      (process?.provenance === undefined || process.provenance.forkUnseen
+        ? "fork-unseen"
+        : parent?.reparented !== false
+          ? "reparented"
+          : parent.execedSinceFork !== false
+            ? "parent-execed"
+            : undefined);
+    if (reason) return { field: "parent-exe", reason };
+  }
+  if (entry.accesses !== undefined && !accessesWithin(event.accesses, entry.accesses))
+    return { field: "accesses", reason: "accesses" };
+  return undefined;
 }
 
-/** Index of the first entry of `allow` that matches `event`; undefined when none does (alert). */
+/**
+ * The first entry of `allow` that holds for `event` (the access is then counted, not
+ * alerted), or why each entry did not (for the alert).
+ */
+export function allowDecision(
+  allow: readonly AllowEntry[] | undefined,
+  event: AllowSubject,
+  scope: AllowScope = {},
+): { entry: number } | { misses: AllowMiss[] } {
+  const misses: AllowMiss[] = [];
+  for (const [entry, e] of (allow ?? []).entries()) {
+    const miss = entryMiss(e, event, scope);
+    if (miss === undefined) return { entry };
+    misses.push({ entry, ...miss });
+  }
+  return { misses };
+}
+
+/** Index of the first entry of `allow` that holds for `event`; undefined when none does (alert). */
 export function allowingEntry(
   allow: readonly AllowEntry[] | undefined,
   event: AllowSubject,
+  scope: AllowScope = {},
 ): number | undefined {
-  if (allow === undefined) return undefined;
-  const index = allow.findIndex((entry) => entryMatches(entry, event));
-  return index === -1 ? undefined : index;
+  const decision = allowDecision(allow, event, scope);
+  return "entry" in decision ? decision.entry : undefined;
 }
 
 /** An entry as a short text, for logs and `hive status`: `exe=/usr/bin/passwd accesses=read,write`. */

@@ -1,7 +1,16 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { ALLOW_MISS_REASONS, EXE_LAYERS } from "../../api/alert.ts";
 import { ACCESS_KINDS } from "../../api/meta.ts";
-import { assertValidAlert, KERNEL_ID, makeEvent, makeSource } from "../../test/alerts/fixtures.ts";
+import {
+  assertValidAlert,
+  imageFile,
+  imageProcess,
+  KERNEL_ID,
+  makeEvent,
+  makeSource,
+} from "../../test/alerts/fixtures.ts";
+import { LOADER_ENV_VARS } from "../kernel/contract.ts";
 import { alertSourceFromHiveData } from "./alert-source.ts";
 import { createBootClock } from "./boot-clock.ts";
 import { buildAlert } from "./build-alert.ts";
@@ -82,6 +91,91 @@ describe("alert builder", () => {
     );
     assertValidAlert(long);
     expect(long.process).toMatchObject({ exe: "/deep/bin/x", exe_source: "exec", exe_truncated: true });
+  });
+
+  it("shows which file ran, what else may run in it, and why the allow list did not hold", () => {
+    const process = imageProcess("/usr/sbin/sshd", "/usr/sbin/cron");
+    process.provenance = {
+      file: { major: 0, minor: 40, ino: (1n << 63n) + 5n },
+      layer: "container",
+      loaderEnv: ["LD_PRELOAD", "LD_AUDIT"],
+      envUnread: true,
+      traced: true,
+      forkUnseen: true,
+    };
+    process.chroot = true;
+    if (!process.parent?.provenance) throw new Error("an image process has a parent");
+    process.parent.provenance.layer = "unlinked";
+    process.parent.chroot = true;
+    process.parent.execedSinceFork = true;
+    process.parent.reparented = true;
+    const misses = [
+      { entry: 0, field: "exe" as const, reason: "written-in-container" as const },
+      { entry: 1, field: "parent-exe" as const, reason: "reparented" as const },
+      { entry: 2, field: "accesses" as const, reason: "accesses" as const },
+    ];
+    const alert = buildAlert(makeEvent(5, { process }), makeSource("t-5"), context, 0, misses);
+    assertValidAlert(alert);
+    expect(alert.process).toMatchObject({
+      exe: "/usr/sbin/sshd",
+      exe_source: "exec",
+      exe_file: { layer: "container", device: "0:40", inode: "9223372036854775813" },
+      exe_loader_env: ["LD_PRELOAD", "LD_AUDIT"],
+      exe_env_unread: true,
+      traced: true,
+      chroot: true,
+      parent: {
+        exe: "/usr/sbin/cron",
+        exe_file: { layer: "unlinked", device: "0:40", inode: imageFile("/usr/sbin/cron").ino.toString() },
+        chroot: true,
+        exec_since_fork: true,
+        reparented: true,
+      },
+    });
+    expect(alert.allow_misses).toEqual(misses);
+    // The alert carries the misses as given, not the caller's objects.
+    expect(alert.allow_misses?.[0]).not.toBe(misses[0]);
+  });
+
+  it("leaves out what the kernel did not record, what holds and what no allow list asked", () => {
+    const honest = buildAlert(
+      makeEvent(6, { process: imageProcess("/usr/sbin/sshd") }),
+      makeSource("t-6"),
+      context,
+      0,
+      [],
+    );
+    assertValidAlert(honest);
+    // An image's file run honestly: only the file, nothing flagged.
+    expect(honest.process.exe_file).toEqual({
+      layer: "image",
+      device: "0:40",
+      inode: imageFile("/usr/sbin/sshd").ino.toString(),
+    });
+    const flags = ["exe_loader_env", "exe_env_unread", "traced", "chroot"];
+    for (const key of flags) {
+      expect(honest.process).not.toHaveProperty(key);
+      expect(honest.process.parent).not.toHaveProperty(key);
+    }
+    expect(honest.process.parent).not.toHaveProperty("exec_since_fork");
+    expect(honest.process.parent).not.toHaveProperty("reparented");
+    expect(honest).not.toHaveProperty("allow_misses");
+
+    // No provenance recorded (an event from a program that does not record it), no allow list.
+    const unrecorded = buildAlert(makeEvent(7), makeSource("t-7"), context);
+    assertValidAlert(unrecorded);
+    for (const key of ["exe_file", ...flags]) {
+      expect(unrecorded.process).not.toHaveProperty(key);
+      expect(unrecorded.process.parent).not.toHaveProperty(key);
+    }
+    expect(unrecorded).not.toHaveProperty("allow_misses");
+
+    // A provenance whose file the kernel did not know (inode 0) shows no file.
+    const noFile = imageProcess("/usr/sbin/sshd");
+    if (noFile.provenance) noFile.provenance.file = { major: 0, minor: 0, ino: 0n };
+    const unknownFile = buildAlert(makeEvent(8, { process: noFile }), makeSource("t-8"), context);
+    assertValidAlert(unknownFile);
+    expect(unknownFile.process).not.toHaveProperty("exe_file");
   });
 
   it("leaves out the pod for a host path (standalone mode) and stays schema-valid", () => {
@@ -168,6 +262,26 @@ describe("alert source from a HiveData", () => {
 describe("alert builder on arbitrary kernel input", () => {
   it("always yields a schema-valid alert, whatever the event's numbers and the process's name", () => {
     const u32 = fc.integer({ min: 0, max: 0xffffffff });
+    const provenance = fc.record({
+      file: fc.record({
+        major: fc.integer({ min: 0, max: 4095 }),
+        minor: fc.integer({ min: 0, max: 1048575 }),
+        ino: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+      }),
+      layer: fc.constantFrom(...EXE_LAYERS),
+      loaderEnv: fc.subarray([...LOADER_ENV_VARS]),
+      envUnread: fc.boolean(),
+      traced: fc.boolean(),
+      forkUnseen: fc.boolean(),
+    });
+    const misses = fc.array(
+      fc.record({
+        entry: fc.nat(),
+        field: fc.constantFrom("exe" as const, "parent-exe" as const, "accesses" as const),
+        reason: fc.constantFrom(...ALLOW_MISS_REASONS),
+      }),
+      { maxLength: 4 },
+    );
     const event = fc.record({
       ktimeNs: fc.bigInt({ min: 0n, max: 2n ** 63n - 1n }),
       key: fc.record({
@@ -191,19 +305,25 @@ describe("alert builder on arbitrary kernel input", () => {
           exe: fc.string({ maxLength: 255, unit: "binary" }),
           source: fc.constantFrom("exec" as const, "seed" as const, "unknown" as const),
         }),
+        provenance: fc.option(provenance, { nil: undefined }),
+        chroot: fc.option(fc.boolean(), { nil: undefined }),
         execNs: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
         ppid: u32,
         parent: fc.record({
           pid: u32,
           comm: fc.string({ maxLength: 16, unit: "binary" }),
           exe: fc.record({ source: fc.constantFrom("exec" as const, "unknown" as const) }),
+          provenance: fc.option(provenance, { nil: undefined }),
+          chroot: fc.option(fc.boolean(), { nil: undefined }),
+          execedSinceFork: fc.option(fc.boolean(), { nil: undefined }),
+          reparented: fc.option(fc.boolean(), { nil: undefined }),
         }),
       }),
     });
     const clock = createBootClock();
     fc.assert(
-      fc.property(event, (e) => {
-        const alert = buildAlert(e, makeSource("t"), { clock });
+      fc.property(event, misses, (e, m) => {
+        const alert = buildAlert(e, makeSource("t"), { clock }, 0, m);
         assertValidAlert(alert);
         expect(alert.process.comm.length).toBeLessThanOrEqual(15);
       }),

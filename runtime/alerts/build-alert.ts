@@ -7,8 +7,15 @@
  */
 import { randomUUID } from "node:crypto";
 import { type Alert, MAX_ANCESTORS } from "../../api/alert.ts";
-import type { Ancestor, ExecIdentity, KernelEvent, ProcessIdentity } from "../kernel/contract.ts";
+import type {
+  Ancestor,
+  ExecIdentity,
+  ExecProvenance,
+  KernelEvent,
+  ProcessIdentity,
+} from "../kernel/contract.ts";
 import { type AlertSource, trapIdOf } from "./alert-source.ts";
+import type { AllowMiss } from "./allowlist.ts";
 import type { BootClock } from "./boot-clock.ts";
 
 export interface AlertContext {
@@ -27,6 +34,28 @@ function cleanComm(comm: string): string {
 
 function safeInteger(value: bigint): number | undefined {
   return value >= 0n && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : undefined;
+}
+
+type ProvenanceFields = Pick<
+  Alert["process"],
+  "exe_file" | "exe_loader_env" | "exe_env_unread" | "traced" | "chroot"
+>;
+
+/** Which file ran and what may run in it besides, for a responder to see a dropped binary at a glance. */
+function provenanceFields(p: ExecProvenance | undefined, chroot: boolean | undefined): ProvenanceFields {
+  const fields: ProvenanceFields = {};
+  if (chroot) fields.chroot = true;
+  if (p === undefined) return fields;
+  if (p.file.ino > 0n)
+    fields.exe_file = {
+      layer: p.layer,
+      device: `${p.file.major}:${p.file.minor}`,
+      inode: p.file.ino.toString(),
+    };
+  if (p.loaderEnv.length > 0) fields.exe_loader_env = [...p.loaderEnv];
+  if (p.envUnread) fields.exe_env_unread = true;
+  if (p.traced) fields.traced = true;
+  return fields;
 }
 
 /** The alert's exe fields: the path when the kernel knew it, and always where it came from. */
@@ -48,6 +77,8 @@ export function buildAlert(
   source: AlertSource,
   context: AlertContext,
   suppressed = 0,
+  /** Why each of the trap's allow entries did not hold (allowlist.ts), when it has some. */
+  allowMisses?: readonly AllowMiss[],
 ): Alert {
   const a = source.annotations;
   const identity = event.process;
@@ -58,13 +89,21 @@ export function buildAlert(
     gid: event.gid,
     comm: cleanComm(event.comm),
     ...exeFields(identity.exe),
+    ...provenanceFields(identity.provenance, identity.chroot),
   };
   if (identity.nsPid !== undefined) process.ns_pid = identity.nsPid;
   if (identity.execNs > 0n && identity.exe.source !== "unknown")
     process.exec_time = context.clock.toIso(identity.execNs);
   if (identity.ppid !== undefined) process.ppid = identity.ppid;
   if (identity.parent) {
-    process.parent = { pid: identity.parent.pid, ...exeFields(identity.parent.exe) };
+    const parent = identity.parent;
+    process.parent = {
+      pid: parent.pid,
+      ...exeFields(parent.exe),
+      ...provenanceFields(parent.provenance, parent.chroot),
+    };
+    if (parent.execedSinceFork) process.parent.exec_since_fork = true;
+    if (parent.reparented) process.parent.reparented = true;
     const parentComm = identity.parent.comm === undefined ? "" : cleanComm(identity.parent.comm);
     if (parentComm) process.parent.comm = parentComm;
     const ancestors = context.ancestors?.(identity) ?? [];
@@ -101,6 +140,8 @@ export function buildAlert(
       container: { id: a.container_id ?? "", name: a.container_name ?? "" },
     };
   }
+  if (allowMisses !== undefined && allowMisses.length > 0)
+    alert.allow_misses = allowMisses.map(({ entry, field, reason }) => ({ entry, field, reason }));
   if (suppressed > 0) alert.suppressed = suppressed;
   return alert;
 }

@@ -20,7 +20,7 @@ import {
   createAllowedCounts,
   createAllowedFileWriter,
 } from "./allowed-counts.ts";
-import { allowingEntry } from "./allowlist.ts";
+import { allowDecision } from "./allowlist.ts";
 import { type BootClock, createBootClock } from "./boot-clock.ts";
 import { buildAlert } from "./build-alert.ts";
 import {
@@ -156,8 +156,12 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
       try {
         const trapId = trapIdOf(source);
         // Before the rate limit: an expected reader is counted, and spends no alert budget.
-        const entry = source.allow === undefined ? undefined : allowingEntry(source.allow, event);
-        if (entry !== undefined) {
+        const verdict =
+          source.allow === undefined
+            ? undefined
+            : allowDecision(source.allow, event, { files: source.allowFiles, host: source.allowHost });
+        if (verdict !== undefined && "entry" in verdict) {
+          const entry = verdict.entry;
           metrics.allowedAccesses.inc({
             policy_namespace: source.policyNamespace ?? "",
             policy: source.annotations.hive_policy_name ?? "",
@@ -181,7 +185,7 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
           }
           suppressed = decision.suppressed;
         }
-        const alert = buildAlert(event, source, context, suppressed);
+        const alert = buildAlert(event, source, context, suppressed, verdict?.misses);
         metrics.alerts.inc({
           policy_namespace: alert.hive_policy_namespace ?? "",
           policy: alert.hive_policy_name,

@@ -9,9 +9,10 @@
  */
 
 import type { V1Pod } from "@kubernetes/client-node";
-import type { HiveData } from "../../api/data.ts";
+import type { Executable, HiveData } from "../../api/data.ts";
 import { ANNOTATION_RESOLVE_REQUEST, LABEL_NODE } from "../../api/meta.ts";
 import { type HivePolicy, type HiveTrap, parseMode } from "../../api/policy.ts";
+import { exactAllowPaths } from "../alerts/allowlist.ts";
 import { backoffDelay } from "../backoff.ts";
 import type { ContainerFiles, FileResolver, ResolveOutcome } from "../discover/file-resolver.ts";
 import type { ResolveOptions } from "../discover/safe-path.ts";
@@ -120,7 +121,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
     }
 
     let nextRetryMs = Number.POSITIVE_INFINITY;
-    const record = (item: Item, trap: HiveTrap, outcome: ResolveOutcome) => {
+    const record = (item: Item, trap: HiveTrap, outcome: ResolveOutcome, executables: Executable[]) => {
       const key = `${item.namespace}/${item.name}`;
       if (outcome.ok) {
         const found = outcome.file;
@@ -140,6 +141,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
             file: found.key,
             parent: found.parent,
             owner,
+            executables,
           }),
         );
         if (found.created)
@@ -272,7 +274,7 @@ async function resolveContainer(
   resolver: FileResolver,
   containerId: string,
   group: readonly Item[],
-  record: (item: Item, trap: HiveTrap, outcome: ResolveOutcome) => void,
+  record: (item: Item, trap: HiveTrap, outcome: ResolveOutcome, executables: Executable[]) => void,
 ): Promise<void> {
   const work: { item: Item; trap: HiveTrap; options: ResolveOptions }[] = [];
   for (const item of group) {
@@ -286,23 +288,47 @@ async function resolveContainer(
     } catch (error) {
       // Only parseMode throws here: a mode that is not octal or would escalate (admitted before the CRD refused it).
       const message = (error as Error).message;
-      record(item, trap, {
-        ok: false,
-        error: new HiveError("PolicyInvalid", message, { object: trap.path }),
-      });
+      record(
+        item,
+        trap,
+        { ok: false, error: new HiveError("PolicyInvalid", message, { object: trap.path }) },
+        [],
+      );
     }
   }
+  // The exact executables the allow entries name, found in this container like a trapped path
+  // (safe walk, proven): an entry holds only for those files (runtime/alerts/allowlist.ts).
+  const exePaths = [...new Set(work.flatMap(({ trap }) => exactAllowPaths(trap)))];
   let outcomes: ResolveOutcome[];
+  let exeOutcomes: ResolveOutcome[] = [];
   let files: ContainerFiles | undefined;
   try {
     files = await resolver.openContainer(containerId);
-    outcomes = await files.resolveAll(work.map(({ trap, options }) => ({ path: trap.path, options })));
+    const all = await files.resolveAll([
+      ...work.map(({ trap, options }) => ({ path: trap.path, options })),
+      ...exePaths.map((path) => ({ path, options: {} })),
+    ]);
+    outcomes = all.slice(0, work.length);
+    exeOutcomes = all.slice(work.length);
   } catch (error) {
     outcomes = work.map(() => ({ ok: false, error }));
   } finally {
     files?.close();
   }
+  const found = new Map<string, Executable>();
+  exePaths.forEach((path, i) => {
+    const outcome = exeOutcomes[i];
+    if (outcome?.ok && outcome.file.fileType === "file") {
+      const { key } = outcome.file;
+      found.set(path, {
+        path,
+        "inode-no": key.ino.toString(),
+        device: { major: key.major, minor: key.minor },
+      });
+    }
+  });
   work.forEach(({ item, trap }, i) => {
-    record(item, trap, outcomes[i] ?? { ok: false, error: undefined });
+    const executables = exactAllowPaths(trap).flatMap((path) => found.get(path) ?? []);
+    record(item, trap, outcomes[i] ?? { ok: false, error: undefined }, executables);
   });
 }

@@ -4,7 +4,7 @@
  * (api/ids.ts) make a repeated discovery an idempotent no-op.
  */
 import type { V1Pod } from "@kubernetes/client-node";
-import type { HiveData } from "../../api/data.ts";
+import type { Executable, HiveData } from "../../api/data.ts";
 import { dataName } from "../../api/ids.ts";
 import {
   ACCESS_KINDS,
@@ -78,6 +78,8 @@ export interface DataInput {
   parent: FileKey;
   /** The writer's Node: its HiveData goes with it when the node leaves the cluster. */
   owner?: NodeOwner | undefined;
+  /** The files at the allow entries' exact paths in the same container (discover found them). */
+  executables?: readonly Executable[];
 }
 
 /**
@@ -134,6 +136,7 @@ export function buildHiveData(input: DataInput): HiveData {
       device: { major: input.file.major, minor: input.file.minor },
       // Informational (the reference design's field): the loader watches the live trap's accesses.
       accesses: [...(trap.accesses ?? ACCESS_KINDS)],
+      ...(input.executables && input.executables.length > 0 ? { executables: [...input.executables] } : {}),
     },
   };
 }

@@ -51,6 +51,33 @@ export interface ExecIdentity {
   truncated?: boolean;
 }
 
+/**
+ * Which file a process runs and what may run in it besides, as the kernel recorded at its
+ * exec (bpf/hive.h HIVE_EXE_*): what an allow entry holds on (runtime/alerts/allowlist.ts).
+ */
+export interface ExecProvenance {
+  /** The executable's file as the kernel checks it (an overlay's own inode); ino 0 when unknown. */
+  file: FileKey;
+  /**
+   * `image`: an overlay's file with no upper copy (an image layer's, unchanged);
+   * `container`: in an overlay's upper layer (written or changed in the container);
+   * `unlinked`: a memfd or a deleted file; `other`: another filesystem (a volume, the host).
+   */
+  layer: ExeLayer;
+  /** Dynamic-loader variables set in the environment at exec. */
+  loaderEnv: LoaderEnvVar[];
+  /** The environment at exec was not read whole (or the process predates the program). */
+  envUnread: boolean;
+  /** Traced (ptrace) at its exec or at an access since. */
+  traced: boolean;
+  /** The fork that made the process was not seen: who spawned it is unknown. */
+  forkUnseen: boolean;
+}
+
+export type ExeLayer = "image" | "container" | "unlinked" | "other";
+export const LOADER_ENV_VARS = ["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH"] as const;
+export type LoaderEnvVar = (typeof LOADER_ENV_VARS)[number];
+
 /** A process above the parent (KernelWatcher.ancestors). */
 export interface Ancestor {
   pid: number;
@@ -60,12 +87,28 @@ export interface Ancestor {
 /** The accessing process, as the kernel knew it at the access. */
 export interface ProcessIdentity {
   exe: ExecIdentity;
+  /** Which file ran (absent for an event from a kernel program that does not record it). */
+  provenance?: ExecProvenance;
+  /** The process's root is a directory inside a mount (a chroot), not its mount's root. */
+  chroot?: boolean;
+  /** The device of the process's root directory (a container's: its overlay). */
+  rootDev?: { major: number; minor: number };
   /** CLOCK_MONOTONIC ns of the exec (process start when seeded); 0 when unknown. */
   execNs: bigint;
   /** Process id inside its own pid namespace. */
   nsPid?: number;
   ppid?: number;
-  parent?: { pid: number; comm?: string; exe: ExecIdentity };
+  parent?: {
+    pid: number;
+    comm?: string;
+    exe: ExecIdentity;
+    provenance?: ExecProvenance;
+    chroot?: boolean;
+    /** The parent ran another executable since it forked this process. */
+    execedSinceFork?: boolean;
+    /** The parent is not the process that forked this one (it was orphaned and adopted). */
+    reparented?: boolean;
+  };
   /**
    * The parent's parent as the kernel knew it at the access (tgid and start time): where the
    * ancestry starts in the kernel's process map, even when the parent has exited since.

@@ -5,7 +5,15 @@
  * here against the compiled object's BTF.
  */
 import type { AccessKind } from "../../api/meta.ts";
-import type { ExecIdentity, FileKey, KernelEvent, WatchEntry } from "./contract.ts";
+import type {
+  ExecIdentity,
+  ExecProvenance,
+  ExeLayer,
+  FileKey,
+  KernelEvent,
+  LoaderEnvVar,
+  WatchEntry,
+} from "./contract.ts";
 
 /** MAY_* bits of inode_permission's mask (include/linux/fs.h, mirrored in bpf/hive.h). */
 const MAY = { exec: 0x01, write: 0x02, read: 0x04, append: 0x08, access: 0x10, open: 0x20 } as const;
@@ -37,7 +45,7 @@ export const KEY_LAYOUT = { size: 16, ino: 0, dev: 8 } as const;
 export const VALUE_LAYOUT = { size: 16, slot: 0, mask: 4, kind: 8 } as const;
 /** struct hive_event */
 export const EVENT_LAYOUT = {
-  size: 656,
+  size: 688,
   ktime_ns: 0,
   last_ns: 8,
   ino: 16,
@@ -63,22 +71,49 @@ export const EVENT_LAYOUT = {
   exe: 136,
   parent_exe: 392,
   grandparent_pid: 648,
+  relation: 652,
+  exe_ino: 656,
+  parent_exe_ino: 664,
+  exe_dev: 672,
+  parent_exe_dev: 676,
+  root_dev: 680,
 } as const;
 /** struct hive_proc (values of hive_procs, keyed by tgid). */
 export const PROC_LAYOUT = {
-  size: 296,
+  size: 320,
   start_ns: 0,
   exec_ns: 8,
   parent_start_ns: 16,
-  ppid: 24,
-  ns_pid: 28,
-  uid: 32,
-  flags: 36,
-  exe: 40,
+  parent_exec_ns: 24,
+  exe_ino: 32,
+  exe_dev: 40,
+  ppid: 44,
+  ns_pid: 48,
+  uid: 52,
+  flags: 56,
+  exe: 64,
 } as const;
 /** HIVE_EXE_MAX, HIVE_EXE_* of bpf/hive.h. */
 export const EXE_MAX = 256;
-const EXE = { unknown: 0, exec: 1, seed: 2, sourceMask: 0xff, truncated: 0x100, unreachable: 0x200 } as const;
+const EXE = {
+  unknown: 0,
+  exec: 1,
+  seed: 2,
+  sourceMask: 0xff,
+  truncated: 0x100,
+  unreachable: 0x200,
+  image: 0x1000,
+  written: 0x2000,
+  unlinked: 0x4000,
+  ldPreload: 0x10000,
+  ldAudit: 0x20000,
+  ldLibraryPath: 0x40000,
+  envUnread: 0x80000,
+  traced: 0x100000,
+  forkUnseen: 0x200000,
+} as const;
+/** HIVE_REL_* of bpf/hive.h (hive_event.relation). */
+const REL = { chroot: 0x1, parentChroot: 0x2, parentExeced: 0x4, reparented: 0x8 } as const;
 /** struct hive_counters (one per CPU in hive_counters). */
 export const COUNTERS_LAYOUT = {
   size: 40,
@@ -205,6 +240,30 @@ export function decodeExecIdentity(flags: number, path: string): ExecIdentity {
   return identity;
 }
 
+/** Which file ran and what may run in it besides, from HIVE_EXE_* flags and the recorded file. */
+export function decodeProvenance(flags: number, file: FileKey): ExecProvenance {
+  const layer: ExeLayer =
+    flags & EXE.unlinked
+      ? "unlinked"
+      : flags & EXE.written
+        ? "container"
+        : flags & EXE.image
+          ? "image"
+          : "other";
+  const loaderEnv: LoaderEnvVar[] = [];
+  if (flags & EXE.ldPreload) loaderEnv.push("LD_PRELOAD");
+  if (flags & EXE.ldAudit) loaderEnv.push("LD_AUDIT");
+  if (flags & EXE.ldLibraryPath) loaderEnv.push("LD_LIBRARY_PATH");
+  return {
+    file,
+    layer,
+    loaderEnv,
+    envUnread: (flags & EXE.envUnread) !== 0,
+    traced: (flags & EXE.traced) !== 0,
+    forkUnseen: (flags & EXE.forkUnseen) !== 0,
+  };
+}
+
 /** One hive_procs value: the process's executable, its parent and when it started. */
 export interface DecodedProc {
   startNs: bigint;
@@ -240,14 +299,31 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
   const mask = u32(L.mask);
   const ppid = u32(L.ppid);
   const nsPid = u32(L.ns_pid);
+  const relation = u32(L.relation);
+  const exeFlags = u32(L.exe_flags);
+  const parentFlags = u32(L.parent_flags);
+  const rootDev = keyFromKernelDev(u32(L.root_dev), 0n);
   const process: KernelEvent["process"] = {
-    exe: decodeExecIdentity(u32(L.exe_flags), cString(buf, L.exe, EXE_MAX)),
+    exe: decodeExecIdentity(exeFlags, cString(buf, L.exe, EXE_MAX)),
+    provenance: decodeProvenance(
+      exeFlags,
+      keyFromKernelDev(u32(L.exe_dev), view.getBigUint64(L.exe_ino, true)),
+    ),
+    chroot: (relation & REL.chroot) !== 0,
+    rootDev: { major: rootDev.major, minor: rootDev.minor },
     execNs: view.getBigUint64(L.exec_ns, true),
     ppid,
     parent: {
       pid: ppid,
       comm: cString(buf, L.parent_comm, L.commSize),
-      exe: decodeExecIdentity(u32(L.parent_flags), cString(buf, L.parent_exe, EXE_MAX)),
+      exe: decodeExecIdentity(parentFlags, cString(buf, L.parent_exe, EXE_MAX)),
+      provenance: decodeProvenance(
+        parentFlags,
+        keyFromKernelDev(u32(L.parent_exe_dev), view.getBigUint64(L.parent_exe_ino, true)),
+      ),
+      chroot: (relation & REL.parentChroot) !== 0,
+      execedSinceFork: (relation & REL.parentExeced) !== 0,
+      reparented: (relation & REL.reparented) !== 0,
     },
   };
   const grandparent = u32(L.grandparent_pid);

@@ -22,6 +22,7 @@ import {
   trapId,
 } from "../../api/index.ts";
 import type { AlertSource } from "../alerts/alert-source.ts";
+import { type AllowFiles, exactAllowPaths } from "../alerts/allowlist.ts";
 import { podMatches } from "../controllers/match.ts";
 import { openContainerProcess } from "../discover/container-process.ts";
 import { resolveInProcessRoot } from "../discover/file-resolver.ts";
@@ -170,9 +171,28 @@ function alertSource(ref: TrapRef, target: WatchTarget, context: PlanContext): A
   };
   if (callback !== undefined) source.callback = callback;
   if (ref.policy.metadata.namespace !== undefined) source.policyNamespace = ref.policy.metadata.namespace;
-  // The trap's allow list, as a cluster's loader takes it from the live policy.
-  if (ref.trap.allow !== undefined && ref.trap.allow.length > 0) source.allow = ref.trap.allow;
+  // The trap's allow list, as a cluster's loader takes it from the live policy, and the files at
+  // its exact paths on the same target, found like the trapped path (discover's job in a cluster).
+  if (ref.trap.allow !== undefined && ref.trap.allow.length > 0) {
+    source.allow = ref.trap.allow;
+    source.allowFiles = allowFilesOn(ref.trap, target, context);
+    if (target.kind === "host") source.allowHost = true;
+  }
   return source;
+}
+
+/** The files at a trap's exact allow paths on `target`; a path that does not resolve to a file is left out. */
+function allowFilesOn(trap: HiveTrap, target: WatchTarget, context: PlanContext): AllowFiles {
+  const files = new Map<string, FileKey[]>();
+  for (const path of exactAllowPaths(trap)) {
+    try {
+      const found = resolveOn(target, context, path);
+      if (found.fileType === "file") files.set(path, [found.key]);
+    } catch (error) {
+      if (!isHiveError(error)) throw error; // not found, escapes the root…: the entry cannot hold
+    }
+  }
+  return files;
 }
 
 function targetsOf(ref: TrapRef, context: PlanContext): WatchTarget[] {

@@ -9,7 +9,8 @@ import { AlertSchema } from "../../api/alert.ts";
 import { FORMATS } from "../../api/formats.ts";
 import { LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { AlertSource } from "../../runtime/alerts/alert-source.ts";
-import type { KernelEvent } from "../../runtime/kernel/contract.ts";
+import type { AllowFiles } from "../../runtime/alerts/allowlist.ts";
+import type { ExecProvenance, FileKey, KernelEvent, ProcessIdentity } from "../../runtime/kernel/contract.ts";
 import { createLogger, type Logger } from "../../runtime/log.ts";
 
 const ajv = new Ajv({ allErrors: true, strict: false });
@@ -75,6 +76,60 @@ export function makeSource(
     nodeName: "node-a",
     kernelId: KERNEL_ID,
     ...overrides,
+  };
+}
+
+/** The test container's overlay: where its image's executables are (and its processes' root). */
+export const IMAGE_DEVICE = { major: 0, minor: 40 } as const;
+const imageInodes = new Map<string, bigint>();
+
+/** The image's file at `path` in the test container: one inode per path, the same on every call. */
+export function imageFile(path: string): FileKey {
+  let ino = imageInodes.get(path);
+  if (ino === undefined) {
+    ino = 1_000n + BigInt(imageInodes.size);
+    imageInodes.set(path, ino);
+  }
+  return { ...IMAGE_DEVICE, ino };
+}
+
+/** What discover finds at `paths` in the test container (AlertSource.allowFiles). */
+export function imageFiles(paths: Iterable<string>): AllowFiles {
+  return new Map([...paths].map((path) => [path, [imageFile(path)]]));
+}
+
+/** Provenance of the image's unchanged file at `path`, run with nothing else asked of the loader. */
+export function imageProvenance(path: string): ExecProvenance {
+  return {
+    file: imageFile(path),
+    layer: "image",
+    loaderEnv: [],
+    envUnread: false,
+    traced: false,
+    forkUnseen: false,
+  };
+}
+
+/**
+ * An honest process as the kernel records it: the image's `exe`, run from the container's root,
+ * forked by `parent` (the image's too), which has run nothing else since and is still its parent.
+ */
+export function imageProcess(exe: string, parent = "/bin/sh"): ProcessIdentity {
+  return {
+    exe: { exe, source: "exec" },
+    provenance: imageProvenance(exe),
+    chroot: false,
+    rootDev: { ...IMAGE_DEVICE },
+    execNs: 1_000n,
+    ppid: 3_000,
+    parent: {
+      pid: 3_000,
+      exe: { exe: parent, source: "exec" },
+      provenance: imageProvenance(parent),
+      chroot: false,
+      execedSinceFork: false,
+      reparented: false,
+    },
   };
 }
 

@@ -364,3 +364,41 @@ describe("discover through the API server", () => {
     expect(second?.metadata.annotations?.pod_ip).toBe("10.0.0.50");
   });
 });
+
+describe("discover and allow lists", () => {
+  it("writes the files at the allow entries' exact paths, found in the same container, into the HiveData", async () => {
+    cluster = await Cluster.start();
+    const c = cluster;
+    await c.addNode("node-1", KERNEL_A);
+    // Each container its own sshd; one container has none.
+    await c.addPod("web-a", "node-1", {
+      files: { "etc/shadow": "x", "usr/sbin/sshd": "a", "usr/sbin/cron": "c" },
+    });
+    await c.addPod("web-b", "node-1", { files: { "etc/shadow": "x", "usr/sbin/sshd": "b" } });
+    await c.addPod("web-c", "node-1", { files: { "etc/shadow": "x" } });
+    const allow = [
+      { exe: "/usr/sbin/sshd" },
+      { exe: "/usr/lib/openssh/*" },
+      { "parent-exe": "/usr/sbin/cron" },
+    ];
+    await c.createPolicy("shadow", [{ path: "/etc/shadow", allow }]);
+    const data = await eventually(async () => {
+      const d = await c.data();
+      return d.length === 3 ? d : undefined;
+    }, "three HiveData");
+    const expected = (pod: string, paths: string[]) => {
+      const d = data.find((x) => x.metadata.annotations?.pod_name === pod);
+      const id = d?.metadata.annotations?.container_id?.replace("containerd://", "") ?? "";
+      return paths.map((path) => {
+        const key = fileKeyFromStat(statSync(join(c.containers.rootOf(id), path), { bigint: true }));
+        return { path, "inode-no": key.ino.toString(), device: { major: key.major, minor: key.minor } };
+      });
+    };
+    const executables = (pod: string) =>
+      data.find((x) => x.metadata.annotations?.pod_name === pod)?.spec.executables ?? [];
+    // The prefix pattern resolves to nothing (matched on the kernel's path); a missing file is left out.
+    expect(executables("web-a")).toEqual(expected("web-a", ["/usr/sbin/sshd", "/usr/sbin/cron"]));
+    expect(executables("web-b")).toEqual(expected("web-b", ["/usr/sbin/sshd"]));
+    expect(executables("web-c")).toEqual([]);
+  });
+});

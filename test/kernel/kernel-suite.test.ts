@@ -9,14 +9,21 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { buildAllowImage } from "../fixtures/allow-image.ts";
 import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseResult } from "./guest/case-names.ts";
-import { type BootResult, bootVm, findKernels, REPO_ROOT, vmUnavailable } from "./vm.ts";
+import { type BootResult, bootVm, findKernels, REPO_ROOT, vmUnavailable, WORK_DIR } from "./vm.ts";
 
 const SERIES = ["6.1", "6.12", "5.10"] as const;
 const isCI = process.env.CI === "true";
 const unavailable = vmUnavailable();
 const { found } = findKernels();
 const wanted = process.env.HIVE_KERNELS?.split(",") ?? [...SERIES];
+/** The allow cases' container image, built once on the host (the guest sees it through the shared root). */
+let allowImage: string | undefined;
+const allowImageArchive = () => {
+  allowImage ??= buildAllowImage(join(WORK_DIR, "allow-image")).archive;
+  return allowImage;
+};
 
 for (const series of SERIES) {
   if (!wanted.includes(series)) continue;
@@ -39,6 +46,7 @@ for (const series of SERIES) {
         boot = await bootVm({
           kernel,
           command: `export PATH='${join(REPO_ROOT, "node_modules/.bin")}':$PATH\nnode test/kernel/guest/cases.ts`,
+          env: { HIVE_ALLOW_IMAGE: allowImageArchive() },
           timeoutMs: 600_000,
         });
         const file = join(boot.outDir, "results.json");

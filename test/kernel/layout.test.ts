@@ -3,7 +3,7 @@
  * bpf/hive.h as compiled into bpf/hive.bpf.o: read every struct from the object's BTF.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
   COUNTERS_LAYOUT,
@@ -11,6 +11,7 @@ import {
   decodeEvent,
   decodeKey,
   decodeProc,
+  decodeProvenance,
   EVENT_LAYOUT,
   encodeKey,
   encodeValue,
@@ -56,6 +57,20 @@ function offsets(name: string): { size: number; fields: Record<string, number> }
 
 function tsFields(layout: Record<string, number>, skip: string[] = []): Record<string, number> {
   return Object.fromEntries(Object.entries(layout).filter(([k]) => k !== "size" && !skip.includes(k)));
+}
+
+/** The `#define NAME value` constants of bpf/hive.h (the flags BTF does not carry). */
+const HIVE_H = new Map(
+  [
+    ...readFileSync(new URL("../../bpf/hive.h", import.meta.url), "utf8").matchAll(
+      /^#define (HIVE_\w+) (0x[0-9a-f]+|\d+)\b/gim,
+    ),
+  ].map((m) => [m[1] as string, Number(m[2])]),
+);
+function define(name: string): number {
+  const value = HIVE_H.get(name);
+  if (value === undefined) throw new Error(`bpf/hive.h defines no ${name}`);
+  return value;
 }
 
 describe("kernel struct layouts match the compiled object's BTF", () => {
@@ -118,12 +133,26 @@ describe("kernel struct layouts match the compiled object's BTF", () => {
     buf.writeUInt32LE(77, at("grandparent_pid"));
     buf.writeUInt32LE(999, at("ppid"));
     buf.writeUInt32LE(5, at("ns_pid"));
-    buf.writeUInt32LE(0x101, at("exe_flags")); // recorded at exec, truncated
+    // Recorded at exec, truncated, an image layer's file, run with LD_PRELOAD set.
+    const exeFlags =
+      define("HIVE_EXE_EXEC") |
+      define("HIVE_EXE_TRUNCATED") |
+      define("HIVE_EXE_IMAGE") |
+      define("HIVE_EXE_LD_PRELOAD");
+    expect(exeFlags).toBe(0x11101);
+    buf.writeUInt32LE(exeFlags, at("exe_flags"));
     buf.writeUInt32LE(0, at("parent_flags")); // unknown: the path bytes below are ignored
     buf.write("bash", at("parent_comm"));
     buf.write("/usr/bin/cat", at("exe"));
     buf.write("/stale/path", at("parent_exe"));
-    expect(decodeEvent(buf)).toEqual({
+    buf.writeUInt32LE(define("HIVE_REL_CHROOT") | define("HIVE_REL_PARENT_EXECED"), at("relation"));
+    buf.writeBigUInt64LE(0x2_0000_0007n, at("exe_ino"));
+    buf.writeBigUInt64LE(55n, at("parent_exe_ino"));
+    buf.writeUInt32LE((0 << 20) | 40, at("exe_dev"));
+    buf.writeUInt32LE((8 << 20) | 1, at("parent_exe_dev"));
+    buf.writeUInt32LE((0 << 20) | 41, at("root_dev"));
+    const event = decodeEvent(buf);
+    expect(event).toEqual({
       ktimeNs: 111n,
       key: { major: 259, minor: 3, ino: 0x1_0000_0001n },
       mask: 0x24,
@@ -139,13 +168,92 @@ describe("kernel struct layouts match the compiled object's BTF", () => {
       count: 3,
       process: {
         exe: { exe: "/usr/bin/cat", source: "exec", truncated: true },
+        provenance: {
+          file: { major: 0, minor: 40, ino: 0x2_0000_0007n },
+          layer: "image",
+          loaderEnv: ["LD_PRELOAD"],
+          envUnread: false,
+          traced: false,
+          forkUnseen: false,
+        },
+        chroot: true,
+        rootDev: { major: 0, minor: 41 },
         execNs: 90n,
         nsPid: 5,
         ppid: 999,
-        parent: { pid: 999, comm: "bash", exe: { source: "unknown" } },
+        parent: {
+          pid: 999,
+          comm: "bash",
+          exe: { source: "unknown" },
+          provenance: {
+            file: { major: 8, minor: 1, ino: 55n },
+            layer: "other",
+            loaderEnv: [],
+            envUnread: false,
+            traced: false,
+            forkUnseen: false,
+          },
+          chroot: false,
+          execedSinceFork: true,
+          reparented: false,
+        },
         grandparent: { pid: 77, startNs: 80n },
       },
     });
+    expect(event.process.provenance).toEqual(
+      decodeProvenance(exeFlags, { major: 0, minor: 40, ino: 0x2_0000_0007n }),
+    );
+
+    // The other relation bits, each on its own field.
+    buf.writeUInt32LE(define("HIVE_REL_PARENT_CHROOT") | define("HIVE_REL_REPARENTED"), at("relation"));
+    expect(decodeEvent(buf).process).toMatchObject({
+      chroot: false,
+      parent: { chroot: true, execedSinceFork: false, reparented: true },
+    });
+  });
+
+  it("decodes every provenance flag of bpf/hive.h", () => {
+    const file = { major: 0, minor: 40, ino: 7n };
+    const honest = {
+      file,
+      layer: "image",
+      loaderEnv: [],
+      envUnread: false,
+      traced: false,
+      forkUnseen: false,
+    };
+    const image = define("HIVE_EXE_EXEC") | define("HIVE_EXE_IMAGE");
+    expect(decodeProvenance(image, file)).toEqual(honest);
+    expect(decodeProvenance(define("HIVE_EXE_EXEC"), file)).toEqual({ ...honest, layer: "other" });
+    expect(decodeProvenance(define("HIVE_EXE_WRITTEN"), file)).toEqual({ ...honest, layer: "container" });
+    expect(decodeProvenance(define("HIVE_EXE_UNLINKED"), file)).toEqual({ ...honest, layer: "unlinked" });
+    // An unlinked file wins over where it was; a written one over the image.
+    expect(
+      decodeProvenance(image | define("HIVE_EXE_WRITTEN") | define("HIVE_EXE_UNLINKED"), file).layer,
+    ).toBe("unlinked");
+    expect(decodeProvenance(image | define("HIVE_EXE_WRITTEN"), file).layer).toBe("container");
+    const all =
+      image |
+      define("HIVE_EXE_LD_PRELOAD") |
+      define("HIVE_EXE_LD_AUDIT") |
+      define("HIVE_EXE_LD_LIBRARY_PATH");
+    expect(decodeProvenance(all, file).loaderEnv).toEqual(["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH"]);
+    expect(decodeProvenance(image | define("HIVE_EXE_LD_AUDIT"), file).loaderEnv).toEqual(["LD_AUDIT"]);
+    expect(decodeProvenance(image | define("HIVE_EXE_LD_LIBRARY_PATH"), file).loaderEnv).toEqual([
+      "LD_LIBRARY_PATH",
+    ]);
+    expect(decodeProvenance(image | define("HIVE_EXE_ENV_UNREAD"), file)).toEqual({
+      ...honest,
+      envUnread: true,
+    });
+    expect(decodeProvenance(image | define("HIVE_EXE_TRACED"), file)).toEqual({ ...honest, traced: true });
+    expect(decodeProvenance(image | define("HIVE_EXE_FORK_UNSEEN"), file)).toEqual({
+      ...honest,
+      forkUnseen: true,
+    });
+    // The path's flags and the source say nothing of the file.
+    const path = define("HIVE_EXE_SEED") | define("HIVE_EXE_TRUNCATED") | define("HIVE_EXE_UNREACHABLE");
+    expect(decodeProvenance(image | path, file)).toEqual(honest);
   });
 
   it("hive_proc, and decodes a process entry written at the BTF's offsets", () => {

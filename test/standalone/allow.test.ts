@@ -3,13 +3,20 @@
  * with an allow list, planned on this machine, fed synthetic kernel events through a
  * stand-in watcher into the real alert pipeline.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
-import type { ExecIdentity, KernelEvent, KernelWatcher, WatchEntry } from "../../runtime/kernel/contract.ts";
+import type {
+  ExecIdentity,
+  ExecProvenance,
+  KernelEvent,
+  KernelWatcher,
+  WatchEntry,
+} from "../../runtime/kernel/contract.ts";
+import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { parsePolicyText } from "../../runtime/standalone/policy-files.ts";
 import { startStandalone } from "../../runtime/standalone/standalone.ts";
@@ -47,6 +54,13 @@ describe("hive watch with an allow list", () => {
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const shadow = join(dir, "shadow");
     writeFileSync(shadow, "root:*:19000:0:99999:7:::\n");
+    // The host's own programs, as files `hive watch` finds at the allow entries' paths.
+    const bin = (name: string) => {
+      const path = join(dir, name);
+      writeFileSync(path, "#!/bin/true\n", { mode: 0o755 });
+      return path;
+    };
+    const [sshd, passwd, cron] = [bin("sshd"), bin("passwd"), bin("cron")];
     const files = parsePolicyText(
       "shadow.yaml",
       `apiVersion: hive-operator.com/v1alpha1
@@ -57,10 +71,10 @@ spec:
   traps:
     - path: ${shadow}
       allow:
-        - exe: /usr/sbin/sshd
-        - exe: /usr/bin/passwd
+        - exe: ${sshd}
+        - exe: ${passwd}
           accesses: [read, write]
-        - parent-exe: /usr/sbin/cron
+        - parent-exe: ${cron}
 `,
     );
     expect(files.problems).toEqual([]);
@@ -84,21 +98,46 @@ spec:
     cleanups.push(() => standalone.close());
     const entry = kernel.entries().find((e) => e.kind === "file");
     if (!entry) throw new Error("the trapped file is not in the kernel map");
+    /** What the kernel records of a host program: the file at `exe` (or a stranger at that path). */
+    const provenance = (exe: string): ExecProvenance => ({
+      file: existsSync(exe)
+        ? fileKeyFromStat(statSync(exe, { bigint: true }))
+        : { major: 0, minor: 1, ino: 9n },
+      layer: "other",
+      loaderEnv: [],
+      envUnread: false,
+      traced: false,
+      forkUnseen: false,
+    });
     const access = (n: number, exe: string, parent: string, accesses: KernelEvent["accesses"] = ["read"]) =>
       kernel.emit(
         makeEvent(n, {
           key: entry.key,
           slot: entry.slot,
           accesses,
-          process: { exe: exec(exe), execNs: 0n, ppid: 1, parent: { pid: 1, exe: exec(parent) } },
+          process: {
+            exe: exec(exe),
+            provenance: provenance(exe),
+            chroot: false,
+            execNs: 0n,
+            ppid: 1,
+            parent: {
+              pid: 1,
+              exe: exec(parent),
+              provenance: provenance(parent),
+              chroot: false,
+              execedSinceFork: false,
+              reparented: false,
+            },
+          },
         }),
       );
 
-    access(1, "/usr/sbin/sshd", "/usr/sbin/sshd");
-    access(2, "/usr/bin/passwd", "/bin/bash", ["read", "write"]);
-    access(3, "/bin/cat", "/usr/sbin/cron");
+    access(1, sshd, sshd);
+    access(2, passwd, "/bin/bash", ["read", "write"]);
+    access(3, "/bin/cat", cron);
     access(4, "/tmp/sshd", "/bin/bash");
-    access(5, "/usr/bin/passwd", "/bin/bash", ["exec"]);
+    access(5, passwd, "/bin/bash", ["exec"]);
     const alerted = lines.map((l) => JSON.parse(l) as Alert);
     expect(alerted.map((a) => a.process.pid)).toEqual([4_004, 4_005]);
     expect(alerted.every((a) => a.metadata.path === shadow)).toBe(true);

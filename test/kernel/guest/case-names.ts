@@ -18,6 +18,8 @@ export const KERNEL_CASES = [
   "allow: an allowed executable raises no alert and is counted; a copy under the allowed name elsewhere or another binary alerts",
   "allow: a child of an allowed parent raises no alert; the same child under another parent alerts",
   "a decoy reading the trap in a loop does not hide a single read by another executable",
+  "allow in a container: the image's sshd, head and a child of the image's cron are allowed; a binary written over sshd, sshd in a chroot, LD_PRELOAD, a parent that exec'd cron and an orphan adopted by cron alert, each with its reason",
+  "allow in a container: an executable run from a memfd or from a deleted file alerts, its provenance shown",
   "entry changes in a watched file's directory are reported as control events",
   "removing an entry from the map stops its events",
   "a trap is proven when armed: a file on an overlay is watched by the identity the kernel checks, and proving never alerts",

@@ -27,6 +27,7 @@ import type { AttachMode, KernelEvent, WatchEntry } from "../../../runtime/kerne
 import { fileKeyFromStat, fileKeyId } from "../../../runtime/kernel/layout.ts";
 import type { LibbpfKernelWatcher } from "../../../runtime/kernel/loader.ts";
 import { openKernelWatcher } from "../../../runtime/kernel/open-watcher.ts";
+import { allowCases } from "./allow-cases.ts";
 import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseName, type KernelCaseResult } from "./case-names.ts";
 import { type GuestHarness, processCases } from "./process-cases.ts";
 import { proofCases } from "./proof-cases.ts";
@@ -103,6 +104,7 @@ const harness: GuestHarness = {
 
 const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | undefined>> = {
   ...processCases(harness),
+  ...allowCases(harness),
   ...proofCases(harness, PIN_ROOT),
   ...restartCases(harness, PIN_ROOT),
   async "a read of a watched file gives exactly one event with the reader's pid, tgid, uid, gid, comm and mask"() {

@@ -17,12 +17,15 @@ import {
 import { join } from "node:path";
 import type { Alert } from "../../../api/alert.ts";
 import type { AllowEntry } from "../../../api/policy.ts";
+import type { AllowFiles } from "../../../runtime/alerts/allowlist.ts";
 import { createBootClock } from "../../../runtime/alerts/boot-clock.ts";
 import { buildAlert } from "../../../runtime/alerts/build-alert.ts";
 import { createAlertPipeline } from "../../../runtime/alerts/pipeline.ts";
+import { resolveInRoot } from "../../../runtime/discover/safe-path.ts";
 import type { KernelEvent, WatchEntry } from "../../../runtime/kernel/contract.ts";
 import type { LibbpfKernelWatcher } from "../../../runtime/kernel/loader.ts";
 import { openKernelWatcher } from "../../../runtime/kernel/open-watcher.ts";
+import { proveWith } from "../../../runtime/kernel/trap-proof.ts";
 import { createHiveMetrics } from "../../../runtime/metrics/metrics.ts";
 import { assertValidAlert, captureLogger, counterValue, makeSource } from "../../alerts/fixtures.ts";
 import type { KernelCaseName } from "./case-names.ts";
@@ -60,7 +63,11 @@ function resolved(name: string): string {
 }
 
 /** Kernel events through the real alert pipeline, with `allow` on the trap; alerts captured. */
-async function pipelineFor(allow: AllowEntry[], rateLimit?: { perSecond: number; burst: number }) {
+async function pipelineFor(
+  allow: AllowEntry[],
+  rateLimit?: { perSecond: number; burst: number },
+  files?: AllowFiles,
+) {
   const metrics = createHiveMetrics({ processMetrics: false });
   const alerts: Alert[] = [];
   const pipeline = await createAlertPipeline({
@@ -71,6 +78,9 @@ async function pipelineFor(allow: AllowEntry[], rateLimit?: { perSecond: number;
   });
   const source = makeSource("allow-case");
   source.allow = allow;
+  // The guest's own root is the "host" here: a trap on a host path, as standalone mode makes.
+  source.allowHost = true;
+  if (files) source.allowFiles = files;
   return {
     alerts,
     handle: (events: KernelEvent[]) => {
@@ -86,6 +96,11 @@ export function processCases(
   h: GuestHarness,
 ): Record<ProcessCaseName, () => Promise<Record<string, unknown>>> {
   const clock = createBootClock();
+  /** The files at `paths` as discover would find them: safe walk from the root, proven by the kernel. */
+  const allowFiles = (paths: string[]): AllowFiles => {
+    const prove = proveWith(h.watcher().proofMaps());
+    return new Map(paths.map((p) => [p, [resolveInRoot("/", p, {}, prove).key]]));
+  };
   /** The alert each event becomes must validate against the published schema. */
   const alertOf = (e: KernelEvent, w: LibbpfKernelWatcher) => {
     const alert = buildAlert(e, makeSource("process-case"), { clock, ancestors: (p) => w.ancestors(p) });
@@ -178,7 +193,11 @@ export function processCases(
       copyFileSync(resolved("cat"), copy);
       chmodSync(copy, 0o755);
       h.watcher().sync([h.entry(path, 44)]);
-      const p = await pipelineFor([{ exe: "/usr/sbin/sshd" }, { exe: resolved("cat") }]);
+      const p = await pipelineFor(
+        [{ exe: "/usr/sbin/sshd" }, { exe: resolved("cat") }],
+        undefined,
+        allowFiles([resolved("cat")]),
+      );
       try {
         p.handle(await h.observe(() => void spawnSync("cat", [path])));
         assert.equal(p.alerts.length, 0, `allowed cat alerted: ${JSON.stringify(p.alerts)}`);
@@ -199,7 +218,11 @@ export function processCases(
     async "allow: a child of an allowed parent raises no alert; the same child under another parent alerts"() {
       const path = h.file("allow-parent.txt");
       h.watcher().sync([h.entry(path, 45)]);
-      const p = await pipelineFor([{ "parent-exe": realpathSync("/bin/sh"), accesses: ["read", "open"] }]);
+      const p = await pipelineFor(
+        [{ "parent-exe": realpathSync("/bin/sh"), accesses: ["read", "open"] }],
+        undefined,
+        allowFiles([realpathSync("/bin/sh")]),
+      );
       try {
         p.handle(await h.observe(() => void spawnSync("sh", ["-c", `cat ${path}; true`])));
         assert.equal(p.alerts.length, 0, `child of sh alerted: ${JSON.stringify(p.alerts)}`);

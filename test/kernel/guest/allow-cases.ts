@@ -1,0 +1,234 @@
+/**
+ * Kernel cases for allow lists that hold against the attacker they exist for: real containers
+ * (containerd, overlayfs snapshot of an imported image: test/fixtures/image-containers.ts), a
+ * trap that allows the image's `/usr/sbin/sshd` and `/usr/bin/head` and children of the image's
+ * `/usr/sbin/cron`, and what a root process inside the container would try instead. Events go
+ * through the real alert pipeline; the allowed files are found in the container as discover
+ * finds them (safe walk, kernel proof).
+ */
+import assert from "node:assert/strict";
+import type { Alert } from "../../../api/alert.ts";
+import type { AllowEntry } from "../../../api/policy.ts";
+import type { AllowFiles } from "../../../runtime/alerts/allowlist.ts";
+import { createAlertPipeline } from "../../../runtime/alerts/pipeline.ts";
+import { openContainerProcess } from "../../../runtime/discover/container-process.ts";
+import { resolveInProcessRoot } from "../../../runtime/discover/file-resolver.ts";
+import type { FileKey, KernelEvent } from "../../../runtime/kernel/contract.ts";
+import { proveWith } from "../../../runtime/kernel/trap-proof.ts";
+import { createHiveMetrics } from "../../../runtime/metrics/metrics.ts";
+import { assertValidAlert, captureLogger, counterValue, makeSource } from "../../alerts/fixtures.ts";
+import { ALLOW_IMAGE_REF } from "../../fixtures/allow-image.ts";
+import { type ImageContainerd, startImageContainerd } from "../../fixtures/image-containers.ts";
+import type { KernelCaseName } from "./case-names.ts";
+import type { GuestHarness } from "./process-cases.ts";
+
+type AllowCaseName = Extract<
+  KernelCaseName,
+  | "allow in a container: the image's sshd, head and a child of the image's cron are allowed; a binary written over sshd, sshd in a chroot, LD_PRELOAD, a parent that exec'd cron and an orphan adopted by cron alert, each with its reason"
+  | "allow in a container: an executable run from a memfd or from a deleted file alerts, its provenance shown"
+>;
+
+const ALLOW: AllowEntry[] = [
+  { exe: "/usr/sbin/sshd" },
+  { exe: "/usr/bin/head" },
+  { "parent-exe": "/usr/sbin/cron" },
+];
+const CTR = "hive-allow";
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** One container of the allow image, its trap and the files its allow entries name. */
+interface Scene {
+  cd: ImageContainerd;
+  run: (args: string[], opts?: { env?: string[]; afterMs?: number }) => Promise<KernelEvent[]>;
+  pipeline: Awaited<ReturnType<typeof pipelineFor>>;
+}
+
+async function pipelineFor(files: AllowFiles) {
+  const metrics = createHiveMetrics({ processMetrics: false });
+  const alerts: Alert[] = [];
+  const pipeline = await createAlertPipeline({
+    logger: captureLogger().logger,
+    metrics,
+    lines: (line) => alerts.push(JSON.parse(line) as Alert),
+  });
+  const source = makeSource("allow-container");
+  source.allow = ALLOW;
+  source.allowFiles = files;
+  return {
+    alerts,
+    /** Hands `events` to the pipeline; returns the alerts they raised. */
+    handle(events: KernelEvent[]): Alert[] {
+      const before = alerts.length;
+      for (const e of events) pipeline.handle(e, source);
+      const raised = alerts.slice(before);
+      for (const a of raised) assertValidAlert(a);
+      return raised;
+    },
+    allowed: (entry: number) => counterValue(metrics.allowedAccesses, { entry: String(entry) }),
+    close: () => pipeline.close(),
+  };
+}
+
+export function allowCases(h: GuestHarness): Record<AllowCaseName, () => Promise<Record<string, unknown>>> {
+  const archive = process.env.HIVE_ALLOW_IMAGE ?? "";
+  let execs = 0;
+
+  async function withScene<T>(slot: number, body: (scene: Scene) => Promise<T>): Promise<T> {
+    assert.ok(
+      archive,
+      "HIVE_ALLOW_IMAGE (the allow image's OCI archive, built by the host suite) is not set",
+    );
+    const cd = await startImageContainerd(`/tmp/hive-allow-ctd-${slot}`);
+    let pipeline: Awaited<ReturnType<typeof pipelineFor>> | undefined;
+    try {
+      cd.importImage(archive);
+      const pid = cd.run(CTR, ALLOW_IMAGE_REF, ["/usr/sbin/cron", "-c", "while :; do sleep 1; done"]);
+      // As discover does: the container's process held and checked, paths walked in its root, proven.
+      const held = openContainerProcess("/proc", pid, CTR);
+      const prove = proveWith(h.watcher().proofMaps());
+      const find = (path: string) => resolveInProcessRoot(held, path, {}, prove).key;
+      const files = new Map<string, FileKey[]>();
+      try {
+        h.watcher().sync([{ key: find("/etc/secret"), slot, accesses: ["read", "open"], kind: "file" }]);
+        for (const path of ["/usr/sbin/sshd", "/usr/bin/head", "/usr/sbin/cron"])
+          files.set(path, [find(path)]);
+      } finally {
+        held.close();
+      }
+      pipeline = await pipelineFor(files);
+      const run = async (args: string[], opts: { env?: string[]; afterMs?: number } = {}) => {
+        const seen = await h.observe(async () => {
+          const r = cd.exec(CTR, `x${++execs}`, args, opts.env ? { env: opts.env } : {});
+          assert.equal(r.status, 0, `${args.join(" ")} failed in the container: ${r.stderr}`);
+          if (opts.afterMs) await sleep(opts.afterMs);
+        });
+        return seen.filter((e) => e.slot === slot);
+      };
+      return await body({ cd, run, pipeline });
+    } finally {
+      await pipeline?.close();
+      await cd.stop();
+    }
+  }
+
+  /** The single alert `events` raised, and its miss for `entry`. */
+  const alertOf = (scene: Scene, events: KernelEvent[], what: string) => {
+    const raised = scene.pipeline.handle(events);
+    assert.equal(raised.length, 1, `${what}: expected one alert, got ${JSON.stringify(raised)}`);
+    return raised[0] as Alert;
+  };
+  const missOf = (alert: Alert, entry: number) => alert.allow_misses?.find((m) => m.entry === entry);
+
+  return {
+    async "allow in a container: the image's sshd, head and a child of the image's cron are allowed; a binary written over sshd, sshd in a chroot, LD_PRELOAD, a parent that exec'd cron and an orphan adopted by cron alert, each with its reason"() {
+      return withScene(60, async (scene) => {
+        const { run, pipeline } = scene;
+        // The image's own programs: counted, not alerted.
+        assert.deepEqual(pipeline.handle(await run(["/usr/sbin/sshd", "read", "/etc/secret"])), []);
+        assert.deepEqual(pipeline.handle(await run(["/usr/bin/head", "-c1", "/etc/secret"])), []);
+        assert.deepEqual(pipeline.handle(await run(["/usr/sbin/cron", "-c", "cat /etc/secret; true"])), []);
+        assert.equal(await pipeline.allowed(0), 1);
+        assert.equal(await pipeline.allowed(1), 1);
+        assert.equal(await pipeline.allowed(2), 1);
+
+        const outcome: Record<string, unknown> = {};
+        const expectMiss = (what: string, alert: Alert, entry: number, reason: string) => {
+          const miss = missOf(alert, entry);
+          assert.equal(miss?.reason, reason, `${what}: ${JSON.stringify(alert.allow_misses)}`);
+          outcome[what] = {
+            exe: alert.process.exe,
+            file: alert.process.exe_file,
+            misses: alert.allow_misses,
+          };
+        };
+        // The image's sshd (the same inode, hard-linked into /srv/jail) run with another root.
+        const jailed = alertOf(
+          scene,
+          await run(["/usr/bin/hive-attacker", "chroot-read", "/etc", "/srv/jail", "secret"]),
+          "sshd in a chroot",
+        );
+        assert.equal(jailed.process.exe, "/usr/sbin/sshd");
+        assert.equal(jailed.process.chroot, true);
+        expectMiss("sshd in a chroot", jailed, 0, "chroot");
+        // LD_PRELOAD on the image's dynamically linked head.
+        const preloaded = alertOf(
+          scene,
+          await run(["/usr/bin/head", "-c1", "/etc/secret"], {
+            env: ["LD_PRELOAD=/lib/x86_64-linux-gnu/libc.so.6"],
+          }),
+          "LD_PRELOAD",
+        );
+        assert.deepEqual(preloaded.process.exe_loader_env, ["LD_PRELOAD"]);
+        expectMiss("LD_PRELOAD", preloaded, 1, "loader-env");
+        // A shell forks the reader, then becomes cron by exec: cron never spawned it.
+        const execed = alertOf(
+          scene,
+          await run(
+            [
+              "/bin/sh",
+              "-c",
+              "/usr/bin/hive-attacker sleep-read 1500 /etc/secret & exec /usr/sbin/cron -c 'sleep 3'",
+            ],
+            { afterMs: 3000 },
+          ),
+          "parent exec'd cron",
+        );
+        assert.equal(execed.process.parent?.exe, "/usr/sbin/cron");
+        expectMiss("parent exec'd cron", execed, 2, "parent-execed");
+        // A reader orphaned to the container's pid 1, which is the image's cron.
+        const orphan = alertOf(
+          scene,
+          await run(["/bin/sh", "-c", "/usr/bin/hive-attacker sleep-read 1500 /etc/secret & exit 0"], {
+            afterMs: 3000,
+          }),
+          "orphan adopted by cron",
+        );
+        assert.equal(orphan.process.parent?.exe, "/usr/sbin/cron");
+        expectMiss("orphan adopted by cron", orphan, 2, "reparented");
+        // Last: a binary written over /usr/sbin/sshd inside the container (its overlay copy).
+        const written = alertOf(
+          scene,
+          await run([
+            "/bin/sh",
+            "-c",
+            "cp /usr/bin/hive-attacker /usr/sbin/sshd && /usr/sbin/sshd read /etc/secret",
+          ]),
+          "binary written over sshd",
+        );
+        assert.equal(written.process.exe, "/usr/sbin/sshd");
+        assert.equal(written.process.exe_file?.layer, "container");
+        expectMiss("binary written over sshd", written, 0, "written-in-container");
+        return outcome;
+      });
+    },
+
+    async "allow in a container: an executable run from a memfd or from a deleted file alerts, its provenance shown"() {
+      return withScene(61, async (scene) => {
+        const { run } = scene;
+        const memfd = alertOf(
+          scene,
+          await run([
+            "/usr/bin/hive-attacker",
+            "memfd-exec",
+            "/usr/bin/hive-attacker",
+            "read",
+            "/etc/secret",
+          ]),
+          "memfd",
+        );
+        assert.equal(memfd.process.exe_file?.layer, "unlinked");
+        const deleted = alertOf(
+          scene,
+          await run([
+            "/bin/sh",
+            "-c",
+            "cp /usr/bin/hive-attacker /tmp/h && /tmp/h unlink-self-read 200 /etc/secret",
+          ]),
+          "deleted file",
+        );
+        assert.equal(deleted.process.exe_file?.layer, "unlinked");
+        return { memfd: memfd.process, deleted: deleted.process };
+      });
+    },
+  };
+}
