@@ -63,10 +63,8 @@ interface Runner {
 
 /** The exact paths a trap's allow entries name (a `*` pattern is matched on the kernel's path alone). */
 export function exactAllowPaths(trap: { allow?: readonly AllowEntry[] | undefined }): string[] {
-  const paths = (trap.allow ?? []).flatMap((e) => [e.exe, e["parent-exe"]]);
-  return [
-    ...new Set(paths.filter((p): p is string => p !== undefined && p.startsWith("/") && !p.includes("*"))),
-  ];
+  const paths = (trap.allow ?? []).flatMap((e) => [e.exe ?? "", e["parent-exe"] ?? ""]);
+  return [...new Set(paths.filter((p) => p.startsWith("/") && !p.includes("*")))];
 }
 
 /** True when the kernel-resolved `path` is the one `pattern` names (exact, or a `*`-ended prefix). */
