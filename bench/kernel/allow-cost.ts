@@ -36,17 +36,23 @@ export function allowSource(allow: readonly AllowEntry[]): AlertSource {
     },
     labels: { [LABEL_TRAP_ID]: "trap-0" },
     allow,
+    // What discover found at the exact paths in the container: unix_chkpwd is the event's file.
+    allowFiles: new Map([["/usr/sbin/unix_chkpwd", [{ major: 0, minor: OVERLAY_MINOR, ino: CHKPWD_INO }]]]),
     policyNamespace: "security",
     nodeName: "bench-node",
     kernelId: "00000000-0000-0000-0000-000000000000",
   };
 }
 
+/** The container's overlay (device 0:OVERLAY_MINOR) and the image's unix_chkpwd in it. */
+const OVERLAY_MINOR = 52;
+const CHKPWD_INO = 2_252_824n;
+
 /** One struct hive_event as the kernel writes it: unix_chkpwd (child of sshd) opening and reading. */
 export function rawAllowedEvent(): Buffer {
   const L = EVENT_LAYOUT;
   const buf = Buffer.alloc(L.size);
-  const EXEC = 1; // HIVE_EXE_EXEC
+  const EXEC = 0x1 | 0x1000; // HIVE_EXE_EXEC | HIVE_EXE_IMAGE: run from the image's layer
   buf.writeBigUInt64LE(123_456_789n, L.ktime_ns);
   buf.writeBigUInt64LE(123_456_999n, L.last_ns);
   buf.writeBigUInt64LE(4242n, L.ino);
@@ -68,6 +74,11 @@ export function rawAllowedEvent(): Buffer {
   buf.write("/usr/sbin/unix_chkpwd", L.exe, EXE_MAX);
   buf.write("/usr/sbin/sshd", L.parent_exe, EXE_MAX);
   buf.writeUInt32LE(1, L.grandparent_pid);
+  buf.writeBigUInt64LE(CHKPWD_INO, L.exe_ino);
+  buf.writeUInt32LE(OVERLAY_MINOR, L.exe_dev);
+  buf.writeUInt32LE(OVERLAY_MINOR, L.root_dev);
+  buf.writeBigUInt64LE(CHKPWD_INO + 1n, L.parent_exe_ino);
+  buf.writeUInt32LE(OVERLAY_MINOR, L.parent_exe_dev);
   return buf;
 }
 
