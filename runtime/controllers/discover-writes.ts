@@ -2,12 +2,14 @@
  * The writes that make this node's HiveData equal to a discover pass's result: create or
  * replace what changed; delete what is no longer wanted, but only once the HiveData list is in
  * (before it, absence proves nothing) and never what the pass kept through a transient failure.
- * A failed write is retried by a later pass (the watch brings the current object meanwhile).
+ * A failed write is retried by a later pass once its object's own backoff has passed (the watch
+ * brings the current object meanwhile): one object that keeps failing holds up no other.
  */
 import type { HiveData } from "../../api/data.ts";
 import type { Logger } from "../log.ts";
 import { dataUpToDate } from "./hive-data.ts";
 import { inPool } from "./in-pool.ts";
+import type { ObjectRetries } from "./object-retries.ts";
 import type { DataWriter } from "./ports.ts";
 
 export interface DataChanges {
@@ -25,16 +27,24 @@ export interface ApplyOptions {
   synced: boolean;
   concurrency: number;
   log: Logger;
-  retry: () => void;
+  /** Writes that failed, each on its own backoff. */
+  retries: ObjectRetries;
+  /** Asks for another pass in `delayMs`. */
+  retry: (delayMs: number) => void;
   stats: { created: number; updated: number; deleted: number };
 }
 
 export async function applyDataChanges(changes: DataChanges, o: ApplyOptions): Promise<void> {
   const { data, writer, stats } = o;
   const writes: (() => Promise<void>)[] = [];
+  const now = Date.now();
   for (const [key, want] of changes.desired) {
     const have = data.get(key);
-    if (have && dataUpToDate(have, want)) continue;
+    if (have && dataUpToDate(have, want)) {
+      o.retries.forget(key);
+      continue;
+    }
+    if (!o.retries.due(key, now)) continue;
     writes.push(async () => {
       try {
         if (have) {
@@ -45,29 +55,32 @@ export async function applyDataChanges(changes: DataChanges, o: ApplyOptions): P
           data.set(key, await writer.create(want));
           stats.created += 1;
         }
+        o.retries.forget(key);
       } catch (error) {
         // Conflict or AlreadyExists: the watch brings the current object, and with it another pass.
-        o.log.warn("HiveData write failed; retried on the next pass", { name: key, error });
-        o.retry();
+        const delayMs = o.retries.failed(key, now);
+        o.log.warn("HiveData write failed; retried", { name: key, delayMs, error });
       }
     });
   }
   if (o.synced) {
     for (const [key, have] of data) {
-      if (changes.desired.has(key) || changes.keep.has(key)) continue;
+      if (changes.desired.has(key) || changes.keep.has(key) || !o.retries.due(key, now)) continue;
       writes.push(async () => {
-        await writer.remove(have.metadata.namespace ?? "default", have.metadata.name ?? "");
+        try {
+          await writer.remove(have.metadata.namespace ?? "default", have.metadata.name ?? "");
+        } catch (error) {
+          const delayMs = o.retries.failed(key, now);
+          o.log.warn("HiveData delete failed; retried", { name: key, delayMs, error });
+          return;
+        }
         data.delete(key);
+        o.retries.forget(key);
         stats.deleted += 1;
       });
     }
   }
-  await inPool(writes, o.concurrency, async (w) => {
-    try {
-      await w();
-    } catch (error) {
-      o.log.warn("HiveData delete failed; retried on the next pass", { error });
-      o.retry();
-    }
-  });
+  await inPool(writes, o.concurrency, (w) => w());
+  const next = o.retries.nextDueInMs();
+  if (next !== Number.POSITIVE_INFINITY) o.retry(Math.max(100, next));
 }

@@ -23,6 +23,7 @@ import { byContainer, collectItems, type Item } from "./discover-items.ts";
 import { applyDataChanges } from "./discover-writes.ts";
 import { buildHiveData, markMissing, type NodeOwner } from "./hive-data.ts";
 import { inPool } from "./in-pool.ts";
+import { createObjectRetries } from "./object-retries.ts";
 import {
   type DataWriter,
   objectKey,
@@ -96,6 +97,8 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
   const waitingSince = new Map<string, number>();
   const notReadyReportMs = options.notReadyReportMs ?? 30_000;
   let ownerAttempts = 0;
+  /** HiveData writes and deletes that failed, each on its own backoff. */
+  const writeRetries = createObjectRetries({ baseMs: retryBaseMs, maxMs: retryMaxMs });
   const stats: DiscoverStats = { passes: 0, resolved: 0, created: 0, updated: 0, deleted: 0, errors: 0 };
 
   async function pass(): Promise<void> {
@@ -158,6 +161,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         : new HiveError("PathInvalid", "unexpected failure while resolving the trap path", {
             object: trap.path,
             cause: error,
+            transient: true,
           });
       stats.errors += 1;
       const had = data.get(key);
@@ -165,8 +169,14 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         // Deleted (perhaps to be re-created): stop watching the old inode but keep the HiveData, so its
         // directory stays watched and the re-creation is noticed without polling.
         desired.set(key, markMissing(had));
-      } else if (TRANSIENT.has(e.code) || e.details.timedOut === true || e.details.refused === true) {
-        // The container restarts, the runtime is slow or a mount on the path hangs: keep what we had.
+      } else if (
+        TRANSIENT.has(e.code) ||
+        e.details.timedOut === true ||
+        e.details.refused === true ||
+        e.details.transient === true
+      ) {
+        // The container restarts, the runtime is slow, a mount on the path hangs, the node is out of
+        // descriptors or the resolver failed: keep what we had and retry.
         keep.add(key);
         const n = (attempts.get(key) ?? 0) + 1;
         attempts.set(key, n);
@@ -200,7 +210,8 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         concurrency,
         log,
         stats,
-        retry: () => runner.retryIn(retryBaseMs),
+        retries: writeRetries,
+        retry: (delayMs) => runner.retryIn(delayMs),
       },
     );
     const reported = dueReports(errors.list, waitingSince, notReadyReportMs, (ms) => runner.retryIn(ms));

@@ -27,6 +27,7 @@ import type { Logger } from "../log.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
 import { ANNOTATION_PARENT, isMissing, keyText, parseKeyText } from "./hive-data.ts";
 import { type ArmedData, indexLiveTraps, type LiveTrap, trapAccesses } from "./live-traps.ts";
+import { createObjectRetries } from "./object-retries.ts";
 import { type DataWriter, isForbidden, objectKey, specProblems, type WatchEventType } from "./ports.ts";
 import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
 
@@ -109,6 +110,8 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   const data = new Map<string, HiveData>();
   const orphanSince = new Map<string, number>();
   const lastRequest = new Map<string, number>();
+  /** Orphan deletes that failed, each on its own backoff. */
+  const deletes = createObjectRetries();
   /** Stable slots per watched key, so events in flight during a resync still map correctly. */
   const slotOfKey = new Map<string, number>();
   const freeSlots: number[] = [];
@@ -148,16 +151,30 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       const since = orphanSince.get(key) ?? now;
       orphanSince.set(key, since);
       if (now - since >= orphanGraceMs) {
-        if (d.metadata.labels?.[LABEL_NODE] !== options.nodeName) continue;
-        await writer.remove(d.metadata.namespace ?? "default", d.metadata.name ?? "");
+        if (d.metadata.labels?.[LABEL_NODE] !== options.nodeName || !deletes.due(key, now)) continue;
+        // One delete that keeps failing must not hold the kernel map's sync below: retried alone.
+        try {
+          await writer.remove(d.metadata.namespace ?? "default", d.metadata.name ?? "");
+        } catch (error) {
+          const delayMs = deletes.failed(key, now);
+          log.warn("deleting HiveData whose trap no longer exists failed; retried", {
+            name: key,
+            delayMs,
+            error,
+          });
+          continue;
+        }
         log.info("deleted HiveData whose trap no longer exists", { name: key });
         data.delete(key);
         orphanSince.delete(key);
+        deletes.forget(key);
         stats.orphansDeleted += 1;
       } else {
         runner.retryIn(orphanGraceMs - (now - since));
       }
     }
+    const nextDelete = deletes.nextDueInMs(now);
+    if (nextDelete !== Number.POSITIVE_INFINITY) runner.retryIn(Math.max(100, nextDelete));
 
     // One entry per distinct key; traps sharing a file share its slot (accesses united).
     const byKey = new Map<string, { entry: WatchEntry; data: HiveData[] }>();
@@ -308,6 +325,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
         data.delete(key);
         orphanSince.delete(key);
         lastRequest.delete(key);
+        deletes.forget(key);
       } else data.set(objectKey(d), d);
       runner.trigger();
     },

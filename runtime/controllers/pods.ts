@@ -14,6 +14,7 @@ import type { HiveData } from "../../api/data.ts";
 import { LABEL_NODE, LABEL_POLICY, LABEL_POLICY_NAMESPACE, POLICY_FINALIZER } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import type { Logger } from "../log.ts";
+import { createObjectRetries } from "./object-retries.ts";
 import {
   computePolicyStatus,
   groupByTrap,
@@ -66,6 +67,8 @@ export function createPodsController(options: PodsOptions): PodsController {
   const policies = new Map<string, HivePolicy>();
   const data = new Map<string, HiveData>();
   const trapErrors = new Map<string, NodeTrapError>();
+  /** Policies whose last reconcile failed, each on its own backoff. */
+  const retries = createObjectRetries();
   const stats: PodsStats = {
     dataDeletedForPolicies: 0,
     statusWrites: 0,
@@ -81,61 +84,82 @@ export function createPodsController(options: PodsOptions): PodsController {
     return true;
   }
 
+  /** One policy's finalizer, HiveData cleanup and status: throws when a request fails. */
+  async function reconcile(
+    policy: HivePolicy,
+    dataByTrap: ReadonlyMap<string, HiveData[]>,
+    errorsByTrap: ReadonlyMap<string, NodeTrapError[]>,
+  ): Promise<void> {
+    const finalizers = policy.metadata.finalizers ?? [];
+    const ns = policy.metadata.namespace ?? "default";
+    const name = policy.metadata.name ?? "";
+    if (policy.metadata.deletionTimestamp) {
+      if (!finalizers.includes(POLICY_FINALIZER)) return;
+      let left = 0;
+      for (const d of [...data.values()]) {
+        const labels = d.metadata.labels ?? {};
+        if (labels[LABEL_POLICY] === name && labels[LABEL_POLICY_NAMESPACE] === ns) {
+          if (await removeData(d)) stats.dataDeletedForPolicies += 1;
+          else left += 1;
+        }
+      }
+      // Another node's HiveData goes with that node's discover (which drops deleting policies); the
+      // finalizer waits for that, but not forever: a node that never returns takes its HiveData
+      // with it (the Node owns it), and one that returns removes it on its first pass.
+      const deletingSince = Date.parse(String(policy.metadata.deletionTimestamp));
+      const waited = Date.now() - (Number.isNaN(deletingSince) ? 0 : deletingSince);
+      if (left > 0 && waited < finalizerWaitMs) {
+        runner.retryIn(Math.max(100, finalizerWaitMs - waited));
+        return;
+      }
+      await options.removeErrorReports?.(policy);
+      await policyWriter.setFinalizers(
+        policy,
+        finalizers.filter((f) => f !== POLICY_FINALIZER),
+      );
+      stats.finalizersRemoved += 1;
+      return;
+    }
+    if (!finalizers.includes(POLICY_FINALIZER)) {
+      await policyWriter.setFinalizers(policy, [...finalizers, POLICY_FINALIZER]);
+      stats.finalizersAdded += 1;
+      return; // the update comes back through the watch, with a new resourceVersion for the status write
+    }
+    const problems = specProblems(policy);
+    const status = problems
+      ? invalidPolicyStatus(policy, problems)
+      : computePolicyStatus(policy, dataByTrap, errorsByTrap);
+    if (sameStatus(policy.status, status)) return;
+    try {
+      await policyWriter.writeStatus(policy, status);
+      stats.statusWrites += 1;
+    } catch (error) {
+      log.warn("HivePolicy status write failed; recomputed on the next change", {
+        policy: `${ns}/${name}`,
+        error,
+      });
+    }
+  }
+
   async function pass(): Promise<void> {
     if (!loop.synced()) return;
     const dataByTrap = groupByTrap(data.values(), trapOfData);
     const errorsByTrap = groupByTrap(trapErrors.values(), (e) => e.trapId);
+    const now = Date.now();
     for (const policy of policies.values()) {
-      const finalizers = policy.metadata.finalizers ?? [];
-      const ns = policy.metadata.namespace ?? "default";
-      const name = policy.metadata.name ?? "";
-      if (policy.metadata.deletionTimestamp) {
-        if (!finalizers.includes(POLICY_FINALIZER)) continue;
-        let left = 0;
-        for (const d of [...data.values()]) {
-          const labels = d.metadata.labels ?? {};
-          if (labels[LABEL_POLICY] === name && labels[LABEL_POLICY_NAMESPACE] === ns) {
-            if (await removeData(d)) stats.dataDeletedForPolicies += 1;
-            else left += 1;
-          }
-        }
-        // Another node's HiveData goes with that node's discover (which drops deleting policies); the
-        // finalizer waits for that, but not forever: a node that never returns takes its HiveData
-        // with it (the Node owns it), and one that returns removes it on its first pass.
-        const deletingSince = Date.parse(String(policy.metadata.deletionTimestamp));
-        const waited = Date.now() - (Number.isNaN(deletingSince) ? 0 : deletingSince);
-        if (left > 0 && waited < finalizerWaitMs) {
-          runner.retryIn(Math.max(100, finalizerWaitMs - waited));
-          continue;
-        }
-        await options.removeErrorReports?.(policy);
-        await policyWriter.setFinalizers(
-          policy,
-          finalizers.filter((f) => f !== POLICY_FINALIZER),
-        );
-        stats.finalizersRemoved += 1;
-        continue;
-      }
-      if (!finalizers.includes(POLICY_FINALIZER)) {
-        await policyWriter.setFinalizers(policy, [...finalizers, POLICY_FINALIZER]);
-        stats.finalizersAdded += 1;
-        continue; // the update comes back through the watch, with a new resourceVersion for the status write
-      }
-      const problems = specProblems(policy);
-      const status = problems
-        ? invalidPolicyStatus(policy, problems)
-        : computePolicyStatus(policy, dataByTrap, errorsByTrap);
-      if (sameStatus(policy.status, status)) continue;
+      const key = objectKey(policy);
+      if (!retries.due(key, now)) continue;
+      // A policy whose requests keep failing is retried on its own backoff; the others go on.
       try {
-        await policyWriter.writeStatus(policy, status);
-        stats.statusWrites += 1;
+        await reconcile(policy, dataByTrap, errorsByTrap);
+        retries.forget(key);
       } catch (error) {
-        log.warn("HivePolicy status write failed; recomputed on the next change", {
-          policy: `${ns}/${name}`,
-          error,
-        });
+        const delayMs = retries.failed(key, now);
+        log.warn("HivePolicy reconcile failed; retried", { policy: key, delayMs, error });
       }
     }
+    const next = retries.nextDueInMs(now);
+    if (next !== Number.POSITIVE_INFINITY) runner.retryIn(Math.max(100, next));
   }
 
   const loop = createReconcileLoop(pass, stats, {

@@ -285,6 +285,8 @@ export class ResolvePool {
           new HiveError("PathInvalid", "the path resolver thread failed", {
             object: walk.path,
             cause: error,
+            // The resolver's failure, not the path's: what the trap had stays armed.
+            transient: true,
           }),
         );
       this.pump();
@@ -350,6 +352,7 @@ function toError(error: Extract<WalkResult, { ok: false }>["error"], path: strin
       `unexpected failure while resolving the trap path: ${error.message}`,
       {
         object: path,
+        transient: true,
       },
     );
   return new HiveError(error.code, error.message, {

@@ -90,6 +90,14 @@ function errno(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code;
 }
 
+/** Errors of the node, not of the path: out of descriptors or memory, an I/O error, an interrupted call. */
+const TRANSIENT_ERRNO = new Set(["EMFILE", "ENFILE", "ENOMEM", "ENOBUFS", "EIO", "EAGAIN", "EINTR", "EBUSY"]);
+
+/** `{ transient: true }` when `error` says nothing about the path: what the trap had stays armed. */
+function transientOf(error: unknown): { transient?: true } {
+  return TRANSIENT_ERRNO.has(errno(error) ?? "") ? { transient: true } : {};
+}
+
 /**
  * Resolves `path` under `rootPath` (normally `/proc/<pid>/root`). Throws HiveError with
  * FileNotFound, PathInvalid, PathEscapesContainer (a symlink chain pointed outside the root
@@ -263,6 +271,7 @@ export function resolveInRootFd(
         throw new HiveError("PathInvalid", `cannot open ${name} while resolving the trap path (${code})`, {
           object: path,
           cause: error,
+          ...transientOf(error),
         });
       }
       const stat = fstat(child);
@@ -343,6 +352,7 @@ function createDirectory(dirFd: number, name: string): void {
       object: name,
       hint: "check the container's filesystem is writable",
       cause: error,
+      ...transientOf(error),
     });
   }
 }
@@ -367,6 +377,7 @@ function createFile(
           ? "the entry appeared while Hive created it; it is resolved again"
           : "check the container's filesystem is writable",
       cause: error,
+      ...transientOf(error),
     });
   }
   try {
