@@ -11,12 +11,14 @@ import { copyFileSync, mkdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { AccessKind } from "../../api/meta.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
+import { resolveInRoot } from "../../runtime/discover/safe-path.ts";
 import type { AttachMode, WatchEntry } from "../../runtime/kernel/contract.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { libbpf } from "../../runtime/kernel/libbpf-ffi.ts";
 import type { LibbpfKernelWatcher } from "../../runtime/kernel/loader.ts";
 import { openKernelWatcher } from "../../runtime/kernel/open-watcher.ts";
 import { TRACKERS } from "../../runtime/kernel/process-tracking.ts";
+import { proveWith } from "../../runtime/kernel/trap-proof.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { allowSource, measureAllowCost } from "./allow-cost.ts";
@@ -25,11 +27,15 @@ const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
 const root = "/tmp/hive-bench";
 const deep = join(root, "a/b/c/d/e/f");
 mkdirSync(deep, { recursive: true });
-// Both binaries on the guest's tmpfs: exec then reads no 9p, and the loop's executable
-// (the identity the kernel records, which the allowlist figures match) is a stable path.
-const loop = join(root, "loop");
+// Both binaries on a tmpfs of their own: exec then reads no 9p, and the loop's executable (the
+// file the kernel records, which the allowlist figures match) is the host's own file, not one
+// written into the guest's overlay root (which no allow entry accepts).
+const binDir = join(root, "bin");
+mkdirSync(binDir, { recursive: true });
+execFileSync("mount", ["-t", "tmpfs", "tmpfs", binDir]);
+const loop = join(binDir, "loop");
 copyFileSync(process.env.HIVE_BENCH_LOOP ?? "", loop);
-const tinyProgram = join(root, "true");
+const tinyProgram = join(binDir, "true");
 copyFileSync(process.env.HIVE_BENCH_TRUE ?? "", tinyProgram);
 const deepFile = join(deep, "file"); // 9 path components
 writeFileSync(deepFile, "x");
@@ -198,7 +204,12 @@ results.trackers = trackers;
     metrics,
     lines: false,
   });
-  const source = allowSource([{ exe: loop }]);
+  // A host path (standalone mode's case) and the file at the entry's path, found as discover would.
+  const source = {
+    ...allowSource([{ exe: loop }]),
+    allowHost: true,
+    allowFiles: new Map([[loop, [resolveInRoot("/", loop, {}, proveWith(watcher.proofMaps())).key]]]),
+  };
   let received = 0;
   watcher.onEvent((event) => {
     received++;

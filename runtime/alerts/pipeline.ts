@@ -206,14 +206,19 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
         config.podEvents?.record(alert, source.podUid);
         return alert;
       } catch (error) {
-        // What a container controls (its comm, its pid…) must never crash the agent.
-        logger.error("cannot produce an alert for a kernel event", {
+        // What a container controls (its comm, its pid…) must never crash the agent; the access is
+        // not silently gone either: counted, and logged with what identifies it.
+        metrics.kernelEventsDropped.inc({ reason: "pipeline_error" });
+        logger.error("cannot produce an alert for a kernel event; counted as dropped", {
           error:
             error instanceof HiveError
               ? error
               : new HiveError("DeliveryFailed", "alert pipeline failed", { cause: error }),
           slot: event.slot,
           tgid: event.tgid,
+          pid: event.pid,
+          exe: event.process?.exe?.exe,
+          inode: event.key?.ino?.toString(),
         });
         return undefined;
       }

@@ -23,10 +23,10 @@ export type DropReason = (typeof DROP_REASONS)[number];
 
 /**
  * Why a kernel event was dropped before it became an alert (hive_kernel_events_dropped_total):
- * its file is no longer watched by this loader, or it came before the first sync after a
- * restart and the hold was full.
+ * its file is no longer watched by this loader, it came before the first sync after a restart
+ * and the hold was full, or the alert pipeline failed on it (a bug; the access is logged).
  */
-export const EVENT_DROP_REASONS = ["unmatched", "hold_full"] as const;
+export const EVENT_DROP_REASONS = ["unmatched", "hold_full", "pipeline_error"] as const;
 export type EventDropReason = (typeof EVENT_DROP_REASONS)[number];
 
 /** How one delivery attempt failed (the `class` label of hive_alert_delivery_failures_total). */
@@ -275,7 +275,7 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     }),
     kernelEventsDropped: new Counter({
       name: "hive_kernel_events_dropped_total",
-      help: "Kernel events dropped by the agent before alerting: unmatched (the file, or the live trap it was watched for, is no longer watched) or hold_full (more events before the first sync after a restart than the hold keeps).",
+      help: "Kernel events dropped by the agent before alerting: unmatched (the file, or the live trap it was watched for, is no longer watched), hold_full (more events before the first sync after a restart than the hold keeps) or pipeline_error (the alert pipeline failed on the event; it is logged).",
       labelNames: ["reason"],
       registers,
     }),
