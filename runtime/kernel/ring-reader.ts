@@ -62,6 +62,14 @@ export class RingReader {
     return this.readPos;
   }
 
+  /**
+   * True while records read are not given back yet. The kernel then reports the ring readable
+   * (its consumer position lags the producer's), so poll(2) returns at once: do not wait on it.
+   */
+  hasUnreleased(): boolean {
+    return this.readPos > Atomics.load(this.consumer, 0);
+  }
+
   /** Gives the space up to `pos` back to the kernel; never past what was read, never backwards. */
   release(pos: bigint): void {
     const target = pos > this.readPos ? this.readPos : pos;

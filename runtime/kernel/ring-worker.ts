@@ -68,6 +68,9 @@ export type RingWorkerMessage =
   | { type: "error"; message: string }
   | { type: "stopped" };
 
+/** How long the worker sleeps between looks at the ring while read records await acknowledgement. */
+const HELD_WAIT_MS = 10;
+
 function run(
   data: RingWorkerData,
   post: (message: RingWorkerMessage, transfer?: ArrayBuffer[]) => void,
@@ -250,7 +253,10 @@ function run(
         continue;
       }
       if (reader.consume(onRecord) === 0) {
-        reader.wait(data.sweepIntervalMs);
+        // With read records unreleased (acknowledgements held or not in yet) poll(2) would return
+        // at once, every time: sleep on the acknowledgement word instead, and look again soon.
+        if (reader.hasUnreleased()) Atomics.wait(acks, ACK.seq, Atomics.load(acks, ACK.seq), HELD_WAIT_MS);
+        else reader.wait(data.sweepIntervalMs);
         reader.consume(onRecord);
       }
       const nowMs = performance.now();

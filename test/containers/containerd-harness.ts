@@ -51,11 +51,12 @@ export interface Containerd {
  * `startTimeoutMs`: how long containerd may take to open its socket (emulated guests sharing
  * host CPUs need minutes).
  */
-export async function startContainerd(
-  options: { namespace?: string; startTimeoutMs?: number } = {},
-): Promise<Containerd> {
-  const dir = mkdtempSync(join(tmpdir(), "hive-containerd-"));
-  const socket = join(dir, "containerd.sock");
+/**
+ * A private containerd's configuration under `dir` (content, snapshots and state there, its
+ * socket at `socket`), without the CRI plugin, which would look for CNI and write to system
+ * paths. Returns the file's path.
+ */
+export function writeContainerdConfig(dir: string, socket: string): string {
   const config = join(dir, "config.toml");
   writeFileSync(
     config,
@@ -69,6 +70,15 @@ export async function startContainerd(
       "",
     ].join("\n"),
   );
+  return config;
+}
+
+export async function startContainerd(
+  options: { namespace?: string; startTimeoutMs?: number } = {},
+): Promise<Containerd> {
+  const dir = mkdtempSync(join(tmpdir(), "hive-containerd-"));
+  const socket = join(dir, "containerd.sock");
+  const config = writeContainerdConfig(dir, socket);
   const daemon: ChildProcess = spawn("/usr/bin/containerd", ["--config", config], {
     stdio: ["ignore", "ignore", "pipe"],
   });

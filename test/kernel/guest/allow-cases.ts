@@ -10,17 +10,14 @@ import assert from "node:assert/strict";
 import type { Alert } from "../../../api/alert.ts";
 import type { AllowEntry } from "../../../api/policy.ts";
 import type { AllowFiles } from "../../../runtime/alerts/allowlist.ts";
-import { createAlertPipeline } from "../../../runtime/alerts/pipeline.ts";
 import { openContainerProcess } from "../../../runtime/discover/container-process.ts";
 import { resolveInProcessRoot } from "../../../runtime/discover/file-resolver.ts";
 import type { FileKey, KernelEvent } from "../../../runtime/kernel/contract.ts";
 import { proveWith } from "../../../runtime/kernel/trap-proof.ts";
-import { createHiveMetrics } from "../../../runtime/metrics/metrics.ts";
-import { assertValidAlert, captureLogger, counterValue, makeSource } from "../../alerts/fixtures.ts";
 import { ALLOW_IMAGE_REF } from "../../fixtures/allow-image.ts";
 import { type ImageContainerd, startImageContainerd } from "../../fixtures/image-containers.ts";
 import type { KernelCaseName } from "./case-names.ts";
-import type { GuestHarness } from "./process-cases.ts";
+import { type GuestHarness, pipelineFor } from "./process-cases.ts";
 
 type AllowCaseName = Extract<
   KernelCaseName,
@@ -43,31 +40,7 @@ interface Scene {
   pipeline: Awaited<ReturnType<typeof pipelineFor>>;
 }
 
-async function pipelineFor(files: AllowFiles) {
-  const metrics = createHiveMetrics({ processMetrics: false });
-  const alerts: Alert[] = [];
-  const pipeline = await createAlertPipeline({
-    logger: captureLogger().logger,
-    metrics,
-    lines: (line) => alerts.push(JSON.parse(line) as Alert),
-  });
-  const source = makeSource("allow-container");
-  source.allow = ALLOW;
-  source.allowFiles = files;
-  return {
-    alerts,
-    /** Hands `events` to the pipeline; returns the alerts they raised. */
-    handle(events: KernelEvent[]): Alert[] {
-      const before = alerts.length;
-      for (const e of events) pipeline.handle(e, source);
-      const raised = alerts.slice(before);
-      for (const a of raised) assertValidAlert(a);
-      return raised;
-    },
-    allowed: (entry: number) => counterValue(metrics.allowedAccesses, { entry: String(entry) }),
-    close: () => pipeline.close(),
-  };
-}
+const containerPipeline = (files: AllowFiles) => pipelineFor(ALLOW, { files });
 
 export function allowCases(h: GuestHarness): Record<AllowCaseName, () => Promise<Record<string, unknown>>> {
   const archive = process.env.HIVE_ALLOW_IMAGE ?? "";
@@ -95,7 +68,7 @@ export function allowCases(h: GuestHarness): Record<AllowCaseName, () => Promise
       } finally {
         held.close();
       }
-      pipeline = await pipelineFor(files);
+      pipeline = await containerPipeline(files);
       const run = async (args: string[], opts: { env?: string[]; afterMs?: number } = {}) => {
         const seen = await h.observe(async () => {
           const r = cd.exec(CTR, `x${++execs}`, args, opts.env ? { env: opts.env } : {});

@@ -32,6 +32,7 @@ export const KERNEL_CASES = [
   "pinned maps survive an agent restart and are adopted; a clean shutdown removes them",
   "after adopting an earlier agent's backlog, flush() waits for the new agent's own accesses",
   "events are consumed only once handled: an agent killed before, or stopped while holding them, leaves them to the next",
+  "while acknowledgements are held, the ring worker sleeps instead of spinning a core",
   "every attach mode the kernel offers reports reads, and auto picks the least-privileged one",
 ] as const;
 

@@ -62,12 +62,16 @@ function resolved(name: string): string {
   return realpathSync(which);
 }
 
-/** Kernel events through the real alert pipeline, with `allow` on the trap; alerts captured. */
-async function pipelineFor(
+/**
+ * Kernel events through the real alert pipeline, with `allow` on the trap; alerts captured.
+ * `files`: what discover found at the entries' exact paths; `host`: the trap is on a host path
+ * (the guest's own root, as standalone mode watches one), else in a container.
+ */
+export async function pipelineFor(
   allow: AllowEntry[],
-  rateLimit?: { perSecond: number; burst: number },
-  files?: AllowFiles,
+  options: { rateLimit?: { perSecond: number; burst: number }; files?: AllowFiles; host?: boolean } = {},
 ) {
+  const { rateLimit, files } = options;
   const metrics = createHiveMetrics({ processMetrics: false });
   const alerts: Alert[] = [];
   const pipeline = await createAlertPipeline({
@@ -78,14 +82,17 @@ async function pipelineFor(
   });
   const source = makeSource("allow-case");
   source.allow = allow;
-  // The guest's own root is the "host" here: a trap on a host path, as standalone mode makes.
-  source.allowHost = true;
+  if (options.host) source.allowHost = true;
   if (files) source.allowFiles = files;
   return {
     alerts,
-    handle: (events: KernelEvent[]) => {
+    /** Hands `events` to the pipeline; returns the alerts they raised, each valid. */
+    handle(events: KernelEvent[]): Alert[] {
+      const before = alerts.length;
       for (const e of events) pipeline.handle(e, source);
-      for (const a of alerts) assertValidAlert(a);
+      const raised = alerts.slice(before);
+      for (const a of raised) assertValidAlert(a);
+      return raised;
     },
     allowed: (entry: number) => counterValue(metrics.allowedAccesses, { entry: String(entry) }),
     close: () => pipeline.close(),
@@ -193,11 +200,10 @@ export function processCases(
       copyFileSync(resolved("cat"), copy);
       chmodSync(copy, 0o755);
       h.watcher().sync([h.entry(path, 44)]);
-      const p = await pipelineFor(
-        [{ exe: "/usr/sbin/sshd" }, { exe: resolved("cat") }],
-        undefined,
-        allowFiles([resolved("cat")]),
-      );
+      const p = await pipelineFor([{ exe: "/usr/sbin/sshd" }, { exe: resolved("cat") }], {
+        files: allowFiles([resolved("cat")]),
+        host: true,
+      });
       try {
         p.handle(await h.observe(() => void spawnSync("cat", [path])));
         assert.equal(p.alerts.length, 0, `allowed cat alerted: ${JSON.stringify(p.alerts)}`);
@@ -218,11 +224,10 @@ export function processCases(
     async "allow: a child of an allowed parent raises no alert; the same child under another parent alerts"() {
       const path = h.file("allow-parent.txt");
       h.watcher().sync([h.entry(path, 45)]);
-      const p = await pipelineFor(
-        [{ "parent-exe": realpathSync("/bin/sh"), accesses: ["read", "open"] }],
-        undefined,
-        allowFiles([realpathSync("/bin/sh")]),
-      );
+      const p = await pipelineFor([{ "parent-exe": realpathSync("/bin/sh"), accesses: ["read", "open"] }], {
+        files: allowFiles([realpathSync("/bin/sh")]),
+        host: true,
+      });
       try {
         p.handle(await h.observe(() => void spawnSync("sh", ["-c", `cat ${path}; true`])));
         assert.equal(p.alerts.length, 0, `child of sh alerted: ${JSON.stringify(p.alerts)}`);
@@ -240,7 +245,7 @@ export function processCases(
     async "a decoy reading the trap in a loop does not hide a single read by another executable"() {
       const path = h.file("decoy.txt");
       h.watcher().sync([h.entry(path, 46)]);
-      const p = await pipelineFor([], { perSecond: 1, burst: 3 });
+      const p = await pipelineFor([], { rateLimit: { perSecond: 1, burst: 3 } });
       try {
         const loop = `i=0; while [ $i -lt 100 ]; do cat ${path} >/dev/null; i=$((i+1)); done; head -c1 ${path}`;
         const seen = await h.observe(() => void spawnSync("sh", ["-c", loop]));

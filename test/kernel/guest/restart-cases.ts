@@ -17,6 +17,7 @@ type RestartCaseName = Extract<
   | "pinned maps survive an agent restart and are adopted; a clean shutdown removes them"
   | "after adopting an earlier agent's backlog, flush() waits for the new agent's own accesses"
   | "events are consumed only once handled: an agent killed before, or stopped while holding them, leaves them to the next"
+  | "while acknowledgements are held, the ring worker sleeps instead of spinning a core"
 >;
 
 const forSlot = (list: KernelEvent[], slot: number) => list.filter((e) => e.slot === slot);
@@ -192,6 +193,34 @@ export function restartCases(
         JSON.stringify({ seen, held }, h.replacer),
       );
       return result;
+    },
+
+    async "while acknowledgements are held, the ring worker sleeps instead of spinning a core"() {
+      // A restarted agent holds acknowledgements until its first sync: read records stay in the
+      // ring, where the kernel keeps reporting them readable.
+      const w = openKernelWatcher({ pinRoot: null, burstGapMs: h.gapMs });
+      try {
+        const seen: KernelEvent[] = [];
+        w.onEvent((e) => seen.push(e));
+        const path = h.file("held.txt");
+        w.sync([h.entry(path, 31)]);
+        const release = w.holdAcks();
+        h.run("cat", [path]);
+        for (let i = 0; i < 200 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+        assert.ok(seen.length > 0, "the held event never reached the listener");
+        const cpu0 = process.cpuUsage();
+        const wall0 = performance.now();
+        await new Promise((r) => setTimeout(r, 2000));
+        const used = process.cpuUsage(cpu0);
+        const cpuMs = (used.user + used.system) / 1000;
+        const wallMs = performance.now() - wall0;
+        release();
+        // A spinning worker takes a whole core (cpuMs ≈ wallMs); a sleeping one next to nothing.
+        assert.ok(cpuMs < wallMs / 4, `the agent used ${cpuMs} ms of CPU in ${wallMs} ms while holding`);
+        return { cpuMs: Math.round(cpuMs), wallMs: Math.round(wallMs) };
+      } finally {
+        await w.close();
+      }
     },
   };
 }
