@@ -215,8 +215,9 @@ export function restartCases(
         const cpuMs = (used.user + used.system) / 1000;
         const wallMs = performance.now() - wall0;
         release();
-        // A spinning worker takes a whole core (cpuMs ≈ wallMs); a sleeping one next to nothing.
-        assert.ok(cpuMs < wallMs / 4, `the agent used ${cpuMs} ms of CPU in ${wallMs} ms while holding`);
+        // A spinning worker takes a whole core (cpuMs ≈ wallMs); a sleeping one little (wake-ups,
+        // timers, the emulated guest's overhead).
+        assert.ok(cpuMs < wallMs / 2, `the agent used ${cpuMs} ms of CPU in ${wallMs} ms while holding`);
         return { cpuMs: Math.round(cpuMs), wallMs: Math.round(wallMs) };
       } finally {
         await w.close();
