@@ -232,6 +232,19 @@ export const AlertSchema = Type.Object(
         { description: "Why each entry of the trap's allow list did not hold: its first unmet condition." },
       ),
     ),
+    summarized: Type.Optional(
+      Type.Object(
+        {
+          bursts: Type.Integer({ minimum: 1, description: "Accesses held (one burst of checks each)." }),
+          checks: Type.Integer({ minimum: 0, description: "The permission checks those accesses made." }),
+        },
+        {
+          additionalProperties: false,
+          description:
+            "A flood: accesses to this file by the same executable from the same container that the kernel held since the previous alert of theirs (beyond a few a second), counted here instead of alerted one by one.",
+        },
+      ),
+    ),
     suppressed: Type.Optional(
       Type.Integer({
         minimum: 0,

@@ -49,6 +49,9 @@ struct pt_regs {
 const volatile __u32 hive_inode_arg = 1; /* 0: (inode, mask), 1: (ns/idmap, inode, mask) */
 const volatile __u64 hive_burst_gap_ns = 5000000;
 const volatile __u64 hive_burst_max_ns = 250000000;
+/* Flood summarisation: bursts one flood key may emit per window (0: off), and the window. */
+const volatile __u32 hive_flood_budget = 8;
+const volatile __u64 hive_flood_window_ns = 1000000000;
 
 #define HIVE_INTERESTING (HIVE_MAY_WRITE | HIVE_MAY_READ | HIVE_MAY_APPEND | HIVE_MAY_ACCESS | HIVE_MAY_OPEN)
 
@@ -100,6 +103,16 @@ struct {
 	__type(value, struct hive_counters);
 } hive_counters SEC(".maps");
 
+/* Flood keys (struct hive_flood_key → hive_flood). A plain hash, not an LRU: an entry with held
+ * counts is never evicted unseen; user space removes idle, fully reported entries. When it is
+ * full, a new key's bursts are emitted without a budget (counted in flood_full). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct hive_flood_key);
+	__type(value, struct hive_flood);
+} hive_flood SEC(".maps");
+
 /* Trap proofs: a Hive thread (thread id → its process id) about to check a trap's file with
  * access(2) registers here; its checks are recorded in hive_proofs (thread id → identities)
  * instead of being matched, so user space learns the identity the kernel really checks (an
@@ -127,8 +140,49 @@ static __always_inline int hive_bitmap_hit(__u64 ino)
 	return bits && (*bits & (1ULL << (ino & 63)));
 }
 
+/* True when the burst is held (counted in its flood key) instead of emitted; otherwise the
+ * burst carries its key's cumulative held counts. Parent (control) events are never held. */
+static __always_inline int hive_flood_held(struct hive_event *burst, struct hive_counters *counters)
+{
+	burst->held_bursts = 0;
+	burst->held_checks = 0;
+	if (hive_flood_budget == 0 || burst->kind != HIVE_KIND_FILE)
+		return 0;
+	struct hive_flood_key key = {
+		.cgroup_id = burst->cgroup_id,
+		.exe_ino = burst->exe_ino,
+		.exe_dev = burst->exe_dev,
+		.slot = burst->slot,
+	};
+	__u64 now = burst->last_ns;
+	struct hive_flood *f = bpf_map_lookup_elem(&hive_flood, &key);
+	if (!f) {
+		struct hive_flood fresh = { .window_ns = now, .last_ns = now, .emitted = 1 };
+		if (bpf_map_update_elem(&hive_flood, &key, &fresh, BPF_NOEXIST) == -7 /* E2BIG: full */)
+			counters->flood_full++;
+		return 0;
+	}
+	f->last_ns = now;
+	if (now - f->window_ns >= hive_flood_window_ns) {
+		f->window_ns = now;
+		f->emitted = 0;
+	}
+	if (f->emitted < hive_flood_budget) {
+		f->emitted++;
+		burst->held_bursts = f->held_bursts;
+		burst->held_checks = f->held_checks;
+		return 0;
+	}
+	__sync_fetch_and_add(&f->held_bursts, 1);
+	__sync_fetch_and_add(&f->held_checks, burst->count);
+	counters->held++;
+	return 1;
+}
+
 static __always_inline void hive_emit(struct hive_event *burst, struct hive_counters *counters)
 {
+	if (hive_flood_held(burst, counters))
+		return;
 	/* The burst already sits in map memory: bpf_ringbuf_output copies it in the kernel
 	 * (one helper call) where reserve + submit needed a copy in BPF. */
 	if (bpf_ringbuf_output(&hive_events, burst, sizeof(*burst), 0))
@@ -190,6 +244,8 @@ static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask, int pare
 	next->count = 1;
 	next->kind = watch->kind;
 	next->_pad = 0;
+	next->held_bursts = 0; /* set at emission (hive_flood_held); a swept burst carries none */
+	next->held_checks = 0;
 	bpf_get_current_comm(next->comm, sizeof(next->comm));
 	hive_event_identity(next);
 	counters->bursts++;

@@ -125,6 +125,31 @@ struct hive_event {
 	__u32 parent_exe_dev;
 	__u32 root_dev;
 	__u32 _pad3;
+	/* Flood summaries: the bursts (and their checks) of this burst's flood key held in the
+	 * kernel so far, cumulative since the key's hive_flood entry was made. User space reports
+	 * the difference from the previous event of the key. */
+	__u64 held_bursts;
+	__u64 held_checks;
+};
+
+/* A flood key: one executable's accesses to one trapped file from one cgroup (container).
+ * Each key may emit hive_flood_budget bursts per window; beyond that its bursts are held
+ * (counted here, not put in the ring buffer), so one container cannot take the ring buffer
+ * from another, and a new executable gets its own budget. */
+struct hive_flood_key {
+	__u64 cgroup_id;
+	__u64 exe_ino;
+	__u32 exe_dev;
+	__u32 slot;
+};
+
+struct hive_flood {
+	__u64 window_ns;   /* start of the current window */
+	__u64 held_bursts; /* cumulative */
+	__u64 held_checks; /* cumulative: the checks those bursts collapsed */
+	__u64 last_ns;     /* last burst of the key, emitted or held */
+	__u32 emitted;     /* bursts emitted in the current window */
+	__u32 _pad;
 };
 
 /* Trap proofs (runtime/kernel/trap-proof.ts): the identities the kernel saw when a Hive
@@ -146,13 +171,17 @@ struct hive_counters {
 	__u64 checks; /* checks that matched a watch entry and a wanted mask */
 	__u64 bursts; /* bursts opened (user space sweeps idle ones when this moves) */
 	__u64 unfolded; /* bursts emitted at once, not folded with later checks: hive_bursts was full */
+	__u64 held;     /* bursts held by flood summarisation (reported as counts, not one by one) */
+	__u64 flood_full; /* bursts emitted without a flood budget: hive_flood was full */
 };
 
 _Static_assert(sizeof(struct hive_key) == 16, "hive_key layout");
 _Static_assert(sizeof(struct hive_value) == 16, "hive_value layout");
 _Static_assert(sizeof(struct hive_proc) == 320, "hive_proc layout");
-_Static_assert(sizeof(struct hive_event) == 688, "hive_event layout");
-_Static_assert(sizeof(struct hive_counters) == 40, "hive_counters layout");
+_Static_assert(sizeof(struct hive_event) == 704, "hive_event layout");
+_Static_assert(sizeof(struct hive_counters) == 56, "hive_counters layout");
+_Static_assert(sizeof(struct hive_flood_key) == 24, "hive_flood_key layout");
+_Static_assert(sizeof(struct hive_flood) == 40, "hive_flood layout");
 _Static_assert(sizeof(struct hive_proof) == 72, "hive_proof layout");
 
 #endif

@@ -142,6 +142,7 @@ export function buildAlert(
   }
   if (allowMisses !== undefined && allowMisses.length > 0)
     alert.allow_misses = allowMisses.map(({ entry, field, reason }) => ({ entry, field, reason }));
+  if (event.summarized && event.summarized.bursts > 0) alert.summarized = { ...event.summarized };
   if (suppressed > 0) alert.suppressed = suppressed;
   return alert;
 }

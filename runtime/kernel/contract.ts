@@ -135,6 +135,16 @@ export interface KernelEvent {
   /** inode_permission calls collapsed into this event. */
   count: number;
   process: ProcessIdentity;
+  /**
+   * The cumulative held counts of this burst's flood key (its trapped file, cgroup and
+   * executable) as the kernel wrote them: what flood-summaries.ts turns into `summarized`.
+   */
+  heldTotal?: { bursts: bigint; checks: bigint };
+  /**
+   * Bursts of the same trapped file, container and executable that the kernel held since the
+   * previous event of theirs (a flood, summarised before the ring buffer), and their checks.
+   */
+  summarized?: { bursts: number; checks: number };
 }
 
 export interface KernelCounters {

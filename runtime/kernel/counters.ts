@@ -5,7 +5,15 @@ import { errnoError, libbpf } from "./libbpf-ffi.ts";
 export function readCounters(
   fd: number,
   ncpus: number,
-): { events: bigint; lost: bigint; checks: bigint; bursts: bigint; unfolded: bigint } {
+): {
+  events: bigint;
+  lost: bigint;
+  checks: bigint;
+  bursts: bigint;
+  unfolded: bigint;
+  held: bigint;
+  floodFull: bigint;
+} {
   const lib = libbpf();
   const buf = Buffer.alloc(ncpus * COUNTERS_LAYOUT.size);
   const rc = lib.bpf_map_lookup_elem(fd, Buffer.alloc(4), buf) as number;
@@ -21,5 +29,7 @@ export function readCounters(
     checks: sum(COUNTERS_LAYOUT.checks),
     bursts: sum(COUNTERS_LAYOUT.bursts),
     unfolded: sum(COUNTERS_LAYOUT.unfolded),
+    held: sum(COUNTERS_LAYOUT.held),
+    floodFull: sum(COUNTERS_LAYOUT.flood_full),
   };
 }

@@ -45,7 +45,7 @@ export const KEY_LAYOUT = { size: 16, ino: 0, dev: 8 } as const;
 export const VALUE_LAYOUT = { size: 16, slot: 0, mask: 4, kind: 8 } as const;
 /** struct hive_event */
 export const EVENT_LAYOUT = {
-  size: 688,
+  size: 704,
   ktime_ns: 0,
   last_ns: 8,
   ino: 16,
@@ -77,6 +77,18 @@ export const EVENT_LAYOUT = {
   exe_dev: 672,
   parent_exe_dev: 676,
   root_dev: 680,
+  held_bursts: 688,
+  held_checks: 696,
+} as const;
+/** struct hive_flood_key and struct hive_flood (hive_flood's keys and values). */
+export const FLOOD_KEY_LAYOUT = { size: 24, cgroup_id: 0, exe_ino: 8, exe_dev: 16, slot: 20 } as const;
+export const FLOOD_LAYOUT = {
+  size: 40,
+  window_ns: 0,
+  held_bursts: 8,
+  held_checks: 16,
+  last_ns: 24,
+  emitted: 32,
 } as const;
 /** struct hive_proc (values of hive_procs, keyed by tgid). */
 export const PROC_LAYOUT = {
@@ -116,12 +128,14 @@ const EXE = {
 const REL = { chroot: 0x1, parentChroot: 0x2, parentExeced: 0x4, reparented: 0x8 } as const;
 /** struct hive_counters (one per CPU in hive_counters). */
 export const COUNTERS_LAYOUT = {
-  size: 40,
+  size: 56,
   events: 0,
   lost: 8,
   checks: 16,
   bursts: 24,
   unfolded: 32,
+  held: 40,
+  flood_full: 48,
 } as const;
 
 /** struct hive_proof (values of hive_proofs, keyed by thread id); `ids` holds HIVE_PROOF_IDS hive_keys. */
@@ -345,5 +359,9 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
     cgroupId: view.getBigUint64(L.cgroup_id, true),
     count: u32(L.count),
     process,
+    heldTotal: {
+      bursts: view.getBigUint64(L.held_bursts, true),
+      checks: view.getBigUint64(L.held_checks, true),
+    },
   };
 }

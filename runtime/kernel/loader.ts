@@ -27,6 +27,7 @@ import {
   type WatchEntry,
 } from "./contract.ts";
 import { readCounters } from "./counters.ts";
+import { FloodSummaries } from "./flood-summaries.ts";
 import { type InodePermissionSignature, inodePermissionSignature } from "./kernel-btf.ts";
 import { check, checkPointer, errnoName, libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
@@ -60,6 +61,7 @@ const PINNED_MAPS = [
   "hive_swept",
   "hive_provers",
   "hive_proofs",
+  "hive_flood",
 ] as const;
 
 export interface KernelWatcherOptions {
@@ -75,6 +77,13 @@ export interface KernelWatcherOptions {
   burstGapMs?: number;
   /** A burst never lasts longer than this. Default 250 ms. */
   burstMaxMs?: number;
+  /**
+   * Flood summarisation (flood-summaries.ts): bursts one executable may emit per window for one
+   * trapped file from one cgroup before the rest are held and counted; default 8, 0 turns it off.
+   */
+  floodBudget?: number;
+  /** The flood window; default 1000 ms. */
+  floodWindowMs?: number;
   /**
    * The extra hook on security_inode_permission that reports parent-directory changes on
    * kernels whose inode_permission was split by the compiler. "auto" (default) loads it
@@ -117,6 +126,10 @@ export interface LibbpfCounters extends KernelCounters {
   inFlightPeak: number;
   /** Ring workers that died and were replaced. */
   consumerRestarts: number;
+  /** Bursts held by flood summarisation: reported as counts on a later event of their key. */
+  held: bigint;
+  /** Bursts emitted without a flood budget because the flood map was full. */
+  floodFull: bigint;
 }
 
 /** One attach mode to load and attach, and why it was chosen. */
@@ -163,6 +176,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   }
   /** Bursts opened before this agent started (adopted maps), not this agent's to deliver. */
   private deliveredBase = 0n;
+  private readonly floodWindowNs: bigint;
+  private floodTimer: NodeJS.Timeout | undefined;
   private adoptedBeforeNs = 0n;
   private readonly ncpus: number;
   private readonly logger: Logger | undefined;
@@ -178,6 +193,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     this.logger = options.logger;
     this.burstGapNs = nanoseconds(options.burstGapMs ?? 5);
     this.burstMaxNs = nanoseconds(options.burstMaxMs ?? 250);
+    this.floodWindowNs = nanoseconds(options.floodWindowMs ?? 1000);
     this.sweepIntervalMs = options.sweepIntervalMs ?? 10;
     this.attachMode = choice.mode;
     this.attachReason = choice.reason;
@@ -215,6 +231,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         hive_inode_arg: this.signature.inodeArg,
         hive_burst_gap_ns: this.burstGapNs,
         hive_burst_max_ns: this.burstMaxNs,
+        hive_flood_budget: options.floodBudget ?? 8,
+        hive_flood_window_ns: this.floodWindowNs,
       });
       const maps = {} as Record<(typeof PINNED_MAPS)[number], Pointer>;
       for (const name of PINNED_MAPS) {
@@ -260,7 +278,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         this.logger,
       );
       const before = readCounters(this.fds.hive_counters, this.ncpus);
-      this.deliveredBase = before.bursts - before.lost;
+      this.deliveredBase = before.bursts - before.lost - before.held;
       // Read after the counters: a burst opened in between counts as backlog, so flush() may
       // wait longer, never return before this agent's own bursts are delivered.
       this.adoptedBeforeNs = process.hrtime.bigint();
@@ -421,6 +439,21 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   }
 
   private startWorker(options: KernelWatcherOptions): void {
+    const flood = new FloodSummaries(this.fds.hive_flood, this.floodWindowNs);
+    // Floods that stopped with held bursts unreported: one summary event per key, once quiet.
+    this.floodTimer = setInterval(
+      () => {
+        try {
+          // process.hrtime is CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
+          for (const event of flood.sweep(process.hrtime.bigint()))
+            for (const listener of this.listeners) listener(event);
+        } catch (error) {
+          this.logger?.warn("flood summary sweep failed; retried", { error });
+        }
+      },
+      Number(this.floodWindowNs / 1_000_000n),
+    );
+    this.floodTimer.unref();
     this.consumer = new RingConsumer({
       data: {
         eventsFd: this.fds.hive_events,
@@ -434,6 +467,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       },
       ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}),
       onEvent: (event) => {
+        flood.annotate(event);
         for (const listener of this.listeners) listener(event);
       },
       logger: this.logger,
@@ -460,8 +494,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     const settleMs = (Number(this.burstGapNs) / 1e6) * 2 + this.sweepIntervalMs * 2;
     await new Promise((resolve) => setTimeout(resolve, settleMs));
     while (Date.now() < deadline) {
-      const { bursts, lost } = readCounters(this.fds.hive_counters, this.ncpus);
-      if (this.delivered() + lost >= bursts - this.deliveredBase) return;
+      const { bursts, lost, held } = readCounters(this.fds.hive_counters, this.ncpus);
+      if (this.delivered() + lost + held >= bursts - this.deliveredBase) return;
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
   }
@@ -469,6 +503,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   async close(options: { keepPinned?: boolean } = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.floodTimer);
     await this.consumer?.stop();
     const keep = options.keepPinned === true && this.pinRoot !== null;
     this.tracking?.close(keep);

@@ -52,6 +52,8 @@ export type KernelCountersSource = () => {
   watched: number;
   notWatched?: number;
   unfolded?: bigint;
+  held?: bigint;
+  floodFull?: bigint;
 };
 
 /** Cumulative figures of the trap path resolver threads (runtime/discover/resolve-pool.ts ResolvePoolStats). */
@@ -132,6 +134,16 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     "hive_kernel_events_lost_total",
     "Access events lost because the kernel ring buffer was full.",
     (c) => c.lost,
+  );
+  kernelCounter(
+    "hive_kernel_bursts_held_total",
+    "Bursts a flood key (one executable, one trapped file, one cgroup) made beyond its budget: held in the kernel and reported as counts (an alert's `summarized`) instead of one event each.",
+    (c) => c.held ?? 0n,
+  );
+  kernelCounter(
+    "hive_kernel_flood_table_full_total",
+    "Bursts emitted without a flood budget because the kernel's flood table (16,384 keys) was full.",
+    (c) => c.floodFull ?? 0n,
   );
   kernelCounter(
     "hive_kernel_bursts_unfolded_total",

@@ -10,18 +10,18 @@ import type { AllowEntry } from "../../api/policy.ts";
 import { allowedFileFor, readAllowedFile } from "../../runtime/alerts/allowed-counts.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { renderAllowed } from "../../runtime/cli/commands/status.ts";
-import type { ExecIdentity, KernelEvent } from "../../runtime/kernel/contract.ts";
+import type { KernelEvent } from "../../runtime/kernel/contract.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
-import { captureLogger, makeEvent, makeSource, sleep } from "../alerts/fixtures.ts";
+import { captureLogger, imageFiles, imageProcess, makeEvent, makeSource, sleep } from "../alerts/fixtures.ts";
 
 const dirs: string[] = [];
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-const exec = (exe: string): ExecIdentity => ({ exe, source: "exec" });
+/** An access by the image's `exe`, child of the image's `parent`, as the kernel records it. */
 const access = (n: number, exe: string, parent = "/bin/sh"): KernelEvent =>
-  makeEvent(n, { process: { exe: exec(exe), execNs: 0n, ppid: 1, parent: { pid: 1, exe: exec(parent) } } });
+  makeEvent(n, { process: imageProcess(exe, parent) });
 
 const ALLOW: AllowEntry[] = [
   { exe: "/usr/sbin/sshd" },
@@ -43,6 +43,7 @@ describe("allowed-access counts for hive status", () => {
       allowedFlushMs: 20,
     });
     const source = makeSource("a1b2c3d4e5f6a7b8c9d0", undefined, { allow: ALLOW });
+    source.allowFiles = imageFiles(["/usr/sbin/sshd", "/usr/sbin/cron"]);
     for (let i = 0; i < 3; i++) pipeline.handle(access(i, "/usr/sbin/sshd"), source);
     pipeline.handle(access(9, "/usr/bin/id", "/usr/sbin/cron"), source);
     expect(pipeline.handle(access(10, "/usr/bin/cat"), source)).toBeDefined();

@@ -18,11 +18,14 @@ const isCI = process.env.CI === "true";
 const unavailable = vmUnavailable();
 const { found } = findKernels();
 const wanted = process.env.HIVE_KERNELS?.split(",") ?? [...SERIES];
-/** The allow cases' container image, built once on the host (the guest sees it through the shared root). */
-let allowImage: string | undefined;
-const allowImageArchive = () => {
-  allowImage ??= buildAllowImage(join(WORK_DIR, "allow-image")).archive;
-  return allowImage;
+/**
+ * The allow cases' container image and the static hive-attacker (the flood case's decoy), built
+ * once on the host: the guest sees them through the shared root.
+ */
+let allowImage: ReturnType<typeof buildAllowImage> | undefined;
+const allowImageEnv = () => {
+  allowImage ??= buildAllowImage(join(WORK_DIR, "allow-image"));
+  return { HIVE_ALLOW_IMAGE: allowImage.archive, HIVE_ATTACKER: allowImage.attackerPath };
 };
 
 for (const series of SERIES) {
@@ -46,7 +49,7 @@ for (const series of SERIES) {
         boot = await bootVm({
           kernel,
           command: `export PATH='${join(REPO_ROOT, "node_modules/.bin")}':$PATH\nnode test/kernel/guest/cases.ts`,
-          env: { HIVE_ALLOW_IMAGE: allowImageArchive() },
+          env: allowImageEnv(),
           timeoutMs: 600_000,
         });
         const file = join(boot.outDir, "results.json");

@@ -15,6 +15,8 @@ import {
   EVENT_LAYOUT,
   encodeKey,
   encodeValue,
+  FLOOD_KEY_LAYOUT,
+  FLOOD_LAYOUT,
   KEY_LAYOUT,
   PROC_LAYOUT,
   PROOF_LAYOUT,
@@ -100,6 +102,17 @@ describe("kernel struct layouts match the compiled object's BTF", () => {
     expect(types.find((t) => t.id === ids?.type_id)?.nr_elems).toBe(PROOF_LAYOUT.idsCount);
   });
 
+  it("hive_flood_key and hive_flood", () => {
+    for (const [name, layout] of [
+      ["hive_flood_key", FLOOD_KEY_LAYOUT],
+      ["hive_flood", FLOOD_LAYOUT],
+    ] as const) {
+      const btf = offsets(name);
+      expect(layout.size, name).toBe(btf.size);
+      expect(tsFields(layout), name).toEqual(btf.fields);
+    }
+  });
+
   it("hive_counters", () => {
     const btf = offsets("hive_counters");
     expect(COUNTERS_LAYOUT.size).toBe(btf.size);
@@ -151,6 +164,8 @@ describe("kernel struct layouts match the compiled object's BTF", () => {
     buf.writeUInt32LE((0 << 20) | 40, at("exe_dev"));
     buf.writeUInt32LE((8 << 20) | 1, at("parent_exe_dev"));
     buf.writeUInt32LE((0 << 20) | 41, at("root_dev"));
+    buf.writeBigUInt64LE(12n, at("held_bursts"));
+    buf.writeBigUInt64LE(36n, at("held_checks"));
     const event = decodeEvent(buf);
     expect(event).toEqual({
       ktimeNs: 111n,
@@ -166,6 +181,7 @@ describe("kernel struct layouts match the compiled object's BTF", () => {
       comm: "cat",
       cgroupId: 777n,
       count: 3,
+      heldTotal: { bursts: 12n, checks: 36n },
       process: {
         exe: { exe: "/usr/bin/cat", source: "exec", truncated: true },
         provenance: {

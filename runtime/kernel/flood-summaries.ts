@@ -1,0 +1,138 @@
+/**
+ * Flood summaries, user-space half. The kernel lets each flood key (one executable's accesses to
+ * one trapped file from one cgroup) emit a few bursts per window and holds the rest, counting
+ * them in hive_flood (bpf/hive.bpf.c hive_flood_held); an emitted burst carries its key's
+ * cumulative held counts. Here they become `summarized` (held since the key's previous event),
+ * and a key whose flood stopped with counts still unreported gets one summary event from the
+ * sweep: the last event seen of the key, re-dated, with the counts. So a flood costs the ring a
+ * handful of events a second, and every held access is still reported.
+ */
+import type { FileKey, KernelEvent } from "./contract.ts";
+import { FLOOD_KEY_LAYOUT, FLOOD_LAYOUT, keyFromKernelDev } from "./layout.ts";
+import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
+
+/** Keys remembered (their last event and reported counts); the kernel map holds 16,384. */
+const MAX_KEYS = 16_384;
+/** A fully reported key idle this long is removed from the kernel map (and forgotten here). */
+const IDLE_REMOVE_NS = 60_000_000_000n;
+
+interface KeyState {
+  bursts: bigint;
+  checks: bigint;
+  last: KernelEvent;
+}
+
+const fileOf = (e: KernelEvent): FileKey => e.process.provenance?.file ?? { major: 0, minor: 0, ino: 0n };
+const keyText = (cgroup: bigint, file: FileKey, slot: number) =>
+  `${cgroup}:${file.major}:${file.minor}:${file.ino}:${slot}`;
+
+export class FloodSummaries {
+  private readonly keys = new Map<string, KeyState>();
+  private readonly floodFd: number;
+  private readonly windowNs: bigint;
+
+  constructor(floodFd: number, windowNs: bigint) {
+    this.floodFd = floodFd;
+    this.windowNs = windowNs;
+  }
+
+  /** Sets `summarized` on an event from the ring buffer (bursts held since the key's previous event). */
+  annotate(event: KernelEvent): void {
+    if (event.kind !== "file" || event.heldTotal === undefined) return;
+    const key = keyText(event.cgroupId, fileOf(event), event.slot);
+    const seen = this.keys.get(key);
+    const { bursts, checks } = event.heldTotal;
+    // A swept burst (never emitted by the kernel) carries zeros: it reports nothing new.
+    if (seen && bursts === 0n && checks === 0n && event.count > 0) {
+      seen.last = event;
+      return;
+    }
+    const delta = seen && bursts >= seen.bursts ? bursts - seen.bursts : bursts;
+    const deltaChecks = seen && checks >= seen.checks ? checks - seen.checks : checks;
+    if (delta > 0n) event.summarized = { bursts: Number(delta), checks: Number(deltaChecks) };
+    this.remember(key, { bursts, checks, last: event });
+  }
+
+  /**
+   * Summary events for keys the kernel held bursts of that no event has reported yet and that
+   * have been quiet for a window (their flood stopped). Removes long-idle, fully reported keys.
+   */
+  sweep(nowNs: bigint): KernelEvent[] {
+    const out: KernelEvent[] = [];
+    const idle: Buffer[] = [];
+    forEachMapEntry(this.floodFd, FLOOD_KEY_LAYOUT.size, FLOOD_LAYOUT.size, (k, v) => {
+      const cgroup = k.readBigUInt64LE(FLOOD_KEY_LAYOUT.cgroup_id);
+      const file = keyFromKernelDev(
+        k.readUInt32LE(FLOOD_KEY_LAYOUT.exe_dev),
+        k.readBigUInt64LE(FLOOD_KEY_LAYOUT.exe_ino),
+      );
+      const slot = k.readUInt32LE(FLOOD_KEY_LAYOUT.slot);
+      const bursts = v.readBigUInt64LE(FLOOD_LAYOUT.held_bursts);
+      const checks = v.readBigUInt64LE(FLOOD_LAYOUT.held_checks);
+      const lastNs = v.readBigUInt64LE(FLOOD_LAYOUT.last_ns);
+      const key = keyText(cgroup, file, slot);
+      const seen = this.keys.get(key);
+      const reported = seen && bursts >= seen.bursts ? seen.bursts : 0n;
+      if (bursts > reported && nowNs - lastNs >= this.windowNs) {
+        const summary = this.summaryEvent(seen?.last, { cgroup, file, slot, lastNs });
+        summary.summarized = {
+          bursts: Number(bursts - reported),
+          checks: Number(checks - (seen && checks >= seen.checks ? seen.checks : 0n)),
+        };
+        summary.heldTotal = { bursts, checks };
+        this.remember(key, { bursts, checks, last: summary });
+        out.push(summary);
+      } else if (bursts === reported && nowNs - lastNs >= IDLE_REMOVE_NS) {
+        idle.push(Buffer.from(k));
+        this.keys.delete(key);
+      }
+    });
+    const lib = libbpf();
+    for (const k of idle) lib.bpf_map_delete_elem(this.floodFd, k);
+    return out;
+  }
+
+  /** The key's last event re-dated to its last held burst, or, for a key never seen, a bare one. */
+  private summaryEvent(
+    last: KernelEvent | undefined,
+    at: { cgroup: bigint; file: FileKey; slot: number; lastNs: bigint },
+  ): KernelEvent {
+    if (last) return { ...last, ktimeNs: at.lastNs, count: 0 };
+    return {
+      ktimeNs: at.lastNs,
+      key: { major: 0, minor: 0, ino: 0n },
+      mask: 0,
+      accesses: [],
+      kind: "file",
+      slot: at.slot,
+      pid: 0,
+      tgid: 0,
+      uid: 0,
+      gid: 0,
+      comm: "",
+      cgroupId: at.cgroup,
+      count: 0,
+      process: {
+        exe: { source: "unknown" },
+        provenance: {
+          file: at.file,
+          layer: "other",
+          loaderEnv: [],
+          envUnread: true,
+          traced: false,
+          forkUnseen: true,
+        },
+        execNs: 0n,
+      },
+    };
+  }
+
+  private remember(key: string, state: KeyState): void {
+    this.keys.delete(key);
+    this.keys.set(key, state);
+    if (this.keys.size > MAX_KEYS) {
+      const oldest = this.keys.keys().next().value;
+      if (oldest !== undefined) this.keys.delete(oldest);
+    }
+  }
+}
