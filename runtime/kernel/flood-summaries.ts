@@ -11,8 +11,11 @@ import type { FileKey, KernelEvent } from "./contract.ts";
 import { FLOOD_KEY_LAYOUT, FLOOD_LAYOUT, keyFromKernelDev } from "./layout.ts";
 import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
 
-/** Keys remembered (their last event and reported counts); the kernel map holds 16,384. */
-const MAX_KEYS = 16_384;
+/**
+ * Keys remembered (their last event and reported counts): a few MiB at most. The kernel map holds
+ * 16,384; a summary of a key forgotten here names no process, but still its file, container and counts.
+ */
+const MAX_KEYS = 4_096;
 /** A fully reported key idle this long is removed from the kernel map (and forgotten here). */
 const IDLE_REMOVE_NS = 60_000_000_000n;
 
