@@ -12,17 +12,17 @@ import { FLOOD_KEY_LAYOUT, FLOOD_LAYOUT, keyFromKernelDev } from "./layout.ts";
 import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
 
 /**
- * Keys remembered (their last event and reported counts): a few MiB at most. The kernel map holds
- * 16,384; a summary of a key forgotten here names no process, but still its file, container and counts.
+ * Last events remembered (a few MiB at most); reported counts are kept for every key the kernel
+ * map holds (16,384). A summary of a key whose last event was forgotten names no process, but
+ * still its file, container and counts.
  */
-const MAX_KEYS = 4_096;
+const MAX_LAST_EVENTS = 4_096;
 /** A fully reported key idle this long is removed from the kernel map (and forgotten here). */
 const IDLE_REMOVE_NS = 60_000_000_000n;
 
-interface KeyState {
+interface Reported {
   bursts: bigint;
   checks: bigint;
-  last: KernelEvent;
 }
 
 const fileOf = (e: KernelEvent): FileKey => e.process.provenance?.file ?? { major: 0, minor: 0, ino: 0n };
@@ -30,7 +30,8 @@ const keyText = (cgroup: bigint, file: FileKey, slot: number) =>
   `${cgroup}:${file.major}:${file.minor}:${file.ino}:${slot}`;
 
 export class FloodSummaries {
-  private readonly keys = new Map<string, KeyState>();
+  private readonly reported = new Map<string, Reported>();
+  private readonly lastEvents = new Map<string, KernelEvent>();
   private readonly floodFd: number;
   private readonly windowNs: bigint;
 
@@ -43,17 +44,15 @@ export class FloodSummaries {
   annotate(event: KernelEvent): void {
     if (event.kind !== "file" || event.heldTotal === undefined) return;
     const key = keyText(event.cgroupId, fileOf(event), event.slot);
-    const seen = this.keys.get(key);
+    this.rememberLast(key, event);
+    const seen = this.reported.get(key);
     const { bursts, checks } = event.heldTotal;
     // A swept burst (never emitted by the kernel) carries zeros: it reports nothing new.
-    if (seen && bursts === 0n && checks === 0n && event.count > 0) {
-      seen.last = event;
-      return;
-    }
+    if (seen && bursts === 0n && checks === 0n) return;
     const delta = seen && bursts >= seen.bursts ? bursts - seen.bursts : bursts;
     const deltaChecks = seen && checks >= seen.checks ? checks - seen.checks : checks;
     if (delta > 0n) event.summarized = { bursts: Number(delta), checks: Number(deltaChecks) };
-    this.remember(key, { bursts, checks, last: event });
+    this.reported.set(key, { bursts, checks });
   }
 
   /**
@@ -74,20 +73,21 @@ export class FloodSummaries {
       const checks = v.readBigUInt64LE(FLOOD_LAYOUT.held_checks);
       const lastNs = v.readBigUInt64LE(FLOOD_LAYOUT.last_ns);
       const key = keyText(cgroup, file, slot);
-      const seen = this.keys.get(key);
+      const seen = this.reported.get(key);
       const reported = seen && bursts >= seen.bursts ? seen.bursts : 0n;
       if (bursts > reported && nowNs - lastNs >= this.windowNs) {
-        const summary = this.summaryEvent(seen?.last, { cgroup, file, slot, lastNs });
+        const summary = this.summaryEvent(this.lastEvents.get(key), { cgroup, file, slot, lastNs });
         summary.summarized = {
           bursts: Number(bursts - reported),
           checks: Number(checks - (seen && checks >= seen.checks ? seen.checks : 0n)),
         };
         summary.heldTotal = { bursts, checks };
-        this.remember(key, { bursts, checks, last: summary });
+        this.reported.set(key, { bursts, checks });
         out.push(summary);
       } else if (bursts === reported && nowNs - lastNs >= IDLE_REMOVE_NS) {
         idle.push(Buffer.from(k));
-        this.keys.delete(key);
+        this.reported.delete(key);
+        this.lastEvents.delete(key);
       }
     });
     const lib = libbpf();
@@ -130,12 +130,12 @@ export class FloodSummaries {
     };
   }
 
-  private remember(key: string, state: KeyState): void {
-    this.keys.delete(key);
-    this.keys.set(key, state);
-    if (this.keys.size > MAX_KEYS) {
-      const oldest = this.keys.keys().next().value;
-      if (oldest !== undefined) this.keys.delete(oldest);
+  private rememberLast(key: string, event: KernelEvent): void {
+    this.lastEvents.delete(key);
+    this.lastEvents.set(key, event);
+    if (this.lastEvents.size > MAX_LAST_EVENTS) {
+      const oldest = this.lastEvents.keys().next().value;
+      if (oldest !== undefined) this.lastEvents.delete(oldest);
     }
   }
 }
