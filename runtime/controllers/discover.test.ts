@@ -6,7 +6,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { HiveData } from "../../api/data.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { FakeContainers } from "../../test/integration/harness.ts";
-import { createFileResolver } from "../discover/file-resolver.ts";
+import { createFileResolver, type FileResolver } from "../discover/file-resolver.ts";
+import { HiveError } from "../errors.ts";
 import { createLogger } from "../log.ts";
 import { createDiscoverController } from "./discover.ts";
 import type { DataWriter, NodeTrapError } from "./ports.ts";
@@ -124,5 +125,85 @@ describe("discover controller", () => {
     await discover.idle();
     expect(reports.at(-1)).toEqual(["ContainerNotReady"]);
     discover.stop();
+  });
+
+  it("keeps a trap armed through a resolution error of the node (a resolver thread that died), and retries", async () => {
+    const base = mkdtempSync(join(tmpdir(), "hive-discover-"));
+    dirs.push(base);
+    const containers = new FakeContainers(base);
+    const containerID = containers.add("c1");
+    const removed: string[] = [];
+    const created: HiveData[] = [];
+    const real = createFileResolver(containers, containers.proc);
+    let failing = false;
+    // What the resolve pool answers when its thread dies mid-walk (resolve-pool.ts): the node's
+    // fault, not the path's.
+    const threadDied = new HiveError("PathInvalid", "the path resolver thread failed", {
+      object: "/etc/shadow",
+      transient: true,
+    });
+    const resolver: FileResolver = {
+      ...real,
+      async openContainer(id) {
+        const files = await real.openContainer(id);
+        return {
+          ...files,
+          resolveAll: async (walks) =>
+            failing ? walks.map(() => ({ ok: false, error: threadDied })) : files.resolveAll(walks),
+        };
+      },
+    };
+    const discover = createDiscoverController({
+      nodeName: "n1",
+      platformNamespace: "hive",
+      kernelId: "eeeeeeee-5555-4555-8555-555555555555",
+      resolver,
+      writer: {
+        create: async (d) => {
+          created.push(d);
+          discover.onData("ADDED", d);
+          return d;
+        },
+        replace: async (d) => d,
+        remove: async (_ns, name) => void removed.push(name),
+        annotate: async () => undefined,
+      },
+      reporter: { sync: async () => undefined },
+      log: createLogger({}, { level: "error" }),
+      debounceMs: 1,
+      retryBaseMs: 20,
+    });
+    const pod: V1Pod = {
+      metadata: { name: "web", namespace: "default", uid: "u1" },
+      spec: { nodeName: "n1", containers: [{ name: "app" }] },
+      status: {
+        phase: "Running",
+        containerStatuses: [
+          {
+            name: "app",
+            image: "",
+            imageID: "",
+            ready: true,
+            restartCount: 0,
+            containerID,
+            state: { running: {} },
+          },
+        ],
+      },
+    };
+    discover.onPod("ADDED", pod);
+    discover.onPolicy("ADDED", policy("good", { traps: [{ path: "/etc/shadow" }] }));
+    discover.markSynced();
+    await discover.idle();
+    expect(created).toHaveLength(1);
+    failing = true;
+    discover.onPod("MODIFIED", pod);
+    await discover.idle();
+    await new Promise((r) => setTimeout(r, 100)); // retries come and fail too
+    expect(removed).toEqual([]);
+    const passes = discover.stats().passes;
+    expect(passes).toBeGreaterThan(2);
+    discover.stop();
+    await real.close?.();
   });
 });
