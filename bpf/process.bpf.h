@@ -57,14 +57,14 @@ struct mm_struct {
 	unsigned long env_end;
 } __attribute__((preserve_access_index));
 
-/* overlayfs's inode (fs/overlayfs/ovl_entry.h, a module's type): __upperdentry is set once the
- * file has a copy in the upper layer, i.e. was written or changed in the container. */
-struct ovl_inode {
-	struct inode vfs_inode;
-	struct dentry *__upperdentry;
-} __attribute__((preserve_access_index));
-
 #define HIVE_OVERLAYFS_MAGIC 0x794c7630
+
+/* overlayfs's inode (fs/overlayfs/ovl_entry.h) embeds the VFS inode; its __upperdentry is set
+ * once the file has a copy in the upper layer, i.e. was written or changed in the container.
+ * A module's type: the loader reads the field's offset from vfs_inode in the module's BTF
+ * (runtime/kernel/kernel-btf.ts overlayUpperOffset) — CO-RE against module BTF would need
+ * CAP_SYS_ADMIN. 0: unknown, no overlay file is classified. */
+const volatile __u32 hive_ovl_upper_off = 0;
 
 struct fs_struct {
 	struct path root;
@@ -230,19 +230,11 @@ static __always_inline int hive_exe_path(struct task_struct *task, struct hive_s
 	return 1;
 }
 
-/* An overlay inode's upper dentry (NULL: the file is only in a lower, image, layer). With the
- * overlay module's BTF (5.11+) CO-RE finds __upperdentry; without it (5.10), the field follows
- * vfs_inode directly, as it has in every ovl_inode since 4.13. */
+/* An overlay inode's upper dentry (NULL: the file is only in a lower, image, layer). */
 static __always_inline void *hive_ovl_upper(struct inode *inode)
 {
 	void *upper = NULL;
-	if (bpf_core_type_exists(struct ovl_inode)) {
-		void *ovl = (void *)inode - bpf_core_field_offset(struct ovl_inode, vfs_inode);
-		bpf_probe_read_kernel(&upper, sizeof(upper),
-				      ovl + bpf_core_field_offset(struct ovl_inode, __upperdentry));
-	} else {
-		bpf_probe_read_kernel(&upper, sizeof(upper), (void *)inode + bpf_core_type_size(struct inode));
-	}
+	bpf_probe_read_kernel(&upper, sizeof(upper), (void *)inode + hive_ovl_upper_off);
 	return upper;
 }
 
@@ -257,7 +249,7 @@ static __always_inline __u32 hive_exe_file(struct task_struct *task, struct hive
 		return 0;
 	if (BPF_CORE_READ(inode, i_nlink) == 0)
 		return HIVE_EXE_UNLINKED;
-	if (BPF_CORE_READ(inode, i_sb, s_magic) != HIVE_OVERLAYFS_MAGIC)
+	if (BPF_CORE_READ(inode, i_sb, s_magic) != HIVE_OVERLAYFS_MAGIC || hive_ovl_upper_off == 0)
 		return 0;
 	return hive_ovl_upper(inode) ? HIVE_EXE_WRITTEN : HIVE_EXE_IMAGE;
 }

@@ -137,3 +137,66 @@ export function datasecOffsets(btf: bigint, section: string): Map<string, { offs
   }
   return out;
 }
+
+/** The overlay module's BTF, present while the module is loaded (5.11+ kernels with module BTF). */
+export const OVERLAY_BTF = "/sys/kernel/btf/overlay";
+
+/**
+ * Where `__upperdentry` sits relative to `vfs_inode` in overlayfs's `struct ovl_inode`: the
+ * program reads it from an overlay inode to tell an image layer's file from one written in the
+ * container. Read here, as a file (no privilege: the module's BTF is world-readable, where CO-RE
+ * against module types would need CAP_SYS_ADMIN to enumerate BTF objects). Without the module's
+ * BTF (Debian 5.10, or overlay not loaded yet) the field follows `vfs_inode` directly, as it has
+ * in every ovl_inode since 4.13: sizeof(struct inode). 0 when neither can be read: the program
+ * then classifies no overlay file, and no allow entry holds for one.
+ */
+export function overlayUpperOffset(overlayBtf = OVERLAY_BTF): number {
+  const lib = libbpf();
+  const vmlinux = lib.btf__load_vmlinux_btf() as bigint | null;
+  if (!vmlinux) return 0;
+  try {
+    // Built in (CONFIG_OVERLAY_FS=y): the type is in vmlinux's BTF.
+    const builtIn = upperOffsetIn(vmlinux);
+    if (builtIn !== undefined) return builtIn;
+    if (existsSync(overlayBtf)) {
+      const module = lib.btf__parse_split(overlayBtf, vmlinux) as bigint | null;
+      if (module) {
+        try {
+          const inModule = upperOffsetIn(module);
+          if (inModule !== undefined) return inModule;
+        } finally {
+          lib.btf__free(module);
+        }
+      }
+    }
+    const inode = lib.btf__find_by_name_kind(vmlinux, "inode", BTF_KIND_STRUCT) as number;
+    return inode > 0 ? readType(vmlinux, inode).type : 0; // a struct's size is in the type word
+  } finally {
+    lib.btf__free(vmlinux);
+  }
+}
+
+/** __upperdentry's offset from vfs_inode in `btf`'s struct ovl_inode (0: not both there); undefined without the type. */
+function upperOffsetIn(btf: bigint): number | undefined {
+  const id = libbpf().btf__find_by_name_kind(btf, "ovl_inode", BTF_KIND_STRUCT) as number;
+  if (id <= 0) return undefined;
+  const members = memberOffsets(btf, id);
+  const vfs = members.get("vfs_inode");
+  const upper = members.get("__upperdentry");
+  return vfs !== undefined && upper !== undefined && upper > vfs ? upper - vfs : 0;
+}
+
+/** Byte offsets of a struct's members by name (btf_member {name_off, type, offset in bits}). */
+function memberOffsets(btf: bigint, id: number): Map<string, number> {
+  const lib = libbpf();
+  const t = readType(btf, id);
+  const kindFlag = (new Uint32Array(koffi.view(t.address, BTF_TYPE_SIZE).slice(0))[1] ?? 0) >>> 31;
+  const raw = entryWords(t, 3);
+  const out = new Map<string, number>();
+  for (let i = 0; i < t.vlen; i++) {
+    const bits = raw[i * 3 + 2] ?? 0;
+    // With kind_flag set, the low 24 bits are the bit offset (the high 8, a bitfield's size).
+    out.set(lib.btf__name_by_offset(btf, raw[i * 3] ?? 0) as string, (kindFlag ? bits & 0xffffff : bits) / 8);
+  }
+  return out;
+}

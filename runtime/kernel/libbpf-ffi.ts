@@ -71,6 +71,7 @@ function declare(lib: LibraryHandle) {
     btf__type_by_id: lib.func("void *btf__type_by_id(void *btf, uint32_t id)"),
     btf__name_by_offset: lib.func("const char *btf__name_by_offset(void *btf, uint32_t offset)"),
     btf__free: lib.func("void btf__free(void *btf)"),
+    btf__parse_split: lib.func("void *btf__parse_split(const char *path, void *base)"),
   };
 }
 

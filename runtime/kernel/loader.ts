@@ -28,7 +28,7 @@ import {
 } from "./contract.ts";
 import { readCounters } from "./counters.ts";
 import { FloodSummaries } from "./flood-summaries.ts";
-import { type InodePermissionSignature, inodePermissionSignature } from "./kernel-btf.ts";
+import { type InodePermissionSignature, inodePermissionSignature, overlayUpperOffset } from "./kernel-btf.ts";
 import { check, checkPointer, errnoName, libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import { ProcessTracking } from "./process-tracking.ts";
@@ -231,6 +231,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         hive_inode_arg: this.signature.inodeArg,
         hive_burst_gap_ns: this.burstGapNs,
         hive_burst_max_ns: this.burstMaxNs,
+        hive_ovl_upper_off: overlayUpperOffset(),
         hive_flood_budget: options.floodBudget ?? 8,
         hive_flood_window_ns: this.floodWindowNs,
       });
