@@ -26,6 +26,28 @@ function policy(name: string, spec: unknown): HivePolicy {
   } as HivePolicy;
 }
 
+/** Pod "web" on node n1 whose container `app` runs as `containerID`. */
+function runningPod(containerID: string): V1Pod {
+  return {
+    metadata: { name: "web", namespace: "default", uid: "u1" },
+    spec: { nodeName: "n1", containers: [{ name: "app" }] },
+    status: {
+      phase: "Running",
+      containerStatuses: [
+        {
+          name: "app",
+          image: "",
+          imageID: "",
+          ready: true,
+          restartCount: 0,
+          containerID,
+          state: { running: {} },
+        },
+      ],
+    },
+  };
+}
+
 describe("discover controller", () => {
   it("ignores a policy without a usable spec and keeps serving the others", async () => {
     const base = mkdtempSync(join(tmpdir(), "hive-discover-"));
@@ -54,24 +76,7 @@ describe("discover controller", () => {
       log: createLogger({}, { level: "error" }),
       debounceMs: 1,
     });
-    const pod: V1Pod = {
-      metadata: { name: "web", namespace: "default", uid: "u1" },
-      spec: { nodeName: "n1", containers: [{ name: "app" }] },
-      status: {
-        phase: "Running",
-        containerStatuses: [
-          {
-            name: "app",
-            image: "",
-            imageID: "",
-            ready: true,
-            restartCount: 0,
-            containerID,
-            state: { running: {} },
-          },
-        ],
-      },
-    };
+    const pod = runningPod(containerID);
     discover.onPod("ADDED", pod);
     discover.onPolicy("ADDED", policy("broken", { traps: "not a list" }));
     discover.onPolicy("ADDED", policy("relative", { traps: [{ path: "etc/shadow" }] }));
@@ -173,24 +178,7 @@ describe("discover controller", () => {
       debounceMs: 1,
       retryBaseMs: 20,
     });
-    const pod: V1Pod = {
-      metadata: { name: "web", namespace: "default", uid: "u1" },
-      spec: { nodeName: "n1", containers: [{ name: "app" }] },
-      status: {
-        phase: "Running",
-        containerStatuses: [
-          {
-            name: "app",
-            image: "",
-            imageID: "",
-            ready: true,
-            restartCount: 0,
-            containerID,
-            state: { running: {} },
-          },
-        ],
-      },
-    };
+    const pod = runningPod(containerID);
     discover.onPod("ADDED", pod);
     discover.onPolicy("ADDED", policy("good", { traps: [{ path: "/etc/shadow" }] }));
     discover.markSynced();
