@@ -410,11 +410,14 @@ int hive_proc_seed(struct bpf_iter__task *ctx)
 	return 0;
 }
 
-/* True when the task's root directory is not the root of a mount (chroot into a directory). */
-static __always_inline int hive_chrooted(struct task_struct *task)
+/* True when the task's root directory is not the root of a mount (chroot into a directory);
+ * `dev`, when given, receives the root's device. One read of the task's root for both. */
+static __always_inline int hive_chrooted(struct task_struct *task, __u32 *dev)
 {
-	struct dentry *root = BPF_CORE_READ(task, fs, root.dentry);
-	return root != BPF_CORE_READ(task, fs, root.mnt, mnt_root);
+	struct path root = BPF_CORE_READ(task, fs, root);
+	if (dev)
+		*dev = BPF_CORE_READ(root.dentry, d_sb, s_dev);
+	return root.dentry != BPF_CORE_READ(root.mnt, mnt_root);
 }
 
 /* Marks a process seen traced: whatever a tracer changed stays in its memory. */
@@ -431,8 +434,7 @@ static __always_inline void hive_event_identity(struct hive_event *e)
 	struct hive_proc *p = hive_proc_of(task);
 	hive_note_traced(task, p);
 	e->ns_pid = hive_ns_pid(task);
-	e->relation = hive_chrooted(task) ? HIVE_REL_CHROOT : 0;
-	e->root_dev = BPF_CORE_READ(task, fs, root.dentry, d_sb, s_dev);
+	e->relation = hive_chrooted(task, &e->root_dev) ? HIVE_REL_CHROOT : 0;
 	e->_pad3 = 0;
 	if (p) {
 		e->exe_flags = p->flags;
@@ -455,7 +457,7 @@ static __always_inline void hive_event_identity(struct hive_event *e)
 	BPF_CORE_READ_STR_INTO(&e->parent_comm, parent, comm);
 	struct hive_proc *pp = hive_proc_of(parent);
 	hive_note_traced(parent, pp);
-	if (hive_chrooted(parent))
+	if (hive_chrooted(parent, NULL))
 		e->relation |= HIVE_REL_PARENT_CHROOT;
 	if (p && (p->ppid != e->ppid || p->parent_start_ns != hive_start_ns(parent)))
 		e->relation |= HIVE_REL_REPARENTED;

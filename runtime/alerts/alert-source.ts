@@ -4,7 +4,7 @@
  * (callback, allow list, policy), plus the few facts neither carries. Building an alert never
  * calls the API server.
  */
-import type { HiveData, HiveDataSpec } from "../../api/data.ts";
+import { type HiveData, type HiveDataSpec, inodeOf } from "../../api/data.ts";
 import { type DataAnnotations, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { AllowEntry } from "../../api/policy.ts";
 import type { LiveTrap } from "../controllers/live-traps.ts";
@@ -85,8 +85,9 @@ export function alertSourceFromHiveData(
 export function executablesOf(spec: Pick<HiveDataSpec, "executables">): AllowFiles {
   const files = new Map<string, FileKey[]>();
   for (const e of spec.executables ?? []) {
-    const key: FileKey = { major: e.device.major, minor: e.device.minor, ino: BigInt(e["inode-no"]) };
-    files.set(e.path, [...(files.get(e.path) ?? []), key]);
+    const ino = inodeOf(e); // undefined beyond 64 bits: that entry names no file
+    if (ino === undefined) continue;
+    files.set(e.path, [...(files.get(e.path) ?? []), { ...e.device, ino }]);
   }
   return files;
 }

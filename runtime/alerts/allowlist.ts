@@ -25,6 +25,7 @@ import type { AllowMissReason } from "../../api/alert.ts";
 import type { AccessKind } from "../../api/meta.ts";
 import type { AllowEntry } from "../../api/policy.ts";
 import type { ExecIdentity, ExecProvenance, FileKey, KernelEvent } from "../kernel/contract.ts";
+import { fileKeyId } from "../kernel/layout.ts";
 
 /** What the matcher reads of an event. */
 export type AllowSubject = Pick<KernelEvent, "accesses"> & { process?: KernelEvent["process"] };
@@ -75,8 +76,6 @@ export function pathMatches(pattern: string, path: string): boolean {
   return star === -1 ? path === pattern : path.startsWith(pattern.slice(0, -1));
 }
 
-const sameFile = (a: FileKey, b: FileKey) => a.major === b.major && a.minor === b.minor && a.ino === b.ino;
-
 /** The first condition of an executable entry `pattern` that `runner` does not meet; undefined when all hold. */
 function exeMiss(pattern: string, runner: Runner, scope: AllowScope): AllowMissReason | undefined {
   const { exe, provenance: p } = runner;
@@ -91,7 +90,8 @@ function exeMiss(pattern: string, runner: Runner, scope: AllowScope): AllowMissR
   if (!pattern.endsWith("*")) {
     const known = scope.files?.get(pattern);
     if (known === undefined || known.length === 0) return "not-resolved";
-    if (!known.some((k) => sameFile(k, p.file))) return "not-the-image-file";
+    const ran = fileKeyId(p.file);
+    if (!known.some((k) => fileKeyId(k) === ran)) return "not-the-image-file";
   }
   if (p.loaderEnv.length > 0) return "loader-env";
   if (p.envUnread) return "env-unread";

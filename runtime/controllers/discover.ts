@@ -21,7 +21,7 @@ import type { Logger } from "../log.ts";
 import { displaySafe } from "../text.ts";
 import { byContainer, collectItems, type Item } from "./discover-items.ts";
 import { applyDataChanges } from "./discover-writes.ts";
-import { buildHiveData, markMissing, type NodeOwner } from "./hive-data.ts";
+import { buildHiveData, fileIdentity, markMissing, type NodeOwner } from "./hive-data.ts";
 import { inPool } from "./in-pool.ts";
 import { createObjectRetries } from "./object-retries.ts";
 import {
@@ -330,12 +330,7 @@ async function resolveContainer(
   exePaths.forEach((path, i) => {
     const outcome = exeOutcomes[i];
     if (outcome?.ok && outcome.file.fileType === "file") {
-      const { key } = outcome.file;
-      found.set(path, {
-        path,
-        "inode-no": key.ino.toString(),
-        device: { major: key.major, minor: key.minor },
-      });
+      found.set(path, { path, ...fileIdentity(outcome.file.key) });
     }
   });
   work.forEach(({ item, trap }, i) => {

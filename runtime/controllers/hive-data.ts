@@ -94,6 +94,11 @@ export interface NodeOwner {
   uid: string;
 }
 
+/** A file's identity as HiveData spells it (the trapped file's, and each of `executables`). */
+export function fileIdentity(key: FileKey): { "inode-no": string; device: { major: number; minor: number } } {
+  return { "inode-no": key.ino.toString(), device: { major: key.major, minor: key.minor } };
+}
+
 export function buildHiveData(input: DataInput): HiveData {
   const { policy, trap, pod, container } = input;
   const podName = pod.metadata?.name ?? "";
@@ -131,9 +136,8 @@ export function buildHiveData(input: DataInput): HiveData {
       annotations,
     },
     spec: {
-      "inode-no": input.file.ino.toString(),
+      ...fileIdentity(input.file),
       "kernel-id": input.kernelId,
-      device: { major: input.file.major, minor: input.file.minor },
       // Informational (the reference design's field): the loader watches the live trap's accesses.
       accesses: [...(trap.accesses ?? ACCESS_KINDS)],
       ...(input.executables && input.executables.length > 0 ? { executables: [...input.executables] } : {}),

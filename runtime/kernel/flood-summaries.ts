@@ -7,8 +7,9 @@
  * sweep: the last event seen of the key, re-dated, with the counts. So a flood costs the ring a
  * handful of events a second, and every held access is still reported.
  */
+import type { Logger } from "../log.ts";
 import type { FileKey, KernelEvent } from "./contract.ts";
-import { FLOOD_KEY_LAYOUT, FLOOD_LAYOUT, keyFromKernelDev } from "./layout.ts";
+import { FLOOD_KEY_LAYOUT, FLOOD_LAYOUT, fileKeyId, keyFromKernelDev } from "./layout.ts";
 import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
 
 /**
@@ -26,18 +27,40 @@ interface Reported {
 }
 
 const fileOf = (e: KernelEvent): FileKey => e.process.provenance?.file ?? { major: 0, minor: 0, ino: 0n };
-const keyText = (cgroup: bigint, file: FileKey, slot: number) =>
-  `${cgroup}:${file.major}:${file.minor}:${file.ino}:${slot}`;
+const keyText = (cgroup: bigint, file: FileKey, slot: number) => `${cgroup}:${fileKeyId(file)}:${slot}`;
 
 export class FloodSummaries {
   private readonly reported = new Map<string, Reported>();
   private readonly lastEvents = new Map<string, KernelEvent>();
   private readonly floodFd: number;
   private readonly windowNs: bigint;
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(floodFd: number, windowNs: bigint) {
     this.floodFd = floodFd;
     this.windowNs = windowNs;
+  }
+
+  /**
+   * Sweeps once a window, handing each summary to `deliver` (the listeners). process.hrtime is
+   * CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
+   */
+  startSweeps(deliver: (event: KernelEvent) => void, logger?: Logger): void {
+    this.timer = setInterval(
+      () => {
+        try {
+          for (const event of this.sweep(process.hrtime.bigint())) deliver(event);
+        } catch (error) {
+          logger?.warn("flood summary sweep failed; retried", { error });
+        }
+      },
+      Number(this.windowNs / 1_000_000n),
+    );
+    this.timer.unref();
+  }
+
+  stopSweeps(): void {
+    clearInterval(this.timer);
   }
 
   /** Sets `summarized` on an event from the ring buffer (bursts held since the key's previous event). */

@@ -18,8 +18,6 @@ import {
   type Ancestor,
   ATTACH_MODES,
   type AttachMode,
-  type AttachRequest,
-  type KernelCounters,
   type KernelEvent,
   type KernelWatcher,
   type ProcessIdentity,
@@ -36,6 +34,7 @@ import { RingConsumer } from "./ring-consumer.ts";
 import { setRodata } from "./rodata.ts";
 import type { ProofMaps } from "./trap-proof.ts";
 import { WatchMap } from "./watch-map.ts";
+import type { KernelWatcherOptions, LibbpfCounters } from "./watcher-options.ts";
 
 export { linkPinName } from "./attach.ts";
 export { DEFAULT_PIN_ROOT, isOnBpffs } from "./bpffs.ts";
@@ -64,73 +63,7 @@ const PINNED_MAPS = [
   "hive_flood",
 ] as const;
 
-export interface KernelWatcherOptions {
-  /** Compiled program; default bpf/hive.bpf.o of this package. */
-  objectPath?: string;
-  /** Default "auto": the least-privileged mode this kernel can attach (attach.ts). */
-  attachMode?: AttachRequest;
-  /** false: load (verify) only, attach nothing — for checking a kernel accepts the program. */
-  attach?: boolean;
-  /** bpffs directory for pinned maps/link; default /sys/fs/bpf/hive; null disables pinning. */
-  pinRoot?: string | null;
-  /** A burst ends when its thread's next check of the file comes later than this. Default 5 ms. */
-  burstGapMs?: number;
-  /** A burst never lasts longer than this. Default 250 ms. */
-  burstMaxMs?: number;
-  /**
-   * Flood summarisation (flood-summaries.ts): bursts one executable may emit per window for one
-   * trapped file from one cgroup before the rest are held and counted; default 8, 0 turns it off.
-   */
-  floodBudget?: number;
-  /** The flood window; default 1000 ms. */
-  floodWindowMs?: number;
-  /**
-   * The extra hook on security_inode_permission that reports parent-directory changes on
-   * kernels whose inode_permission was split by the compiler. "auto" (default) loads it
-   * only there; "always" loads it anyway (e.g. to verify it), "never" not at all.
-   */
-  parentHook?: "auto" | "always" | "never";
-  /** How often idle bursts are swept from the kernel map. Default 10 ms. */
-  sweepIntervalMs?: number;
-  /**
-   * Pins of another layout (an agent of another version) are removed and replaced instead of
-   * refused. Only for a caller that knows no other loader uses them (the agent holds the
-   * node-local loader lock); `hive watch` refuses and says what to remove.
-   */
-  replaceStalePins?: boolean;
-  /**
-   * Entries the kernel watch map holds (trapped files and their directories); default
-   * 65,536 (bpf/hive.bpf.c). Pins of another capacity are pins of another layout.
-   */
-  watchCapacity?: number;
-  /** Threads with a pending burst the kernel keeps (default 8,192); more are reported unfolded. */
-  burstCapacity?: number;
-  /**
-   * Events that may wait between the ring worker and the listeners (default 16,384); past it
-   * the worker stops reading and the kernel counts what the full ring buffer cannot take.
-   */
-  maxInFlight?: number;
-  logger?: Logger;
-}
-
-export interface LibbpfCounters extends KernelCounters {
-  /** Checks that matched a watched file and a wanted access kind. */
-  checks: bigint;
-  /** Bursts the kernel opened; each is delivered, lost, or still pending. */
-  bursts: bigint;
-  /** Bursts emitted at once because the burst table was full (reported, not folded). */
-  unfolded: bigint;
-  /** Events delivered to listeners (kernel-emitted + swept, duplicates dropped). */
-  delivered: bigint;
-  /** The most events that waited at once between the ring worker and the listeners. */
-  inFlightPeak: number;
-  /** Ring workers that died and were replaced. */
-  consumerRestarts: number;
-  /** Bursts held by flood summarisation: reported as counts on a later event of their key. */
-  held: bigint;
-  /** Bursts emitted without a flood budget because the flood map was full. */
-  floodFull: bigint;
-}
+export type { KernelWatcherOptions, LibbpfCounters } from "./watcher-options.ts";
 
 /** One attach mode to load and attach, and why it was chosen. */
 interface AttachChoice {
@@ -177,7 +110,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   /** Bursts opened before this agent started (adopted maps), not this agent's to deliver. */
   private deliveredBase = 0n;
   private readonly floodWindowNs: bigint;
-  private floodTimer: NodeJS.Timeout | undefined;
+  private flood: FloodSummaries | undefined;
   private adoptedBeforeNs = 0n;
   private readonly ncpus: number;
   private readonly logger: Logger | undefined;
@@ -440,21 +373,12 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   }
 
   private startWorker(options: KernelWatcherOptions): void {
+    const deliver = (event: KernelEvent) => {
+      for (const listener of this.listeners) listener(event);
+    };
     const flood = new FloodSummaries(this.fds.hive_flood, this.floodWindowNs);
-    // Floods that stopped with held bursts unreported: one summary event per key, once quiet.
-    this.floodTimer = setInterval(
-      () => {
-        try {
-          // process.hrtime is CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
-          for (const event of flood.sweep(process.hrtime.bigint()))
-            for (const listener of this.listeners) listener(event);
-        } catch (error) {
-          this.logger?.warn("flood summary sweep failed; retried", { error });
-        }
-      },
-      Number(this.floodWindowNs / 1_000_000n),
-    );
-    this.floodTimer.unref();
+    flood.startSweeps(deliver, this.logger);
+    this.flood = flood;
     this.consumer = new RingConsumer({
       data: {
         eventsFd: this.fds.hive_events,
@@ -469,7 +393,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}),
       onEvent: (event) => {
         flood.annotate(event);
-        for (const listener of this.listeners) listener(event);
+        deliver(event);
       },
       logger: this.logger,
     });
@@ -504,7 +428,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   async close(options: { keepPinned?: boolean } = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    clearInterval(this.floodTimer);
+    this.flood?.stopSweeps();
     await this.consumer?.stop();
     const keep = options.keepPinned === true && this.pinRoot !== null;
     this.tracking?.close(keep);

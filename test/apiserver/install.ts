@@ -5,7 +5,7 @@
  * token authenticates as on a node.
  */
 import { type HiveMonitorArgs, type KubernetesObject, renderManifests } from "../../component/index.ts";
-import { serviceAccountUser, type UserSpec } from "./authn.ts";
+import { serviceAccountUser, type UserSpec, userInfoOf } from "./authn.ts";
 import { type ApiServer, matchesFilter, type RequestFilter, type RequestRecord } from "./server.ts";
 import { ApiError } from "./status.ts";
 
@@ -54,7 +54,7 @@ export function installHive(api: ApiServer, args: HiveMonitorArgs = { image: "hi
       api.store.update(def, o.metadata.namespace, name, body);
     }
   }
-  const agentUser = `system:serviceaccount:${namespace}:hive-agent`;
+  const agentUser = userInfoOf(serviceAccountUser(namespace, "hive-agent")).username;
   const expected: RequestFilter[] = [];
   const refusals = () =>
     api.requests.filter(

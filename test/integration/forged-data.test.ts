@@ -18,6 +18,7 @@ import {
 } from "../../api/meta.ts";
 import type { HiveTrap } from "../../api/policy.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
+import { fileIdentity } from "../../runtime/controllers/hive-data.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
@@ -30,7 +31,7 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function setUp() {
+async function setUp(allow?: HiveTrap["allow"]) {
   const cluster = await Cluster.start({
     admission: { off: "the loader must ignore a forged HiveData even where admission would not stop it" },
   });
@@ -52,7 +53,11 @@ async function setUp() {
     namespace: "team-a",
     files: { "etc/shadow": "root:*:1::::::\n", "etc/passwd": "root:x:0:0::/root:/bin/sh\n" },
   });
-  const trap: HiveTrap = { path: "/etc/shadow", callback: `${tenant.url}/team-a` };
+  const trap: HiveTrap = {
+    path: "/etc/shadow",
+    callback: `${tenant.url}/team-a`,
+    ...(allow ? { allow } : {}),
+  };
   await cluster.createPolicy("team-traps", [trap], "team-a");
   const [data] = await eventually(async () => {
     const all = await cluster.data();
@@ -153,5 +158,49 @@ describe("a forged HiveData", () => {
     expect(receivers.attacker.requests).toBe(0);
     expect(receivers.tenant.requests).toBe(0);
     expect(receivers.monitor.requests).toBe(0);
+  });
+
+  it("naming the attacker's binary among its executables allows nothing the image did not ship", async () => {
+    const { cluster, node, kernel, alerts, data, receivers } = await setUp([{ exe: "/usr/sbin/sshd" }]);
+    // A binary written at /usr/sbin/sshd in the container, which the forger lists as the file there.
+    const dropped = { major: 0, minor: 77, ino: 4242n };
+    const forged: HiveData = {
+      ...data,
+      spec: { ...data.spec, executables: [{ path: "/usr/sbin/sshd", ...fileIdentity(dropped) }] },
+    };
+    await write(cluster, forged);
+    const file = kernel.entries.find((e) => e.kind === "file");
+    await eventually(
+      () =>
+        node.agent
+          .loader()
+          ?.lookup(file?.slot ?? -1)
+          .some((d) => d.spec.executables?.[0]?.["inode-no"] === "4242"),
+      "the loader holds the forged executables",
+    );
+    kernel.emit({
+      slot: file?.slot ?? -1,
+      kind: "file",
+      key: file?.key ?? { major: 0, minor: 0, ino: 0n },
+      process: {
+        exe: { exe: "/usr/sbin/sshd", source: "exec" },
+        provenance: {
+          file: dropped,
+          layer: "container",
+          loaderEnv: [],
+          envUnread: false,
+          traced: false,
+          forkUnseen: false,
+        },
+        chroot: false,
+        rootDev: { major: 0, minor: 77 },
+        execNs: 1n,
+      },
+    });
+    expect(await alerts.drain(10_000)).toBe(true);
+    const received = receivers.tenant.accepted.map(
+      (r) => JSON.parse(r.body) as { allow_misses?: { reason: string }[] },
+    );
+    expect(received.map((a) => a.allow_misses?.[0]?.reason)).toEqual(["written-in-container"]);
   });
 });

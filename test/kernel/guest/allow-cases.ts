@@ -14,6 +14,7 @@ import { openContainerProcess } from "../../../runtime/discover/container-proces
 import { resolveInProcessRoot } from "../../../runtime/discover/file-resolver.ts";
 import type { FileKey, KernelEvent } from "../../../runtime/kernel/contract.ts";
 import { proveWith } from "../../../runtime/kernel/trap-proof.ts";
+import { sleep } from "../../alerts/fixtures.ts";
 import { ALLOW_IMAGE_REF } from "../../fixtures/allow-image.ts";
 import { type ImageContainerd, startImageContainerd } from "../../fixtures/image-containers.ts";
 import type { KernelCaseName } from "./case-names.ts";
@@ -31,7 +32,6 @@ const ALLOW: AllowEntry[] = [
   { "parent-exe": "/usr/sbin/cron" },
 ];
 const CTR = "hive-allow";
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** One container of the allow image, its trap and the files its allow entries name. */
 interface Scene {

@@ -10,6 +10,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, rmdirSync } from "node:fs";
 import type { KernelEvent } from "../../../runtime/kernel/contract.ts";
 import { openKernelWatcher } from "../../../runtime/kernel/open-watcher.ts";
+import { sleep } from "../../alerts/fixtures.ts";
 import type { KernelCaseName } from "./case-names.ts";
 import { type GuestHarness, pipelineFor } from "./process-cases.ts";
 
@@ -19,7 +20,6 @@ type FloodCaseName = Extract<
 >;
 
 const FLOOD_MS = 10_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Runs `argv` inside the cgroup at `cgroup` (moved there before it executes). */
 function inCgroup(cgroup: string, argv: string[]): ChildProcess {

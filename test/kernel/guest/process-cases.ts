@@ -16,6 +16,7 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import type { Alert } from "../../../api/alert.ts";
+import type { AccessKind } from "../../../api/meta.ts";
 import type { AllowEntry } from "../../../api/policy.ts";
 import type { AllowFiles } from "../../../runtime/alerts/allowlist.ts";
 import { createBootClock } from "../../../runtime/alerts/boot-clock.ts";
@@ -34,9 +35,14 @@ export interface GuestHarness {
   watcher: () => LibbpfKernelWatcher;
   /** A new watcher on the runner's pin root (adopting what is pinned), made the current one. */
   reopen: (burstGapMs?: number) => LibbpfKernelWatcher;
-  observe: (action: () => void | Promise<void>, w?: LibbpfKernelWatcher) => Promise<KernelEvent[]>;
+  observe: (
+    action: () => void | Promise<void>,
+    w?: LibbpfKernelWatcher,
+    timeoutMs?: number,
+  ) => Promise<KernelEvent[]>;
   file: (name: string, content?: string) => string;
-  entry: (path: string, slot: number) => WatchEntry;
+  /** A watch entry for `path` (its stat identity), every access kind unless `accesses` says. */
+  entry: (path: string, slot: number, accesses?: AccessKind[]) => WatchEntry;
   /** Runs a command to completion; throws when it fails. Returns its pid. */
   run: (cmd: string, args: string[]) => number;
   dir: string;

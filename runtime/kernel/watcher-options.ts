@@ -1,0 +1,74 @@
+/**
+ * What a LibbpfKernelWatcher (loader.ts) takes, and the counters it reports beyond the
+ * KernelWatcher contract's.
+ */
+import type { Logger } from "../log.ts";
+import type { AttachRequest, KernelCounters } from "./contract.ts";
+
+export interface KernelWatcherOptions {
+  /** Compiled program; default bpf/hive.bpf.o of this package. */
+  objectPath?: string;
+  /** Default "auto": the least-privileged mode this kernel can attach (attach.ts). */
+  attachMode?: AttachRequest;
+  /** false: load (verify) only, attach nothing — for checking a kernel accepts the program. */
+  attach?: boolean;
+  /** bpffs directory for pinned maps/link; default /sys/fs/bpf/hive; null disables pinning. */
+  pinRoot?: string | null;
+  /** A burst ends when its thread's next check of the file comes later than this. Default 5 ms. */
+  burstGapMs?: number;
+  /** A burst never lasts longer than this. Default 250 ms. */
+  burstMaxMs?: number;
+  /**
+   * Flood summarisation (flood-summaries.ts): bursts one executable may emit per window for one
+   * trapped file from one cgroup before the rest are held and counted; default 8, 0 turns it off.
+   */
+  floodBudget?: number;
+  /** The flood window; default 1000 ms. */
+  floodWindowMs?: number;
+  /**
+   * The extra hook on security_inode_permission that reports parent-directory changes on
+   * kernels whose inode_permission was split by the compiler. "auto" (default) loads it
+   * only there; "always" loads it anyway (e.g. to verify it), "never" not at all.
+   */
+  parentHook?: "auto" | "always" | "never";
+  /** How often idle bursts are swept from the kernel map. Default 10 ms. */
+  sweepIntervalMs?: number;
+  /**
+   * Pins of another layout (an agent of another version) are removed and replaced instead of
+   * refused. Only for a caller that knows no other loader uses them (the agent holds the
+   * node-local loader lock); `hive watch` refuses and says what to remove.
+   */
+  replaceStalePins?: boolean;
+  /**
+   * Entries the kernel watch map holds (trapped files and their directories); default
+   * 65,536 (bpf/hive.bpf.c). Pins of another capacity are pins of another layout.
+   */
+  watchCapacity?: number;
+  /** Threads with a pending burst the kernel keeps (default 8,192); more are reported unfolded. */
+  burstCapacity?: number;
+  /**
+   * Events that may wait between the ring worker and the listeners (default 16,384); past it
+   * the worker stops reading and the kernel counts what the full ring buffer cannot take.
+   */
+  maxInFlight?: number;
+  logger?: Logger;
+}
+
+export interface LibbpfCounters extends KernelCounters {
+  /** Checks that matched a watched file and a wanted access kind. */
+  checks: bigint;
+  /** Bursts the kernel opened; each is delivered, lost, or still pending. */
+  bursts: bigint;
+  /** Bursts emitted at once because the burst table was full (reported, not folded). */
+  unfolded: bigint;
+  /** Events delivered to listeners (kernel-emitted + swept, duplicates dropped). */
+  delivered: bigint;
+  /** The most events that waited at once between the ring worker and the listeners. */
+  inFlightPeak: number;
+  /** Ring workers that died and were replaced. */
+  consumerRestarts: number;
+  /** Bursts held by flood summarisation: reported as counts on a later event of their key. */
+  held: bigint;
+  /** Bursts emitted without a flood budget because the flood map was full. */
+  floodFull: bigint;
+}
