@@ -23,7 +23,7 @@ import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { startReceiver } from "../alerts/receiver.ts";
-import { AGENT_NS, Cluster, eventually } from "./harness.ts";
+import { AGENT_NS, Cluster, eventually, type SimNode } from "./harness.ts";
 
 const KERNEL_A = "44444444-4444-4444-8444-444444444444";
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
@@ -72,6 +72,17 @@ async function setUp(allow?: HiveTrap["allow"]) {
   return { cluster, node, kernel, alerts, data: data as HiveData, receivers: { monitor, tenant, attacker } };
 }
 
+/** Waits until the node's loader holds, for `slot`, a HiveData that `forged` recognises. */
+const loaderHolds = (node: SimNode, slot: number | undefined, forged: (d: HiveData) => boolean) =>
+  eventually(
+    () =>
+      node.agent
+        .loader()
+        ?.lookup(slot ?? -1)
+        .some(forged),
+    "the loader holds the forged HiveData",
+  );
+
 const write = (cluster: Cluster, body: HiveData) =>
   cluster.admin.custom.replaceNamespacedCustomObject({
     group: GROUP,
@@ -96,13 +107,10 @@ describe("a forged HiveData", () => {
     };
     await write(cluster, forged);
     const file = kernel.entries.find((e) => e.kind === "file");
-    await eventually(
-      () =>
-        node.agent
-          .loader()
-          ?.lookup(file?.slot ?? -1)
-          .some((d) => d.metadata.annotations?.callback === forged.metadata.annotations?.callback),
-      "the loader holds the forged HiveData",
+    await loaderHolds(
+      node,
+      file?.slot,
+      (d) => d.metadata.annotations?.callback === forged.metadata.annotations?.callback,
     );
     const key = file?.key ?? { major: 0, minor: 0, ino: 0n };
     kernel.emit({ slot: file?.slot ?? -1, kind: "file", key }); // /usr/bin/cat, the forged allow entry
@@ -170,14 +178,7 @@ describe("a forged HiveData", () => {
     };
     await write(cluster, forged);
     const file = kernel.entries.find((e) => e.kind === "file");
-    await eventually(
-      () =>
-        node.agent
-          .loader()
-          ?.lookup(file?.slot ?? -1)
-          .some((d) => d.spec.executables?.[0]?.["inode-no"] === "4242"),
-      "the loader holds the forged executables",
-    );
+    await loaderHolds(node, file?.slot, (d) => d.spec.executables?.[0]?.["inode-no"] === "4242");
     kernel.emit({
       slot: file?.slot ?? -1,
       kind: "file",
