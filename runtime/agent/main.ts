@@ -128,12 +128,18 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   const clients = createKubeClients(source);
   const metrics = createHiveMetrics();
   let destinations: DestinationOptions[] = [];
+  /** Why the default callback's credentials are not known yet (alerts to it wait, spooled). */
+  let credentialsPending: string | undefined;
   try {
     destinations = await callbackDestinations(config, clients);
   } catch (error) {
-    log.error("cannot read the callback secrets", { error });
-    if (isHiveError(error)) process.stderr.write(`hive agent: ${error.describe()}\n`);
-    return 1;
+    // An agent restarted while the API server is away still watches and spools: the alerts
+    // wait for their credentials (watched below), never sent without them.
+    credentialsPending = isHiveError(error) ? error.describe() : String(error);
+    log.error("cannot read the callback secrets; alerts to the callback wait until they can be read", {
+      error,
+    });
+    destinations = [{ urlPrefix: config.callback as string, pending: credentialsPending }];
   }
   const health = createHealth();
   const alerts = await createAlertPipeline({
@@ -174,7 +180,10 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
           namespace: config.namespace,
           names: secretNames,
           resolve: () => callbackDestinations(config, clients),
-          apply: (list) => alerts.setDestinations(list),
+          apply: (list) => {
+            credentialsPending = undefined;
+            alerts.setDestinations(list);
+          },
           initial: destinations,
           logger: log.child({ component: "callback-secrets" }),
         });
@@ -226,6 +235,8 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     resolver,
     openKernel: async () => {
       kernel = await openKernel();
+      // Events keep their ring space until their alerts are on disk or delivered.
+      kernel.gateRelease?.(alerts.ringGate);
       metrics.observeKernel(() => kernel?.counters() ?? { events: 0n, lost: 0n, watched: 0 });
       table = createAgentWatchTable({
         file: watchTableFileFor(pinRoot, config.tableDir),
@@ -269,6 +280,11 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
         };
   });
   health.addReadinessCheck("alert-spool", () => alerts.health());
+  health.addReadinessCheck("callback-credentials", () =>
+    credentialsPending === undefined
+      ? { ok: true }
+      : { ok: false, message: `the callback's Secrets are not read yet: ${credentialsPending}` },
+  );
   health.addLivenessCheck("event-loop", () => true);
   const server = await startMetricsServer({
     registry: metrics.registry,

@@ -9,7 +9,7 @@
 import type { Alert } from "../../api/alert.ts";
 import { tenantCallbackAllowed } from "../../api/tenancy.ts";
 import { HiveError } from "../errors.ts";
-import type { Ancestor, KernelEvent, ProcessIdentity } from "../kernel/contract.ts";
+import type { Ancestor, KernelEvent, ProcessIdentity, RingGate } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import type { CheckResult } from "../metrics/health.ts";
 import type { HiveMetrics } from "../metrics/metrics.ts";
@@ -84,6 +84,12 @@ export interface AlertPipeline {
   pending(): number;
   /** New callback secrets/format (from resolveDestinations after a Secret changed); next attempts use them. */
   setDestinations(destinations: readonly DestinationOptions[]): void;
+  /**
+   * What the kernel's ring must keep for these alerts (KernelWatcher.gateRelease): with a
+   * spool, an event's ring space is released only once its alert is on disk or delivered, and
+   * reading pauses while half the memory for unwritten alerts is used. Undefined without a spool.
+   */
+  readonly ringGate: RingGate | undefined;
   /** Readiness check for the metrics server: fails while the spool cannot be written. */
   health(): CheckResult;
   /** Stops delivery and flushes the spool; undelivered alerts are delivered after the next start. */
@@ -141,6 +147,7 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
     ...(config.newId ? { newId: config.newId } : {}),
   };
   let closed = false;
+  const durable = spool;
   const allowedCounts = createAllowedCounts();
   const allowedWriter: AllowedFileWriter | undefined = config.allowedFile
     ? createAllowedFileWriter({
@@ -224,6 +231,14 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
       }
     },
     allowed: () => allowedCounts.records(),
+    ringGate: durable && {
+      holding: () => durable.stats().unwritten > 0,
+      // Half: what is already between the ring worker and the pipeline still fits.
+      full: () => {
+        const { unwrittenBytes, maxUnwrittenBytes } = durable.stats();
+        return unwrittenBytes * 2 >= maxUnwrittenBytes;
+      },
+    },
     drain: (timeoutMs) => dispatcher.idle(timeoutMs),
     pending: () => dispatcher.pending(),
     setDestinations: (list) => dispatcher.setDestinations(list),

@@ -147,6 +147,18 @@ export interface KernelEvent {
   summarized?: { bursts: number; checks: number };
 }
 
+/**
+ * What the alerts of handled events need from the ring (the alert pipeline's spool): their
+ * events keep their ring space until each alert is on disk or decided, and reading stops while
+ * no more alerts can wait in memory.
+ */
+export interface RingGate {
+  /** True while alerts of handled events are neither written nor delivered: nothing is released. */
+  holding(): boolean;
+  /** True while no more alerts can wait: the worker stops reading and events wait in the ring. */
+  full(): boolean;
+}
+
 export interface KernelCounters {
   events: bigint;
   /** Events that could not be reserved in the ring buffer (lost, and counted). */
@@ -180,6 +192,11 @@ export interface KernelWatcher {
    * killed before the release leaves them to the next agent.
    */
   holdAcks?(): () => void;
+  /**
+   * From now on, handled events keep their ring space until `gate` says what was made of them
+   * is durable or decided, and reading pauses while it is full (ring-consumer.ts RingGate).
+   */
+  gateRelease?(gate: RingGate | undefined): void;
   /**
    * The parent's ancestors, nearest first (at most api/alert.ts MAX_ANCESTORS), from the
    * kernel's process map: asked only for accesses that become alerts.

@@ -21,6 +21,7 @@ import {
   type KernelEvent,
   type KernelWatcher,
   type ProcessIdentity,
+  type RingGate,
   type SyncResult,
   type WatchEntry,
 } from "./contract.ts";
@@ -369,7 +370,15 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       delivered: this.delivered(),
       inFlightPeak: this.consumer?.inFlightPeak ?? 0,
       consumerRestarts: this.consumer?.restarts ?? 0,
+      ringUsedBytes: this.consumer?.ringUsedBytes() ?? 0,
+      ringHeld: this.consumer?.held ?? false,
+      ringPaused: this.consumer?.paused ?? false,
     };
+  }
+
+  /** Handled events keep their ring space until `gate` says their alerts are durable (RingGate). */
+  gateRelease(gate: RingGate | undefined): void {
+    this.consumer?.setGate(gate);
   }
 
   private startWorker(options: KernelWatcherOptions): void {
@@ -391,6 +400,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         adoptedBeforeNs: this.adoptedBeforeNs,
       },
       ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}),
+      ...(options.maxBatch !== undefined ? { maxBatch: options.maxBatch } : {}),
       onEvent: (event) => {
         flood.annotate(event);
         deliver(event);

@@ -18,25 +18,32 @@
  */
 import { Worker } from "node:worker_threads";
 import type { Logger } from "../log.ts";
-import type { KernelEvent } from "./contract.ts";
+import type { KernelEvent, RingGate } from "./contract.ts";
 import { decodeEvent, EVENT_LAYOUT } from "./layout.ts";
 import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
 
 /** Control words shared with the worker (Int32Array over a SharedArrayBuffer). */
-export const CONTROL = { stop: 0, inFlight: 1, words: 2 } as const;
+export const CONTROL = { stop: 0, inFlight: 1, paused: 2, ringUsed: 3, words: 4 } as const;
 /**
  * Acknowledgement words (BigInt64Array over a SharedArrayBuffer, one per worker): the ring
  * position and batch handled, and `final` = no more acknowledgements will come.
  */
 export const ACK = { pos: 0, seq: 1, final: 2, words: 3 } as const;
 
+/** How often a held or paused consumer looks at its gate again. */
+const GATE_POLL_MS = 50;
+
 export interface RingConsumerOptions {
-  data: Omit<RingWorkerData, "control" | "maxInFlight" | "acks" | "finalAckTimeoutMs">;
+  data: Omit<RingWorkerData, "control" | "maxInFlight" | "maxBatch" | "acks" | "finalAckTimeoutMs">;
   /** Events posted by the worker and not yet handed to the listeners, at most. Default 16,384. */
   maxInFlight?: number;
+  /** Events per batch the worker posts, at most. Default 256. */
+  maxBatch?: number;
   /** Delay before a dead worker is replaced. Default 1 s. */
   restartDelayMs?: number;
   onEvent: (event: KernelEvent) => void;
+  /** Durability of what the listeners made of the events (RingGate); without it, handled = released. */
+  gate?: RingGate | undefined;
   logger?: Logger | undefined;
 }
 
@@ -49,6 +56,11 @@ export class RingConsumer {
   inFlightPeak = 0;
   /** Workers that died and were replaced. */
   restarts = 0;
+  /** Times the gate held the ring's release (alerts not durable yet), and paused reading. */
+  gateHolds = 0;
+  gatePauses = 0;
+  /** Since when (performance.now() ms) the gate holds the release or pauses reading; 0 when not. */
+  gatedSinceMs = 0;
   private readonly control = new SharedArrayBuffer(4 * CONTROL.words);
   private readonly words = new Int32Array(this.control);
   private readonly options: RingConsumerOptions;
@@ -63,6 +75,10 @@ export class RingConsumer {
   private ackedPos = 0n;
   private ackScheduled = false;
   private holds = 0;
+  private gateTimer: NodeJS.Timeout | undefined;
+  private heldByGate = false;
+  /** The stopping worker's acknowledgement words, once it drained. */
+  private finalAcks: BigInt64Array | undefined;
 
   constructor(options: RingConsumerOptions) {
     this.options = options;
@@ -86,6 +102,7 @@ export class RingConsumer {
       ...this.options.data,
       control: this.control,
       maxInFlight: this.options.maxInFlight ?? 16_384,
+      maxBatch: this.options.maxBatch ?? 256,
       acks: acks.buffer as SharedArrayBuffer,
       finalAckTimeoutMs: 10_000,
     };
@@ -105,10 +122,9 @@ export class RingConsumer {
         this.handle(message.records, message.count);
         this.unacked = { acks, seq: message.seq, ringPos: message.ringPos };
         this.scheduleAck();
-      } else if (message.type === "drained" && this.holds > 0) {
-        // Held events are not consumed: the worker leaves them in the ring for the next agent.
-        Atomics.store(acks, ACK.final, 1n);
-        Atomics.notify(acks, ACK.seq);
+      } else if (message.type === "drained") {
+        this.finalAcks = acks;
+        if (this.holds > 0 || this.heldByGate) this.leaveToNextAgent();
       } else if (message.type === "error")
         this.options.logger?.error("ring buffer consumer failed", { error: message.message });
     });
@@ -137,6 +153,76 @@ export class RingConsumer {
       Atomics.sub(this.words, CONTROL.inFlight, count);
       Atomics.notify(this.words, CONTROL.inFlight);
     }
+    if (this.options.gate?.full() && Atomics.load(this.words, CONTROL.paused) === 0) {
+      // Alerts cannot wait in memory any more: events stay in the ring (the kernel counts what it cannot take).
+      Atomics.store(this.words, CONTROL.paused, 1);
+      this.gatePauses++;
+      this.options.logger?.warn("alerts cannot be written or delivered; ring buffer reading paused", {});
+      this.watchGate();
+    }
+  }
+
+  /** While held or paused by the gate: looks again every GATE_POLL_MS until it lets go. */
+  private watchGate(): void {
+    if (this.gatedSinceMs === 0) this.gatedSinceMs = performance.now();
+    if (this.gateTimer || this.stopping) return;
+    this.gateTimer = setInterval(() => {
+      const gate = this.options.gate;
+      if (Atomics.load(this.words, CONTROL.paused) === 1 && !gate?.full()) {
+        Atomics.store(this.words, CONTROL.paused, 0);
+        Atomics.notify(this.words, CONTROL.paused);
+        this.options.logger?.info("ring buffer reading resumed", {});
+      }
+      if (this.heldByGate) this.acknowledge();
+      if (!this.heldByGate && Atomics.load(this.words, CONTROL.paused) === 0) {
+        clearInterval(this.gateTimer);
+        this.gateTimer = undefined;
+        this.gatedSinceMs = 0;
+      }
+    }, GATE_POLL_MS);
+    this.gateTimer.unref();
+  }
+
+  /** Held events are not consumed: the stopping worker leaves them in the ring for the next agent. */
+  private leaveToNextAgent(): void {
+    const acks = this.finalAcks;
+    if (!acks) return;
+    Atomics.store(acks, ACK.final, 1n);
+    Atomics.notify(acks, ACK.seq);
+  }
+
+  /** Bytes of the ring not released to the kernel, as the worker last saw them. */
+  ringUsedBytes(): number {
+    return Atomics.load(this.words, CONTROL.ringUsed);
+  }
+
+  /** What the listeners' alerts need from the ring from now on (RingGate). */
+  setGate(gate: RingGate | undefined): void {
+    this.options.gate = gate;
+    if (!gate) {
+      Atomics.store(this.words, CONTROL.paused, 0);
+      Atomics.notify(this.words, CONTROL.paused);
+      this.acknowledge();
+    }
+  }
+
+  /** Whether reading is paused because alerts cannot wait any more. */
+  get paused(): boolean {
+    return Atomics.load(this.words, CONTROL.paused) === 1;
+  }
+
+  /** Whether the release of handled events is held because their alerts are not durable yet. */
+  get held(): boolean {
+    return this.heldByGate;
+  }
+
+  /** Why events wait in the ring for the alerts' sake, while they do. */
+  gated(): string | undefined {
+    if (Atomics.load(this.words, CONTROL.paused) === 1)
+      return "ring buffer reading paused: alerts can neither be written to the spool nor delivered";
+    if (this.heldByGate)
+      return "ring buffer space held: handled events' alerts are not on disk or delivered yet";
+    return undefined;
   }
 
   /**
@@ -155,6 +241,15 @@ export class RingConsumer {
   private acknowledge(): void {
     const done = this.unacked;
     if (!done || this.holds > 0) return;
+    if (this.options.gate?.holding()) {
+      // Released only once durable or decided: a process killed meanwhile leaves the events to the next agent.
+      if (!this.heldByGate) this.gateHolds++;
+      this.heldByGate = true;
+      if (this.finalAcks) this.leaveToNextAgent();
+      else this.watchGate();
+      return;
+    }
+    this.heldByGate = false;
     this.unacked = undefined;
     if (done.ringPos > this.ackedPos) this.ackedPos = done.ringPos;
     Atomics.store(done.acks, ACK.pos, BigInt.asIntN(64, done.ringPos));
@@ -181,6 +276,8 @@ export class RingConsumer {
   /** Stops the worker after its last drain; every batch it posted is handled before this resolves. */
   async stop(): Promise<void> {
     this.stopping = true;
+    clearInterval(this.gateTimer);
+    this.gateTimer = undefined;
     const worker = this.worker;
     if (!worker || this.down !== undefined) return; // a dead worker has nothing left to post
     const done = new Promise<void>((resolve) => {

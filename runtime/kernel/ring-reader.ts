@@ -70,6 +70,11 @@ export class RingReader {
     return this.readPos > Atomics.load(this.consumer, 0);
   }
 
+  /** Bytes of the ring the kernel cannot write to: committed or reserved, not yet released. */
+  usedBytes(): number {
+    return Number(Atomics.load(this.producer, 0) - Atomics.load(this.consumer, 0));
+  }
+
   /** Gives the space up to `pos` back to the kernel; never past what was read, never backwards. */
   release(pos: bigint): void {
     const target = pos > this.readPos ? this.readPos : pos;
@@ -94,11 +99,11 @@ export class RingReader {
     return ptr;
   }
 
-  /** Calls `onRecord` for each committed record; returns how many were read. */
-  consume(onRecord: (record: Uint8Array) => void): number {
+  /** Calls `onRecord` for each committed record, at most `limit`; returns how many were read. */
+  consume(onRecord: (record: Uint8Array) => void, limit = Number.POSITIVE_INFINITY): number {
     let cons = this.readPos;
     let count = 0;
-    for (;;) {
+    while (count < limit) {
       const prod = Atomics.load(this.producer, 0); // acquire: records before it are visible
       if (cons >= prod) break;
       const offset = Number(cons & this.mask);

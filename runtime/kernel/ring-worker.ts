@@ -18,7 +18,7 @@ import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
 import { ACK, CONTROL } from "./ring-consumer.ts";
 import { RingReader } from "./ring-reader.ts";
 
-const { stop: STOP, inFlight: IN_FLIGHT } = CONTROL;
+const { stop: STOP, inFlight: IN_FLIGHT, paused: PAUSED, ringUsed: RING_USED } = CONTROL;
 
 export interface RingWorkerData {
   eventsFd: number;
@@ -29,10 +29,15 @@ export interface RingWorkerData {
   burstGapNs: bigint;
   burstMaxNs: bigint;
   sweepIntervalMs: number;
-  /** Int32Array over a SharedArrayBuffer (ring-consumer.ts CONTROL): stop requested, events in flight. */
+  /** Int32Array over a SharedArrayBuffer (ring-consumer.ts CONTROL): stop requested, events in flight, reading paused. */
   control: SharedArrayBuffer;
   /** Stop reading the ring while this many posted events wait for the main thread. */
   maxInFlight: number;
+  /**
+   * Records per posted batch, at most: what the main thread learns of its alerts' room (the
+   * ring gate) between two batches, so a pause comes at most one batch late.
+   */
+  maxBatch: number;
   /** How long a stopping worker waits for the main thread to acknowledge its last batch. */
   finalAckTimeoutMs: number;
   /**
@@ -222,7 +227,8 @@ function run(
       if (delivered.get(burst.pid) === burst.ktimeNs) return;
       const idle = now > burst.lastNs && now - burst.lastNs >= 2n * data.burstGapNs;
       const old = now > burst.ktimeNs && now - burst.ktimeNs >= data.burstMaxNs + data.burstGapNs;
-      if (idle || old) {
+      if ((idle || old) && batchCount >= data.maxBatch) pending = true; // the next sweep posts it
+      else if (idle || old) {
         markSwept(burst.pid, burst.ktimeNs);
         append(record, burst.ktimeNs);
         swept++;
@@ -245,6 +251,13 @@ function run(
   try {
     while (Atomics.load(control, STOP) === 0) {
       applyAcks();
+      Atomics.store(control, RING_USED, reader.usedBytes());
+      if (Atomics.load(control, PAUSED) === 1) {
+        // The alerts of what was read cannot be written or delivered: read nothing more (the
+        // ring keeps it, the kernel counts what it cannot take); sweeping would post more too.
+        Atomics.wait(control, PAUSED, 1, data.sweepIntervalMs);
+        continue;
+      }
       const inFlight = Atomics.load(control, IN_FLIGHT);
       if (inFlight >= data.maxInFlight) {
         // Backpressure: the main thread is behind. Events wait in the ring buffer (or are
@@ -252,12 +265,12 @@ function run(
         Atomics.wait(control, IN_FLIGHT, inFlight, data.sweepIntervalMs);
         continue;
       }
-      if (reader.consume(onRecord) === 0) {
+      if (reader.consume(onRecord, data.maxBatch) === 0) {
         // With read records unreleased (acknowledgements held or not in yet) poll(2) would return
         // at once, every time: sleep on the acknowledgement word instead, and look again soon.
         if (reader.hasUnreleased()) Atomics.wait(acks, ACK.seq, Atomics.load(acks, ACK.seq), HELD_WAIT_MS);
         else reader.wait(data.sweepIntervalMs);
-        reader.consume(onRecord);
+        reader.consume(onRecord, data.maxBatch);
       }
       const nowMs = performance.now();
       if (nowMs - lastSweep >= data.sweepIntervalMs) {
@@ -270,8 +283,9 @@ function run(
       }
       flushBatch();
     }
-    // Drain what is left before stopping, and release it once the main thread has it.
-    reader.consume(onRecord);
+    // Drain what is left before stopping, and release it once the main thread has it (unless
+    // reading is paused: then it stays in the ring for the next agent).
+    if (Atomics.load(control, PAUSED) === 0) reader.consume(onRecord);
     flushBatch();
     post({ type: "drained", seq });
     const deadline = performance.now() + data.finalAckTimeoutMs;

@@ -51,6 +51,11 @@ export interface KernelWatcherOptions {
    * the worker stops reading and the kernel counts what the full ring buffer cannot take.
    */
   maxInFlight?: number;
+  /**
+   * Events per batch the ring worker posts (default 256): how late, at most, reading pauses
+   * when alerts can wait in memory no more (KernelWatcher.gateRelease).
+   */
+  maxBatch?: number;
   logger?: Logger;
 }
 
@@ -67,6 +72,12 @@ export interface LibbpfCounters extends KernelCounters {
   inFlightPeak: number;
   /** Ring workers that died and were replaced. */
   consumerRestarts: number;
+  /** Bytes of the ring buffer not released to the kernel (read and held, or not read yet). */
+  ringUsedBytes: number;
+  /** The release of handled events is held: their alerts are neither on disk nor delivered. */
+  ringHeld: boolean;
+  /** Reading is paused: alerts can wait in memory no more. */
+  ringPaused: boolean;
   /** Bursts held by flood summarisation: reported as counts on a later event of their key. */
   held: bigint;
   /** Bursts emitted without a flood budget because the flood map was full. */

@@ -54,6 +54,9 @@ export type KernelCountersSource = () => {
   unfolded?: bigint;
   held?: bigint;
   floodFull?: bigint;
+  ringUsedBytes?: number;
+  ringHeld?: boolean;
+  ringPaused?: boolean;
 };
 
 /** Cumulative figures of the trap path resolver threads (runtime/discover/resolve-pool.ts ResolvePoolStats). */
@@ -158,6 +161,31 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
       if (kernelSource) this.set(kernelSource().watched);
     },
   });
+  /** A gauge fed at scrape time from the kernel watcher's state. */
+  const kernelGauge = (name: string, help: string, pick: (c: ReturnType<KernelCountersSource>) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        if (kernelSource) this.set(pick(kernelSource()));
+      },
+    });
+  kernelGauge(
+    "hive_kernel_ring_used_bytes",
+    "Bytes of the kernel ring buffer not given back to the kernel: events not read yet, or read and held until their alerts are durable.",
+    (c) => c.ringUsedBytes ?? 0,
+  );
+  kernelGauge(
+    "hive_kernel_ring_held",
+    "1 while handled events keep their ring space because their alerts are neither on the spool's disk nor delivered (the spool's disk refuses writes).",
+    (c) => (c.ringHeld ? 1 : 0),
+  );
+  kernelGauge(
+    "hive_kernel_ring_paused",
+    "1 while the ring buffer is not read because alerts can neither be written nor delivered and their memory is half full: events wait in the ring, and the kernel counts what it cannot take as lost.",
+    (c) => (c.ringPaused ? 1 : 0),
+  );
   new Gauge({
     name: "hive_unwatched_files",
     help: "Files (and parent directories) to watch that the full kernel watch map has no room for.",

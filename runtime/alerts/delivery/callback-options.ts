@@ -19,9 +19,15 @@ export interface DestinationOptions {
   hmacSecrets?: (string | Buffer)[];
   /** Body format; default "json" (the alert itself). */
   format?: AlertFormat;
+  /**
+   * Why nothing may be sent under this prefix yet (its Secrets are not read): alerts wait,
+   * spooled, and go once the options are set without it. Never sent without their credentials.
+   */
+  pending?: string;
 }
 
 interface ResolvedOptions {
+  pending: string | undefined;
   headers: Record<string, string>;
   secrets: (string | Buffer)[];
   format: AlertFormat;
@@ -61,6 +67,8 @@ export interface CallbackRequest {
 export interface CallbackOptions {
   /** Replaces the per-prefix options; the next request uses them. */
   set(list: readonly DestinationOptions[]): void;
+  /** Why alerts to `url` must wait (DestinationOptions.pending), or undefined when they may go. */
+  pendingFor(url: string): string | undefined;
   /** The request for one delivery attempt of an alert to `url`. */
   request(
     url: string,
@@ -85,7 +93,7 @@ export function createCallbackOptions(initial: readonly DestinationOptions[] = [
       if (RESERVED_HEADERS.has(key) || key.startsWith("hive-")) continue;
       headers[key] = v;
     }
-    r = { headers, secrets: match?.hmacSecrets ?? [], format: match?.format ?? "json" };
+    r = { pending: match?.pending, headers, secrets: match?.hmacSecrets ?? [], format: match?.format ?? "json" };
     // Callback URLs come from policies: few, but bound the cache anyway.
     if (resolved.size > 10_000) resolved.clear();
     resolved.set(url, r);
@@ -97,6 +105,7 @@ export function createCallbackOptions(initial: readonly DestinationOptions[] = [
       prefixes = byLongestPrefix(list);
       resolved.clear();
     },
+    pendingFor: (url) => optionsFor(url).pending,
     request(url, alertJson, meta) {
       const opts = optionsFor(url);
       const cloud = opts.format === "cloudevents";

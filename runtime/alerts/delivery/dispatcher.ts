@@ -39,6 +39,9 @@ import { retryDelay, retrySettings } from "./retry-policy.ts";
 
 export type { AlertFormat, DestinationOptions } from "./callback-options.ts";
 
+/** How often alerts to a destination whose credentials are not read yet look again. */
+const PENDING_RECHECK_MS = 1000;
+
 export interface DispatcherOptions {
   logger: Logger;
   metrics: HiveMetrics;
@@ -153,7 +156,23 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     return delayMs;
   };
 
+  /** Destinations whose credentials are not known yet, logged once each until they are. */
+  const waitingLogged = new Set<string>();
   const attempt = async (dest: Destination, lane: Lane, item: Item): Promise<void> => {
+    const pending = callbackOptions.pendingFor(item.rec.url);
+    if (pending !== undefined) {
+      // Not an attempt: the alert waits (spooled) until setDestinations brings its credentials.
+      if (!waitingLogged.has(dest.origin)) {
+        waitingLogged.add(dest.origin);
+        logger.warn("alerts to this callback wait until its credentials can be read", {
+          destination: dest.origin,
+          reason: pending,
+        });
+      }
+      dest.inFlight--;
+      scheduler.backoff(dest, lane, PENDING_RECHECK_MS, false);
+      return;
+    }
     item.inFlight = true;
     item.attempts++;
     const label = { destination: dest.origin };
@@ -316,8 +335,9 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     },
     setDestinations(list) {
       callbackOptions.set(list);
-      // New credentials: what waits for a retry is tried with them at once.
-      for (const dest of scheduler.destinations.values()) if (dest.failing) scheduler.wake(dest);
+      waitingLogged.clear();
+      // New credentials: what waits for a retry (or for them) is tried with them at once.
+      for (const dest of scheduler.destinations.values()) scheduler.wake(dest);
     },
     spoolSegmentDropped: (drop) => backlog.segmentDropped(drop),
   };

@@ -80,6 +80,10 @@ export interface SpoolStats {
   segments: number;
   /** Bytes of records waiting in memory for the disk to take them. */
   unwrittenBytes: number;
+  /** Records neither written nor delivered (in memory only: a crash would lose them). */
+  unwritten: number;
+  /** The most bytes of records that may wait in memory (beyond it `append` refuses). */
+  maxUnwrittenBytes: number;
   /** Why the last write to disk failed, until a later write succeeds. */
   writeError?: string;
 }
@@ -139,12 +143,13 @@ export function openSpool(options: SpoolOptions): Spool {
       bytes: segments.totalBytes,
     });
 
+  const maxUnwrittenBytes = Math.min(options.maxUnwrittenBytes ?? 8 * 1024 * 1024, maxBytes / 4);
   const w = new SpoolWriter(segments, {
     dir,
     logger,
     segmentBytes: Math.max(4096, options.segmentBytes ?? Math.floor(maxBytes / 16)),
     fsyncIntervalMs,
-    maxUnwrittenBytes: Math.min(options.maxUnwrittenBytes ?? 8 * 1024 * 1024, maxBytes / 4),
+    maxUnwrittenBytes,
     retryWriteMs: options.retryWriteMs ?? 1000,
     ...(options.onWriteError ? { onWriteError: options.onWriteError } : {}),
   });
@@ -186,6 +191,8 @@ export function openSpool(options: SpoolOptions): Spool {
       pending: segments.pending,
       segments: segments.all.size,
       unwrittenBytes: w.unassignedBytes,
+      unwritten: w.unwritten,
+      maxUnwrittenBytes,
       ...(w.writeError !== undefined ? { writeError: w.writeError } : {}),
     }),
     flush() {

@@ -198,6 +198,8 @@ export const watchCommand: Command = {
       // What the allow lists let through, for `hive status` (only with pinned maps: status reads those).
       ...(pinned ? { allowedFile: allowedFileFor(pinRoot) } : {}),
     });
+    // With a spool, events keep their ring space until their alerts are on disk or delivered.
+    watcher.gateRelease(alerts.ringGate);
     const lister = values["no-containers"]
       ? undefined
       : await openContainerLister({ socket: values.containerd });

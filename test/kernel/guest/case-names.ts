@@ -34,6 +34,7 @@ export const KERNEL_CASES = [
   "after adopting an earlier agent's backlog, flush() waits for the new agent's own accesses",
   "events are consumed only once handled: an agent killed before, or stopped while holding them, leaves them to the next",
   "while acknowledgements are held, the ring worker sleeps instead of spinning a core",
+  "a spool whose disk is full keeps its alerts' events in the ring: a killed agent leaves them to the next, which delivers each access once",
   "every attach mode the kernel offers reports reads, and auto picks the least-privileged one",
 ] as const;
 

@@ -30,6 +30,7 @@ import { openKernelWatcher } from "../../../runtime/kernel/open-watcher.ts";
 import { allowCases } from "./allow-cases.ts";
 import { capacityCases } from "./capacity-cases.ts";
 import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseName, type KernelCaseResult } from "./case-names.ts";
+import { durabilityCases } from "./durability-cases.ts";
 import { floodCases } from "./flood-cases.ts";
 import { type GuestHarness, processCases } from "./process-cases.ts";
 import { proofCases } from "./proof-cases.ts";
@@ -110,6 +111,7 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
   ...floodCases(harness),
   ...proofCases(harness, PIN_ROOT),
   ...restartCases(harness, PIN_ROOT),
+  ...durabilityCases(harness, PIN_ROOT),
   ...capacityCases(harness),
   async "a read of a watched file gives exactly one event with the reader's pid, tgid, uid, gid, comm and mask"() {
     const path = file("read.txt");
