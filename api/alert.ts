@@ -80,7 +80,7 @@ const ExecProvenanceFields = {
   ),
 };
 
-/** Why an allow entry did not hold for this access (closed set; see the README's allow-list section). */
+/** Why an allow entry did not hold for this access (closed set; see docs/policies.md, "Expected accessors"). */
 export const ALLOW_MISS_REASONS = [
   "other-executable",
   "unknown-process",

@@ -30,6 +30,7 @@ export {
   buildManifests,
   flattenManifests,
   type MonitorManifests,
+  type RenderPart,
   renderManifests,
   renderYaml,
 } from "./render.ts";

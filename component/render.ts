@@ -107,9 +107,19 @@ export function renderManifests(
   return flattenManifests(buildManifests(result.config, id));
 }
 
-/** The same objects as a multi-document YAML stream, ready for `kubectl apply -f -`. */
-export function renderYaml(args: HiveMonitorArgs | HiveMonitorValues): string {
+/**
+ * Which objects to print. kubectl maps every document of a stream to a served resource before
+ * it writes the first one, so on a new cluster a stream holding both the CRDs and HivePolicies
+ * fails on the HivePolicies whatever the order: apply `crds` first, then `without-crds`.
+ */
+export type RenderPart = "all" | "crds" | "without-crds";
+
+const isCrd = (o: KubernetesObject) => o.kind === "CustomResourceDefinition";
+
+/** The same objects (or one part of them) as a multi-document YAML stream for `kubectl apply -f -`. */
+export function renderYaml(args: HiveMonitorArgs | HiveMonitorValues, part: RenderPart = "all"): string {
   return renderManifests(args)
+    .filter((o) => part === "all" || (part === "crds") === isCrd(o))
     .map((o) => stringify(o, { lineWidth: 0 }))
     .join("---\n");
 }

@@ -1,7 +1,7 @@
 /**
  * A team adds traps to a Hive monitor someone else deployed: a HivePolicy in the team's own
  * namespace, typed like the monitor's traps. The agents follow HivePolicies in every namespace;
- * one outside the monitor's namespace traps only the pods of its own (README: Multi-tenancy).
+ * one outside the monitor's namespace traps only the pods of its own (docs/security-model.md: Multi-tenancy).
  *
  *   pulumi up   (in a project whose Pulumi.yaml has `main: examples/team-policy/`)
  */

@@ -1,6 +1,6 @@
 /**
- * The `hive` command's exit codes: a closed set, documented in the README's "Exit codes"
- * table (test/contract/readme.test.ts keeps the two in step). Scripts branch on these, so a
+ * The `hive` command's exit codes: a closed set, documented in docs/cli.md's "Exit codes"
+ * table (test/contract/docs.test.ts keeps the two in step). Scripts branch on these, so a
  * number never changes meaning.
  */
 import {

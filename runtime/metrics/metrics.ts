@@ -1,6 +1,6 @@
 /**
  * Hive's Prometheus metrics: one registry per agent, one place that names every metric,
- * so the README table, the dashboards and the code cannot disagree. Parts of the agent
+ * so the metrics table of docs/operations.md, the dashboards and the code cannot disagree. Parts of the agent
  * receive the `HiveMetrics` object and only increment; they never create metrics.
  *
  * Label cardinality is bounded on purpose: `destination` is a URL's origin

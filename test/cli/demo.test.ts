@@ -1,5 +1,5 @@
 /**
- * `npm run demo` exactly as the README tells a user to run it (through scripts/bootstrap.sh),
+ * `npm run demo` exactly as docs/development.md tells a user to run it (through scripts/bootstrap.sh),
  * with its output checked: the alerts the callback receiver got, for the demo's traps, from
  * the processes that read the files (on the host, and inside a real container). Boots a VM here (this kernel has no kprobes).
  */

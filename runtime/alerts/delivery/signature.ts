@@ -8,7 +8,7 @@
  * body, compares in constant time, and rejects a `t` older than its tolerance (5 minutes is
  * usual) to stop replays; `Hive-Alert-Id` lets it drop duplicates. More `v1=` entries may
  * appear during secret rotation (one per secret): accept the request when any matches.
- * Documented for receivers in the README ("Authenticating alerts").
+ * Documented for receivers in docs/alerts-and-delivery.md ("Authenticating alerts").
  */
 import { createHmac } from "node:crypto";
 

@@ -6,18 +6,24 @@
 import { readFile } from "node:fs/promises";
 import { parse } from "yaml";
 import type { HiveMonitorArgs } from "../../../component/args.ts";
-import { renderYaml } from "../../../component/render.ts";
+import { type RenderPart, renderYaml } from "../../../component/render.ts";
 import { HiveError } from "../../errors.ts";
-import { type Command, parseCommandArgs } from "../command.ts";
+import { type Command, parseCommandArgs, UsageError } from "../command.ts";
 import { EXIT } from "../exit-codes.ts";
 
-const help = `Usage: hive render [--config FILE] [--image IMAGE]
+const help = `Usage: hive render [--config FILE] [--image IMAGE] [--only crds | --skip-crds]
 
 Prints, as a multi-document YAML stream on stdout, every Kubernetes object the HiveMonitor
 Pulumi component would create: Namespace, CRDs, ServiceAccount, RBAC, the Secret holding the
 callback URL, admission policy, the agent DaemonSet and the HivePolicies of the configured
-traps (the Secret's URL is printed too: keep the output as you keep the URL). Apply it with
-  hive render --config hive.yaml | kubectl apply -f -
+traps (the Secret's URL is printed too: keep the output as you keep the URL).
+
+kubectl maps every object of a stream before it creates the first one, so on a new cluster
+the HivePolicies of a stream that also holds their CRDs are refused ("ensure CRDs are installed
+first"). Apply the CRDs first, then the rest:
+  hive render --config hive.yaml --only crds | kubectl apply -f -
+  kubectl wait --for=condition=Established crd/hivepolicies.hive-operator.com crd/hivedata.hive-operator.com
+  hive render --config hive.yaml --skip-crds | kubectl apply -f -
 
 Options:
   --config FILE  the component's arguments (HiveMonitorArgs) as YAML or JSON; "-" reads stdin.
@@ -28,9 +34,18 @@ Options:
                      - path: /etc/shadow
                        match: { matchLabels: { security: high } }
   --image IMAGE  the agent image (overrides the file's \`image\`)
+  --only crds    print the CustomResourceDefinitions only
+  --skip-crds    print everything but the CustomResourceDefinitions
 
 Exit codes: 0 printed · 1 invalid configuration (every problem is named) · 2 usage ·
 5 the config file could not be read.`;
+
+/** The part of the objects the command line asks for. */
+function partOf(only: string | undefined, skipCrds: boolean | undefined): RenderPart {
+  if (only !== undefined && only !== "crds") throw new UsageError(`--only takes "crds", not "${only}"`);
+  if (only !== undefined && skipCrds) throw new UsageError("--only crds and --skip-crds exclude each other");
+  return only === "crds" ? "crds" : skipCrds ? "without-crds" : "all";
+}
 
 async function readConfig(file: string): Promise<unknown> {
   let text: string;
@@ -69,9 +84,15 @@ export const renderCommand: Command = {
   async run(args) {
     const { values } = parseCommandArgs(
       args,
-      { config: { type: "string" }, image: { type: "string" } },
+      {
+        config: { type: "string" },
+        image: { type: "string" },
+        only: { type: "string" },
+        "skip-crds": { type: "boolean" },
+      },
       false,
     );
+    const part = partOf(values.only, values["skip-crds"]);
     const config = values.config === undefined ? {} : await readConfig(values.config);
     if (config === null || typeof config !== "object" || Array.isArray(config)) {
       throw new HiveError("ConfigInvalid", "the config file must hold one object of HiveMonitor options", {
@@ -81,7 +102,7 @@ export const renderCommand: Command = {
     }
     const monitorArgs = { ...config, ...(values.image === undefined ? {} : { image: values.image }) };
     // renderYaml validates every option (unknown names included) and names each problem.
-    process.stdout.write(renderYaml(monitorArgs as HiveMonitorArgs));
+    process.stdout.write(renderYaml(monitorArgs as HiveMonitorArgs, part));
     return EXIT.ok;
   },
 };
