@@ -227,7 +227,8 @@ function run(
       if (delivered.get(burst.pid) === burst.ktimeNs) return;
       const idle = now > burst.lastNs && now - burst.lastNs >= 2n * data.burstGapNs;
       const old = now > burst.ktimeNs && now - burst.ktimeNs >= data.burstMaxNs + data.burstGapNs;
-      if ((idle || old) && batchCount >= data.maxBatch) pending = true; // the next sweep posts it
+      if ((idle || old) && batchCount >= data.maxBatch)
+        pending = true; // the next sweep posts it
       else if (idle || old) {
         markSwept(burst.pid, burst.ktimeNs);
         append(record, burst.ktimeNs);

@@ -50,7 +50,10 @@ for (const series of SERIES) {
           kernel,
           command: `export PATH='${join(REPO_ROOT, "node_modules/.bin")}':$PATH\nnode test/kernel/guest/cases.ts`,
           // HIVE_CASES="name|name" runs only those cases (while developing one; the rest then fail as not run).
-          env: { ...allowImageEnv(), ...(process.env.HIVE_CASES ? { HIVE_CASES: process.env.HIVE_CASES } : {}) },
+          env: {
+            ...allowImageEnv(),
+            ...(process.env.HIVE_CASES ? { HIVE_CASES: process.env.HIVE_CASES } : {}),
+          },
           timeoutMs: 600_000,
         });
         const file = join(boot.outDir, "results.json");

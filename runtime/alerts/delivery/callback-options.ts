@@ -93,7 +93,12 @@ export function createCallbackOptions(initial: readonly DestinationOptions[] = [
       if (RESERVED_HEADERS.has(key) || key.startsWith("hive-")) continue;
       headers[key] = v;
     }
-    r = { pending: match?.pending, headers, secrets: match?.hmacSecrets ?? [], format: match?.format ?? "json" };
+    r = {
+      pending: match?.pending,
+      headers,
+      secrets: match?.hmacSecrets ?? [],
+      format: match?.format ?? "json",
+    };
     // Callback URLs come from policies: few, but bound the cache anyway.
     if (resolved.size > 10_000) resolved.clear();
     resolved.set(url, r);

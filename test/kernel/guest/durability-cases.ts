@@ -121,7 +121,10 @@ export function durabilityCases(
         assert.deepEqual(full.dropped, {}, "alerts were dropped while the ring had room");
         const handledBeforeKill = undecided.filter((t) => agent.handled(t)).length;
         // Half the memory for alerts is about three of them: reading paused before the last reads.
-        assert.ok(full.paused && handledBeforeKill < undecided.length, `reading never paused: ${JSON.stringify(full)}`);
+        assert.ok(
+          full.paused && handledBeforeKill < undecided.length,
+          `reading never paused: ${JSON.stringify(full)}`,
+        );
         await agent.kill();
 
         // 2. Room again and the callback up: the next agent delivers every read once.
