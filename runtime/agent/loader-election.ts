@@ -39,6 +39,19 @@ export function forgedKernelHolder(reportsKernel: NodeKernelCheck): (identity: s
   };
 }
 
+/**
+ * Also taken over at once: another agent of this very node. The node lock, held by the caller,
+ * proves it is not loading any more (an update's old pod, or a killed one), so its Lease need
+ * not run out first.
+ */
+export function supersededOrForged(
+  node: string,
+  reportsKernel: NodeKernelCheck,
+): (identity: string) => Promise<boolean> {
+  const forged = forgedKernelHolder(reportsKernel);
+  return async (identity) => identity.startsWith(`${node}/`) || forged(identity);
+}
+
 export interface LoaderElectorOptions
   extends Pick<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading"> {
   clients: KubeClients;
@@ -51,19 +64,49 @@ export interface LoaderElectorOptions
   nodeReportsKernel?: NodeKernelCheck;
   logger: Logger;
   onLockUnavailable?: (error: HiveError) => void;
+  /**
+   * True when this node's last loader left its kernel's program and routing pinned (a restart):
+   * the role then resumes on the node lock alone, at once, the API server reachable or not;
+   * the Lease is taken as soon as it can be, and a genuine holder on another node ends the role.
+   */
+  resumable?: () => boolean;
 }
 
 export class LoaderElector implements RoleElector {
   private readonly lock: NodeLockElector;
   private lease: LeaderElector | undefined;
   private release = true;
+  /** The role runs (from the Lease, or resumed on the lock alone) and has not been stopped. */
+  private running = false;
+  private roleAbort: AbortController | undefined;
 
   constructor(options: LoaderElectorOptions) {
+    const { logger } = options;
+    const reportsKernel =
+      options.nodeReportsKernel ?? createNodeKernelCheck(options.clients, options.kernelId);
+    const node = options.identity.slice(0, options.identity.indexOf("/"));
+    const startRole = async (signal: AbortSignal) => {
+      if (this.running) return;
+      this.running = true;
+      await options.onStartedLeading(signal);
+    };
+    const stopRole = async () => {
+      if (!this.running) return;
+      this.running = false;
+      this.roleAbort?.abort();
+      await options.onStoppedLeading();
+    };
     this.lock = new NodeLockElector({
       path: options.lockPath,
-      logger: options.logger,
+      logger,
       ...(options.onLockUnavailable ? { onLockUnavailable: options.onLockUnavailable } : {}),
-      onStartedLeading: () => {
+      onStartedLeading: (lockSignal) => {
+        const resumed = options.resumable?.() ?? false;
+        if (resumed) {
+          logger.info("resuming this node's loader from its pinned state, before the kernel Lease", {});
+          this.roleAbort = new AbortController();
+          void startRole(AbortSignal.any([lockSignal, this.roleAbort.signal]));
+        }
         this.lease = new LeaderElector({
           coordination: options.clients.coordination,
           namespace: options.namespace,
@@ -76,18 +119,29 @@ export class LoaderElector implements RoleElector {
             : {}),
           ...options.lease,
           keepRoleWhileUnconfirmed: true,
-          isForgedHolder: forgedKernelHolder(
-            options.nodeReportsKernel ?? createNodeKernelCheck(options.clients, options.kernelId),
-          ),
-          logger: options.logger,
-          onStartedLeading: options.onStartedLeading,
-          onStoppedLeading: options.onStoppedLeading,
+          isForgedHolder: supersededOrForged(node, reportsKernel),
+          logger,
+          onStartedLeading: (signal) => startRole(signal),
+          onStoppedLeading: () => stopRole(),
+          // A resumed role ends when another node genuinely holds the kernel's Lease.
+          onNewLeader: (holder) => {
+            if (!this.running || holder === "" || holder === options.identity) return;
+            void supersededOrForged(
+              node,
+              reportsKernel,
+            )(holder).then((notGenuine) => {
+              if (notGenuine || !this.running) return;
+              logger.warn("another node holds this kernel's Lease; ending the resumed loader", { holder });
+              void stopRole();
+            });
+          },
         });
         this.lease.start();
       },
       onStoppedLeading: async () => {
         await this.lease?.stop({ release: this.release });
         this.lease = undefined;
+        await stopRole();
       },
     });
   }

@@ -4,6 +4,8 @@
  * loader), the alert pipeline and /metrics /healthz /readyz; runs until SIGTERM, then stops
  * the roles, releases the Leases, detaches the kernel program and drains alerts.
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { allowedFileFor } from "../alerts/allowed-counts.ts";
 import {
   alertSourceFromHiveData,
@@ -18,6 +20,7 @@ import {
 import { EXIT } from "../cli/exit-codes.ts";
 import type { ArmedData } from "../controllers/live-traps.ts";
 import type { NodeTrapError } from "../controllers/ports.ts";
+import { createRoutingSnapshotStore, routingSnapshotFileFor } from "../controllers/routing-snapshot.ts";
 import { createContainerRuntime } from "../discover/container-runtime.ts";
 import { createFileResolver } from "../discover/file-resolver.ts";
 import { isHiveError } from "../errors.ts";
@@ -226,7 +229,15 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   metrics.observeResolver(() => resolver.stats?.() ?? { stuck: 0, timeouts: 0 });
   /** This node's latest trap errors: the watch table lists them as not armed. */
   let trapErrors: readonly NodeTrapError[] = [];
+  const routingSnapshot = createRoutingSnapshotStore(
+    routingSnapshotFileFor(pinRoot, config.tableDir ?? WATCH_TABLE_DIR),
+    kernelId,
+    log.child({ component: "routing-snapshot" }),
+  );
   const agent = await startNodeAgent({
+    routingSnapshot,
+    // A restart on a node whose program is pinned: resumed from the pins and the snapshot at once.
+    resumable: () => existsSync(join(pinRoot, "hive_watch")) && routingSnapshot.load() !== undefined,
     clients,
     nodeName: config.nodeName,
     identity: agentIdentity(config.nodeName, config.podName),

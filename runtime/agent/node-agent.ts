@@ -32,6 +32,7 @@ import {
   type TrapErrorReporter,
   type WatchEventType,
 } from "../controllers/ports.ts";
+import type { RoutingSnapshotStore } from "../controllers/routing-snapshot.ts";
 import type { FileResolver } from "../discover/file-resolver.ts";
 import { isHiveError } from "../errors.ts";
 import { isNotFound } from "../k8s/api-errors.ts";
@@ -81,6 +82,13 @@ export interface NodeAgentOptions {
   lease?: Partial<LeaseTiming>;
   /** The kernel Lease's timing (loader-election.ts LOADER_LEASE_TIMING by default). */
   loaderLease?: Partial<LeaseTiming>;
+  /**
+   * The loader's routing, kept on the node (routing-snapshot.ts); with `resumable`, a restarted
+   * agent routes events from it before the API server answers.
+   */
+  routingSnapshot?: RoutingSnapshotStore;
+  /** True when this node's last loader left the kernel's program pinned (LoaderElectorOptions.resumable). */
+  resumable?: () => boolean;
   /** Controller tuning (tests shorten these). */
   orphanGraceMs?: number;
   retryBaseMs?: number;
@@ -249,6 +257,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       onLockUnavailable: (error) => {
         loaderFailure = error.describe();
       },
+      ...(options.resumable ? { resumable: options.resumable } : {}),
       ...leadership,
     });
 
@@ -281,6 +290,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
         ...(options.onEventDropped ? { onEventDropped: options.onEventDropped } : {}),
         ...(options.observeReconcile ? { observeReconcile: reconcileObserver("loader") } : {}),
         ...(options.orphanGraceMs !== undefined ? { orphanGraceMs: options.orphanGraceMs } : {}),
+        ...(options.routingSnapshot ? { snapshot: options.routingSnapshot } : {}),
       });
       const informers: RunningInformer[] = [
         sharedPolicies((t, p) => controller.onPolicy(t, p)),

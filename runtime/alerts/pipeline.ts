@@ -238,6 +238,7 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
         const { unwrittenBytes, maxUnwrittenBytes } = durable.stats();
         return unwrittenBytes * 2 >= maxUnwrittenBytes;
       },
+      degraded: () => durable.stats().writeError !== undefined,
     },
     drain: (timeoutMs) => dispatcher.idle(timeoutMs),
     pending: () => dispatcher.pending(),

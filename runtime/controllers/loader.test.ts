@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { HiveData } from "../../api/data.ts";
 import { trapId } from "../../api/ids.ts";
@@ -8,6 +11,11 @@ import { createLogger } from "../log.ts";
 import { ANNOTATION_PARENT } from "./hive-data.ts";
 import { createLoaderController } from "./loader.ts";
 import type { DataWriter } from "./ports.ts";
+import {
+  createRoutingSnapshotStore,
+  type RoutingSnapshotStore,
+  routingSnapshotFileFor,
+} from "./routing-snapshot.ts";
 
 const KERNEL = "eeeeeeee-5555-4555-8555-555555555555";
 const policy: HivePolicy = {
@@ -64,7 +72,10 @@ function recordingWriter() {
 }
 
 /** A loader over a recording kernel, with the names of the HiveData each access matched. */
-function routingLoader(kernel = new RecordingKernel(), extra: { maxHeldEvents?: number } = {}) {
+function routingLoader(
+  kernel = new RecordingKernel(),
+  extra: { maxHeldEvents?: number; snapshot?: RoutingSnapshotStore } = {},
+) {
   const accesses: string[][] = [];
   const loader = createLoaderController({
     kernelId: KERNEL,
@@ -166,6 +177,51 @@ describe("loader controller", () => {
     expect(kernel.holds).toBe(0);
     expect(loader.stats()).toMatchObject({ heldEvents: 2, heldEventsDropped: 1, unmatchedEvents: 0 });
     loader.stop();
+  });
+
+  it("after a restart, routes from the last sync's snapshot at once, and forgets what the lists no longer hold", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hive-snapshot-"));
+    const log = createLogger({}, { level: "error" });
+    const file = routingSnapshotFileFor("/sys/fs/bpf/hive", dir);
+    try {
+      // The previous agent: synced two traps, saved the snapshot, then died.
+      const before = routingLoader(new RecordingKernel(), {
+        snapshot: createRoutingSnapshotStore(file, KERNEL, log),
+      });
+      before.loader.onPolicy("ADDED", policy);
+      before.loader.onData("ADDED", data("a", idOf(0), 100, ["read"]));
+      before.loader.onData("ADDED", data("b", idOf(0), 200, ["read"]));
+      before.loader.markSynced();
+      await before.loader.idle();
+      before.loader.stop();
+      const store = createRoutingSnapshotStore(file, KERNEL, log);
+      await new Promise((r) => setTimeout(r, 50)); // the background save
+      // Another boot's snapshot is never used.
+      expect(
+        createRoutingSnapshotStore(file, "ffffffff-0000-4000-8000-000000000000", log).load(),
+      ).toBeUndefined();
+
+      // The restarted agent, with the API server away: no list, yet the first event is routed.
+      const kernel = new RecordingKernel();
+      const { accesses, loader } = routingLoader(kernel, { snapshot: store });
+      kernel.emit({ slot: 1, kind: "file", key: { major: 8, minor: 1, ino: 100n } });
+      kernel.emit({ slot: 2, kind: "file", key: { major: 8, minor: 1, ino: 200n } });
+      expect(accesses).toEqual([["a"], ["b"]]);
+      expect(kernel.holds).toBe(0);
+      expect(kernel.syncs).toBe(0); // the pinned map is left alone until the lists are in
+
+      // The lists come back without b (deleted during the outage): b routes nothing any more.
+      loader.onPolicy("ADDED", policy);
+      loader.onData("ADDED", data("a", idOf(0), 100, ["read"]));
+      loader.markSynced();
+      await loader.idle();
+      expect(kernel.entries.filter((e) => e.kind === "file").map((e) => e.key.ino)).toEqual([100n]);
+      kernel.emit({ slot: 2, kind: "file", key: { major: 8, minor: 1, ino: 200n } });
+      expect(accesses).toEqual([["a"], ["b"]]);
+      loader.stop();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("watches and routes an inode number beyond 2^53 exactly", async () => {

@@ -30,6 +30,7 @@ import { type ArmedData, indexLiveTraps, type LiveTrap, trapAccesses } from "./l
 import { createObjectRetries } from "./object-retries.ts";
 import { type DataWriter, isForbidden, objectKey, specProblems, type WatchEventType } from "./ports.ts";
 import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
+import type { RoutingSnapshotStore } from "./routing-snapshot.ts";
 
 export interface LoaderOptions {
   kernelId: string;
@@ -66,6 +67,12 @@ export interface LoaderOptions {
    * agent writes them as the watch table `hive status` names the slots' traps from).
    */
   onSynced?: (entries: readonly WatchEntry[], dataOf: (slot: number) => readonly HiveData[]) => void;
+  /**
+   * The policies and HiveData of the last sync, kept on the node (routing-snapshot.ts): a
+   * restarted loader routes from them at once, the API server reachable or not, until its own
+   * lists are in; each sync saves them again.
+   */
+  snapshot?: RoutingSnapshotStore;
 }
 
 export interface LoaderStats {
@@ -120,9 +127,24 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   let byKeyId = new Map<string, { entry: WatchEntry; data: HiveData[] }>();
   let bySlot = new Map<number, { entry: WatchEntry; data: HiveData[] }>();
   let stopped = false;
-  /** Events that came before the first sync (undefined once it ran). */
-  let held: KernelEvent[] | undefined = [];
-  const releaseHeld = kernel.holdAcks?.();
+  /** Objects known only from the snapshot: gone at the first pass after the lists, unless listed again. */
+  const provisional = new Set<string>();
+  const seed = options.snapshot?.load();
+  for (const p of seed?.policies ?? []) {
+    policies.set(objectKey(p), p);
+    provisional.add(`policy:${objectKey(p)}`);
+  }
+  for (const d of seed?.data ?? []) {
+    if (d.metadata.labels?.[LABEL_KERNEL_ID] !== kernelId) continue;
+    data.set(objectKey(d), d);
+    provisional.add(`data:${objectKey(d)}`);
+  }
+  /**
+   * Events that came before the first sync (undefined once it ran). With a snapshot there is no
+   * wait: the pinned map is the one the snapshot was saved with, and events route by it.
+   */
+  let held: KernelEvent[] | undefined = seed ? undefined : [];
+  const releaseHeld = seed ? undefined : kernel.holdAcks?.();
   const maxHeld = options.maxHeldEvents ?? 65_536;
   const stats: LoaderStats = {
     syncs: 0,
@@ -139,6 +161,16 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   async function pass(): Promise<void> {
     // Before the first lists, an empty cache would wipe the pinned map the previous agent left.
     if (!loop.synced()) return;
+    if (provisional.size > 0) {
+      // The lists are in: what the snapshot held and they did not is gone.
+      for (const key of provisional) {
+        const [kind, ...rest] = key.split(":");
+        if (kind === "policy") policies.delete(rest.join(":"));
+        else data.delete(rest.join(":"));
+      }
+      provisional.clear();
+      traps = undefined;
+    }
     const valid: ArmedData[] = [];
     const now = Date.now();
     for (const [key, d] of data) {
@@ -176,7 +208,27 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     const nextDelete = deletes.nextDueInMs(now);
     if (nextDelete !== Number.POSITIVE_INFINITY) runner.retryIn(Math.max(100, nextDelete));
 
-    // One entry per distinct key; traps sharing a file share its slot (accesses united).
+    const byKey = indexByKey(valid);
+    const entries = [...byKey.values()].map((v) => v.entry);
+    // A full map takes what fits (the kernel watcher logs it; readiness, metrics and
+    // `hive status` report it) and takes the rest as soon as entries go.
+    stats.notWatched = kernel.sync(entries).notWatched.length;
+    byKeyId = byKey;
+    bySlot = new Map([...byKey.values()].map((v) => [v.entry.slot, v]));
+    stats.syncs += 1;
+    stats.entries = entries.length;
+    options.onSynced?.(entries, lookup);
+    options.snapshot?.save({ policies: [...policies.values()], data: valid.map((v) => v.data) });
+    if (held) {
+      const waiting = held;
+      held = undefined;
+      for (const event of waiting) route(event);
+      releaseHeld?.();
+    }
+  }
+
+  /** One entry per distinct key; traps sharing a file share its slot (accesses united). */
+  function indexByKey(valid: readonly ArmedData[]): Map<string, { entry: WatchEntry; data: HiveData[] }> {
     const byKey = new Map<string, { entry: WatchEntry; data: HiveData[] }>();
     const add = (text: string, kind: "file" | "parent", d: HiveData, accesses: readonly string[]) => {
       const key = parseKeyText(text);
@@ -215,21 +267,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
         freeSlots.push(slot);
       }
     }
-    const entries = [...byKey.values()].map((v) => v.entry);
-    // A full map takes what fits (the kernel watcher logs it; readiness, metrics and
-    // `hive status` report it) and takes the rest as soon as entries go.
-    stats.notWatched = kernel.sync(entries).notWatched.length;
-    byKeyId = byKey;
-    bySlot = new Map([...byKey.values()].map((v) => [v.entry.slot, v]));
-    stats.syncs += 1;
-    stats.entries = entries.length;
-    options.onSynced?.(entries, lookup);
-    if (held) {
-      const waiting = held;
-      held = undefined;
-      for (const event of waiting) route(event);
-      releaseHeld?.();
-    }
+    return byKey;
   }
 
   const loop = createReconcileLoop(pass, stats, {
@@ -296,6 +334,22 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     if (wanted.length > 0) options.onAccess(event, wanted);
   }
 
+  if (seed) {
+    // Routed by the snapshot until the first pass (the kernel map is left as pinned meanwhile).
+    const valid: ArmedData[] = [];
+    for (const d of data.values()) {
+      const trap = trapOf(d);
+      if (trap) valid.push({ data: d, trap });
+    }
+    byKeyId = indexByKey(valid);
+    bySlot = new Map([...byKeyId.values()].map((v) => [v.entry.slot, v]));
+    log.info("routing events from the last synced state until the lists are in", {
+      policies: seed.policies.length,
+      traps: valid.length,
+      savedAt: seed.savedAt,
+    });
+  }
+
   kernel.onEvent((event) => {
     if (stopped) return;
     if (!held) {
@@ -313,6 +367,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
 
   return {
     onPolicy(type, policy) {
+      provisional.delete(`policy:${objectKey(policy)}`);
       if (type === "DELETED" || specProblems(policy)) policies.delete(objectKey(policy));
       else policies.set(objectKey(policy), policy);
       traps = undefined;
@@ -320,6 +375,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     },
     onData(type, d) {
       if (d.metadata.labels?.[LABEL_KERNEL_ID] !== kernelId) return;
+      provisional.delete(`data:${objectKey(d)}`);
       if (type === "DELETED") {
         const key = objectKey(d);
         data.delete(key);

@@ -157,6 +157,8 @@ export interface RingGate {
   holding(): boolean;
   /** True while no more alerts can wait: the worker stops reading and events wait in the ring. */
   full(): boolean;
+  /** True while alerts cannot be made durable (the disk refuses writes): read one batch at a time. */
+  degraded(): boolean;
 }
 
 export interface KernelCounters {

@@ -23,7 +23,12 @@ import { decodeEvent, EVENT_LAYOUT } from "./layout.ts";
 import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
 
 /** Control words shared with the worker (Int32Array over a SharedArrayBuffer). */
-export const CONTROL = { stop: 0, inFlight: 1, paused: 2, ringUsed: 3, words: 4 } as const;
+export const CONTROL = { stop: 0, inFlight: 1, reading: 2, ringUsed: 3, words: 4 } as const;
+/**
+ * The `reading` word: free; paused (alerts can wait no more: read nothing); one batch at a time
+ * (the spool's disk refuses writes: a pause then comes at most one batch late).
+ */
+export const READING = { free: 0, paused: 1, oneBatch: 2 } as const;
 /**
  * Acknowledgement words (BigInt64Array over a SharedArrayBuffer, one per worker): the ring
  * position and batch handled, and `final` = no more acknowledgements will come.
@@ -90,9 +95,11 @@ export class RingConsumer {
     return this.ready;
   }
 
-  /** Not ok while no worker reads the ring buffer (between a crash and the restart). */
+  /** Not ok while no worker reads the ring buffer (between a crash and the restart), or the gate holds it. */
   health(): { ok: boolean; message?: string } {
-    return this.down === undefined ? { ok: true } : { ok: false, message: this.down };
+    if (this.down !== undefined) return { ok: false, message: this.down };
+    const gated = this.gated();
+    return gated === undefined ? { ok: true } : { ok: false, message: gated };
   }
 
   private start(): void {
@@ -153,42 +160,50 @@ export class RingConsumer {
       Atomics.sub(this.words, CONTROL.inFlight, count);
       Atomics.notify(this.words, CONTROL.inFlight);
     }
-    if (this.options.gate?.full() && Atomics.load(this.words, CONTROL.paused) === 0) {
-      // Alerts cannot wait in memory any more: events stay in the ring (the kernel counts what it cannot take).
-      Atomics.store(this.words, CONTROL.paused, 1);
-      this.gatePauses++;
-      this.options.logger?.warn("alerts cannot be written or delivered; ring buffer reading paused", {});
-      this.watchGate();
-    }
+    this.applyGate();
   }
 
-  /** While held or paused by the gate: looks again every GATE_POLL_MS until it lets go. */
+  /** Sets how the worker may read from what the gate says now. */
+  private applyGate(): void {
+    const gate = this.options.gate;
+    const want = !gate
+      ? READING.free
+      : gate.full()
+        ? READING.paused
+        : gate.degraded()
+          ? READING.oneBatch
+          : READING.free;
+    const was = Atomics.load(this.words, CONTROL.reading);
+    if (want !== was) {
+      Atomics.store(this.words, CONTROL.reading, want);
+      Atomics.notify(this.words, CONTROL.reading);
+      Atomics.notify(this.words, CONTROL.inFlight);
+      if (want === READING.paused) {
+        this.gatePauses++;
+        // Events stay in the ring (the kernel counts what it cannot take) until alerts fit again.
+        this.options.logger?.warn(
+          "alerts can be neither written nor delivered; ring buffer reading paused",
+          {},
+        );
+      } else if (was === READING.paused) this.options.logger?.info("ring buffer reading resumed", {});
+    }
+    if (want !== READING.free || this.heldByGate) this.watchGate();
+  }
+
+  /** While the gate holds or slows the ring: looks again every GATE_POLL_MS until it lets go. */
   private watchGate(): void {
     if (this.gatedSinceMs === 0) this.gatedSinceMs = performance.now();
     if (this.gateTimer || this.stopping) return;
     this.gateTimer = setInterval(() => {
-      const gate = this.options.gate;
-      if (Atomics.load(this.words, CONTROL.paused) === 1 && !gate?.full()) {
-        Atomics.store(this.words, CONTROL.paused, 0);
-        Atomics.notify(this.words, CONTROL.paused);
-        this.options.logger?.info("ring buffer reading resumed", {});
-      }
       if (this.heldByGate) this.acknowledge();
-      if (!this.heldByGate && Atomics.load(this.words, CONTROL.paused) === 0) {
+      this.applyGate();
+      if (!this.heldByGate && Atomics.load(this.words, CONTROL.reading) === READING.free) {
         clearInterval(this.gateTimer);
         this.gateTimer = undefined;
         this.gatedSinceMs = 0;
       }
     }, GATE_POLL_MS);
     this.gateTimer.unref();
-  }
-
-  /** Held events are not consumed: the stopping worker leaves them in the ring for the next agent. */
-  private leaveToNextAgent(): void {
-    const acks = this.finalAcks;
-    if (!acks) return;
-    Atomics.store(acks, ACK.final, 1n);
-    Atomics.notify(acks, ACK.seq);
   }
 
   /** Bytes of the ring not released to the kernel, as the worker last saw them. */
@@ -199,16 +214,13 @@ export class RingConsumer {
   /** What the listeners' alerts need from the ring from now on (RingGate). */
   setGate(gate: RingGate | undefined): void {
     this.options.gate = gate;
-    if (!gate) {
-      Atomics.store(this.words, CONTROL.paused, 0);
-      Atomics.notify(this.words, CONTROL.paused);
-      this.acknowledge();
-    }
+    this.applyGate();
+    if (!gate) this.acknowledge();
   }
 
   /** Whether reading is paused because alerts cannot wait any more. */
   get paused(): boolean {
-    return Atomics.load(this.words, CONTROL.paused) === 1;
+    return Atomics.load(this.words, CONTROL.reading) === READING.paused;
   }
 
   /** Whether the release of handled events is held because their alerts are not durable yet. */
@@ -216,9 +228,17 @@ export class RingConsumer {
     return this.heldByGate;
   }
 
+  /** Held events are not consumed: the stopping worker leaves them in the ring for the next agent. */
+  private leaveToNextAgent(): void {
+    const acks = this.finalAcks;
+    if (!acks) return;
+    Atomics.store(acks, ACK.final, 1n);
+    Atomics.notify(acks, ACK.seq);
+  }
+
   /** Why events wait in the ring for the alerts' sake, while they do. */
   gated(): string | undefined {
-    if (Atomics.load(this.words, CONTROL.paused) === 1)
+    if (this.paused)
       return "ring buffer reading paused: alerts can neither be written to the spool nor delivered";
     if (this.heldByGate)
       return "ring buffer space held: handled events' alerts are not on disk or delivered yet";

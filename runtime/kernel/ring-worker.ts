@@ -15,10 +15,10 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { COUNTERS_LAYOUT, decodeBurstTimes, EVENT_LAYOUT } from "./layout.ts";
 import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
-import { ACK, CONTROL } from "./ring-consumer.ts";
+import { ACK, CONTROL, READING } from "./ring-consumer.ts";
 import { RingReader } from "./ring-reader.ts";
 
-const { stop: STOP, inFlight: IN_FLIGHT, paused: PAUSED, ringUsed: RING_USED } = CONTROL;
+const { stop: STOP, inFlight: IN_FLIGHT, reading: READING_WORD, ringUsed: RING_USED } = CONTROL;
 
 export interface RingWorkerData {
   eventsFd: number;
@@ -253,14 +253,15 @@ function run(
     while (Atomics.load(control, STOP) === 0) {
       applyAcks();
       Atomics.store(control, RING_USED, reader.usedBytes());
-      if (Atomics.load(control, PAUSED) === 1) {
+      const reading = Atomics.load(control, READING_WORD);
+      if (reading === READING.paused) {
         // The alerts of what was read cannot be written or delivered: read nothing more (the
         // ring keeps it, the kernel counts what it cannot take); sweeping would post more too.
-        Atomics.wait(control, PAUSED, 1, data.sweepIntervalMs);
+        Atomics.wait(control, READING_WORD, READING.paused, data.sweepIntervalMs);
         continue;
       }
       const inFlight = Atomics.load(control, IN_FLIGHT);
-      if (inFlight >= data.maxInFlight) {
+      if (inFlight >= data.maxInFlight || (reading === READING.oneBatch && inFlight > 0)) {
         // Backpressure: the main thread is behind. Events wait in the ring buffer (or are
         // counted lost by the kernel when it fills); memory here stays bounded.
         Atomics.wait(control, IN_FLIGHT, inFlight, data.sweepIntervalMs);
@@ -285,8 +286,8 @@ function run(
       flushBatch();
     }
     // Drain what is left before stopping, and release it once the main thread has it (unless
-    // reading is paused: then it stays in the ring for the next agent).
-    if (Atomics.load(control, PAUSED) === 0) reader.consume(onRecord);
+    // alerts cannot be made durable now: then it stays in the ring for the next agent).
+    if (Atomics.load(control, READING_WORD) === READING.free) reader.consume(onRecord);
     flushBatch();
     post({ type: "drained", seq });
     const deadline = performance.now() + data.finalAckTimeoutMs;

@@ -257,8 +257,29 @@ for (const series of SERIES) {
             [PHASE_COMM.outage]: READS_PER_PHASE,
             [PHASE_COMM.held]: 1,
             [PHASE_COMM.killed]: READS_PER_PHASE,
+            [PHASE_COMM.resumed]: READS_PER_PHASE,
             [PHASE_COMM.term]: READS_PER_PHASE,
           },
+        });
+      },
+    );
+
+    runIt(
+      "an agent killed and restarted while the API server is down resumes from its pins: the reads meanwhile are alerted at once and delivered once",
+      () => {
+        const l = lifecycle();
+        const resumed = phase(l, PHASE_COMM.resumed);
+        expect({
+          resumedFromPins: l.resumed.resumedFromPins,
+          // On stdout (and into the spool) before the API server was back: routed from the snapshot.
+          alertLinesBeforeApi: l.resumed.alertLinesBeforeApi,
+          delivered: resumed.length,
+          processes: new Set(resumed.map((a) => a.pid)).size,
+        }).toEqual({
+          resumedFromPins: true,
+          alertLinesBeforeApi: READS_PER_PHASE,
+          delivered: READS_PER_PHASE,
+          processes: READS_PER_PHASE,
         });
       },
     );

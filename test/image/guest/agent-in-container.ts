@@ -22,7 +22,13 @@ import { seedNode, setPodRunning, waitFor } from "../../apiserver/testing.ts";
 import { type Containerd, startContainerd } from "../../containers/containerd-harness.ts";
 import { selfSignedCertificate } from "../../fixtures/self-signed.ts";
 import { ctrRunArgs } from "../ctr-run-args.ts";
-import { addPhaseCommands, type LifecycleResult, outageAndKill, readThenTerminate } from "./lifecycle.ts";
+import {
+  addPhaseCommands,
+  killedDuringOutage,
+  type LifecycleResult,
+  outageAndKill,
+  readThenTerminate,
+} from "./lifecycle.ts";
 
 const run = promisify(execFile);
 const NODE = "node-image";
@@ -169,17 +175,24 @@ try {
   result.capabilities = spec.capabilities;
   result.ctrArgs = spec.args;
   /** `ctr run` of the DaemonSet's container, as the kubelet starts it (and restarts it), until ready. */
-  const startAgent = async () => {
+  const startAgent = async (options: { ready?: boolean } = {}) => {
     const log = join(work, `agent-${agentLogs.length + 1}.log`);
     agentLogs.push(log);
     await ctr(["run", "-d", "--log-uri", `file://${log}`, ...spec.args]);
+    const ready = options.ready ?? true;
+    // Without the API server the agent is up (its endpoints answer) but not ready.
+    const url = ready ? spec.readinessUrl : new URL("/healthz", spec.readinessUrl).href;
     await waitFor(
       async () => {
         const tasks = await ctr(["task", "ls"]);
         if (new RegExp(`^${AGENT}\\s+\\d+\\s+STOPPED`, "m").test(tasks)) throw new Error("the agent exited");
-        return (await get(spec.readinessUrl).catch(() => undefined))?.status === 200;
+        return (await get(url).catch(() => undefined))?.status === 200;
       },
-      { timeoutMs: remaining(), intervalMs: 1000, what: "agent ready (/readyz)" },
+      {
+        timeoutMs: remaining(),
+        intervalMs: 1000,
+        what: ready ? "agent ready (/readyz)" : "agent up (/healthz)",
+      },
     );
   };
   await startAgent();
@@ -276,6 +289,7 @@ try {
     };
     mark("lifecycleStarted", "the API stand-in down for 60 s");
     await outageAndKill(context, outcome);
+    await killedDuringOutage(context, outcome);
     await readThenTerminate(context, outcome, terminate);
   } else {
     await terminate();

@@ -40,8 +40,12 @@ export const PHASE_COMM = {
   /** One reader that reads once before the kill and stays alive until after the restart. */
   held: "busybox-h",
   killed: "busybox-k",
+  /** Reads while the API server is down and the agent was killed and started again. */
+  resumed: "busybox-r",
   term: "busybox-t",
 } as const;
+/** The outage during which the agent is killed and restarted. */
+export const RESUME_OUTAGE_MS = 40_000;
 
 /** One POST the receiver accepted, as the assertions need it. */
 export interface SeenAlert {
@@ -79,6 +83,16 @@ export interface LifecycleResult {
     /** Alerts waiting in the spool when the agent was killed (0: every earlier alert acknowledged). */
     spooledAtKill: number;
   };
+  resumed: {
+    downAt: number;
+    upAt: number;
+    /** The restarted agent said it resumed its loader from the pins and the routing snapshot. */
+    resumedFromPins: boolean;
+    /** Its alert lines (stdout) for the reads, printed before the API server came back. */
+    alertLinesBeforeApi: number;
+    /** Its readiness meanwhile (503: discover cannot list; the loader routes all the same). */
+    readyzDuring: number;
+  };
   term: {
     /** The agent's exit after SIGTERM, and the alerts accepted by then. */
     stoppedMs: number;
@@ -101,8 +115,11 @@ export interface LifecycleContext {
   trapped: string;
   readinessUrl: string;
   metricsUrl: string;
-  /** Starts the agent container (`ctr run` with the DaemonSet's spec) logging to a new file; waits for /readyz. */
-  startAgent(): Promise<void>;
+  /**
+   * Starts the agent container (`ctr run` with the DaemonSet's spec) logging to a new file; waits
+   * for /readyz, or with `ready: false` only for its metrics endpoint to answer.
+   */
+  startAgent(options?: { ready?: boolean }): Promise<void>;
   /** The agent's log so far (every run). */
   agentLog(): string;
   remaining(): number;
@@ -255,7 +272,64 @@ export async function outageAndKill(ctx: LifecycleContext, result: Partial<Lifec
   };
 }
 
-/** (c) Reads, then SIGTERM at once: the agent's last events must be delivered before it exits. */
+/**
+ * (c) The API server goes away, then the agent is killed and started again while it is away:
+ * the restarted agent must resume its loader from the pins and the routing snapshot (no Lease,
+ * no list), alert the reads meanwhile on stdout and spool them, and deliver them once.
+ */
+export async function killedDuringOutage(
+  ctx: LifecycleContext,
+  result: Partial<LifecycleResult>,
+): Promise<void> {
+  const downAt = Date.now();
+  const back = ctx.api.restart({ downtimeMs: RESUME_OUTAGE_MS });
+  await killAgent(ctx);
+  await ctx.startAgent({ ready: false });
+  ctx.mark("agentRestartedDuringOutage", "reads while the API server is away");
+  for (let i = 0; i < READS_PER_PHASE; i++)
+    await ctx.exec([`/bin/${PHASE_COMM.resumed}`, "cat", ctx.trapped]);
+  const lines = () =>
+    ctx
+      .agentLog()
+      .split("\n")
+      .filter((line) => line.includes(`"comm":"${PHASE_COMM.resumed}"`) && line.includes('"trap_id"')).length;
+  await waitFor(() => lines() >= READS_PER_PHASE, {
+    timeoutMs: Math.min(Math.max(1000, downAt + RESUME_OUTAGE_MS - 2_000 - Date.now()), ctx.remaining()),
+    intervalMs: 250,
+  }).catch(() => undefined);
+  const alertLinesBeforeApi = lines();
+  const readyzDuring = (await fetch(ctx.readinessUrl).catch(() => undefined))?.status ?? 0;
+  await back;
+  const upAt = Date.now();
+  ctx.mark("resumeOutageOver", "the resumed reads delivered");
+  await waitFor(
+    () => seenAlerts(ctx.receiver).filter((a) => a.comm === PHASE_COMM.resumed).length >= READS_PER_PHASE,
+    {
+      timeoutMs: Math.min(120_000, ctx.remaining()),
+      intervalMs: 250,
+    },
+  ).catch(() => undefined);
+  result.resumed = {
+    downAt,
+    upAt,
+    resumedFromPins: /resuming this node's loader from its pinned state/.test(ctx.agentLog()),
+    alertLinesBeforeApi,
+    readyzDuring,
+  };
+}
+
+/** SIGKILL, and the container gone as the kubelet removes it before starting the next. */
+async function killAgent(ctx: LifecycleContext): Promise<void> {
+  await ctx.ctr(["task", "kill", "-s", "SIGKILL", ctx.agentId]);
+  await waitFor(
+    async () => new RegExp(`^${ctx.agentId}\\s+\\d+\\s+STOPPED`, "m").test(await ctx.ctr(["task", "ls"])),
+    { timeoutMs: Math.min(60_000, ctx.remaining()), intervalMs: 250, what: "the agent to die on SIGKILL" },
+  );
+  await ctx.ctr(["task", "delete", ctx.agentId]);
+  await ctx.ctr(["container", "delete", ctx.agentId]);
+}
+
+/** (d) Reads, then SIGTERM at once: the agent's last events must be delivered before it exits. */
 export async function readThenTerminate(
   ctx: LifecycleContext,
   result: Partial<LifecycleResult>,
