@@ -3,13 +3,23 @@
 set -eu
 cd "$(dirname "$0")"
 out=hive.bpf.o
-if [ -f "$out" ] && [ ! hive.bpf.c -nt "$out" ] && [ ! hive.h -nt "$out" ] && [ ! process.bpf.h -nt "$out" ] &&
+# HIVE_BPF_VARIANT=program|layout builds a variant for the upgrade tests (same layout other code,
+# or another map layout) to the path in HIVE_BPF_OUT; never the shipped object.
+variant=""
+case "${HIVE_BPF_VARIANT:-}" in
+program) variant=-DHIVE_PROGRAM_VARIANT ;;
+layout) variant=-DHIVE_LAYOUT_VARIANT ;;
+"") ;;
+*) echo "hive-bpf: unknown HIVE_BPF_VARIANT ${HIVE_BPF_VARIANT}" >&2; exit 2 ;;
+esac
+if [ -n "$variant" ]; then out=${HIVE_BPF_OUT:?HIVE_BPF_OUT names the variant object}; fi
+if [ -z "$variant" ] && [ -f "$out" ] && [ ! hive.bpf.c -nt "$out" ] && [ ! hive.h -nt "$out" ] && [ ! process.bpf.h -nt "$out" ] &&
   [ ! build.sh -nt "$out" ]; then
   exit 0
 fi
 # asm/ headers pulled in by linux/types.h live under the host's multiarch include dir.
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
-clang -target bpf -g -O2 -Wall -Werror -D__TARGET_ARCH_x86 \
+clang -target bpf -g -O2 -Wall -Werror -D__TARGET_ARCH_x86 $variant \
   -I"/usr/include/$multiarch" -c hive.bpf.c -o "$out.tmp"
 mv "$out.tmp" "$out"
-printf 'hive-bpf: built bpf/%s\n' "$out" >&2
+printf 'hive-bpf: built %s\n' "$out" >&2

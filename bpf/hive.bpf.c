@@ -84,7 +84,11 @@ struct {
  * new burst, and a restarted agent's sweep skips them. Pinned, so a restart keeps it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+#ifdef HIVE_LAYOUT_VARIANT
+	__uint(max_entries, 4096); /* the upgrade test's "earlier version" with another map layout */
+#else
 	__uint(max_entries, 8192);
+#endif
 	__type(key, __u32);
 	__type(value, __u64);
 } hive_swept SEC(".maps");
@@ -311,6 +315,11 @@ static __always_inline int hive_prove(struct inode *inode, int direct)
 static __always_inline int hive_inode(struct inode *inode, __u32 mask, __u32 wanted, int parents_only,
 				      int direct)
 {
+#ifdef HIVE_PROGRAM_VARIANT
+	/* The upgrade test's "earlier version": the same maps, other instructions. */
+	if (mask == 0xffffffff)
+		return 0;
+#endif
 	if (!(mask & wanted))
 		return 0;
 	if (!parents_only && (mask & HIVE_MAY_ACCESS) && hive_prove(inode, direct))

@@ -247,7 +247,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     openKernel: async () => {
       kernel = await openKernel();
       // Events keep their ring space until their alerts are on disk or delivered.
-      kernel.gateRelease?.(alerts.ringGate);
+      kernel.gateRelease?.(alerts.ringGate());
       metrics.observeKernel(() => kernel?.counters() ?? { events: 0n, lost: 0n, watched: 0 });
       table = createAgentWatchTable({
         file: watchTableFileFor(pinRoot, config.tableDir),

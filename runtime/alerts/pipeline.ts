@@ -85,11 +85,12 @@ export interface AlertPipeline {
   /** New callback secrets/format (from resolveDestinations after a Secret changed); next attempts use them. */
   setDestinations(destinations: readonly DestinationOptions[]): void;
   /**
-   * What the kernel's ring must keep for these alerts (KernelWatcher.gateRelease): with a
+   * What the kernel's ring must keep for these alerts (for KernelWatcher.gateRelease): with a
    * spool, an event's ring space is released only once its alert is on disk or delivered, and
-   * reading pauses while half the memory for unwritten alerts is used. Undefined without a spool.
+   * reading pauses while half the memory for unwritten alerts is used (the spool then takes what
+   * was already on its way instead of refusing it). Undefined without a spool.
    */
-  readonly ringGate: RingGate | undefined;
+  ringGate(): RingGate | undefined;
   /** Readiness check for the metrics server: fails while the spool cannot be written. */
   health(): CheckResult;
   /** Stops delivery and flushes the spool; undelivered alerts are delivered after the next start. */
@@ -231,14 +232,10 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
       }
     },
     allowed: () => allowedCounts.records(),
-    ringGate: durable && {
-      holding: () => durable.stats().unwritten > 0,
-      // Half: what is already between the ring worker and the pipeline still fits.
-      full: () => {
-        const { unwrittenBytes, maxUnwrittenBytes } = durable.stats();
-        return unwrittenBytes * 2 >= maxUnwrittenBytes;
-      },
-      degraded: () => durable.stats().writeError !== undefined,
+    ringGate() {
+      if (!durable) return undefined;
+      durable.softenMemoryLimit();
+      return ringGateOf(durable);
     },
     drain: (timeoutMs) => dispatcher.idle(timeoutMs),
     pending: () => dispatcher.pending(),
@@ -263,5 +260,18 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
         });
       }
     },
+  };
+}
+
+/** The ring gate of a spool (AlertPipeline.ringGate). */
+function ringGateOf(spool: Spool): RingGate {
+  return {
+    holding: () => spool.stats().unwritten > 0,
+    // Half: what is already between the ring worker and the pipeline still fits.
+    full: () => {
+      const { unwrittenBytes, maxUnwrittenBytes } = spool.stats();
+      return unwrittenBytes * 2 >= maxUnwrittenBytes;
+    },
+    degraded: () => spool.stats().writeError !== undefined,
   };
 }

@@ -53,6 +53,7 @@ function declare(lib: LibraryHandle) {
     bpf_link__destroy: lib.func("int bpf_link__destroy(void *link)"),
     bpf_link__disconnect: lib.func("void bpf_link__disconnect(void *link)"),
     bpf_obj_get: lib.func("int bpf_obj_get(const char *path)"),
+    bpf_obj_pin: lib.func("int bpf_obj_pin(int fd, const char *path)"),
     bpf_obj_get_info_by_fd: lib.func("int bpf_obj_get_info_by_fd(int fd, void *info, _Inout_ uint32_t *len)"),
     bpf_map_update_elem: lib.func(
       "int bpf_map_update_elem(int fd, const void *key, const void *value, uint64_t flags)",

@@ -96,6 +96,12 @@ export interface Spool {
   /** Takes a record (never throws); a refusal says why it was not taken. */
   append(record: SpoolRecord): Spooled | SpoolRefusal;
   /**
+   * From now on `append` takes records beyond `maxUnwrittenBytes` instead of refusing them: the
+   * caller stops producing at that bound itself (the kernel ring's gate pauses reading), so what
+   * comes beyond it is only what was already on its way.
+   */
+  softenMemoryLimit(): void;
+  /**
    * The body of a spooled record, from memory while it is not written yet, else read back
    * from disk (checksum verified). Undefined when the record is gone (acknowledged, or
    * dropped by the bound); throws a SpoolCorrupt HiveError when the bytes on disk no longer
@@ -156,16 +162,20 @@ export function openSpool(options: SpoolOptions): Spool {
   writer = w;
   const streamOfUrl = boundedMemo(streamOf);
   let closed = false;
+  let softLimit = false;
 
   return {
     maxBytes,
     recovered,
+    softenMemoryLimit() {
+      softLimit = true;
+    },
     append(record) {
       if (closed) return { refused: "spool_unwritable" };
       const framed = frameRecord(record);
       // Leave room for the acknowledgements: a record may use at most a quarter of the spool.
       if (framed.length > maxBytes / 4) return { refused: "too_large" };
-      if (!w.hasRoomFor(framed.length)) return { refused: "spool_unwritable" };
+      if (!w.hasRoomFor(framed.length) && !softLimit) return { refused: "spool_unwritable" };
       const stream = streamOfUrl(record.url);
       segments.makeRoom(stream, framed.length, maxBytes, quotaBytes);
       const ref: SpoolRef = {

@@ -199,7 +199,7 @@ export const watchCommand: Command = {
       ...(pinned ? { allowedFile: allowedFileFor(pinRoot) } : {}),
     });
     // With a spool, events keep their ring space until their alerts are on disk or delivered.
-    watcher.gateRelease(alerts.ringGate);
+    watcher.gateRelease(alerts.ringGate());
     const lister = values["no-containers"]
       ? undefined
       : await openContainerLister({ socket: values.containerd });

@@ -26,7 +26,7 @@ const alerts = await createAlertPipeline({
   spool: { dir: spoolDir as string, maxUnwrittenBytes: Number(maxUnwritten), retryWriteMs: 100 },
   delivery: { connectTimeoutMs: 500, responseTimeoutMs: 1_000, backoffBaseMs: 50, backoffMaxMs: 200 },
 });
-watcher.gateRelease(alerts.ringGate);
+watcher.gateRelease(alerts.ringGate());
 const source = makeSource("durability-case", callback);
 watcher.onEvent((event) => {
   if (event.slot !== Number(slot)) return;
