@@ -30,6 +30,7 @@ import { DEFAULT_PIN_ROOT } from "../kernel/bpffs.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { createHealth, createHiveMetrics, startMetricsServer } from "../metrics/index.ts";
+import { buildInfo } from "../build-info.ts";
 import { WATCH_TABLE_DIR, watchTableFileFor } from "../standalone/watch-table-file.ts";
 import { AGENT_USAGE, type AgentConfig, parseAgentConfig, readBootId } from "./config.ts";
 import { agentIdentity } from "./loader-election.ts";
@@ -129,7 +130,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
       ? { kubeconfigPath: config.kubeconfig }
       : {};
   const clients = createKubeClients(source);
-  const metrics = createHiveMetrics();
+  const metrics = createHiveMetrics({ build: buildInfo(config.bpfObject) });
   let destinations: DestinationOptions[] = [];
   /** Why the default callback's credentials are not known yet (alerts to it wait, spooled). */
   let credentialsPending: string | undefined;
@@ -297,6 +298,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
       : { ok: false, message: `the callback's Secrets are not read yet: ${credentialsPending}` },
   );
   health.addLivenessCheck("event-loop", () => true);
+  metrics.observeReadiness(async () => (await health.readiness()).ok);
   const server = await startMetricsServer({
     registry: metrics.registry,
     health,
