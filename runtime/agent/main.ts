@@ -17,6 +17,7 @@ import {
   loadSecretValue,
   watchCallbackSecrets,
 } from "../alerts/index.ts";
+import { buildInfo } from "../build-info.ts";
 import { EXIT } from "../cli/exit-codes.ts";
 import type { ArmedData } from "../controllers/live-traps.ts";
 import type { NodeTrapError } from "../controllers/ports.ts";
@@ -30,7 +31,6 @@ import { DEFAULT_PIN_ROOT } from "../kernel/bpffs.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { createHealth, createHiveMetrics, startMetricsServer } from "../metrics/index.ts";
-import { buildInfo } from "../build-info.ts";
 import { WATCH_TABLE_DIR, watchTableFileFor } from "../standalone/watch-table-file.ts";
 import { AGENT_USAGE, type AgentConfig, parseAgentConfig, readBootId } from "./config.ts";
 import { agentIdentity } from "./loader-election.ts";

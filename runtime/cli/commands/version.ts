@@ -30,14 +30,13 @@ export const versionCommand: Command = {
       process.stdout.write(`${JSON.stringify(info)}\n`);
       return EXIT.ok;
     }
-    process.stdout.write(
-      [
-        `hive ${info.version}`,
-        `program   ${info.program} (${info.programPath})`,
-        `attach    ${info.attachModes.join(", ")} (chosen per kernel)`,
-        `node      ${info.nodeVersion}`,
-      ].join("\n") + "\n",
-    );
+    const lines = [
+      `hive ${info.version}`,
+      `program   ${info.program} (${info.programPath})`,
+      `attach    ${info.attachModes.join(", ")} (chosen per kernel)`,
+      `node      ${info.nodeVersion}`,
+    ];
+    process.stdout.write(`${lines.join("\n")}\n`);
     return EXIT.ok;
   },
 };
