@@ -306,7 +306,7 @@ async function agentProcess(forceGc: boolean): Promise<void> {
     );
     await new Promise((r) => setTimeout(r, 1000)); // status writes settle
     const scrape = await (await fetch(`${url}/metrics`)).text();
-    const heapUsed = Number(/^hive_nodejs_heap_size_used_bytes (\S+)/m.exec(scrape)?.[1] ?? Number.NaN);
+    const heapUsed = Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(scrape)?.[1] ?? Number.NaN);
     const rss = procStatusKiB(pid, "VmRSS");
     const peak = procStatusKiB(pid, "VmHWM");
     const verbs: Record<string, number> = {};

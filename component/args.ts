@@ -7,7 +7,8 @@
  * program, a callback URL from `config.requireSecret`. Known values are validated before any
  * child is created; values known only later are validated when they resolve, with the same
  * messages. Lists and the options that decide which resources exist (`namespace`'s form,
- * `traps[].policy`, `admissionPolicy`, `podMonitor`, `deleteCrdsOnDestroy`) are plain.
+ * `traps[].policy`, `admissionPolicy`, `priorityClassQuota`, `podMonitor`, `prometheusRule`,
+ * `grafanaDashboard`, `deleteCrdsOnDestroy`) are plain.
  * `HiveMonitorValues` is the same surface with plain values only (`hive render`).
  */
 import type * as k8s from "@pulumi/kubernetes";
@@ -132,6 +133,20 @@ export interface PodMonitorArgs {
   labels?: Input<Record<string, Input<string>>>;
 }
 
+/** A Prometheus Operator `PrometheusRule` (monitoring.coreos.com/v1) alerting on the agents' own health. */
+export interface PrometheusRuleArgs {
+  /** Labels on the PrometheusRule, e.g. those your Prometheus' `ruleSelector` selects (`release: prometheus`). */
+  labels?: Input<Record<string, Input<string>>>;
+}
+
+/** A Grafana dashboard of the agents, in a ConfigMap for Grafana's dashboard sidecar. */
+export interface GrafanaDashboardArgs {
+  /** Namespace of the ConfigMap, e.g. where your Grafana's sidecar looks. Default: the monitor's. */
+  namespace?: Input<string>;
+  /** Labels the sidecar selects by; given, they replace the default. Default: `grafana_dashboard: "1"`. */
+  labels?: Input<Record<string, Input<string>>>;
+}
+
 export interface HiveMonitorArgs {
   /**
    * Namespace of the agent, its HiveData and the monitor's HivePolicies. A string creates the
@@ -167,7 +182,12 @@ export interface HiveMonitorArgs {
   traps?: MonitorTrapArgs[];
   /** Extra node labels the agent's nodes must carry (`kubernetes.io/os: linux` and `kubernetes.io/arch: amd64` are always set). */
   nodeSelector?: Input<Record<string, Input<string>>>;
-  /** Default: tolerate the control-plane taint, so control-plane nodes are watched too. */
+  /**
+   * Taints the agent tolerates. Default: every taint (`[{ operator: "Exists" }]`), so that no
+   * node, control plane and dedicated pools included, goes unwatched. A list given replaces the
+   * default: e.g. `[{ key: "node-role.kubernetes.io/control-plane", operator: "Exists" }]` keeps
+   * the agent off every other tainted node.
+   */
   tolerations?: Input<Input<Toleration>[]>;
   /** Node affinity and pod (anti-)affinity of the agent pods. Default: none. */
   affinity?: Input<Affinity>;
@@ -184,6 +204,13 @@ export interface HiveMonitorArgs {
    * under pressure. An empty string leaves the cluster's default priority.
    */
   priorityClassName?: Input<string>;
+  /**
+   * With a `priorityClassName` and a namespace other than kube-system, create a ResourceQuota
+   * admitting pods of that class in the namespace: GKE (and any cluster limiting the critical
+   * classes to kube-system) refuses the agent's pods without one. Plain: it decides which
+   * resources exist (so `priorityClassName` must be plain while it is on). Default: true.
+   */
+  priorityClassQuota?: boolean;
   /** Default: `info`. */
   logLevel?: Input<LogLevel>;
   /** Port of `/metrics`, `/healthz` and `/readyz`. Default: 9464. */
@@ -215,6 +242,19 @@ export interface HiveMonitorArgs {
    */
   podMonitor?: boolean | PodMonitorArgs;
   /**
+   * Create a Prometheus Operator `PrometheusRule` alerting on the agents' health (not ready,
+   * restarting, kernel events lost or dropped, files not watched, spool filling or not
+   * writable, deliveries failing, alerts dropped): `true`, or its settings. Its expressions
+   * select the monitor's namespace by the `namespace` label a PodMonitor gives (`podMonitor`).
+   * Needs the monitoring.coreos.com CRDs. Plain. Default: none.
+   */
+  prometheusRule?: boolean | PrometheusRuleArgs;
+  /**
+   * Create a Grafana dashboard of the agents (a ConfigMap for Grafana's dashboard sidecar):
+   * `true`, or its settings. Plain. Default: none.
+   */
+  grafanaDashboard?: boolean | GrafanaDashboardArgs;
+  /**
    * Delete the HivePolicy and HiveData CRDs on `pulumi destroy`. Deleting a CRD deletes every
    * HivePolicy of every team in the cluster, so by default the CRDs stay (Pulumi forgets them).
    * Plain: it is a resource option. Default: false.
@@ -245,6 +285,7 @@ export const MONITOR_OPTIONS = [
   "podAnnotations",
   "updateStrategy",
   "priorityClassName",
+  "priorityClassQuota",
   "logLevel",
   "metricsPort",
   "runtimeSocket",
@@ -252,6 +293,8 @@ export const MONITOR_OPTIONS = [
   "legacyKernelCapabilities",
   "admissionPolicy",
   "podMonitor",
+  "prometheusRule",
+  "grafanaDashboard",
   "deleteCrdsOnDestroy",
 ] as const satisfies readonly (keyof HiveMonitorArgs)[];
 

@@ -26,15 +26,14 @@ describe("resolveConfig", () => {
         tenantCallbacks: [],
         policies: [],
         nodeSelector: {},
-        tolerations: [
-          { key: "node-role.kubernetes.io/control-plane", operator: "Exists", effect: "NoSchedule" },
-        ],
+        tolerations: [{ operator: "Exists" }],
         affinity: undefined,
         resources: { requests: { cpu: "50m", memory: "256Mi" }, limits: { memory: "512Mi" } },
         podLabels: {},
         podAnnotations: {},
         updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } },
         priorityClassName: "system-node-critical",
+        priorityClassQuota: true,
         logLevel: "info",
         metricsPort: 9464,
         runtimeSocket: "/run/containerd/containerd.sock",
@@ -42,6 +41,8 @@ describe("resolveConfig", () => {
         legacyKernelCapabilities: false,
         admissionPolicy: true,
         podMonitor: undefined,
+        prometheusRule: undefined,
+        grafanaDashboard: undefined,
         deleteCrdsOnDestroy: false,
       },
     });
@@ -244,6 +245,27 @@ describe("resolveConfig", () => {
       'podMonitor: must be true or { interval?: "30s", labels?: { release: "prometheus" } }',
     ],
     [{ image, deleteCrdsOnDestroy: "yes" }, "deleteCrdsOnDestroy: must be true or false"],
+    [{ image, priorityClassQuota: "yes" }, "priorityClassQuota: must be true or false"],
+    [
+      { image, prometheusRule: "yes" },
+      'prometheusRule: must be true or { labels?: { release: "prometheus" } }',
+    ],
+    [
+      { image, prometheusRule: { labels: { "bad key!": "x" } } },
+      "prometheusRule.labels.bad key!: the key is not a valid label name",
+    ],
+    [
+      { image, prometheusRule: { interval: "1m" } },
+      "prometheusRule.interval: is not a known option (known: labels)",
+    ],
+    [
+      { image, grafanaDashboard: 1 },
+      'grafanaDashboard: must be true or { namespace?: "monitoring", labels?: { grafana_dashboard: "1" } }',
+    ],
+    [
+      { image, grafanaDashboard: { namespace: "Monitoring" } },
+      'grafanaDashboard.namespace: "Monitoring" is not a namespace name',
+    ],
   ])("names the option and the fix for %j", (args, expected) => {
     expect(problems(args)).toContain(expected);
   });
@@ -261,6 +283,19 @@ describe("resolveConfig", () => {
 });
 
 describe("the agent's priority", () => {
+  it("is admitted by a ResourceQuota outside kube-system unless priorityClassQuota is false or no class is set", () => {
+    const quota = (args: Partial<HiveMonitorValues>) => {
+      const r = resolveConfig({ image, ...args });
+      if (!r.ok) throw new Error(JSON.stringify(r.problems));
+      return r.config.priorityClassQuota;
+    };
+    expect(quota({})).toBe(true);
+    expect(quota({ namespace: { existing: "security" } })).toBe(true);
+    expect(quota({ namespace: { existing: "kube-system" } })).toBe(false);
+    expect(quota({ priorityClassName: "" })).toBe(false);
+    expect(quota({ priorityClassQuota: false })).toBe(false);
+  });
+
   it("is system-node-critical unless set; an empty string leaves the cluster's default", () => {
     const of = (priorityClassName?: string) => {
       const r = resolveConfig({ image, ...(priorityClassName === undefined ? {} : { priorityClassName }) });

@@ -16,12 +16,14 @@ import {
   type Affinity,
   type CallbackValues,
   type DaemonSetUpdateStrategy,
+  type GrafanaDashboardArgs,
   type HiveMonitorValues,
   LOG_LEVELS,
   type LogLevel,
   MONITOR_OPTIONS,
   type Plain,
   type PodMonitorArgs,
+  type PrometheusRuleArgs,
   PULL_POLICIES,
   type PullPolicy,
   type ResourceRequirements,
@@ -30,7 +32,9 @@ import {
 import { CALLBACK_SECRET } from "./builders/callback-secret.ts";
 import { AGENT_NODE_SELECTOR, AGENT_SELECTOR } from "./builders/daemonset.ts";
 import type { ArgProblem } from "./builders/problems.ts";
+import { SYSTEM_NAMESPACE } from "./builders/resource-quota.ts";
 import { isPlainObject, toHiveTrap, trapProblems, unknownKeys } from "./builders/traps.ts";
+import { checkGrafanaDashboard, checkPrometheusRule } from "./monitoring-config.ts";
 
 export const DEFAULT_NAMESPACE = "hive-system";
 export const DEFAULT_POLICY = "default";
@@ -41,10 +45,12 @@ export const DEFAULT_RESOURCES: Plain<ResourceRequirements> = {
   requests: { cpu: "50m", memory: "256Mi" },
   limits: { memory: "512Mi" },
 };
-/** Control-plane nodes run pods too (static ones at least); a file monitor should watch them. */
-export const DEFAULT_TOLERATIONS: Plain<Toleration>[] = [
-  { key: "node-role.kubernetes.io/control-plane", operator: "Exists", effect: "NoSchedule" },
-];
+/**
+ * Every taint: a node without an agent is a node whose accesses nobody reports, and taints
+ * (control plane, GPU or dedicated pools, node problems) say nothing about whether its pods
+ * need watching. `tolerations` replaces this to narrow it.
+ */
+export const DEFAULT_TOLERATIONS: Plain<Toleration>[] = [{ operator: "Exists" }];
 
 export interface PolicyConfig {
   name: string;
@@ -73,6 +79,8 @@ export interface HiveConfig {
   podAnnotations: Record<string, string>;
   updateStrategy: Plain<DaemonSetUpdateStrategy>;
   priorityClassName: string | undefined;
+  /** Whether to create the ResourceQuota admitting `priorityClassName` pods in the namespace. */
+  priorityClassQuota: boolean;
   logLevel: LogLevel;
   metricsPort: number;
   runtimeSocket: string;
@@ -81,6 +89,10 @@ export interface HiveConfig {
   admissionPolicy: boolean;
   /** The Prometheus Operator PodMonitor's settings, when one is wanted. */
   podMonitor: Plain<PodMonitorArgs> | undefined;
+  /** The Prometheus Operator PrometheusRule's settings, when one is wanted. */
+  prometheusRule: Plain<PrometheusRuleArgs> | undefined;
+  /** The Grafana dashboard ConfigMap's settings, when one is wanted. */
+  grafanaDashboard: Plain<GrafanaDashboardArgs> | undefined;
   deleteCrdsOnDestroy: boolean;
 }
 
@@ -102,7 +114,7 @@ const SECRET_KEY = /^[-._a-zA-Z0-9]{1,253}$/;
 const QUANTITY = /^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[mkMGTPE]|[eE][+-]?\d+)?$/;
 const IMAGE = /^[^\s]+$/;
 
-class Checker {
+export class Checker {
   readonly problems: ArgProblem[] = [];
   add(option: string, message: string): void {
     this.problems.push({ option, message });
@@ -493,7 +505,11 @@ export function resolveConfig(args: HiveMonitorValues): ConfigResult {
   if (typeof legacy !== "boolean") c.add("legacyKernelCapabilities", "must be true or false");
   const admissionPolicy = args.admissionPolicy ?? true;
   if (typeof admissionPolicy !== "boolean") c.add("admissionPolicy", "must be true or false");
+  const quota = args.priorityClassQuota ?? true;
+  if (typeof quota !== "boolean") c.add("priorityClassQuota", "must be true or false");
   const podMonitor = checkPodMonitor(c, args.podMonitor);
+  const prometheusRule = checkPrometheusRule(c, args.prometheusRule);
+  const grafanaDashboard = checkGrafanaDashboard(c, args.grafanaDashboard, DNS_LABEL);
   const deleteCrds = args.deleteCrdsOnDestroy ?? false;
   if (typeof deleteCrds !== "boolean") c.add("deleteCrdsOnDestroy", "must be true or false");
 
@@ -517,6 +533,8 @@ export function resolveConfig(args: HiveMonitorValues): ConfigResult {
       podAnnotations: args.podAnnotations ?? {},
       updateStrategy,
       priorityClassName: priorityClassName === "" ? undefined : priorityClassName,
+      // kube-system admits the critical classes without a quota.
+      priorityClassQuota: quota && priorityClassName !== "" && namespace.name !== SYSTEM_NAMESPACE,
       logLevel,
       metricsPort,
       runtimeSocket,
@@ -524,6 +542,8 @@ export function resolveConfig(args: HiveMonitorValues): ConfigResult {
       legacyKernelCapabilities: legacy,
       admissionPolicy,
       podMonitor,
+      prometheusRule,
+      grafanaDashboard,
       deleteCrdsOnDestroy: deleteCrds,
     },
   };

@@ -27,6 +27,8 @@ const RESOURCE_CLASSES: Readonly<Record<string, ResourceClass>> = {
   CustomResourceDefinition: k8s.apiextensions.v1.CustomResourceDefinition,
   ServiceAccount: k8s.core.v1.ServiceAccount,
   Secret: k8s.core.v1.Secret,
+  ConfigMap: k8s.core.v1.ConfigMap,
+  ResourceQuota: k8s.core.v1.ResourceQuota,
   ClusterRole: k8s.rbac.v1.ClusterRole,
   ClusterRoleBinding: k8s.rbac.v1.ClusterRoleBinding,
   Role: k8s.rbac.v1.Role,
@@ -42,18 +44,30 @@ const STRUCTURAL_OPTIONS = [
   /^traps(\[\d+\])?$/,
   /^traps\[\d+\]\.policy$/,
   /^admissionPolicy$/,
+  /^priorityClassQuota$/,
   /^podMonitor$/,
+  /^prometheusRule$/,
+  /^grafanaDashboard$/,
   /^deleteCrdsOnDestroy$/,
 ];
 
-function structuralProblems(pending: readonly PendingInput[]): ArgProblem[] {
-  return pending
+function structuralProblems(args: HiveMonitorArgs, pending: readonly PendingInput[]): ArgProblem[] {
+  const problems = pending
     .filter((p) => STRUCTURAL_OPTIONS.some((re) => re.test(p.path)))
     .map((p) => ({
       option: p.path || "(args)",
       message:
         "must be a plain value, not an Output or Promise: it decides which resources the monitor creates",
     }));
+  // Whether the priority class's ResourceQuota exists depends on the class being set.
+  if (args.priorityClassQuota !== false && pending.some((p) => p.path === "priorityClassName")) {
+    problems.push({
+      option: "priorityClassName",
+      message:
+        "must be a plain value while priorityClassQuota is on (an empty one creates no ResourceQuota); or set priorityClassQuota: false",
+    });
+  }
+  return problems;
 }
 
 /**
@@ -68,7 +82,11 @@ function shapeArgs(args: HiveMonitorArgs, known: HiveMonitorValues): HiveMonitor
       typeof ns === "string" ? ns : ns && typeof ns === "object" ? { existing: ns.existing ?? "shape" } : ns,
     callback: shapeCallback(args.callback),
     admissionPolicy: args.admissionPolicy,
+    priorityClassName: known.priorityClassName,
+    priorityClassQuota: args.priorityClassQuota,
     podMonitor: args.podMonitor === undefined ? undefined : args.podMonitor !== false,
+    prometheusRule: args.prometheusRule === undefined ? undefined : args.prometheusRule !== false,
+    grafanaDashboard: args.grafanaDashboard === undefined ? undefined : args.grafanaDashboard !== false,
     traps: args.traps?.map((t) => ({
       path: "/shape",
       ...(t.policy === undefined ? {} : { policy: t.policy }),
@@ -129,7 +147,7 @@ export function createMonitorChildren(
   const known = withValues(args, pending, []) as HiveMonitorValues;
   const first = resolveConfig(known);
   const problems = [
-    ...structuralProblems(pending),
+    ...structuralProblems(args, pending),
     ...(first.ok ? [] : knownProblems(first.problems, pending)),
   ];
   if (problems.length > 0) throw invalid(problems);
@@ -151,7 +169,10 @@ export function createMonitorChildren(
     const resolved = resolveObjects(pending, (values) => {
       const result = resolveConfig(withValues(args, pending, values) as HiveMonitorValues);
       if (!result.ok) throw invalid(result.problems);
-      return flattenManifests(buildManifests(result.config, id));
+      // A namespace known only now keeps the quota decided for the shape (in kube-system too,
+      // where it is redundant and harmless): the set of resources was fixed at construction.
+      const quota = { priorityClassQuota: config.priorityClassQuota };
+      return flattenManifests(buildManifests({ ...result.config, ...quota }, id));
     });
     inputsOf = (o, index) => resolvedObject(resolved, index, o);
   }
@@ -173,17 +194,21 @@ export function createMonitorChildren(
     ? [child(m.callbackSecret, { dependsOn: inNamespace }, ["stringData"])]
     : [];
   const admission = m.admission.map((o) => child(o));
+  // Where the cluster limits the priority class, the quota must exist before any agent pod.
+  const quota = m.priorityQuota ? [child(m.priorityQuota, { dependsOn: inNamespace })] : [];
   // The agent starts only once it may do its job (RBAC) and may not overstep it (admission),
   // once the kinds it watches exist, and once its callback's Secret does (the kubelet waits for it).
   const daemonSet = child(m.daemonSet, {
-    dependsOn: [...inNamespace, ...crds, ...access, ...callbackSecret, ...admission],
+    dependsOn: [...inNamespace, ...crds, ...access, ...callbackSecret, ...admission, ...quota],
   }) as k8s.apps.v1.DaemonSet;
   // Policies depend on the agent so that `pulumi destroy` deletes them while the agent still
   // runs to remove its finalizer (dependents are deleted first); otherwise deletion would hang.
   const policies = m.policies.map(
     (o) => child(o, { dependsOn: [...inNamespace, ...crds, daemonSet] }) as k8s.apiextensions.CustomResource,
   );
-  if (m.podMonitor) child(m.podMonitor, { dependsOn: [...inNamespace, daemonSet] });
+  // The monitoring objects go with the agent they watch (deleted before it on destroy).
+  for (const o of [m.podMonitor, m.prometheusRule, m.grafanaDashboard])
+    if (o) child(o, { dependsOn: [...inNamespace, daemonSet] });
 
   const nsArg = args.namespace;
   return {

@@ -4,7 +4,7 @@
  * schema, and a schema has no unions: `RegExp | string`, `number | string`, `string | { existing }`,
  * a URL or an object, `true` or an object. So the arguments here take one form each (a pattern's
  * source, octal digits, `existingNamespace` beside `namespace`, `callback: { url }`, a
- * `podMonitor` object), and are reshaped into the TypeScript arguments of args.ts, which keep
+ * `podMonitor`, `prometheusRule` and `grafanaDashboard` object), and are reshaped into the TypeScript arguments of args.ts, which keep
  * every form. Validation, messages and the objects created are HiveMonitor's own.
  *
  * Layout of the schema these produce: checked by test/component/plugin-schema.test.ts.
@@ -14,9 +14,11 @@ import * as pulumi from "@pulumi/pulumi";
 import type {
   AllowArgs,
   CallbackArgs,
+  GrafanaDashboardArgs,
   HiveMonitorArgs,
   MonitorTrapArgs,
   PodMonitorArgs,
+  PrometheusRuleArgs,
   TrapArgs,
   TrapMatchArgs,
 } from "./args.ts";
@@ -108,6 +110,20 @@ export interface PodMonitor {
   labels?: Input<Record<string, Input<string>>>;
 }
 
+/** A Prometheus Operator `PrometheusRule` alerting on the agents' health (needs the monitoring.coreos.com CRDs). */
+export interface PrometheusRule {
+  /** Labels on the PrometheusRule, e.g. `release: prometheus`. */
+  labels?: Input<Record<string, Input<string>>>;
+}
+
+/** A Grafana dashboard of the agents, in a ConfigMap for Grafana's dashboard sidecar. */
+export interface GrafanaDashboard {
+  /** Namespace of the ConfigMap. Default: the monitor's. */
+  namespace?: Input<string>;
+  /** Labels the sidecar selects by; given, they replace the default. Default: `grafana_dashboard: "1"`. */
+  labels?: Input<Record<string, Input<string>>>;
+}
+
 /** How a changed DaemonSet replaces its pods. */
 export interface UpdateStrategy {
   /** `RollingUpdate` or `OnDelete`. Default: `RollingUpdate`. */
@@ -138,7 +154,7 @@ export interface HiveMonitorSchemaArgs {
   traps?: MonitorTrap[];
   /** Extra node labels the agent's nodes must carry. */
   nodeSelector?: Input<Record<string, Input<string>>>;
-  /** Tolerations of the agent pods. Default: the control-plane taint. */
+  /** Tolerations of the agent pods; a list given replaces the default. Default: every taint. */
   tolerations?: Input<Input<k8s.types.input.core.v1.Toleration>[]>;
   /** Node affinity and pod (anti-)affinity of the agent pods. */
   affinity?: Input<k8s.types.input.core.v1.Affinity>;
@@ -152,6 +168,8 @@ export interface HiveMonitorSchemaArgs {
   updateStrategy?: UpdateStrategy;
   /** PriorityClass of the agent pods; empty for the cluster default. Default: `system-node-critical`. */
   priorityClassName?: Input<string>;
+  /** With a priority class outside kube-system, create the ResourceQuota that admits it there (GKE needs one). Default: true. */
+  priorityClassQuota?: boolean;
   /** `debug`, `info`, `warn` or `error`. Default: `info`. */
   logLevel?: Input<string>;
   /** Port of `/metrics`, `/healthz` and `/readyz`. Default: 9464. */
@@ -166,6 +184,10 @@ export interface HiveMonitorSchemaArgs {
   admissionPolicy?: boolean;
   /** Create a Prometheus Operator PodMonitor with these settings (`{}` for the defaults). Default: none. */
   podMonitor?: PodMonitor;
+  /** Create a Prometheus Operator PrometheusRule alerting on the agents' health (`{}` for the defaults). Default: none. */
+  prometheusRule?: PrometheusRule;
+  /** Create a Grafana dashboard ConfigMap of the agents (`{}` for the defaults). Default: none. */
+  grafanaDashboard?: GrafanaDashboard;
   /** Delete the HivePolicy and HiveData CRDs on destroy (every team's HivePolicies with them). Default: false, kept. */
   deleteCrdsOnDestroy?: boolean;
 }
@@ -232,7 +254,16 @@ export function schemaProblems(args: HiveMonitorSchemaArgs): ArgProblem[] {
 
 /** The schema's arguments → HiveMonitorArgs (args.ts). Anything malformed is passed on for its checks to name. */
 export function toMonitorArgs(args: HiveMonitorSchemaArgs): HiveMonitorArgs {
-  const { existingNamespace, callback, traps, updateStrategy, podMonitor, ...rest } = args ?? ({} as Loose);
+  const {
+    existingNamespace,
+    callback,
+    traps,
+    updateStrategy,
+    podMonitor,
+    prometheusRule,
+    grafanaDashboard,
+    ...rest
+  } = args ?? ({} as Loose);
   const out: Loose = defined({ ...rest });
   if (existingNamespace !== undefined) out.namespace = { existing: existingNamespace };
   if (callback !== undefined) out.callback = defined({ ...callback }) as CallbackArgs;
@@ -252,6 +283,10 @@ export function toMonitorArgs(args: HiveMonitorSchemaArgs): HiveMonitorArgs {
   }
   if (podMonitor !== undefined && podMonitor !== null)
     out.podMonitor = defined({ ...podMonitor }) as PodMonitorArgs;
+  if (prometheusRule !== undefined && prometheusRule !== null)
+    out.prometheusRule = defined({ ...prometheusRule }) as PrometheusRuleArgs;
+  if (grafanaDashboard !== undefined && grafanaDashboard !== null)
+    out.grafanaDashboard = defined({ ...grafanaDashboard }) as GrafanaDashboardArgs;
   return out as unknown as HiveMonitorArgs;
 }
 

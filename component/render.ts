@@ -9,12 +9,15 @@ import { admissionManifests } from "./builders/admission.ts";
 import { callbackSecretManifest } from "./builders/callback-secret.ts";
 import { crdManifests } from "./builders/crds.ts";
 import { daemonSetManifest } from "./builders/daemonset.ts";
+import { grafanaDashboardManifest } from "./builders/grafana-dashboard.ts";
 import { namespaceManifest } from "./builders/namespace.ts";
 import { type Identity, type KubernetesObject, withRecommendedLabels } from "./builders/objects.ts";
 import { podMonitorManifest } from "./builders/pod-monitor.ts";
 import { policyManifest } from "./builders/policies.ts";
 import { formatProblems } from "./builders/problems.ts";
+import { prometheusRuleManifest } from "./builders/prometheus-rule.ts";
 import { rbacManifests } from "./builders/rbac.ts";
+import { priorityQuotaManifest } from "./builders/resource-quota.ts";
 import { serviceAccountManifest } from "./builders/service-account.ts";
 import { type HiveConfig, resolveConfig } from "./config.ts";
 import { findInputs } from "./inputs.ts";
@@ -31,11 +34,17 @@ export interface MonitorManifests {
   callbackSecret: KubernetesObject | undefined;
   /** The ValidatingAdmissionPolicy and its binding (none when `admissionPolicy: false`). */
   admission: KubernetesObject[];
+  /** The ResourceQuota admitting the agent's priority class in its namespace, when needed. */
+  priorityQuota: KubernetesObject | undefined;
   daemonSet: KubernetesObject;
   /** One HivePolicy per group of traps. */
   policies: KubernetesObject[];
   /** The Prometheus Operator PodMonitor, when `podMonitor` asks for one. */
   podMonitor: KubernetesObject | undefined;
+  /** The Prometheus Operator PrometheusRule, when `prometheusRule` asks for one. */
+  prometheusRule: KubernetesObject | undefined;
+  /** The Grafana dashboard's ConfigMap, when `grafanaDashboard` asks for one. */
+  grafanaDashboard: KubernetesObject | undefined;
 }
 
 /** The identity of rendered manifests (`hive render`, `renderManifests`). */
@@ -56,9 +65,20 @@ export function buildManifests(config: HiveConfig, id: Identity = RENDER_IDENTIT
     admission: config.admissionPolicy
       ? admissionManifests(config.namespace, config.tenantCallbacks).map(label)
       : [],
+    priorityQuota: optional(
+      config.priorityClassQuota && config.priorityClassName
+        ? priorityQuotaManifest(config.namespace, config.priorityClassName)
+        : undefined,
+    ),
     daemonSet: label(daemonSetManifest(config)),
     policies: config.policies.map((p) => label(policyManifest(p.name, config.namespace, p.spec))),
     podMonitor: optional(config.podMonitor && podMonitorManifest(config.namespace, config.podMonitor)),
+    prometheusRule: optional(
+      config.prometheusRule && prometheusRuleManifest(config.namespace, config.prometheusRule),
+    ),
+    grafanaDashboard: optional(
+      config.grafanaDashboard && grafanaDashboardManifest(config.namespace, config.grafanaDashboard),
+    ),
   };
 }
 
@@ -70,9 +90,12 @@ export function flattenManifests(m: MonitorManifests): KubernetesObject[] {
     ...m.access,
     ...(m.callbackSecret ? [m.callbackSecret] : []),
     ...m.admission,
+    ...(m.priorityQuota ? [m.priorityQuota] : []),
     m.daemonSet,
     ...m.policies,
     ...(m.podMonitor ? [m.podMonitor] : []),
+    ...(m.prometheusRule ? [m.prometheusRule] : []),
+    ...(m.grafanaDashboard ? [m.grafanaDashboard] : []),
   ];
 }
 

@@ -17,6 +17,7 @@ import {
   loadSecretValue,
   watchCallbackSecrets,
 } from "../alerts/index.ts";
+import { buildInfo } from "../build-info.ts";
 import { EXIT } from "../cli/exit-codes.ts";
 import type { ArmedData } from "../controllers/live-traps.ts";
 import type { NodeTrapError } from "../controllers/ports.ts";
@@ -129,7 +130,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
       ? { kubeconfigPath: config.kubeconfig }
       : {};
   const clients = createKubeClients(source);
-  const metrics = createHiveMetrics();
+  const metrics = createHiveMetrics({ build: buildInfo(config.bpfObject) });
   let destinations: DestinationOptions[] = [];
   /** Why the default callback's credentials are not known yet (alerts to it wait, spooled). */
   let credentialsPending: string | undefined;
@@ -297,6 +298,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
       : { ok: false, message: `the callback's Secrets are not read yet: ${credentialsPending}` },
   );
   health.addLivenessCheck("event-loop", () => true);
+  metrics.observeReadiness(async () => (await health.readiness()).ok);
   const server = await startMetricsServer({
     registry: metrics.registry,
     health,

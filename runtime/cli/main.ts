@@ -34,7 +34,14 @@ const COMMANDS: Record<string, Entry> = {
     summary: "what the local kernel has loaded: program, attach mode, watched files, counters",
     load: async () => (await import("./commands/status.ts")).statusCommand,
   },
+  version: {
+    summary: "the package's version, its kernel program's digest and the attach modes (also --version)",
+    load: async () => (await import("./commands/version.ts")).versionCommand,
+  },
 };
+
+/** Spellings of a command that other tools use: `hive --version` as `git --version`. */
+const ALIASES: Record<string, string> = { "--version": "version", "-V": "version" };
 
 export const MAIN_HELP = `Usage: hive COMMAND [OPTIONS]
 
@@ -68,7 +75,8 @@ export function describeError(command: string, error: HiveError): string {
 
 /** Runs one command line (without `node main.js`) and returns the exit code. */
 export async function runCli(argv: string[]): Promise<ExitCode> {
-  const [name, ...args] = argv;
+  const [given, ...args] = argv;
+  const name = given === undefined ? undefined : (ALIASES[given] ?? given);
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
     const topic = name === "help" ? args[0] : undefined;
     if (topic === undefined) {

@@ -8,7 +8,6 @@
  */
 import { existsSync, readdirSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import koffi from "koffi";
 import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
@@ -30,6 +29,7 @@ import { FloodSummaries } from "./flood-summaries.ts";
 import { type InodePermissionSignature, inodePermissionSignature, overlayUpperOffset } from "./kernel-btf.ts";
 import { check, checkPointer, errnoName, libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
+import { DEFAULT_OBJECT_PATH } from "./object-path.ts";
 import { ProcessTracking } from "./process-tracking.ts";
 import { RingConsumer } from "./ring-consumer.ts";
 import { setRodata } from "./rodata.ts";
@@ -39,16 +39,8 @@ import type { KernelWatcherOptions, LibbpfCounters } from "./watcher-options.ts"
 
 export { linkPinName } from "./attach.ts";
 export { DEFAULT_PIN_ROOT, isOnBpffs } from "./bpffs.ts";
+export { DEFAULT_OBJECT_PATH } from "./object-path.ts";
 
-/** bpf/hive.bpf.o at the package root: two levels up from sources, three from dist/. */
-export const DEFAULT_OBJECT_PATH = fileURLToPath(
-  new URL(
-    /\/dist\/runtime\/kernel\/[^/]+$/.test(import.meta.url)
-      ? "../../../bpf/hive.bpf.o"
-      : "../../bpf/hive.bpf.o",
-    import.meta.url,
-  ),
-);
 /** hive_watch's max_entries in bpf/hive.bpf.c. */
 export const DEFAULT_WATCH_CAPACITY = 65_536;
 const PINNED_MAPS = [

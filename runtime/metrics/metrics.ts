@@ -9,6 +9,7 @@
  * are closed sets named below.
  */
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { type BuildInfo, buildInfo } from "../build-info.ts";
 
 /** Why an alert was not delivered (the `reason` label of hive_alerts_dropped_total). */
 export const DROP_REASONS = [
@@ -59,6 +60,9 @@ export type KernelCountersSource = () => {
   ringPaused?: boolean;
 };
 
+/** Whether every readiness check passes (runtime/metrics/health.ts), asked at scrape time. */
+export type ReadinessSource = () => Promise<boolean>;
+
 /** Cumulative figures of the trap path resolver threads (runtime/discover/resolve-pool.ts ResolvePoolStats). */
 export type ResolverStatsSource = () => { stuck: number; timeouts: number };
 
@@ -80,6 +84,8 @@ export interface HiveMetrics {
   /** Alerts waiting for delivery (in the spool, or in memory when no spool is configured). */
   readonly pendingAlerts: Gauge;
   readonly spoolBytes: Gauge;
+  /** The bound of `spoolBytes`: beyond it the oldest alerts are dropped (`spool_full`). */
+  readonly spoolCapacityBytes: Gauge;
   readonly spoolCorruptFiles: Counter;
   /** Failed attempts to write the spool, by reason (runtime/alerts/spool/spool-file.ts SPOOL_WRITE_ERRORS). */
   readonly spoolWriteErrors: Counter<"reason">;
@@ -93,18 +99,43 @@ export interface HiveMetrics {
   observeKernel(source: KernelCountersSource): void;
   /** Feed the path resolver's stuck threads and timed-out walks at scrape time. */
   observeResolver(source: ResolverStatsSource): void;
+  /** Feed hive_agent_ready (what /readyz answers) at scrape time. */
+  observeReadiness(source: ReadinessSource): void;
 }
 
 export interface HiveMetricsOptions {
   registry?: Registry;
-  /** Also export Node's process metrics (CPU, memory, event-loop lag); default true. */
+  /**
+   * Also export Node's process metrics (CPU, memory, event-loop lag) under their standard
+   * names (`process_*`, `nodejs_*`, as stock dashboards expect them); default true.
+   */
   processMetrics?: boolean;
+  /** The labels of hive_build_info; default: this package and its bpf/hive.bpf.o. */
+  build?: Pick<BuildInfo, "version" | "program" | "nodeVersion">;
 }
 
 export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics {
   const registry = options.registry ?? new Registry();
-  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry, prefix: "hive_" });
+  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry });
   const registers = [registry];
+
+  const build = options.build ?? buildInfo();
+  new Gauge({
+    name: "hive_build_info",
+    help: "Always 1: the package version, the compiled kernel program (SHA-256 of its object) and the Node.js version, as labels.",
+    labelNames: ["version", "program", "node_version"],
+    registers,
+  }).set({ version: build.version, program: build.program, node_version: build.nodeVersion }, 1);
+
+  let readinessSource: ReadinessSource | undefined;
+  new Gauge({
+    name: "hive_agent_ready",
+    help: "1 when every readiness check of the agent passes (what /readyz answers), else 0; /readyz?verbose names the failing ones.",
+    registers,
+    async collect() {
+      if (readinessSource) this.set((await readinessSource()) ? 1 : 0);
+    },
+  });
 
   let kernelSource: KernelCountersSource | undefined;
   /** A counter fed at scrape time from one of the kernel's cumulative counters. */
@@ -288,6 +319,11 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
       help: "Bytes the alert spool occupies (on disk, or in memory without a spool).",
       registers,
     }),
+    spoolCapacityBytes: new Gauge({
+      name: "hive_spool_capacity_bytes",
+      help: "The bound of hive_spool_bytes: beyond it the oldest alerts are dropped (reason spool_full).",
+      registers,
+    }),
     spoolCorruptFiles: new Counter({
       name: "hive_spool_corrupt_files_total",
       help: "Spool files found corrupt at start-up (the readable part is kept, the rest skipped).",
@@ -330,6 +366,9 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     },
     observeResolver(source) {
       resolverSource = source;
+    },
+    observeReadiness(source) {
+      readinessSource = source;
     },
   };
 }

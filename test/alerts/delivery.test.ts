@@ -265,6 +265,8 @@ describe("alert delivery to a real receiver", () => {
     expect(dropped).toBeGreaterThan(50);
     expect(pipeline.pending()).toBe(100 - dropped);
     expect((await metrics.spoolBytes.get()).values[0]?.value).toBeLessThanOrEqual(16 * 1024);
+    // The bound the spool-filling alert divides by is the one configured.
+    expect((await metrics.spoolCapacityBytes.get()).values[0]?.value).toBe(16 * 1024);
     await receiver.up();
     expect(await pipeline.drain(10_000)).toBe(true);
     expect(
@@ -479,6 +481,7 @@ describe("spooled delivery across restarts and bounds", () => {
     expect(logs.some((l) => (l.error as { code?: string } | undefined)?.code === "SpoolFull")).toBe(true);
     const gauge = (await metrics.spoolBytes.get()).values[0]?.value ?? 0;
     expect(gauge).toBeLessThanOrEqual(64 * 1024);
+    expect((await metrics.spoolCapacityBytes.get()).values[0]?.value).toBe(64 * 1024);
     await receiver.up();
     expect(await pipeline.drain(10_000)).toBe(true);
     // Exactly the newest alerts arrive: the dropped ones are the oldest.

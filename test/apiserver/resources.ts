@@ -69,6 +69,8 @@ export const BUILTIN_RESOURCES: readonly ResourceDef[] = [
   builtin("", "v1", "events", "Event", true, false, EVENT_FIELDS),
   builtin("", "v1", "secrets", "Secret", true, false, ["type"]),
   builtin("", "v1", "configmaps", "ConfigMap", true, false),
+  // Rendered beside the agent to admit its priority class outside kube-system (GKE).
+  builtin("", "v1", "resourcequotas", "ResourceQuota", true, true),
   builtin("", "v1", "serviceaccounts", "ServiceAccount", true, false),
   builtin("coordination.k8s.io", "v1", "leases", "Lease", true, false),
   builtin("events.k8s.io", "v1", "events", "Event", true, false, [

@@ -109,6 +109,7 @@ describe("HiveMonitor with the minimal configuration", () => {
         "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition",
         "kubernetes:apps/v1:DaemonSet",
         "kubernetes:core/v1:Namespace",
+        "kubernetes:core/v1:ResourceQuota",
         "kubernetes:core/v1:ServiceAccount",
         "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
         "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",

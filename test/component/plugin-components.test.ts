@@ -37,6 +37,8 @@ const RICH: HiveMonitorArgs = {
   ...FULL,
   updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 2, maxSurge: "10%" } },
   podMonitor: true,
+  prometheusRule: true,
+  grafanaDashboard: { namespace: "monitoring" },
   admissionPolicy: false,
 };
 
@@ -78,6 +80,8 @@ const SCHEMA_SHAPED: HiveMonitorSchemaArgs = {
   legacyKernelCapabilities: true,
   updateStrategy: { type: "RollingUpdate", maxUnavailable: "2", maxSurge: "10%" },
   podMonitor: {},
+  prometheusRule: {},
+  grafanaDashboard: { namespace: "monitoring" },
   admissionPolicy: false,
 };
 

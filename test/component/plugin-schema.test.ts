@@ -43,7 +43,15 @@ describe("the Pulumi plugin", () => {
     expect(keys(monitor?.properties)).toEqual(["daemonSetName", "namespace", "policyNames"]);
     expect(monitor?.properties?.policyNames).toMatchObject({ type: "array", items: { type: "string" } });
     // What decides which resources exist stays a plain value, as in TypeScript.
-    for (const option of ["traps", "admissionPolicy", "podMonitor", "deleteCrdsOnDestroy"])
+    for (const option of [
+      "traps",
+      "admissionPolicy",
+      "priorityClassQuota",
+      "podMonitor",
+      "prometheusRule",
+      "grafanaDashboard",
+      "deleteCrdsOnDestroy",
+    ])
       expect(monitor?.inputProperties?.[option]?.plain, option).toBe(true);
     expect(monitor?.inputProperties?.image?.plain).toBeUndefined();
     expect(monitor?.inputProperties?.callback?.$ref).toBe("#/types/hive:index:Callback");

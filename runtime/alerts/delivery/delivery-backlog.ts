@@ -88,9 +88,11 @@ export class DeliveryBacklog {
       const s = spool.stats();
       metrics.pendingAlerts.set(s.pending);
       metrics.spoolBytes.set(s.bytes);
+      metrics.spoolCapacityBytes.set(spool.maxBytes);
     } else {
       metrics.pendingAlerts.set(this.count);
       metrics.spoolBytes.set(this.bytes);
+      metrics.spoolCapacityBytes.set(this.options.maxPendingBytes);
     }
   }
 

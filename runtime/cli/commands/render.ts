@@ -15,8 +15,10 @@ const help = `Usage: hive render [--config FILE] [--image IMAGE] [--only crds | 
 
 Prints, as a multi-document YAML stream on stdout, every Kubernetes object the HiveMonitor
 Pulumi component would create: Namespace, CRDs, ServiceAccount, RBAC, the Secret holding the
-callback URL, admission policy, the agent DaemonSet and the HivePolicies of the configured
-traps (the Secret's URL is printed too: keep the output as you keep the URL).
+callback URL, admission policy, the ResourceQuota admitting the agent's priority class, the
+agent DaemonSet and the HivePolicies of the configured traps, and what the config asks for of
+the PodMonitor, PrometheusRule and Grafana dashboard ConfigMap (podMonitor, prometheusRule,
+grafanaDashboard: true). The Secret's URL is printed too: keep the output as you keep the URL.
 
 kubectl maps every object of a stream before it creates the first one, so on a new cluster
 the HivePolicies of a stream that also holds their CRDs are refused ("ensure CRDs are installed
