@@ -33,6 +33,7 @@ import { createLogger, type Logger } from "../log.ts";
 import { createHealth, createHiveMetrics, startMetricsServer } from "../metrics/index.ts";
 import { WATCH_TABLE_DIR, watchTableFileFor } from "../standalone/watch-table-file.ts";
 import { AGENT_USAGE, type AgentConfig, parseAgentConfig, readBootId } from "./config.ts";
+import { addKernelReadinessChecks } from "./kernel-readiness.ts";
 import { agentIdentity } from "./loader-election.ts";
 import { startNodeAgent } from "./node-agent.ts";
 import { loaderLockFileFor } from "./node-lock.ts";
@@ -277,19 +278,10 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     ok: agent.ready(),
     message: "waiting for the first list of policies, pods and HiveData",
   }));
-  health.addReadinessCheck("kernel-program", () => {
-    const failure = agent.loaderFailure();
-    if (failure !== undefined) return { ok: false, message: failure };
-    return kernel?.health?.() ?? { ok: true };
-  });
-  health.addReadinessCheck("watch-map", () => {
-    const notWatched = kernel?.counters().notWatched ?? 0;
-    return notWatched === 0
-      ? { ok: true }
-      : {
-          ok: false,
-          message: `the kernel watch map is full: ${notWatched} files not watched (watch fewer files or raise --watch-capacity)`,
-        };
+  addKernelReadinessChecks(health, {
+    kernel: () => kernel,
+    loader: () => agent.loader(),
+    loaderFailure: () => agent.loaderFailure(),
   });
   health.addReadinessCheck("alert-spool", () => alerts.health());
   health.addReadinessCheck("callback-credentials", () =>

@@ -201,8 +201,17 @@ describe("loader controller", () => {
         createRoutingSnapshotStore(file, "ffffffff-0000-4000-8000-000000000000", log).load(),
       ).toBeUndefined();
 
+      // An upgrade that replaced the maps (another layout): watched from the snapshot at once.
+      const fresh = routingLoader(new RecordingKernel(), { snapshot: store });
+      expect(fresh.kernel.entries.filter((e) => e.kind === "file").map((e) => e.key.ino)).toEqual([
+        100n,
+        200n,
+      ]);
+      fresh.loader.stop();
+
       // The restarted agent, with the API server away: no list, yet the first event is routed.
       const kernel = new RecordingKernel();
+      kernel.entries = [...before.kernel.entries]; // the map it left pinned
       const { accesses, loader } = routingLoader(kernel, { snapshot: store });
       kernel.emit({ slot: 1, kind: "file", key: { major: 8, minor: 1, ino: 100n } });
       kernel.emit({ slot: 2, kind: "file", key: { major: 8, minor: 1, ino: 200n } });

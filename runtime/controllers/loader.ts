@@ -99,6 +99,8 @@ export interface LoaderController extends ControllerLifecycle<LoaderStats> {
   onData(type: WatchEventType, data: HiveData): void;
   /** The HiveData behind a kernel slot (what the alert pipeline enriches from). */
   lookup(slot: number): readonly HiveData[];
+  /** True while events are held unrouted (before the first sync, without a routing snapshot). */
+  holding(): boolean;
 }
 
 export function createLoaderController(options: LoaderOptions): LoaderController {
@@ -343,6 +345,10 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     }
     byKeyId = indexByKey(valid);
     bySlot = new Map([...byKeyId.values()].map((v) => [v.entry.slot, v]));
+    // Fresh maps (an upgrade to another map layout replaced them): watched from the snapshot now,
+    // not from the first list; pinned maps of this layout are left as they are.
+    if (kernel.counters().watched === 0 && byKeyId.size > 0)
+      stats.notWatched = kernel.sync([...byKeyId.values()].map((v) => v.entry)).notWatched.length;
     log.info("routing events from the last synced state until the lists are in", {
       policies: seed.policies.length,
       traps: valid.length,
@@ -386,6 +392,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       runner.trigger();
     },
     lookup,
+    holding: () => held !== undefined,
     ...loop.lifecycle,
     stop() {
       stopped = true;

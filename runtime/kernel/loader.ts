@@ -6,12 +6,19 @@
  * can pin it) live under a bpffs directory so that a restarted agent adopts them. Which attach
  * mode to open it in is open-watcher.ts's choice.
  */
-import { existsSync, readdirSync, rmdirSync } from "node:fs";
+import { closeSync, existsSync, readdirSync, rmdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import koffi from "koffi";
 import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { ATTACH_PROGRAMS, ATTACH_SYMBOLS, attachError, type KernelFacts, linkPinName } from "./attach.ts";
+import {
+  ATTACH_PROGRAMS,
+  ATTACH_SYMBOLS,
+  attachError,
+  type KernelFacts,
+  linkPinName,
+  PROGRAM_PIN,
+} from "./attach.ts";
 import { DEFAULT_PIN_ROOT, ensureBpffsDir } from "./bpffs.ts";
 import {
   type Ancestor,
@@ -31,6 +38,7 @@ import { check, checkPointer, errnoName, libbpf, openPinnedLink, type Pointer } 
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import { DEFAULT_OBJECT_PATH } from "./object-path.ts";
 import { ProcessTracking } from "./process-tracking.ts";
+import { pinnedProgramInfo, programInfo } from "./program-info.ts";
 import { RingConsumer } from "./ring-consumer.ts";
 import { setRodata } from "./rodata.ts";
 import type { ProofMaps } from "./trap-proof.ts";
@@ -77,6 +85,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
    * (parentHook: "never") or not attached: the agent must then re-resolve by polling.
    */
   readonly parentEvents: boolean;
+  /** The parent hook this kernel needs did not attach (readiness says so). */
+  private parentHookMissing = false;
   private parentLink: Pointer | null = null;
   private tracking: ProcessTracking | null = null;
   /** hive_watch's max_entries. */
@@ -84,6 +94,11 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   /** True when an earlier agent's pinned link was adopted instead of attaching anew. */
   readonly adopted: boolean;
   readonly programFd: number;
+  /** The adopted link's program (pinned by the agent that attached it); -1 when it is ours. */
+  private runningProgramFd = -1;
+  private programReplaced: { from: string; to: string; failed?: string } | undefined;
+  /** Events and bursts an earlier agent of another map layout left unread (open-watcher.ts). */
+  upgradeDiscarded = 0n;
   private readonly lib = libbpf();
   private readonly obj: Pointer;
   private link: Pointer | null = null;
@@ -231,6 +246,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       this.adopted = options.attach === false ? false : this.attach(prog);
       if (options.attach !== false && split && loadParentHook) this.attachParentHook();
       this.parentEvents = !split || this.parentLink !== null;
+      this.parentHookMissing =
+        options.attach !== false && split && loadParentHook && this.parentLink === null;
       if (!this.parentEvents && options.attach !== false) {
         this.logger?.warn("parent watches are inert on this kernel (inode_permission is split)", {
           symbol: "inode_permission.part.0",
@@ -283,15 +300,49 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     }) as Pointer | null;
   }
 
-  /** Attaches, or adopts a link an earlier agent pinned. Returns true when adopted. */
+  /**
+   * Attaches, or adopts a link an earlier agent pinned when it runs this very program (same tag).
+   * A link running another version is replaced: this program is attached first, the old link
+   * detached after, so no check goes unseen (in between both run, folding into the same bursts:
+   * they share the maps). Returns true when adopted.
+   */
   private attach(prog: Pointer): boolean {
     const linkPath = this.pinRoot ? join(this.pinRoot, linkPinName(this.attachMode)) : null;
-    if (linkPath) {
+    const progPath = this.pinRoot ? join(this.pinRoot, PROGRAM_PIN) : null;
+    const mine = programInfo(this.programFd).tag;
+    if (linkPath && progPath) {
       const link = openPinnedLink(linkPath);
       if (link) {
-        this.link = link;
-        this.logger?.info("adopted pinned BPF link", { path: linkPath });
-        return true;
+        const running = pinnedProgramInfo(progPath)?.tag;
+        if (running === mine) {
+          this.link = link;
+          this.runningProgramFd = this.lib.bpf_obj_get(progPath) as number;
+          this.logger?.info("adopted pinned BPF link", { path: linkPath, program: mine });
+          return true;
+        }
+        const fresh = this.attachTo(prog, ATTACH_SYMBOLS.trap);
+        if (!fresh) {
+          // The earlier version keeps watching: better than a gap; said, and retried at the next start.
+          this.link = link;
+          this.programReplaced = { from: running ?? "unknown", to: mine, failed: errnoName(-koffi.errno()) };
+          this.logger?.error("cannot attach this version's program; an earlier version keeps running", {
+            running: running ?? "unknown",
+            wanted: mine,
+            errno: errnoName(-koffi.errno()),
+          });
+          return true;
+        }
+        this.lib.bpf_link__unpin(link);
+        this.lib.bpf_link__destroy(link); // its pin was the last reference: detached now
+        this.link = fresh;
+        this.ownsLink = true;
+        this.pinLink(fresh, linkPath, progPath);
+        this.programReplaced = { from: running ?? "unknown", to: mine };
+        this.logger?.info("replaced the program an earlier agent left running", {
+          from: running ?? "unknown",
+          to: mine,
+        });
+        return false;
       }
     }
     if (this.pinRoot) {
@@ -311,12 +362,27 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     if (!link) throw attachError(this.attachMode, koffi.errno(), this.facts);
     this.link = link;
     this.ownsLink = true;
-    if (linkPath) {
-      const pinned = this.lib.bpf_link__pin(link, linkPath) as number;
-      // Legacy perf-event kprobe links (before 5.15) cannot be pinned: the maps still are.
-      if (pinned < 0) this.logger?.warn("BPF link not pinnable on this kernel", { errno: errnoName(pinned) });
-    }
+    if (linkPath && progPath) this.pinLink(link, linkPath, progPath);
     return false;
+  }
+
+  /** Pins the link and the program it runs (what the next agent compares its own with). */
+  private pinLink(link: Pointer, linkPath: string, progPath: string): void {
+    const pinned = this.lib.bpf_link__pin(link, linkPath) as number;
+    // Legacy perf-event kprobe links (before 5.15) cannot be pinned: the maps still are.
+    if (pinned < 0) {
+      this.logger?.warn("BPF link not pinnable on this kernel", { errno: errnoName(pinned) });
+      return;
+    }
+    rmSync(progPath, { force: true });
+    const rc = this.lib.bpf_obj_pin(this.programFd, progPath) as number;
+    if (rc < 0) this.logger?.warn("cannot pin the trap program", { path: progPath, errno: errnoName(rc) });
+  }
+
+  /** The running program's version (its tag), and whether it replaced an earlier agent's. */
+  programVersion(): { tag: string; replaced?: { from: string; to: string; failed?: string } } {
+    const fd = this.runningProgramFd >= 0 ? this.runningProgramFd : this.programFd;
+    return { tag: programInfo(fd).tag, ...(this.programReplaced ? { replaced: this.programReplaced } : {}) };
   }
 
   /** Not pinned: kernels that need it (5.10) cannot pin kprobe links anyway. */
@@ -362,10 +428,29 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       delivered: this.delivered(),
       inFlightPeak: this.consumer?.inFlightPeak ?? 0,
       consumerRestarts: this.consumer?.restarts ?? 0,
+      programMisses: this.programMisses(),
+      upgradeDiscarded: this.upgradeDiscarded,
+      program: {
+        tag: this.programVersion().tag,
+        attachMode: this.attachMode,
+        ...(this.programReplaced ? { replacedFrom: this.programReplaced.from } : {}),
+      },
       ringUsedBytes: this.consumer?.ringUsedBytes() ?? 0,
       ringHeld: this.consumer?.held ?? false,
       ringPaused: this.consumer?.paused ?? false,
     };
+  }
+
+  /** Runs of the trap and parent programs the kernel skipped (recursion; kprobes since 6.7). */
+  private programMisses(): bigint {
+    let total = 0n;
+    const trap = this.runningProgramFd >= 0 ? this.runningProgramFd : this.programFd;
+    total += programInfo(trap).misses ?? 0n;
+    if (this.parentLink) {
+      const fd = this.lib.bpf_program__fd(this.program(ATTACH_PROGRAMS[this.attachMode].parent)) as number;
+      total += programInfo(fd).misses ?? 0n;
+    }
+    return total;
   }
 
   /** Handled events keep their ring space until `gate` says their alerts are durable (RingGate). */
@@ -403,6 +488,12 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   /** Not ok while no worker reads the ring buffer (a dead one is being replaced). */
   health(): { ok: boolean; message?: string } {
+    if (this.parentHookMissing)
+      return {
+        ok: false,
+        message:
+          "the parent-directory hook did not attach: a trapped file replaced or renamed is noticed only when its trap is resolved again",
+      };
     return this.consumer?.health() ?? { ok: true };
   }
 
@@ -441,8 +532,10 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       else if (this.pinRoot) this.lib.bpf_link__unpin(this.link);
       this.lib.bpf_link__destroy(this.link);
     }
+    if (this.runningProgramFd >= 0) closeSync(this.runningProgramFd);
     if (!keep && this.pinRoot) {
       for (const name of PINNED_MAPS) this.lib.bpf_map__unpin(this.maps[name], null);
+      rmSync(join(this.pinRoot, PROGRAM_PIN), { force: true });
     }
     this.lib.bpf_object__close(this.obj);
     if (!keep && this.pinRoot && existsSync(this.pinRoot) && readdirSync(this.pinRoot).length === 0) {

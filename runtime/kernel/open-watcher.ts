@@ -10,6 +10,7 @@ import { checkArchitecture } from "./architecture.ts";
 import { attachCandidates, pinnedLinkMode, readKernelFacts } from "./attach.ts";
 import { DEFAULT_PIN_ROOT } from "./bpffs.ts";
 import { type KernelWatcherOptions, LibbpfKernelWatcher } from "./loader.ts";
+import { countPinnedBacklog } from "./pinned-backlog.ts";
 
 /** Errors that mean "this attach mode cannot work here": auto then tries the next one. */
 const MODE_UNUSABLE = new Set([
@@ -31,10 +32,20 @@ export function openKernelWatcher(options: KernelWatcherOptions = {}): LibbpfKer
     const pinRoot = options.pinRoot === undefined ? DEFAULT_PIN_ROOT : options.pinRoot;
     if (!isHiveError(error, "PinsOfAnotherLayout") || !options.replaceStalePins || !pinRoot) throw error;
     // An upgrade changed a map's layout: watching with fresh maps beats staying blind. Removing
-    // the pins detaches the old version's links (their pins were the last references).
-    options.logger?.warn("replacing the pins of an agent of another version", { pinRoot });
+    // the pins detaches the old version's links (their pins were the last references). What the
+    // old version left unread cannot be decoded by this one: counted first, not lost silently.
+    const discarded = countPinnedBacklog(pinRoot);
+    options.logger?.error(
+      "replacing the pins of an agent of another map layout; its unread events are counted as lost",
+      {
+        pinRoot,
+        ...discarded,
+      },
+    );
     for (const name of readdirSync(pinRoot)) unlinkSync(join(pinRoot, name));
-    return openInSomeMode(options);
+    const watcher = openInSomeMode(options);
+    watcher.upgradeDiscarded = BigInt(discarded.events + discarded.bursts);
+    return watcher;
   }
 }
 

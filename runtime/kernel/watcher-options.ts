@@ -72,6 +72,12 @@ export interface LibbpfCounters extends KernelCounters {
   inFlightPeak: number;
   /** Ring workers that died and were replaced. */
   consumerRestarts: number;
+  /** Runs of the hooks the kernel skipped (fentry recursion; kprobes since 6.7): checks never seen. */
+  programMisses: bigint;
+  /** Events and bursts an earlier agent of another map layout left unread: replaced, counted. */
+  upgradeDiscarded: bigint;
+  /** The running trap program: its tag, attach mode, and the tag it replaced at start, if any. */
+  program: { tag: string; attachMode: string; replacedFrom?: string };
   /** Bytes of the ring buffer not released to the kernel (read and held, or not read yet). */
   ringUsedBytes: number;
   /** The release of handled events is held: their alerts are neither on disk nor delivered. */

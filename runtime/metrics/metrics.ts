@@ -55,6 +55,10 @@ export type KernelCountersSource = () => {
   unfolded?: bigint;
   held?: bigint;
   floodFull?: bigint;
+  programMisses?: bigint;
+  upgradeDiscarded?: bigint;
+  /** The running trap program's tag and attach mode (runtime/kernel/program-info.ts). */
+  program?: { tag: string; attachMode: string; replacedFrom?: string };
   ringUsedBytes?: number;
   ringHeld?: boolean;
   ringPaused?: boolean;
@@ -165,6 +169,16 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     (c) => c.events,
   );
   kernelCounter(
+    "hive_kernel_program_misses_total",
+    "Runs of Hive's kernel hooks the kernel skipped because one was already running on that CPU (fentry recursion; kprobes since Linux 6.7): permission checks never seen.",
+    (c) => c.programMisses ?? 0n,
+  );
+  kernelCounter(
+    "hive_kernel_upgrade_discarded_total",
+    "Events and pending bursts an agent of another map layout left unread when this one replaced its pins (another version's layout cannot be decoded): lost, and counted.",
+    (c) => c.upgradeDiscarded ?? 0n,
+  );
+  kernelCounter(
     "hive_kernel_events_lost_total",
     "Access events lost because the kernel ring buffer was full.",
     (c) => c.lost,
@@ -202,6 +216,21 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
         if (kernelSource) this.set(pick(kernelSource()));
       },
     });
+  new Gauge({
+    name: "hive_kernel_program_info",
+    help: "1 for the trap program the kernel runs: its tag (a hash of its instructions: another build has another), attach mode, and the tag it replaced when this agent found an earlier version running.",
+    labelNames: ["tag", "attach_mode", "replaced"],
+    registers,
+    collect() {
+      this.reset();
+      const program = kernelSource?.().program;
+      if (program)
+        this.set(
+          { tag: program.tag, attach_mode: program.attachMode, replaced: program.replacedFrom ?? "" },
+          1,
+        );
+    },
+  });
   kernelGauge(
     "hive_kernel_ring_used_bytes",
     "Bytes of the kernel ring buffer not given back to the kernel: events not read yet, or read and held until their alerts are durable.",

@@ -72,8 +72,10 @@ export class RecordingKernel implements KernelWatcher {
       released = true;
     };
   }
+  /** What the ring buffer could not take (a test sets it as the kernel would count it). */
+  lost = 0n;
   counters(): KernelCounters {
-    return { events: 0n, lost: 0n, watched: this.entries.length };
+    return { events: 0n, lost: this.lost, watched: this.entries.length };
   }
   /** Runs inside close(), as the ring worker's final drain does: events it emits are the last ones. */
   onClose?: (kernel: RecordingKernel) => void;

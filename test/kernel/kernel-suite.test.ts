@@ -6,6 +6,7 @@
  * test/kernel/fetch-kernels.sh. Locally a missing prerequisite skips loudly; under
  * CI=true it fails.
  */
+import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -26,6 +27,21 @@ let allowImage: ReturnType<typeof buildAllowImage> | undefined;
 const allowImageEnv = () => {
   allowImage ??= buildAllowImage(join(WORK_DIR, "allow-image"));
   return { HIVE_ALLOW_IMAGE: allowImage.archive, HIVE_ATTACKER: allowImage.attackerPath };
+};
+/** The upgrade cases' "earlier versions" of the program (bpf/build.sh HIVE_BPF_VARIANT), built once. */
+let variants: { HIVE_VARIANT_PROGRAM: string; HIVE_VARIANT_LAYOUT: string } | undefined;
+const variantEnv = () => {
+  if (variants) return variants;
+  const build = (variant: string) => {
+    const out = join(WORK_DIR, `hive-${variant}-variant.bpf.o`);
+    execFileSync("sh", [join(REPO_ROOT, "bpf/build.sh")], {
+      env: { ...process.env, HIVE_BPF_VARIANT: variant, HIVE_BPF_OUT: out },
+      stdio: "pipe",
+    });
+    return out;
+  };
+  variants = { HIVE_VARIANT_PROGRAM: build("program"), HIVE_VARIANT_LAYOUT: build("layout") };
+  return variants;
 };
 
 for (const series of SERIES) {
@@ -52,6 +68,7 @@ for (const series of SERIES) {
           // HIVE_CASES="name|name" runs only those cases (while developing one; the rest then fail as not run).
           env: {
             ...allowImageEnv(),
+            ...variantEnv(),
             ...(process.env.HIVE_CASES ? { HIVE_CASES: process.env.HIVE_CASES } : {}),
           },
           timeoutMs: 600_000,

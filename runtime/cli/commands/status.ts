@@ -55,6 +55,10 @@ interface RootStatus {
 interface ProgramInfo {
   id: number;
   name: string;
+  /** The running program's version: a hash of its instructions (the agent logs and exports it). */
+  tag?: string;
+  /** Runs the kernel skipped (recursion; kprobes since 6.7). */
+  misses?: number;
   loadedAt?: number;
   runCount?: number;
   runTimeNs?: number;
@@ -76,10 +80,20 @@ function programInfo(pinRoot: string, mode: AttachMode | null | undefined): Prog
       | undefined;
     if (link?.prog_id === undefined) return undefined;
     const prog = bpftool(["prog", "show", "id", String(link.prog_id)]) as
-      | { id: number; name: string; loaded_at?: number; run_cnt?: number; run_time_ns?: number }
+      | {
+          id: number;
+          name: string;
+          tag?: string;
+          recursion_misses?: number;
+          loaded_at?: number;
+          run_cnt?: number;
+          run_time_ns?: number;
+        }
       | undefined;
     if (prog === undefined) return undefined;
     const info: ProgramInfo = { id: prog.id, name: prog.name };
+    if (prog.tag !== undefined) info.tag = prog.tag;
+    if (prog.recursion_misses !== undefined) info.misses = prog.recursion_misses;
     if (prog.loaded_at !== undefined) info.loadedAt = prog.loaded_at;
     if (prog.run_cnt !== undefined) info.runCount = prog.run_cnt;
     if (prog.run_time_ns !== undefined) info.runTimeNs = prog.run_time_ns;
@@ -120,6 +134,8 @@ function render(root: RootStatus): string {
   const how = mode ? `attached by ${mode} to inode_permission` : "attach mode unknown (no pinned link)";
   const prog = root.program;
   lines.push(`  program   ${prog ? `${prog.name} (id ${prog.id}), ` : ""}${how}`);
+  if (prog?.tag)
+    lines.push(`  version   ${prog.tag}${prog.misses ? ` · ${prog.misses} runs skipped by the kernel` : ""}`);
   if (table?.attachReason) lines.push(`  why       ${table.attachReason}`);
   if (prog?.loadedAt !== undefined) lines.push(`  loaded    ${new Date(prog.loadedAt * 1000).toISOString()}`);
   if (prog?.runCount) {

@@ -35,6 +35,7 @@ import { floodCases } from "./flood-cases.ts";
 import { type GuestHarness, processCases } from "./process-cases.ts";
 import { proofCases } from "./proof-cases.ts";
 import { restartCases } from "./restart-cases.ts";
+import { upgradeCases } from "./upgrade-cases.ts";
 
 const ALL: AccessKind[] = ["read", "write", "exec", "append", "open"];
 const PIN_ROOT = "/sys/fs/bpf/hive-test";
@@ -112,6 +113,7 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
   ...proofCases(harness, PIN_ROOT),
   ...restartCases(harness, PIN_ROOT),
   ...durabilityCases(harness, PIN_ROOT),
+  ...upgradeCases(harness, PIN_ROOT),
   ...capacityCases(harness),
   async "a read of a watched file gives exactly one event with the reader's pid, tgid, uid, gid, comm and mask"() {
     const path = file("read.txt");
