@@ -11,14 +11,7 @@ import { join } from "node:path";
 import koffi from "koffi";
 import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import {
-  ATTACH_PROGRAMS,
-  ATTACH_SYMBOLS,
-  attachError,
-  type KernelFacts,
-  linkPinName,
-  PROGRAM_PIN,
-} from "./attach.ts";
+import { ATTACH_PROGRAMS, ATTACH_SYMBOLS, type KernelFacts, PROGRAM_PIN } from "./attach.ts";
 import { DEFAULT_PIN_ROOT, ensureBpffsDir } from "./bpffs.ts";
 import {
   type Ancestor,
@@ -34,13 +27,14 @@ import {
 import { readCounters } from "./counters.ts";
 import { FloodSummaries } from "./flood-summaries.ts";
 import { type InodePermissionSignature, inodePermissionSignature, overlayUpperOffset } from "./kernel-btf.ts";
-import { check, checkPointer, errnoName, libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
+import { check, checkPointer, errnoName, libbpf, type Pointer } from "./libbpf-ffi.ts";
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import { DEFAULT_OBJECT_PATH } from "./object-path.ts";
 import { ProcessTracking } from "./process-tracking.ts";
-import { pinnedProgramInfo, programInfo } from "./program-info.ts";
+import { programInfo } from "./program-info.ts";
 import { RingConsumer } from "./ring-consumer.ts";
 import { setRodata } from "./rodata.ts";
+import { attachProgram, attachTrapLink } from "./trap-link.ts";
 import type { ProofMaps } from "./trap-proof.ts";
 import { WatchMap } from "./watch-map.ts";
 import type { KernelWatcherOptions, LibbpfCounters } from "./watcher-options.ts";
@@ -287,96 +281,25 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   /** Attaches one program to `symbol` in this watcher's mode; null with errno set on failure. */
   private attachTo(prog: Pointer, symbol: string): Pointer | null {
-    if (this.attachMode !== "kprobe.multi") return this.lib.bpf_program__attach(prog) as Pointer | null;
-    // By symbol name, resolved by the kernel: libbpf's pattern form would read addresses
-    // from /proc/kallsyms, which a container without CAP_SYSLOG sees as zeros.
-    return this.lib.bpf_program__attach_kprobe_multi_opts(prog, null, {
-      sz: KPROBE_MULTI_OPTS_SIZE,
-      syms: [symbol],
-      addrs: null,
-      cookies: null,
-      cnt: 1,
-      retprobe: false,
-    }) as Pointer | null;
+    return attachProgram(this.lib, this.attachMode, prog, symbol);
   }
 
-  /**
-   * Attaches, or adopts a link an earlier agent pinned when it runs this very program (same tag).
-   * A link running another version is replaced: this program is attached first, the old link
-   * detached after, so no check goes unseen (in between both run, folding into the same bursts:
-   * they share the maps). Returns true when adopted.
-   */
+  /** Attaches the trap program, or adopts (or replaces) what an earlier agent pinned. True when adopted. */
   private attach(prog: Pointer): boolean {
-    const linkPath = this.pinRoot ? join(this.pinRoot, linkPinName(this.attachMode)) : null;
-    const progPath = this.pinRoot ? join(this.pinRoot, PROGRAM_PIN) : null;
-    const mine = programInfo(this.programFd).tag;
-    if (linkPath && progPath) {
-      const link = openPinnedLink(linkPath);
-      if (link) {
-        const running = pinnedProgramInfo(progPath)?.tag;
-        if (running === mine) {
-          this.link = link;
-          this.runningProgramFd = this.lib.bpf_obj_get(progPath) as number;
-          this.logger?.info("adopted pinned BPF link", { path: linkPath, program: mine });
-          return true;
-        }
-        const fresh = this.attachTo(prog, ATTACH_SYMBOLS.trap);
-        if (!fresh) {
-          // The earlier version keeps watching: better than a gap; said, and retried at the next start.
-          this.link = link;
-          this.programReplaced = { from: running ?? "unknown", to: mine, failed: errnoName(-koffi.errno()) };
-          this.logger?.error("cannot attach this version's program; an earlier version keeps running", {
-            running: running ?? "unknown",
-            wanted: mine,
-            errno: errnoName(-koffi.errno()),
-          });
-          return true;
-        }
-        this.lib.bpf_link__unpin(link);
-        this.lib.bpf_link__destroy(link); // its pin was the last reference: detached now
-        this.link = fresh;
-        this.ownsLink = true;
-        this.pinLink(fresh, linkPath, progPath);
-        this.programReplaced = { from: running ?? "unknown", to: mine };
-        this.logger?.info("replaced the program an earlier agent left running", {
-          from: running ?? "unknown",
-          to: mine,
-        });
-        return false;
-      }
-    }
-    if (this.pinRoot) {
-      // A link an earlier agent pinned in another mode would report every access twice.
-      for (const other of ATTACH_MODES) {
-        const stale = join(this.pinRoot, linkPinName(other));
-        if (other === this.attachMode || !existsSync(stale)) continue;
-        const old = openPinnedLink(stale);
-        if (old) {
-          this.lib.bpf_link__unpin(old);
-          this.lib.bpf_link__destroy(old);
-          this.logger?.info("detached a pinned link of another attach mode", { path: stale });
-        }
-      }
-    }
-    const link = this.attachTo(prog, ATTACH_SYMBOLS.trap);
-    if (!link) throw attachError(this.attachMode, koffi.errno(), this.facts);
-    this.link = link;
-    this.ownsLink = true;
-    if (linkPath && progPath) this.pinLink(link, linkPath, progPath);
-    return false;
-  }
-
-  /** Pins the link and the program it runs (what the next agent compares its own with). */
-  private pinLink(link: Pointer, linkPath: string, progPath: string): void {
-    const pinned = this.lib.bpf_link__pin(link, linkPath) as number;
-    // Legacy perf-event kprobe links (before 5.15) cannot be pinned: the maps still are.
-    if (pinned < 0) {
-      this.logger?.warn("BPF link not pinnable on this kernel", { errno: errnoName(pinned) });
-      return;
-    }
-    rmSync(progPath, { force: true });
-    const rc = this.lib.bpf_obj_pin(this.programFd, progPath) as number;
-    if (rc < 0) this.logger?.warn("cannot pin the trap program", { path: progPath, errno: errnoName(rc) });
+    const trap = attachTrapLink({
+      lib: this.lib,
+      mode: this.attachMode,
+      pinRoot: this.pinRoot,
+      prog,
+      programFd: this.programFd,
+      facts: this.facts,
+      logger: this.logger,
+    });
+    this.link = trap.link;
+    this.ownsLink = trap.owned;
+    this.runningProgramFd = trap.runningProgramFd;
+    this.programReplaced = trap.replaced;
+    return trap.adopted;
   }
 
   /** The running program's version (its tag), and whether it replaced an earlier agent's. */
@@ -547,6 +470,3 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 function nanoseconds(ms: number): bigint {
   return BigInt(Math.round(ms * 1e6));
 }
-
-/** struct bpf_kprobe_multi_opts of libbpf 1.x: five 8-byte fields and a bool, padded to 8. */
-const KPROBE_MULTI_OPTS_SIZE = 48;
