@@ -3,12 +3,14 @@
 set -eu
 cd "$(dirname "$0")"
 out=hive.bpf.o
-# HIVE_BPF_VARIANT=program|layout builds a variant for the upgrade tests (same layout other code,
-# or another map layout) to the path in HIVE_BPF_OUT; never the shipped object.
+# HIVE_BPF_VARIANT=program|layout|empty builds a variant to the path in HIVE_BPF_OUT, never the
+# shipped object: for the upgrade tests (same layout other code, or another map layout), and the
+# benchmark's floor (the trap hooks attached, returning at once).
 variant=""
 case "${HIVE_BPF_VARIANT:-}" in
 program) variant=-DHIVE_PROGRAM_VARIANT ;;
 layout) variant=-DHIVE_LAYOUT_VARIANT ;;
+empty) variant=-DHIVE_EMPTY_VARIANT ;;
 "") ;;
 *) echo "hive-bpf: unknown HIVE_BPF_VARIANT ${HIVE_BPF_VARIANT}" >&2; exit 2 ;;
 esac

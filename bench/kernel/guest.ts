@@ -36,6 +36,8 @@ execFileSync("mount", ["-t", "tmpfs", "tmpfs", binDir]);
 const loop = join(binDir, "loop");
 copyFileSync(process.env.HIVE_BENCH_LOOP ?? "", loop);
 const tinyProgram = join(binDir, "true");
+/** The floor's object: Hive's hooks, returning at once (built on the host). */
+const emptyObject = process.env.HIVE_BENCH_EMPTY ?? "";
 copyFileSync(process.env.HIVE_BENCH_TRUE ?? "", tinyProgram);
 const deepFile = join(deep, "file"); // 9 path components
 writeFileSync(deepFile, "x");
@@ -113,10 +115,26 @@ const perRun: Record<string, Record<string, { instrPerRun: number; runsPerCall: 
 /** Mode → tracker program → its cost in the exec-heavy workload. */
 const trackers: Record<string, Record<string, { instrPerRun: number; runsPerCall: number }>> = {};
 
-for (const mode of ["none", "kprobe", "fentry"] as const) {
+/**
+ * Each attach mode twice: Hive's program, and the floor — the same hooks attached, returning at
+ * once (bpf/build.sh HIVE_BPF_VARIANT=empty) — named "<mode> empty". A mode this kernel cannot
+ * attach is skipped (kprobe.multi needs 5.18+ with fprobe).
+ */
+const CONFIGURATIONS = ["none", ...["kprobe", "kprobe.multi", "fentry"].flatMap((m) => [m, `${m} empty`])];
+for (const mode of CONFIGURATIONS) {
   let watcher: LibbpfKernelWatcher | null = null;
   if (mode !== "none") {
-    watcher = openKernelWatcher({ attachMode: mode as AttachMode, pinRoot: null });
+    const [attachMode, empty] = mode.split(" ");
+    try {
+      watcher = openKernelWatcher({
+        attachMode: attachMode as AttachMode,
+        pinRoot: null,
+        ...(empty ? { objectPath: emptyObject } : {}),
+      });
+    } catch (error) {
+      console.log(`${mode}: not measured (${error instanceof Error ? error.message : String(error)})`);
+      continue;
+    }
     watcher.sync(decoys);
     await watcher.whenReady();
   }
