@@ -51,6 +51,8 @@ export interface AllowedCounts {
 /** In-memory counts, bounded: beyond `maxRecords` distinct trap × entry pairs new ones are not tracked (the metric still counts). */
 export function createAllowedCounts(maxRecords = 10_000): AllowedCounts {
   const byKey = new Map<string, AllowedRecord>();
+  /** The entry object each record's text was described from. */
+  const described = new Map<string, object>();
   let changed = false;
   return {
     add(source, entry, allow) {
@@ -60,8 +62,12 @@ export function createAllowedCounts(maxRecords = 10_000): AllowedCounts {
       changed = true;
       if (have) {
         have.count += 1;
-        // The list may have changed under the same trap id only with the same content; keep the latest text.
-        have.allow = describeEntry(allow);
+        // The list may have changed under the same trap id only with the same content; keep the latest text
+        // (described again only when the entry is another object: describing it per access cost more than the rest).
+        if (described.get(key) !== allow) {
+          have.allow = describeEntry(allow);
+          described.set(key, allow);
+        }
         return;
       }
       if (byKey.size >= maxRecords) return;
@@ -75,6 +81,7 @@ export function createAllowedCounts(maxRecords = 10_000): AllowedCounts {
       };
       if (source.policyNamespace !== undefined) record.namespace = source.policyNamespace;
       byKey.set(key, record);
+      described.set(key, allow);
     },
     records() {
       return [...byKey.values()]

@@ -159,6 +159,8 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
       })
     : undefined;
 
+  metrics.observeAllowed(() => allowedCounts.records());
+
   return {
     handle(event, source) {
       try {
@@ -170,12 +172,6 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
             : allowDecision(source.allow, event, { files: source.allowFiles, host: source.allowHost });
         if (verdict !== undefined && "entry" in verdict) {
           const entry = verdict.entry;
-          metrics.allowedAccesses.inc({
-            policy_namespace: source.policyNamespace ?? "",
-            policy: source.annotations.hive_policy_name ?? "",
-            trap_id: trapId,
-            entry: String(entry),
-          });
           allowedCounts.add(source, entry, source.allow?.[entry] ?? {});
           return undefined;
         }

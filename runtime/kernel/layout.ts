@@ -236,10 +236,15 @@ export function decodeBurstTimes(buf: Uint8Array): BurstTimes {
 }
 
 /** A NUL-terminated string of a record, decoded without copying the bytes first. */
-function cString(buf: Uint8Array, offset: number, size: number): string {
-  const bytes = buf.subarray(offset, offset + size);
-  const nul = bytes.indexOf(0);
-  return Buffer.from(bytes.buffer, bytes.byteOffset, nul < 0 ? bytes.length : nul).toString("utf8");
+/** A Buffer over the same bytes (no copy). */
+function asBuffer(buf: Uint8Array): Buffer {
+  return Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+}
+
+function cString(buf: Buffer, offset: number, size: number): string {
+  // Decoded in place: no view per string (half of an event's decoding cost was views).
+  const nul = buf.indexOf(0, offset);
+  return buf.toString("utf8", offset, nul < 0 || nul > offset + size ? offset + size : nul);
 }
 
 /**
@@ -299,7 +304,7 @@ export function decodeProc(buf: Uint8Array): DecodedProc {
     ppid: view.getUint32(L.ppid, true),
     nsPid: view.getUint32(L.ns_pid, true),
     uid: view.getUint32(L.uid, true),
-    exe: decodeExecIdentity(view.getUint32(L.flags, true), cString(buf, L.exe, EXE_MAX)),
+    exe: decodeExecIdentity(view.getUint32(L.flags, true), cString(asBuffer(buf), L.exe, EXE_MAX)),
   };
 }
 
@@ -308,6 +313,7 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
     throw new RangeError(`kernel event of ${buf.byteLength} bytes, expected ${EVENT_LAYOUT.size}`);
   }
   const view = new DataView(buf.buffer, buf.byteOffset, EVENT_LAYOUT.size);
+  const bytes = asBuffer(buf);
   const L = EVENT_LAYOUT;
   const u32 = (offset: number) => view.getUint32(offset, true);
   const mask = u32(L.mask);
@@ -318,7 +324,7 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
   const parentFlags = u32(L.parent_flags);
   const rootDev = keyFromKernelDev(u32(L.root_dev), 0n);
   const process: KernelEvent["process"] = {
-    exe: decodeExecIdentity(exeFlags, cString(buf, L.exe, EXE_MAX)),
+    exe: decodeExecIdentity(exeFlags, cString(bytes, L.exe, EXE_MAX)),
     provenance: decodeProvenance(
       exeFlags,
       keyFromKernelDev(u32(L.exe_dev), view.getBigUint64(L.exe_ino, true)),
@@ -329,8 +335,8 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
     ppid,
     parent: {
       pid: ppid,
-      comm: cString(buf, L.parent_comm, L.commSize),
-      exe: decodeExecIdentity(parentFlags, cString(buf, L.parent_exe, EXE_MAX)),
+      comm: cString(bytes, L.parent_comm, L.commSize),
+      exe: decodeExecIdentity(parentFlags, cString(bytes, L.parent_exe, EXE_MAX)),
       provenance: decodeProvenance(
         parentFlags,
         keyFromKernelDev(u32(L.parent_exe_dev), view.getBigUint64(L.parent_exe_ino, true)),
@@ -355,7 +361,7 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
     tgid: u32(L.tgid),
     uid: u32(L.uid),
     gid: u32(L.gid),
-    comm: cString(buf, L.comm, L.commSize),
+    comm: cString(bytes, L.comm, L.commSize),
     cgroupId: view.getBigUint64(L.cgroup_id, true),
     count: u32(L.count),
     process,

@@ -67,6 +67,15 @@ export type KernelCountersSource = () => {
 /** Whether every readiness check passes (runtime/metrics/health.ts), asked at scrape time. */
 export type ReadinessSource = () => Promise<boolean>;
 
+/** Cumulative allowed accesses by trap and entry (runtime/alerts/allowed-counts.ts AllowedRecord). */
+export type AllowedCountsSource = () => Iterable<{
+  namespace?: string;
+  policy: string;
+  trapId: string;
+  entry: number;
+  count: number;
+}>;
+
 /** Cumulative figures of the trap path resolver threads (runtime/discover/resolve-pool.ts ResolvePoolStats). */
 export type ResolverStatsSource = () => { stuck: number; timeouts: number };
 
@@ -101,6 +110,8 @@ export interface HiveMetrics {
   readonly tenantCallbacksRefused: Counter<"policy_namespace">;
   /** Feed the kernel's cumulative counters (events, ring-buffer losses, watched entries) at scrape time. */
   observeKernel(source: KernelCountersSource): void;
+  /** Feed the allowed-access counts (runtime/alerts/allowed-counts.ts) at scrape time. */
+  observeAllowed(source: AllowedCountsSource): void;
   /** Feed the path resolver's stuck threads and timed-out walks at scrape time. */
   observeResolver(source: ResolverStatsSource): void;
   /** Feed hive_agent_ready (what /readyz answers) at scrape time. */
@@ -142,6 +153,7 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
   });
 
   let kernelSource: KernelCountersSource | undefined;
+  let allowedSource: AllowedCountsSource | undefined;
   /** A counter fed at scrape time from one of the kernel's cumulative counters. */
   const kernelCounter = (
     name: string,
@@ -300,6 +312,22 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
       help: "Accesses allowed by an entry of their trap's allow list (counted, not alerted), by policy, trap and entry (its index in the list).",
       labelNames: ["policy_namespace", "policy", "trap_id", "entry"],
       registers,
+      // Read from the pipeline's own counts at scrape time: labelling a counter per allowed access
+      // cost as much as deciding it.
+      collect() {
+        if (!allowedSource) return;
+        this.reset();
+        for (const r of allowedSource())
+          this.inc(
+            {
+              policy_namespace: r.namespace ?? "",
+              policy: r.policy,
+              trap_id: r.trapId,
+              entry: String(r.entry),
+            },
+            r.count,
+          );
+      },
     }),
     deliveryAttempts: new Counter({
       name: "hive_alert_delivery_attempts_total",
@@ -392,6 +420,9 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     }),
     observeKernel(source) {
       kernelSource = source;
+    },
+    observeAllowed(source) {
+      allowedSource = source;
     },
     observeResolver(source) {
       resolverSource = source;
