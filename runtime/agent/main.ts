@@ -68,8 +68,19 @@ async function callbackDestinations(
   config: AgentConfig,
   clients: KubeClients,
 ): Promise<DestinationOptions[]> {
-  if (!config.callback || (!config.callbackHeadersSecret && !config.callbackSigningSecret)) return [];
-  const destination: DestinationOptions = { urlPrefix: config.callback };
+  if (!config.callback) return [];
+  const needsSecrets = config.callbackHeadersSecret || config.callbackSigningSecret;
+  if (!needsSecrets && config.callbackFormat === "json") return [];
+  // The format holds for the callback's origin (a trap's callback beside it goes to the same
+  // receiver); secrets only for the callback URL itself.
+  const origin = `${new URL(config.callback).origin}/`;
+  const format: DestinationOptions[] =
+    config.callbackFormat === "json" ? [] : [{ urlPrefix: origin, format: config.callbackFormat }];
+  if (!needsSecrets) return format;
+  const destination: DestinationOptions = {
+    urlPrefix: config.callback,
+    ...(config.callbackFormat === "json" ? {} : { format: config.callbackFormat }),
+  };
   if (config.callbackHeadersSecret) {
     destination.headers = await loadSecretHeaders(
       clients.core,
@@ -86,7 +97,7 @@ async function callbackDestinations(
     );
     destination.hmacSecrets = [key];
   }
-  return [destination];
+  return [destination, ...format];
 }
 
 /** The Secrets callbackDestinations reads: watched, so a rotation applies without a restart. */
@@ -216,7 +227,11 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
         ...(config.watchCapacity ? { watchCapacity: config.watchCapacity } : {}),
       }));
   // The same for every event; callback, allow list and policy namespace come from each live trap.
-  const sourceContext = { nodeName: config.nodeName, kernelId };
+  const sourceContext = {
+    nodeName: config.nodeName,
+    kernelId,
+    ...(config.clusterName ? { clusterName: config.clusterName } : {}),
+  };
   const onAccess = (event: KernelEvent, matched: readonly ArmedData[]) => {
     for (const { data, trap } of matched)
       alerts.handle(event, alertSourceFromHiveData(data, trap, sourceContext));
