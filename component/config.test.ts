@@ -132,7 +132,7 @@ describe("resolveConfig", () => {
     ],
     [
       { image, callback: { url: "https://x", headers: { a: "b" } } },
-      "callback.headers: is not a known option (known: url, urlSecret, headersSecret, signingSecret)",
+      "callback.headers: is not a known option (known: url, urlSecret, headersSecret, signingSecret, format)",
     ],
     [
       { image, tenantCallbacks: ["https://teams.example.com/it's"] },
