@@ -184,13 +184,18 @@ function celString(text: string): string {
 
 export const TrapLabelsSchema = Type.Record(
   Type.String({ pattern: LABEL_KEY_PATTERN }),
-  Type.String({ pattern: LABEL_VALUE_PATTERN, maxLength: 63 }),
+  Type.String({
+    pattern: LABEL_VALUE_PATTERN,
+    maxLength: 63,
+    errorMessage:
+      "must be a label value: at most 63 letters, digits, - _ . (beginning and ending with a letter or digit)",
+  }),
   {
     maxProperties: MAX_TRAP_LABELS,
     description:
       "Labels every alert of this trap carries (e.g. team: payments), as Kubernetes label names and values; " +
       "receivers route and group on them.",
-    errorMessage: "must map label names to label values (63 characters, alphanumeric, - _ .)",
+    errorMessage: `must map label names to label values, at most ${MAX_TRAP_LABELS} of them`,
     "x-kubernetes-validations": [
       {
         rule: `self.all(k, k.matches('${celString(LABEL_KEY_PATTERN)}'))`,

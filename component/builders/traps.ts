@@ -94,6 +94,11 @@ export function trapProblems(trap: unknown, at: string, extraKeys: readonly stri
       return [...problems, { option: `${at}.match`, message: "must be an object" }];
     problems.push(...unknownKeys(t.match, MATCH_KEYS, `${at}.match`));
   }
+  if (t.labels !== undefined && !isPlainObject(t.labels))
+    return [
+      ...problems,
+      { option: `${at}.labels`, message: 'must map label names to values, e.g. { team: "payments" }' },
+    ];
   if (t.allow !== undefined) {
     if (!Array.isArray(t.allow) || !t.allow.every(isPlainObject)) {
       return [
