@@ -5,9 +5,18 @@
  */
 import { type Static, Type } from "@sinclair/typebox";
 import "./formats.ts";
-import { AccessKindSchema } from "./meta.ts";
+import { AccessKindSchema, WorkloadSchema } from "./meta.ts";
+import { SEVERITIES } from "./policy.ts";
 
 export const ALERT_SCHEMA_ID = "https://hive-operator.com/schemas/alert.schema.json";
+
+/**
+ * Bodies a callback can receive an alert in (runtime/alerts/delivery/ builds each): `json` the
+ * alert itself, `cloudevents` a CloudEvents 1.0 structured event, `alertmanager` Alertmanager's
+ * v2 API (`POST /api/v2/alerts`), `slack` a Slack-compatible incoming-webhook message.
+ */
+export const CALLBACK_FORMATS = ["json", "cloudevents", "alertmanager", "slack"] as const;
+export type CallbackFormat = (typeof CALLBACK_FORMATS)[number];
 
 /** How far up `process.ancestors` goes beyond the parent. */
 export const MAX_ANCESTORS = 8;
@@ -113,6 +122,21 @@ export const AlertSchema = Type.Object(
     hive_policy_name: Type.String({ description: "Name of the HivePolicy whose trap fired." }),
     hive_policy_namespace: Type.Optional(Type.String({ description: "Namespace of that HivePolicy." })),
     trap_id: Type.String({ description: "Stable id of the trap (the `trap-id` label)." }),
+    severity: Type.Union(
+      SEVERITIES.map((s) => Type.Literal(s)),
+      { description: "The trap's severity (default warning)." },
+    ),
+    labels: Type.Optional(
+      Type.Record(Type.String(), Type.String(), {
+        description: "The trap's labels (e.g. team), for receivers to route and group on.",
+      }),
+    ),
+    cluster: Type.Optional(
+      Type.Object(
+        { name: Type.String({ description: "The monitor's clusterName." }) },
+        { additionalProperties: false, description: "The cluster, when the monitor names it." },
+      ),
+    ),
     metadata: Type.Object(
       {
         path: Type.String({ description: "The trapped path, as written in the policy." }),
@@ -142,7 +166,22 @@ export const AlertSchema = Type.Object(
         {
           name: Type.String(),
           namespace: Type.String(),
-          container: Type.Object({ id: Type.String(), name: Type.String() }, { additionalProperties: false }),
+          container: Type.Object(
+            {
+              id: Type.String(),
+              name: Type.String(),
+              image: Type.Optional(
+                Type.String({ description: "The container's image, as the pod spec names it." }),
+              ),
+            },
+            { additionalProperties: false },
+          ),
+          labels: Type.Optional(
+            Type.Record(Type.String(), Type.String(), {
+              description: "The pod's labels when the agent found the file (at most 64, the first by name).",
+            }),
+          ),
+          workload: Type.Optional(WorkloadSchema),
         },
         { additionalProperties: false, description: "Absent for host paths watched in standalone mode." },
       ),

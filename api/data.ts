@@ -7,7 +7,7 @@
  */
 import { type Static, Type } from "@sinclair/typebox";
 import "./formats.ts";
-import { AccessKindSchema, API_VERSION, KIND_DATA, ObjectMetaSchema } from "./meta.ts";
+import { AccessKindSchema, API_VERSION, KIND_DATA, ObjectMetaSchema, WorkloadSchema } from "./meta.ts";
 import { MAX_ALLOW_ENTRIES, MAX_EXE_LENGTH } from "./policy.ts";
 
 export const DeviceSchema = Type.Object(
@@ -54,6 +54,34 @@ export const ExecutableSchema = Type.Object(
 );
 export type Executable = Static<typeof ExecutableSchema>;
 
+/** The most pod labels a HiveData (and so an alert) carries: the first ones by name. */
+export const MAX_POD_LABELS = 64;
+
+/**
+ * What an alert says about the pod besides its name: labels, owning workload, the container's
+ * image. The node that found the container writes it (the loader of a kernel shared by several
+ * nodes never saw that pod). Shown in alerts, never used for a decision.
+ */
+export const PodFactsSchema = Type.Object(
+  {
+    labels: Type.Optional(
+      Type.Record(Type.String({ maxLength: 317 }), Type.String({ maxLength: 63 }), {
+        maxProperties: MAX_POD_LABELS,
+        description: `The pod's labels (the first ${MAX_POD_LABELS} by name).`,
+      }),
+    ),
+    workload: Type.Optional(WorkloadSchema),
+    image: Type.Optional(
+      Type.String({ maxLength: 4096, description: "The container's image, as the pod spec names it." }),
+    ),
+  },
+  {
+    additionalProperties: false,
+    description: "The pod and container the trapped file was found in, for alerts.",
+  },
+);
+export type PodFacts = Static<typeof PodFactsSchema>;
+
 export const HiveDataSpecSchema = Type.Object(
   {
     // 64 bits exactly: overlayfs (xino) and others put bits above 2^53 into inode numbers, which a
@@ -87,6 +115,7 @@ export const HiveDataSpecSchema = Type.Object(
           "The files at the exact paths the trap's allow entries name (`exe`, `parent-exe`), as found in the same container: an entry holds only for the process that runs one of them.",
       }),
     ),
+    pod: Type.Optional(PodFactsSchema),
   },
   { additionalProperties: false },
 );

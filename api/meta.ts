@@ -65,6 +65,23 @@ export const AccessKindSchema = Type.Union(
   },
 );
 
+/**
+ * The workload a pod belongs to: its controller owner, followed up to the Deployment for a
+ * ReplicaSet that the Deployment controller made (told by the pod's `pod-template-hash` label and
+ * the ReplicaSet's name, not by reading the ReplicaSet: the agent may not read ReplicaSets).
+ */
+export const WorkloadSchema = Type.Object(
+  {
+    kind: Type.String({
+      maxLength: 63,
+      description: "Kind of the owner, e.g. Deployment, StatefulSet, DaemonSet, Job.",
+    }),
+    name: Type.String({ maxLength: 253, description: "Name of the owner, in the pod's namespace." }),
+  },
+  { additionalProperties: false, description: "The workload that owns the pod." },
+);
+export type Workload = Static<typeof WorkloadSchema>;
+
 /** A Kubernetes condition (metav1.Condition). */
 export const ConditionSchema = Type.Object({
   type: Type.String({ minLength: 1, maxLength: 316 }),

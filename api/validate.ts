@@ -14,6 +14,7 @@ import {
   type HivePolicySpec,
   HivePolicySpecSchema,
   type HiveTrap,
+  LABEL_KEY_PATTERN,
   modeProblem,
   OCTAL_MODE,
 } from "./policy.ts";
@@ -61,6 +62,8 @@ function schemaErrors(schema: TSchema, value: unknown, prefix: string): FieldErr
   return errors;
 }
 
+const LABEL_KEY = new RegExp(LABEL_KEY_PATTERN);
+
 /**
  * The rules the CRD states in CEL (see api/policy.ts), checked for callers outside
  * admission. They look only at traps whose fields have the right types, so they run beside
@@ -90,6 +93,16 @@ function specRules(spec: unknown, prefix: string): FieldError[] {
     if (problem !== undefined) errors.push({ field: `${at}.mode`, message: problem });
     if (trap.mode !== undefined && trap.create !== true) {
       errors.push({ field: `${at}.mode`, message: "only applies with create: true" });
+    }
+    if (trap.labels !== null && typeof trap.labels === "object" && !Array.isArray(trap.labels)) {
+      // The schema checks the values; a Record's keys only the CRD's CEL rule and this check see.
+      for (const key of Object.keys(trap.labels)) {
+        if (!LABEL_KEY.test(key))
+          errors.push({
+            field: `${at}.labels.${key}`,
+            message: "is not a label name (such as team or example.com/team)",
+          });
+      }
     }
     if (Array.isArray(trap.allow)) {
       trap.allow.forEach((entry: unknown, j) => {

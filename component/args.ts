@@ -13,7 +13,7 @@
  */
 import type * as k8s from "@pulumi/kubernetes";
 import type * as pulumi from "@pulumi/pulumi";
-import type { AccessKind } from "../api/index.ts";
+import type { AccessKind, CallbackFormat, Severity } from "../api/index.ts";
 
 type Input<T> = pulumi.Input<T>;
 
@@ -79,6 +79,10 @@ export interface TrapArgs {
   match?: TrapMatchArgs;
   /** Expected accessors, counted and not alerted (at most 64). Default: none, every access alerts. */
   allow?: AllowArgs[];
+  /** How urgent this trap's alerts are: `info`, `warning` or `critical`. Default: `warning`. */
+  severity?: Input<Severity>;
+  /** Labels every alert of this trap carries (e.g. `{ team: "payments" }`), as Kubernetes label names and values (at most 32). */
+  labels?: Input<Record<string, Input<string>>>;
 }
 
 /** A trap placed by HiveMonitor into a HivePolicy named by `policy`. */
@@ -114,6 +118,14 @@ export interface CallbackArgs {
   headersSecret?: Input<string>;
   /** HMAC-SHA256 key for signing alert bodies, from a Secret in the monitor's namespace. */
   signingSecret?: SecretKeyRef;
+  /**
+   * The body the receiver understands: `json` (the alert itself), `cloudevents` (a CloudEvents 1.0
+   * structured event), `alertmanager` (Alertmanager's v2 API: the URL is its base, e.g.
+   * `http://alertmanager.monitoring:9093`, and alerts are POSTed to `/api/v2/alerts` under it) or
+   * `slack` (a Slack-compatible incoming-webhook message). Applies to the URLs under the callback's
+   * origin. Default: `json`.
+   */
+  format?: Input<CallbackFormat>;
 }
 
 /** Pod tolerations, as in a pod spec (`@pulumi/kubernetes`' own type). */
@@ -165,11 +177,17 @@ export interface HiveMonitorArgs {
   imagePullSecrets?: Input<Input<string>[]>;
   /**
    * Default destination of alerts: a URL (`"https://alerts.example.com/hive"`, short for `{ url }`)
-   * or `{ url | urlSecret, headersSecret?, signingSecret? }`. Without it (and without a trap
+   * or `{ url | urlSecret, headersSecret?, signingSecret?, format? }`. Without it (and without a trap
    * callback) alerts go to stdout only. The URL reaches the agents from a Secret, never from
    * their arguments or an admission policy; a secret URL (`config.requireSecret`) stays secret.
    */
   callback?: Input<string> | CallbackArgs;
+  /**
+   * Name of the cluster, put into every alert (`cluster.name`, Alertmanager's `cluster` label, the
+   * Slack text), so that receivers serving several clusters tell them apart. Letters, digits,
+   * `-`, `_` and `.`, at most 63. Default: none.
+   */
+  clusterName?: Input<string>;
   /**
    * URL prefixes that HivePolicies outside the monitor's namespace (tenants') may name as a
    * trap `callback`, e.g. `https://alerts.example.com/teams/`, compared by path segment with the
@@ -275,6 +293,7 @@ export const MONITOR_OPTIONS = [
   "imagePullPolicy",
   "imagePullSecrets",
   "callback",
+  "clusterName",
   "tenantCallbacks",
   "traps",
   "nodeSelector",

@@ -1,6 +1,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { parseAgentConfig } from "../runtime/agent/config.ts";
 import type { HiveMonitorValues } from "./args.ts";
+import { agentArgs } from "./builders/daemonset.ts";
 import { formatProblems } from "./builders/problems.ts";
 import { resolveConfig } from "./config.ts";
 
@@ -81,6 +83,36 @@ describe("resolveConfig", () => {
     });
   });
 
+  it("maps a trap's severity and labels onto the HivePolicy, and passes clusterName and callback.format to the agent", () => {
+    const result = resolveConfig({
+      image,
+      clusterName: "prod-eu-1",
+      callback: { url: "http://alertmanager.monitoring:9093", format: "alertmanager" },
+      traps: [
+        { path: "/etc/shadow", severity: "critical", labels: { team: "payments", "example.com/tier": "1" } },
+      ],
+    });
+    if (!result.ok) throw new Error(formatProblems(result.problems));
+    expect(result.config.policies[0]?.spec.traps[0]).toEqual({
+      path: "/etc/shadow",
+      severity: "critical",
+      labels: { team: "payments", "example.com/tier": "1" },
+    });
+    const args = agentArgs(result.config);
+    expect(args.join(" ")).toContain("--cluster-name prod-eu-1");
+    expect(args.join(" ")).toContain("--callback-format alertmanager");
+    // The agent reads them back from those arguments.
+    expect(
+      parseAgentConfig(args.slice(1), { NODE_NAME: "n", HIVE_CALLBACK: "http://am:9093" }),
+    ).toMatchObject({
+      clusterName: "prod-eu-1",
+      callbackFormat: "alertmanager",
+    });
+    // Hive's own JSON is the default: no flag.
+    const plain = resolveConfig({ image, callback: { url: "https://x.example/" } });
+    expect(plain.ok && agentArgs(plain.config).join(" ")).not.toContain("--callback-format");
+  });
+
   it("groups traps into one policy per name, keeping their order", () => {
     const result = resolveConfig({
       image,
@@ -132,7 +164,43 @@ describe("resolveConfig", () => {
     ],
     [
       { image, callback: { url: "https://x", headers: { a: "b" } } },
-      "callback.headers: is not a known option (known: url, urlSecret, headersSecret, signingSecret)",
+      "callback.headers: is not a known option (known: url, urlSecret, headersSecret, signingSecret, format)",
+    ],
+    [
+      { image, callback: { url: "https://x.example/", format: "xml" } },
+      'callback.format: "xml" is not one of json, cloudevents, alertmanager, slack',
+    ],
+    [
+      { image, clusterName: "prod eu" },
+      'clusterName: "prod eu" must be letters, digits, "-", "_" and "." (at most 63), e.g. "prod-eu-1"',
+    ],
+    [
+      { image, traps: [{ path: "/etc/shadow", severity: "high" }] },
+      "traps[0].severity: must be one of info, warning, critical",
+    ],
+    [
+      { image, traps: [{ path: "/etc/shadow", labels: { team: "-bad-" } }] },
+      "traps[0].labels.team: must be a label value: at most 63 letters, digits, - _ . (beginning and ending with a letter or digit)",
+    ],
+    [
+      { image, traps: [{ path: "/etc/shadow", labels: { "-team": "ok" } }] },
+      "traps[0].labels.-team: is not a label name (such as team or example.com/team)",
+    ],
+    [
+      { image, traps: [{ path: "/etc/shadow", labels: "team" }] },
+      'traps[0].labels: must map label names to values, e.g. { team: "payments" }',
+    ],
+    [
+      {
+        image,
+        traps: [
+          {
+            path: "/etc/shadow",
+            labels: Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, "v"])),
+          },
+        ],
+      },
+      "traps[0].labels: must map label names to label values, at most 32 of them",
     ],
     [
       { image, tenantCallbacks: ["https://teams.example.com/it's"] },

@@ -5,6 +5,7 @@
  */
 import { FORMATS } from "../api/formats.ts";
 import {
+  CALLBACK_FORMATS,
   DNS_LABEL_PATTERN,
   type HivePolicySpec,
   LABEL_KEY_PATTERN,
@@ -68,6 +69,8 @@ export interface HiveConfig {
   imagePullPolicy: PullPolicy;
   imagePullSecrets: string[];
   callback: CallbackValues | undefined;
+  /** Put into every alert (`cluster.name`). */
+  clusterName: string | undefined;
   /** Normalized (api/tenancy.ts): where tenant policies' traps may send alerts. */
   tenantCallbacks: string[];
   policies: PolicyConfig[];
@@ -201,8 +204,11 @@ function checkCallback(c: Checker, value: unknown): CallbackValues | undefined {
     );
     return undefined;
   }
-  c.problems.push(...unknownKeys(value, ["url", "urlSecret", "headersSecret", "signingSecret"], "callback"));
+  c.problems.push(
+    ...unknownKeys(value, ["url", "urlSecret", "headersSecret", "signingSecret", "format"], "callback"),
+  );
   const cb = value as unknown as CallbackValues;
+  if (cb.format !== undefined) c.oneOf("callback.format", cb.format, CALLBACK_FORMATS);
   if (cb.urlSecret !== undefined) {
     if (cb.url !== undefined) c.add("callback.urlSecret", "goes instead of callback.url: give one of them");
     secretKeyRef(c, "callback.urlSecret", cb.urlSecret);
@@ -468,6 +474,12 @@ export function resolveConfig(args: HiveMonitorValues): ConfigResult {
     for (const [i, s] of pullSecrets.entries())
       c.name(`imagePullSecrets[${i}]`, s, DNS_SUBDOMAIN, "a Secret name");
   const callback = checkCallback(c, args.callback);
+  // Passed to the agent as an argument and used as an Alertmanager label value: a label value's form.
+  if (args.clusterName !== undefined && (args.clusterName === "" || !LABEL_VALUE.test(args.clusterName)))
+    c.add(
+      "clusterName",
+      `${JSON.stringify(args.clusterName)} must be letters, digits, "-", "_" and "." (at most 63), e.g. "prod-eu-1"`,
+    );
   const tenantCallbacks = checkTenantCallbacks(c, args.tenantCallbacks);
   const policies = groupTraps(c, args.traps);
   const nodeSelector = args.nodeSelector ?? {};
@@ -523,6 +535,7 @@ export function resolveConfig(args: HiveMonitorValues): ConfigResult {
       imagePullPolicy: pullPolicy,
       imagePullSecrets: pullSecrets,
       callback,
+      clusterName: args.clusterName,
       tenantCallbacks,
       policies,
       nodeSelector,

@@ -74,6 +74,10 @@ export interface Trap {
   match?: TrapMatch;
   /** Expected accessors, counted and not alerted (at most 64). Default: none. */
   allow?: Allow[];
+  /** How urgent this trap's alerts are: `info`, `warning` or `critical`. Default: `warning`. */
+  severity?: Input<string>;
+  /** Labels every alert of this trap carries (e.g. `team: payments`), as Kubernetes label names and values. */
+  labels?: Input<Record<string, Input<string>>>;
 }
 
 /** A trap placed by HiveMonitor into the HivePolicy named by `policy`. */
@@ -100,6 +104,8 @@ export interface Callback {
   headersSecret?: Input<string>;
   /** HMAC-SHA256 key for signing alert bodies, from a Secret in the monitor's namespace. */
   signingSecret?: SecretKey;
+  /** Body the receiver understands: `json`, `cloudevents`, `alertmanager` (the URL is Alertmanager's base) or `slack`. Default: `json`. */
+  format?: Input<string>;
 }
 
 /** A Prometheus Operator `PodMonitor` for the agents' metrics port (needs the monitoring.coreos.com CRDs). */
@@ -148,6 +154,8 @@ export interface HiveMonitorSchemaArgs {
   imagePullSecrets?: Input<Input<string>[]>;
   /** Default destination of alerts. Without it (and without a trap callback) alerts go to stdout only. */
   callback?: Callback;
+  /** Name of the cluster, put into every alert. Default: none. */
+  clusterName?: Input<string>;
   /** URL prefixes that HivePolicies outside the monitor's namespace may name as a trap callback. */
   tenantCallbacks?: Input<Input<string>[]>;
   /** Traps, grouped into one HivePolicy per `policy` name. */

@@ -73,9 +73,11 @@ export function agentArgs(config: HiveConfig): string[] {
     `${MOUNTS.runtimeDir}/${basename(config.runtimeSocket)}`,
   ];
   for (const prefix of config.tenantCallbacks) args.push("--tenant-callback", prefix);
+  if (config.clusterName) args.push("--cluster-name", config.clusterName);
   // The callback URL itself comes from a Secret (HIVE_CALLBACK, see daemonSetManifest), never from here.
   const cb = config.callback;
   if (cb) {
+    if (cb.format && cb.format !== "json") args.push("--callback-format", cb.format);
     if (cb.headersSecret) args.push("--callback-headers-secret", cb.headersSecret);
     if (cb.signingSecret)
       args.push(

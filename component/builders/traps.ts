@@ -13,7 +13,17 @@ import {
 import type { TrapValues } from "../args.ts";
 import type { ArgProblem } from "./problems.ts";
 
-export const TRAP_KEYS = ["path", "create", "mode", "callback", "accesses", "match", "allow"] as const;
+export const TRAP_KEYS = [
+  "path",
+  "create",
+  "mode",
+  "callback",
+  "accesses",
+  "match",
+  "allow",
+  "severity",
+  "labels",
+] as const;
 export const MATCH_KEYS = ["pod", "namespace", "ip", "containerName", "matchLabels"] as const;
 export const ALLOW_KEYS = ["exe", "parentExe", "accesses"] as const;
 
@@ -66,6 +76,8 @@ export function toHiveTrap(trap: TrapValues): HiveTrap {
       return entry;
     });
   }
+  if (trap.severity !== undefined) out.severity = trap.severity;
+  if (trap.labels !== undefined) out.labels = { ...trap.labels };
   return out;
 }
 
@@ -82,6 +94,11 @@ export function trapProblems(trap: unknown, at: string, extraKeys: readonly stri
       return [...problems, { option: `${at}.match`, message: "must be an object" }];
     problems.push(...unknownKeys(t.match, MATCH_KEYS, `${at}.match`));
   }
+  if (t.labels !== undefined && !isPlainObject(t.labels))
+    return [
+      ...problems,
+      { option: `${at}.labels`, message: 'must map label names to values, e.g. { team: "payments" }' },
+    ];
   if (t.allow !== undefined) {
     if (!Array.isArray(t.allow) || !t.allow.every(isPlainObject)) {
       return [

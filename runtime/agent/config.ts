@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { parseArgs } from "node:util";
+import { CALLBACK_FORMATS, type CallbackFormat } from "../../api/alert.ts";
 import { callbackPrefixProblem, normalizeCallbackPrefix } from "../../api/tenancy.ts";
 import { RESOLVE_TIMEOUT_MS } from "../discover/resolve-pool.ts";
 import { HiveError } from "../errors.ts";
@@ -35,6 +36,10 @@ export interface AgentConfig {
   /** Secret and key holding the HMAC key that signs alerts to the default callback. */
   callbackSigningSecret?: string;
   callbackSigningKey?: string;
+  /** Body format of alerts to the default callback (and the URLs under its origin); default json. */
+  callbackFormat: CallbackFormat;
+  /** The cluster's name, put into every alert (`cluster.name`). */
+  clusterName?: string;
   logLevel: "debug" | "info" | "warn" | "error";
   spoolDir?: string;
   attachMode: AttachRequest;
@@ -70,6 +75,9 @@ Options (environment in brackets):
                             besides the default callback (repeatable) [HIVE_TENANT_CALLBACKS, comma-separated]
   --callback-headers-secret NAME  Secret whose entries are headers for the default callback
   --callback-signing-secret NAME --callback-signing-key KEY  HMAC key signing alerts to it
+  --callback-format FORMAT  body of alerts to the default callback's origin: json | cloudevents |
+                            alertmanager | slack [HIVE_CALLBACK_FORMAT] (default: json)
+  --cluster-name NAME       the cluster's name, put into every alert [HIVE_CLUSTER_NAME]
   --log-level LEVEL         debug | info | warn | error [HIVE_LOG_LEVEL] (default: info)
   --spool-dir DIR           durable alert spool [HIVE_SPOOL_DIR]
   --attach MODE             auto | kprobe.multi | fentry | kprobe [HIVE_ATTACH] (default: auto, the least-privileged mode the kernel can attach)
@@ -119,6 +127,8 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
         "callback-headers-secret": { type: "string" },
         "callback-signing-secret": { type: "string" },
         "callback-signing-key": { type: "string" },
+        "callback-format": { type: "string" },
+        "cluster-name": { type: "string" },
         "log-level": { type: "string" },
         "spool-dir": { type: "string" },
         attach: { type: "string" },
@@ -177,6 +187,12 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   if (callback !== undefined && !/^https?:\/\//.test(callback)) {
     throw new HiveError("ConfigInvalid", "the callback must be an http(s) URL", { object: callback });
   }
+  const callbackFormat = (str("callback-format", "HIVE_CALLBACK_FORMAT") ?? "json") as CallbackFormat;
+  if (!CALLBACK_FORMATS.includes(callbackFormat)) {
+    throw new HiveError("ConfigInvalid", `--callback-format must be one of ${CALLBACK_FORMATS.join(", ")}`, {
+      object: callbackFormat,
+    });
+  }
   const leaseDurationMs = positiveInt(
     "--lease-duration",
     str("lease-duration", "HIVE_LEASE_DURATION_MS"),
@@ -208,6 +224,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     bootIdPath: "/proc/sys/kernel/random/boot_id",
     metricsPort: positiveInt("--metrics-port", str("metrics-port", "HIVE_METRICS_PORT"), 9090),
     attachMode: attach,
+    callbackFormat,
     logLevel: logLevel as AgentConfig["logLevel"],
     roles: { loader: !values["no-loader"], pods: !values["no-pods"] },
     trapProof: !values["no-trap-proof"],
@@ -226,6 +243,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     ["callbackHeadersSecret", values["callback-headers-secret"] as string | undefined],
     ["callbackSigningSecret", values["callback-signing-secret"] as string | undefined],
     ["callbackSigningKey", values["callback-signing-key"] as string | undefined],
+    ["clusterName", str("cluster-name", "HIVE_CLUSTER_NAME") || undefined],
     ["spoolDir", str("spool-dir", "HIVE_SPOOL_DIR")],
     ["bpfObject", str("bpf-object", "HIVE_BPF_OBJECT")],
     ["pinRoot", str("pin-root", "HIVE_PIN_ROOT")],

@@ -13,8 +13,6 @@ import {
   createAuthFailureReporter,
   createPodEventRecorder,
   type DestinationOptions,
-  loadSecretHeaders,
-  loadSecretValue,
   watchCallbackSecrets,
 } from "../alerts/index.ts";
 import { buildInfo } from "../build-info.ts";
@@ -25,13 +23,14 @@ import { createRoutingSnapshotStore, routingSnapshotFileFor } from "../controlle
 import { createContainerRuntime } from "../discover/container-runtime.ts";
 import { createFileResolver } from "../discover/file-resolver.ts";
 import { isHiveError } from "../errors.ts";
-import { createKubeClients, type KubeClients, type KubeConfigSource } from "../k8s/kube-client.ts";
+import { createKubeClients, type KubeConfigSource } from "../k8s/kube-client.ts";
 import { checkArchitecture } from "../kernel/architecture.ts";
 import { DEFAULT_PIN_ROOT } from "../kernel/bpffs.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { createHealth, createHiveMetrics, startMetricsServer } from "../metrics/index.ts";
 import { WATCH_TABLE_DIR, watchTableFileFor } from "../standalone/watch-table-file.ts";
+import { callbackDestinations, callbackSecretNames } from "./callback-destinations.ts";
 import { AGENT_USAGE, type AgentConfig, parseAgentConfig, readBootId } from "./config.ts";
 import { addKernelReadinessChecks } from "./kernel-readiness.ts";
 import { agentIdentity } from "./loader-election.ts";
@@ -61,41 +60,6 @@ function untilSignal(): Promise<NodeJS.Signals> {
     process.on("SIGTERM", stop);
     process.on("SIGINT", stop);
   });
-}
-
-/** Headers and signing key for the monitor's default callback, read from Secrets in the agent's namespace. */
-async function callbackDestinations(
-  config: AgentConfig,
-  clients: KubeClients,
-): Promise<DestinationOptions[]> {
-  if (!config.callback || (!config.callbackHeadersSecret && !config.callbackSigningSecret)) return [];
-  const destination: DestinationOptions = { urlPrefix: config.callback };
-  if (config.callbackHeadersSecret) {
-    destination.headers = await loadSecretHeaders(
-      clients.core,
-      config.namespace,
-      config.callbackHeadersSecret,
-    );
-  }
-  if (config.callbackSigningSecret && config.callbackSigningKey) {
-    const key = await loadSecretValue(
-      clients.core,
-      config.namespace,
-      config.callbackSigningSecret,
-      config.callbackSigningKey,
-    );
-    destination.hmacSecrets = [key];
-  }
-  return [destination];
-}
-
-/** The Secrets callbackDestinations reads: watched, so a rotation applies without a restart. */
-function callbackSecretNames(config: AgentConfig): string[] {
-  if (!config.callback) return [];
-  return [
-    config.callbackHeadersSecret,
-    config.callbackSigningKey ? config.callbackSigningSecret : undefined,
-  ].filter((name): name is string => name !== undefined);
 }
 
 /** Entry point of `hive agent`: returns the process exit code. */
@@ -216,7 +180,11 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
         ...(config.watchCapacity ? { watchCapacity: config.watchCapacity } : {}),
       }));
   // The same for every event; callback, allow list and policy namespace come from each live trap.
-  const sourceContext = { nodeName: config.nodeName, kernelId };
+  const sourceContext = {
+    nodeName: config.nodeName,
+    kernelId,
+    ...(config.clusterName ? { clusterName: config.clusterName } : {}),
+  };
   const onAccess = (event: KernelEvent, matched: readonly ArmedData[]) => {
     for (const { data, trap } of matched)
       alerts.handle(event, alertSourceFromHiveData(data, trap, sourceContext));

@@ -4,9 +4,9 @@
  * (callback, allow list, policy), plus the few facts neither carries. Building an alert never
  * calls the API server.
  */
-import { type HiveData, type HiveDataSpec, inodeOf } from "../../api/data.ts";
+import { type HiveData, type HiveDataSpec, inodeOf, type PodFacts } from "../../api/data.ts";
 import { type DataAnnotations, LABEL_TRAP_ID } from "../../api/meta.ts";
-import type { AllowEntry } from "../../api/policy.ts";
+import type { AllowEntry, Severity } from "../../api/policy.ts";
 import type { LiveTrap } from "../controllers/live-traps.ts";
 import type { FileKey } from "../kernel/contract.ts";
 import type { AllowFiles } from "./allowlist.ts";
@@ -33,6 +33,14 @@ export interface AlertSource {
   allowHost?: boolean;
   /** Namespace of the HivePolicy whose trap this is (the live policy's: tenancy depends on it). */
   policyNamespace?: string;
+  /** The trap's severity (the live HivePolicy's); default warning. */
+  severity?: Severity;
+  /** The trap's labels (the live HivePolicy's), copied into the alert's `labels`. */
+  trapLabels?: Readonly<Record<string, string>>;
+  /** The monitor's cluster name (alert `cluster.name`). */
+  clusterName?: string;
+  /** Pod labels, owning workload and container image, as the discovering node found them (HiveData `spec.pod`). */
+  pod?: PodFacts;
   /** Node the agent runs on (alert `node.name`); the `node_name` annotation wins when present. */
   nodeName: string;
   /** boot_id of the kernel that reported the access (alert `metadata.kernel_id`). */
@@ -58,7 +66,7 @@ export function trapIdOf(source: AlertSource): string {
 export function alertSourceFromHiveData(
   data: Pick<HiveData, "metadata" | "spec">,
   live: LiveTrap,
-  context: { nodeName: string; kernelId?: string },
+  context: { nodeName: string; kernelId?: string; clusterName?: string },
 ): AlertSource {
   const { callback: _untrusted, ...annotations } = (data.metadata.annotations ?? {}) as Partial<
     DataAnnotations & { callback: string }
@@ -72,6 +80,10 @@ export function alertSourceFromHiveData(
     kernelId: context.kernelId ?? data.spec["kernel-id"],
   };
   if (live.trap.callback) source.callback = live.trap.callback;
+  if (live.trap.severity) source.severity = live.trap.severity;
+  if (live.trap.labels && Object.keys(live.trap.labels).length > 0) source.trapLabels = live.trap.labels;
+  if (context.clusterName) source.clusterName = context.clusterName;
+  if (data.spec.pod) source.pod = data.spec.pod;
   if (live.trap.allow !== undefined && live.trap.allow.length > 0) {
     source.allow = live.trap.allow;
     source.allowFiles = executablesOf(data.spec);

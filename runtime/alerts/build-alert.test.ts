@@ -257,6 +257,71 @@ describe("alert source from a HiveData", () => {
       pod: { name: "p", namespace: "default" },
     });
   });
+
+  it("carries the trap's severity and labels, the cluster's name and the pod's labels, workload and image", () => {
+    const data = {
+      metadata: {
+        name: "d-2",
+        labels: { "trap-id": "t-7" },
+        annotations: {
+          pod_name: "web-7d9c-x",
+          namespace: "shop",
+          container_name: "app",
+          container_id: "c://1",
+        },
+      },
+      spec: {
+        "inode-no": "5",
+        "kernel-id": KERNEL_ID,
+        device: { major: 8, minor: 1 },
+        accesses: ["read" as const],
+        pod: {
+          labels: { app: "web", "pod-template-hash": "7d9c" },
+          workload: { kind: "Deployment", name: "web" },
+          image: "registry.example.com/shop/web:1.4.2",
+        },
+      },
+    };
+    const trap = { path: "/etc/shadow", severity: "critical" as const, labels: { team: "payments" } };
+    const live = { trapId: "t-7", policy: { namespace: "shop", name: "secrets" }, trap };
+    const alert = buildAlert(
+      makeEvent(1),
+      alertSourceFromHiveData(data, live, { nodeName: "node-b", clusterName: "prod-eu-1" }),
+      context,
+    );
+    assertValidAlert(alert);
+    expect(alert).toMatchObject({
+      severity: "critical",
+      labels: { team: "payments" },
+      cluster: { name: "prod-eu-1" },
+      pod: {
+        name: "web-7d9c-x",
+        namespace: "shop",
+        container: { id: "c://1", name: "app", image: "registry.example.com/shop/web:1.4.2" },
+        labels: { app: "web", "pod-template-hash": "7d9c" },
+        workload: { kind: "Deployment", name: "web" },
+      },
+    });
+    // Without them: the default severity, and nothing invented.
+    const plain = buildAlert(
+      makeEvent(2),
+      alertSourceFromHiveData(
+        { ...data, spec: { ...data.spec, pod: undefined } },
+        { ...live, trap: { path: "/etc/shadow" } },
+        { nodeName: "node-b" },
+      ),
+      context,
+    );
+    assertValidAlert(plain);
+    expect(plain.severity).toBe("warning");
+    expect(plain.labels).toBeUndefined();
+    expect(plain.cluster).toBeUndefined();
+    expect(plain.pod).toEqual({
+      name: "web-7d9c-x",
+      namespace: "shop",
+      container: { id: "c://1", name: "app" },
+    });
+  });
 });
 
 describe("alert builder on arbitrary kernel input", () => {

@@ -7,6 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { type Alert, MAX_ANCESTORS } from "../../api/alert.ts";
+import { DEFAULT_SEVERITY } from "../../api/policy.ts";
 import type {
   Ancestor,
   ExecIdentity,
@@ -118,6 +119,7 @@ export function buildAlert(
     timestamp: context.clock.toIso(event.ktimeNs),
     hive_policy_name: a.hive_policy_name ?? "",
     trap_id: trapIdOf(source),
+    severity: source.severity ?? DEFAULT_SEVERITY,
     metadata: {
       path: a.path ?? "",
       // The reference format's integer while JSON keeps it exact; beyond 2^53, the exact decimal.
@@ -132,13 +134,23 @@ export function buildAlert(
     process,
   };
   if (source.policyNamespace !== undefined) alert.hive_policy_namespace = source.policyNamespace;
+  if (source.trapLabels !== undefined && Object.keys(source.trapLabels).length > 0)
+    alert.labels = { ...source.trapLabels };
+  if (source.clusterName) alert.cluster = { name: source.clusterName };
   // Standalone mode watches host paths: no pod, so no pod object (the schema allows its absence).
   if (a.pod_name && a.namespace) {
+    const facts = source.pod;
     alert.pod = {
       name: a.pod_name,
       namespace: a.namespace,
-      container: { id: a.container_id ?? "", name: a.container_name ?? "" },
+      container: {
+        id: a.container_id ?? "",
+        name: a.container_name ?? "",
+        ...(facts?.image ? { image: facts.image } : {}),
+      },
     };
+    if (facts?.labels && Object.keys(facts.labels).length > 0) alert.pod.labels = { ...facts.labels };
+    if (facts?.workload) alert.pod.workload = { ...facts.workload };
   }
   if (allowMisses !== undefined && allowMisses.length > 0)
     alert.allow_misses = allowMisses.map(({ entry, field, reason }) => ({ entry, field, reason }));

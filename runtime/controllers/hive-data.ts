@@ -23,6 +23,7 @@ import {
 } from "../../api/meta.ts";
 import type { HivePolicy, HiveTrap } from "../../api/policy.ts";
 import type { FileKey } from "../kernel/contract.ts";
+import { podFacts } from "./pod-facts.ts";
 
 /**
  * The directory holding the trapped file, `major:minor:ino`: the loader watches it so a
@@ -102,6 +103,7 @@ export function fileIdentity(key: FileKey): { "inode-no": string; device: { majo
 export function buildHiveData(input: DataInput): HiveData {
   const { policy, trap, pod, container } = input;
   const podName = pod.metadata?.name ?? "";
+  const facts = podFacts(pod, container.name);
   const annotations: DataAnnotations & Record<string, string> = {
     container_id: container.containerId,
     container_name: container.name,
@@ -141,6 +143,7 @@ export function buildHiveData(input: DataInput): HiveData {
       // Informational (the reference design's field): the loader watches the live trap's accesses.
       accesses: [...(trap.accesses ?? ACCESS_KINDS)],
       ...(input.executables && input.executables.length > 0 ? { executables: [...input.executables] } : {}),
+      ...(facts ? { pod: facts } : {}),
     },
   };
 }

@@ -11,7 +11,7 @@ import type { AddressInfo, Socket } from "node:net";
 
 export type FaultAction =
   | { kind: "ok" }
-  | { kind: "status"; status: number; headers?: Record<string, string> }
+  | { kind: "status"; status: number; headers?: Record<string, string>; body?: string }
   /** Recorded as accepted on arrival, answered 200 after `ms`. */
   | { kind: "delay"; ms: number }
   | { kind: "reset" }
@@ -35,7 +35,8 @@ export interface Receiver {
   readonly connections: number;
   /** Most requests open at the same time (arrival to answer). */
   readonly maxConcurrent: number;
-  fault: (n: number, req: http.IncomingMessage) => FaultAction;
+  /** `body`: the request's body as received (UTF-8). */
+  fault: (n: number, req: http.IncomingMessage, body: string) => FaultAction;
   down(): Promise<void>;
   up(): Promise<void>;
   close(): Promise<void>;
@@ -106,8 +107,8 @@ export async function startReceiver(port = 0, tls?: { key: string; cert: string 
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       const n = ++requests;
-      const action = receiver.fault(n, req);
       const body = Buffer.concat(chunks).toString("utf8");
+      const action = receiver.fault(n, req, body);
       const id = String(req.headers["hive-alert-id"] ?? "");
       const accept = (status = 200) => {
         if (status >= 200 && status < 300) {
@@ -121,7 +122,7 @@ export async function startReceiver(port = 0, tls?: { key: string; cert: string 
           accept();
           return;
         case "status":
-          res.writeHead(action.status, action.headers).end(`status ${action.status}`);
+          res.writeHead(action.status, action.headers).end(action.body ?? `status ${action.status}`);
           return;
         case "delay":
           // Processed (recorded) at once, answered late: a client that times out will send a duplicate.

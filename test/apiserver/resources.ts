@@ -82,6 +82,7 @@ export const BUILTIN_RESOURCES: readonly ResourceDef[] = [
     "reportingController",
   ]),
   builtin("apps", "v1", "daemonsets", "DaemonSet", true, true),
+  builtin("apps", "v1", "replicasets", "ReplicaSet", true, true),
   // What the stand-in authorizes and admits with (rbac.ts, admission.ts).
   builtin("rbac.authorization.k8s.io", "v1", "roles", "Role", true, false),
   builtin("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", true, false),

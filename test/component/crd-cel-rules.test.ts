@@ -106,6 +106,11 @@ const trapArb = fc.record(
       { requiredKeys: [] },
     ),
     callback: fc.constantFrom("http://a.example/x", "https://b.example", "ftp://c.example", "mailto:x@y"),
+    labels: fc.dictionary(
+      fc.constantFrom("team", "example.com/team", "a.b-c_d", "Team", "-x", "x/", "a/b/c", "sev erity", "9x"),
+      fc.constantFrom("payments", "", "a-b", "-bad"),
+      { maxKeys: 3 },
+    ),
     allow: fc.array(
       fc.record(
         {
@@ -139,6 +144,7 @@ describe("the HivePolicy CRD's CEL rules", () => {
       "allow[].parent-exe",
       "allow[].parent-exe",
       "callback",
+      "labels",
       "match.container-name",
       "mode",
       "mode",
@@ -190,6 +196,14 @@ describe("the HivePolicy CRD's CEL rules", () => {
     ],
     [{ path: "/etc/shadow", allow: [{ accesses: ["read"] }] }, "an allow entry needs exe or parent-exe"],
     [{ path: "/etc/shadow", allow: [{}] }, "an allow entry needs exe or parent-exe"],
+    [
+      { path: "/etc/shadow", labels: { "team/a/b": "x" } },
+      "labels keys must be label names such as team or example.com/team",
+    ],
+    [
+      { path: "/etc/shadow", labels: { "-team": "x" } },
+      "labels keys must be label names such as team or example.com/team",
+    ],
   ])("reject %j at admission", (trap, message) => {
     expect(admissionErrors(trap)).toContain(message);
     expect(validatePolicySpec({ traps: [trap] }).ok).toBe(false);
@@ -201,6 +215,12 @@ describe("the HivePolicy CRD's CEL rules", () => {
     [{ exe: "/usr/lib/openssh/*", "parent-exe": "/usr/sbin/sshd*", accesses: ["read"] }],
   ])("admit the allow entry %j", (entry) => {
     const trap = { path: "/etc/shadow", allow: [entry] };
+    expect(admissionErrors(trap)).toEqual([]);
+    expect(validatePolicySpec({ traps: [trap] }).ok).toBe(true);
+  });
+
+  it("admit the trap labels Kubernetes accepts as label names", () => {
+    const trap = { path: "/x", labels: { team: "payments", "example.com/owner": "sec-ops", "a.b_c": "" } };
     expect(admissionErrors(trap)).toEqual([]);
     expect(validatePolicySpec({ traps: [trap] }).ok).toBe(true);
   });

@@ -76,6 +76,7 @@ describe("the Pulumi plugin", () => {
     expect(type("Trap")?.properties?.mode?.type).toBe("string");
     expect(type("TrapMatch")?.properties?.containerName?.type).toBe("string");
     expect(keys(type("Callback")?.properties)).toEqual([
+      "format",
       "headersSecret",
       "signingSecret",
       "url",

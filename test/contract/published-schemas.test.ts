@@ -21,6 +21,9 @@ describe("published JSON Schemas", () => {
       hive_policy_name: "hive-sample-policy",
       hive_policy_namespace: "hive-operator-system",
       trap_id: "c4705ec263cc353100b6f18a129e32b67b79171b",
+      severity: "critical",
+      labels: { team: "payments" },
+      cluster: { name: "prod-eu-1" },
       metadata: {
         path: "/secret.txt",
         inode: 13667586,
@@ -33,7 +36,13 @@ describe("published JSON Schemas", () => {
       pod: {
         name: "nginx-pod",
         namespace: "default",
-        container: { id: "containerd://9d7df722223a4ad7f67f2afef5fbc0e2", name: "nginx" },
+        container: {
+          id: "containerd://9d7df722223a4ad7f67f2afef5fbc0e2",
+          name: "nginx",
+          image: "docker.io/library/nginx:1.27",
+        },
+        labels: { app: "nginx", "pod-template-hash": "7d9c5b8f4" },
+        workload: { kind: "Deployment", name: "nginx" },
       },
       node: { name: "hive-worker2" },
       process: {

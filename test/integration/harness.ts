@@ -270,6 +270,8 @@ export class Cluster {
       containers?: string[];
       files?: Record<string, string>;
       running?: boolean;
+      /** The pod's controller, e.g. a Deployment's ReplicaSet (it must exist: the garbage collector removes orphans). */
+      owner?: { apiVersion: string; kind: string; name: string; uid: string };
     } = {},
   ): Promise<V1Pod> {
     const namespace = options.namespace ?? "default";
@@ -277,7 +279,12 @@ export class Cluster {
     const created = await this.admin.core.createNamespacedPod({
       namespace,
       body: {
-        metadata: { name, namespace, ...(options.labels ? { labels: options.labels } : {}) },
+        metadata: {
+          name,
+          namespace,
+          ...(options.labels ? { labels: options.labels } : {}),
+          ...(options.owner ? { ownerReferences: [{ ...options.owner, controller: true }] } : {}),
+        },
         spec: { nodeName: node, containers: containers.map((c) => ({ name: c, image: "busybox" })) },
       },
     });

@@ -4,10 +4,24 @@
  * ever sent to URLs under the prefix they are configured for, so a policy author who
  * points a trap at their own server never receives the monitor's token.
  */
+import type { CallbackFormat } from "../../../api/alert.ts";
+import { alertmanagerBody, alertmanagerUrl } from "./alertmanager.ts";
 import { CLOUDEVENTS_CONTENT_TYPE, cloudEventBody } from "./cloudevents.ts";
 import { SIGNATURE_HEADER, signBody } from "./signature.ts";
+import { slackBody } from "./slack.ts";
 
-export type AlertFormat = "json" | "cloudevents";
+export type AlertFormat = CallbackFormat;
+
+/** How each format turns the alert's JSON into a request: its body, content type and URL. */
+const FORMATS: Record<
+  AlertFormat,
+  { body: (alertJson: string) => string; contentType: string; url?: (url: string) => string }
+> = {
+  json: { body: (json) => json, contentType: "application/json" },
+  cloudevents: { body: cloudEventBody, contentType: CLOUDEVENTS_CONTENT_TYPE },
+  alertmanager: { body: alertmanagerBody, contentType: "application/json", url: alertmanagerUrl },
+  slack: { body: slackBody, contentType: "application/json" },
+};
 
 /** Options for the callbacks under one URL prefix. */
 export interface DestinationOptions {
@@ -17,7 +31,7 @@ export interface DestinationOptions {
   headers?: Record<string, string>;
   /** HMAC-SHA256 keys; several during a rotation (one `v1=` each in Hive-Signature). */
   hmacSecrets?: (string | Buffer)[];
-  /** Body format; default "json" (the alert itself). */
+  /** Body format (api/alert.ts CALLBACK_FORMATS); default "json" (the alert itself). */
   format?: AlertFormat;
   /**
    * Why nothing may be sent under this prefix yet (its Secrets are not read): alerts wait,
@@ -60,8 +74,11 @@ export function redact(url: string): string {
 }
 
 export interface CallbackRequest {
+  /** Where to send it: the callback URL, or Alertmanager's alerts path under it. */
+  url: string;
   body: Buffer;
   headers: Record<string, string>;
+  format: AlertFormat;
 }
 
 export interface CallbackOptions {
@@ -113,18 +130,18 @@ export function createCallbackOptions(initial: readonly DestinationOptions[] = [
     pendingFor: (url) => optionsFor(url).pending,
     request(url, alertJson, meta) {
       const opts = optionsFor(url);
-      const cloud = opts.format === "cloudevents";
-      const body = Buffer.from(cloud ? cloudEventBody(alertJson) : alertJson, "utf8");
+      const format = FORMATS[opts.format];
+      const body = Buffer.from(format.body(alertJson), "utf8");
       const headers: Record<string, string> = {
         ...opts.headers,
-        "content-type": cloud ? CLOUDEVENTS_CONTENT_TYPE : "application/json",
+        "content-type": format.contentType,
         "user-agent": meta.userAgent,
         "hive-alert-id": meta.alertId,
         "hive-delivery-attempt": String(meta.attempt),
       };
       if (opts.secrets.length > 0)
         headers[SIGNATURE_HEADER.toLowerCase()] = signBody(opts.secrets, body, Date.now() / 1000);
-      return { body, headers };
+      return { url: format.url ? format.url(url) : url, body, headers, format: opts.format };
     },
   };
 }

@@ -13,8 +13,10 @@
  *   credentials being rotated) are retried forever with capped backoff (retry-policy.ts).
  *   When one alert of a failing destination gets through, the others waiting out a backoff
  *   are sent at once; a failing destination is logged once per episode
- *   (destination-health.ts). Permanent failures (other 4xx) are logged with the status and
- *   counted as dropped (reason permanent_failure); they are not retried.
+ *   (destination-health.ts). Permanent failures (other 4xx) are logged with the status and the
+ *   start of the receiver's answer, with a hint to set `callback.format` when the answer says
+ *   the body was not understood (format-hint.ts), and counted as dropped (reason
+ *   permanent_failure); they are not retried.
  * - Bounds: the spool's or, without a spool, `maxPendingBytes` (delivery-backlog.ts).
  * - Every request carries `Hive-Alert-Id` (the alert id, stable across retries, so a
  *   receiver can drop duplicates) and `Hive-Delivery-Attempt` (1, 2, …).
@@ -22,6 +24,7 @@
 import { HiveError, isHiveError } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
 import type { HiveMetrics } from "../../metrics/metrics.ts";
+import { displaySafe } from "../../text.ts";
 import { boundedMemo } from "../spool/bounded-memo.ts";
 import type { SegmentDrop, Spool, SpoolRecord, SpoolRef } from "../spool/spool.ts";
 import {
@@ -34,6 +37,7 @@ import { DeliveryBacklog } from "./delivery-backlog.ts";
 import type { Item, Lane } from "./delivery-queue.ts";
 import { DeliveryScheduler, type Destination } from "./delivery-scheduler.ts";
 import { type AuthFailureHandler, noteDelivered, noteRetryableFailure } from "./destination-health.ts";
+import { formatHint } from "./format-hint.ts";
 import { type PostResult, postOnce } from "./http-post.ts";
 import { retryDelay, retrySettings } from "./retry-policy.ts";
 
@@ -202,7 +206,7 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     }
     metrics.deliveryAttempts.inc(label);
     const result: PostResult = await postOnce(
-      parse(item.rec.url) as URL,
+      parse(request.url) as URL,
       request.body,
       request.headers,
       dest.agent,
@@ -222,14 +226,23 @@ export function createDispatcher(options: DispatcherOptions): Dispatcher {
     }
     metrics.deliveryFailures.inc({ destination: dest.origin, class: result.class });
     if (!result.retryable) {
+      const answer = result.answer === undefined ? undefined : displaySafe(result.answer, 512);
+      const hint =
+        formatHint(request.url, result.status, answer, request.format) ??
+        "the receiver refuses this request (wrong URL or payload); fix it, retrying cannot help";
       const error = new HiveError("DeliveryFailed", `alert callback rejected the alert: ${result.message}`, {
-        object: redact(item.rec.url),
-        hint: "the receiver refuses this request (wrong URL or payload); fix it, retrying cannot help",
+        object: redact(request.url),
+        hint,
         status: result.status,
         alertId: item.rec.id,
         trapId: item.rec.trapId,
       });
-      logger.error(error.message, { error });
+      logger.error(`${error.message}; the alert is dropped`, {
+        error,
+        format: request.format,
+        ...(answer === undefined ? {} : { answer }),
+        reason: "permanent_failure",
+      });
       if (!item.done) {
         metrics.alertsDropped.inc({ reason: "permanent_failure" });
         backlog.complete(item);

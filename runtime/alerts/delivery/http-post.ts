@@ -27,10 +27,14 @@ export type PostResult =
       /** From Retry-After on 429/503, in milliseconds. */
       retryAfterMs?: number;
       message: string;
+      /** The start of a refusing receiver's answer (at most ANSWER_EXCERPT_BYTES, UTF-8), for the log. */
+      answer?: string;
     };
 
 /** Response bodies are read and discarded; a receiver that streams megabytes is cut off here. */
 const MAX_RESPONSE_BYTES = 64 * 1024;
+/** What is kept of an error answer: enough for "invalid_payload" or a JSON error, never a page. */
+export const ANSWER_EXCERPT_BYTES = 512;
 
 /** Retry-After as delay-seconds or an HTTP-date (RFC 9110 §10.2.3), in ms; undefined when absent or unreadable. */
 export function parseRetryAfter(value: string | undefined, nowMs: number = Date.now()): number | undefined {
@@ -170,7 +174,15 @@ export function postOnce(
     req.on("error", fail);
     req.on("response", (res) => {
       let received = 0;
+      const failed = (res.statusCode ?? 0) >= 300;
+      const excerpt: Buffer[] = [];
+      let kept = 0;
       res.on("data", (chunk: Buffer) => {
+        if (failed && kept < ANSWER_EXCERPT_BYTES) {
+          const part = chunk.subarray(0, ANSWER_EXCERPT_BYTES - kept);
+          excerpt.push(part);
+          kept += part.length;
+        }
         received += chunk.length;
         if (received > MAX_RESPONSE_BYTES) res.destroy();
       });
@@ -189,6 +201,9 @@ export function postOnce(
           status,
           message: `HTTP ${status}${res.statusMessage ? ` ${res.statusMessage}` : ""}`,
         };
+        // A cut may split a UTF-8 sequence: the decoder shows it as U+FFFD, never throws.
+        const answer = Buffer.concat(excerpt).toString("utf8").trim();
+        if (answer !== "") result.answer = answer;
         if (status === 429 || status === 503) {
           const header = res.headers["retry-after"];
           const after = parseRetryAfter(Array.isArray(header) ? header[0] : header);
