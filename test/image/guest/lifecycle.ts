@@ -225,13 +225,7 @@ export async function outageAndKill(ctx: LifecycleContext, result: Partial<Lifec
     `read line < ${ctx.trapped}; sleep 1000`,
   ]);
   await settle(PHASE_COMM.held, 60_000, 1);
-  // Every alert so far acknowledged (the spool empty), so any repeat below is a duplicate.
-  const spooled = async () =>
-    Number(/^hive_spool_alerts (\d+)$/m.exec(await (await fetch(ctx.metricsUrl)).text())?.[1] ?? -1);
-  await waitFor(async () => (await spooled()) === 0, { timeoutMs: bounded(30_000), intervalMs: 250 }).catch(
-    () => undefined,
-  );
-  const spooledAtKill = await spooled().catch(() => -1);
+  const spooledAtKill = await untilSpoolEmpty(ctx);
   await ctx.ctr(["task", "kill", "-s", "SIGKILL", ctx.agentId]);
   await waitFor(
     async () => new RegExp(`^${ctx.agentId}\\s+\\d+\\s+STOPPED`, "m").test(await ctx.ctr(["task", "ls"])),
@@ -281,6 +275,7 @@ export async function killedDuringOutage(
   ctx: LifecycleContext,
   result: Partial<LifecycleResult>,
 ): Promise<void> {
+  await untilSpoolEmpty(ctx);
   const downAt = Date.now();
   const back = ctx.api.restart({ downtimeMs: RESUME_OUTAGE_MS });
   await killAgent(ctx);
@@ -316,6 +311,21 @@ export async function killedDuringOutage(
     alertLinesBeforeApi,
     readyzDuring,
   };
+}
+
+/**
+ * Waits until every alert so far is acknowledged (the spool empty), so that any repeat after a
+ * kill is a duplicate, not an alert whose answer the killed agent had not read yet; returns
+ * what the spool held then (-1 if unreadable).
+ */
+async function untilSpoolEmpty(ctx: LifecycleContext): Promise<number> {
+  const spooled = async () =>
+    Number(/^hive_spool_alerts (\d+)$/m.exec(await (await fetch(ctx.metricsUrl)).text())?.[1] ?? -1);
+  await waitFor(async () => (await spooled()) === 0, {
+    timeoutMs: Math.min(30_000, ctx.remaining()),
+    intervalMs: 250,
+  }).catch(() => undefined);
+  return spooled().catch(() => -1);
 }
 
 /** SIGKILL, and the container gone as the kubelet removes it before starting the next. */
