@@ -273,6 +273,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   // Roles first (the loader detaches the kernel program), then Leases are released inside stop().
   await agent.stop();
   await table?.idle();
+  await routingSnapshot.idle();
   await secretWatch?.stop();
   runtime.close();
   await alerts.close({ drainMs: 5000 });

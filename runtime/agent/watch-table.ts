@@ -9,6 +9,7 @@ import type { HiveData } from "../../api/data.ts";
 import { LABEL_POLICY, LABEL_POLICY_NAMESPACE, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { NodeTrapError } from "../controllers/ports.ts";
 import type { AttachMode, WatchEntry } from "../kernel/contract.ts";
+import { createLatestWriter } from "../latest-writer.ts";
 import type { Logger } from "../log.ts";
 import {
   type WatchTableMiss,
@@ -84,52 +85,33 @@ export function createAgentWatchTable(options: {
 }): AgentWatchTable {
   const { file, logger } = options;
   const startedAt = new Date().toISOString();
-  /** What the file must become; undefined when nothing is pending. */
-  let wanted: { slots: WatchTableRecord[]; unarmed: WatchTableMiss[] } | undefined;
   let latest: { slots: WatchTableRecord[]; unarmed: WatchTableMiss[] } = { slots: [], unarmed: [] };
-  let running: Promise<void> | undefined;
-  let failing = false;
-
-  const run = async (): Promise<void> => {
-    try {
-      while (wanted !== undefined) {
-        const next = wanted;
-        wanted = undefined;
-        try {
-          await writeWatchTableFile(file, {
-            writer: "agent",
-            pid: process.pid,
-            startedAt,
-            updatedAt: new Date().toISOString(),
-            attachMode: options.attachMode,
-            ...(options.attachReason ? { attachReason: options.attachReason } : {}),
-            kernelId: options.kernelId,
-            slots: next.slots,
-            unarmed: next.unarmed,
-          });
-          if (failing) logger.info("watch table written again", { file });
-          failing = false;
-        } catch (error) {
-          // Once per failure streak: the loader syncs often, and the table is only a convenience.
-          if (!failing) logger.warn("cannot update the watch table read by `hive status`", { file, error });
-          failing = true;
-        }
-      }
-    } finally {
-      // Same turn as the loop's last check: a schedule() cannot fall in between and be lost.
-      running = undefined;
-    }
-  };
+  const writer = createLatestWriter(
+    (next: typeof latest) =>
+      writeWatchTableFile(file, {
+        writer: "agent",
+        pid: process.pid,
+        startedAt,
+        updatedAt: new Date().toISOString(),
+        attachMode: options.attachMode,
+        ...(options.attachReason ? { attachReason: options.attachReason } : {}),
+        kernelId: options.kernelId,
+        slots: next.slots,
+        unarmed: next.unarmed,
+      }),
+    {
+      // Once per failure streak: the loader syncs often, and the table is only a convenience.
+      failed: (error) => logger.warn("cannot update the watch table read by `hive status`", { file, error }),
+      recovered: () => logger.info("watch table written again", { file }),
+    },
+  );
   const schedule = (change: Partial<typeof latest>): void => {
     latest = { ...latest, ...change };
-    wanted = latest;
-    running ??= run();
+    writer.write(latest);
   };
   return {
     synced: (entries, dataOf) => schedule({ slots: agentTableRecords(entries, dataOf) }),
     unarmed: (errors) => schedule({ unarmed: agentUnarmedRecords(errors) }),
-    idle: async () => {
-      while (running) await running;
-    },
+    idle: () => writer.idle(),
   };
 }

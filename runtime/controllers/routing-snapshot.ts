@@ -8,6 +8,7 @@
 import { readFileSync } from "node:fs";
 import type { HiveData } from "../../api/data.ts";
 import type { HivePolicy } from "../../api/policy.ts";
+import { createLatestWriter } from "../latest-writer.ts";
 import type { Logger } from "../log.ts";
 import { writePrivateJsonFile } from "../private-file.ts";
 import { specProblems } from "./ports.ts";
@@ -42,27 +43,10 @@ export function createRoutingSnapshotStore(
   kernelId: string,
   logger: Logger,
 ): RoutingSnapshotStore {
-  let wanted: SnapshotFile | undefined;
-  let running: Promise<void> | undefined;
-  let failing = false;
-  const run = async (): Promise<void> => {
-    try {
-      while (wanted) {
-        const next = wanted;
-        wanted = undefined;
-        try {
-          await writePrivateJsonFile(file, next);
-          failing = false;
-        } catch (error) {
-          // Once per failure streak: a restart then holds events until its lists, as without it.
-          if (!failing) logger.warn("cannot save the routing snapshot", { file, error });
-          failing = true;
-        }
-      }
-    } finally {
-      running = undefined;
-    }
-  };
+  const writer = createLatestWriter((next: SnapshotFile) => writePrivateJsonFile(file, next), {
+    // Once per failure streak: a restart then holds events until its lists, as without it.
+    failed: (error) => logger.warn("cannot save the routing snapshot", { file, error }),
+  });
   return {
     load() {
       let parsed: Partial<SnapshotFile>;
@@ -82,11 +66,8 @@ export function createRoutingSnapshotStore(
       };
     },
     save(snapshot) {
-      wanted = { kernelId, savedAt: new Date().toISOString(), ...snapshot };
-      running ??= run();
+      writer.write({ kernelId, savedAt: new Date().toISOString(), ...snapshot });
     },
-    async idle() {
-      while (running) await running;
-    },
+    idle: () => writer.idle(),
   };
 }

@@ -13,9 +13,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
 import { ALERTNAME, alertmanagerBody } from "../../runtime/alerts/delivery/alertmanager.ts";
-import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
-import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
-import { captureLogger, counterValue, makeEvent, makeSource, sleep } from "./fixtures.ts";
+import { counterValue, makeEvent, makeSource, sleep, testPipeline } from "./fixtures.ts";
 import { assertShape, PostableAlertsSchema } from "./published-shapes.ts";
 
 const BINARY = "/usr/bin/prometheus-alertmanager";
@@ -104,13 +102,7 @@ describe("callback format alertmanager, against a real Alertmanager", () => {
     // Started here, not in a hook: without the binary this test fails, it is never reported skipped.
     am = await startAlertmanager();
     const base = am.url;
-    const metrics = createHiveMetrics({ processMetrics: false });
-    const { logger, lines: logs } = captureLogger();
-    const pipeline = await createAlertPipeline({
-      logger,
-      metrics,
-      lines: false,
-      rateLimit: false,
+    const { pipeline, metrics, logs } = await testPipeline({
       // The monitor's callback is Alertmanager's base URL, as a user writes it.
       defaultCallback: base,
       delivery: { destinations: [{ urlPrefix: base, format: "alertmanager" }] },

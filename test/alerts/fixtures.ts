@@ -10,8 +10,10 @@ import { FORMATS } from "../../api/formats.ts";
 import { LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { AlertSource } from "../../runtime/alerts/alert-source.ts";
 import type { AllowFiles } from "../../runtime/alerts/allowlist.ts";
+import { type AlertPipelineConfig, createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import type { ExecProvenance, FileKey, KernelEvent, ProcessIdentity } from "../../runtime/kernel/contract.ts";
 import { createLogger, type Logger } from "../../runtime/log.ts";
+import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 
 const ajv = new Ajv({ allErrors: true, strict: false });
 for (const [name, check] of Object.entries(FORMATS)) ajv.addFormat(name, check);
@@ -141,6 +143,17 @@ export interface CapturedLogger {
 export function captureLogger(): CapturedLogger {
   const lines: Record<string, unknown>[] = [];
   return { lines, logger: createLogger({}, { level: "debug", sink: (l) => lines.push(JSON.parse(l)) }) };
+}
+
+/**
+ * An alert pipeline for a test: its own metrics (no process metrics), a captured log, no
+ * stdout lines and no rate limit, with `config` on top.
+ */
+export async function testPipeline(config: Partial<AlertPipelineConfig> = {}) {
+  const metrics = createHiveMetrics({ processMetrics: false });
+  const { logger, lines: logs } = captureLogger();
+  const pipeline = await createAlertPipeline({ logger, metrics, lines: false, rateLimit: false, ...config });
+  return { pipeline, metrics, logs };
 }
 
 /** Sum of a counter's values whose labels include `labels`. */

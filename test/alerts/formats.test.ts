@@ -13,16 +13,14 @@ import { callbackDestinations } from "../../runtime/agent/callback-destinations.
 import { parseAgentConfig } from "../../runtime/agent/config.ts";
 import { alertSourceFromHiveData } from "../../runtime/alerts/alert-source.ts";
 import type { DestinationOptions } from "../../runtime/alerts/delivery/dispatcher.ts";
-import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { createKubeClients } from "../../runtime/k8s/kube-client.ts";
-import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import {
   assertValidAlert,
-  captureLogger,
   counterValue,
   KERNEL_ID,
   makeEvent,
   makeSource,
+  testPipeline,
 } from "./fixtures.ts";
 import { assertShape, CloudEventSchema, SlackMessageSchema } from "./published-shapes.ts";
 import { type FaultAction, startReceiver } from "./receiver.ts";
@@ -33,13 +31,7 @@ afterEach(async () => {
 });
 
 async function pipelineWith(destinations: DestinationOptions[]) {
-  const metrics = createHiveMetrics({ processMetrics: false });
-  const { logger, lines: logs } = captureLogger();
-  const pipeline = await createAlertPipeline({
-    logger,
-    metrics,
-    lines: false,
-    rateLimit: false,
+  const { pipeline, metrics, logs } = await testPipeline({
     delivery: { destinations, backoffBaseMs: 20, backoffMaxMs: 100 },
   });
   cleanups.push(() => pipeline.close());

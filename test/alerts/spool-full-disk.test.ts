@@ -6,9 +6,8 @@
  */
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
-import { createHiveMetrics, DROP_REASONS, type HiveMetrics } from "../../runtime/metrics/metrics.ts";
-import { captureLogger, counterValue, makeEvent, makeSource, sleep } from "./fixtures.ts";
+import { DROP_REASONS, type HiveMetrics } from "../../runtime/metrics/metrics.ts";
+import { counterValue, makeEvent, makeSource, sleep, testPipeline } from "./fixtures.ts";
 import { type Receiver, startReceiver } from "./receiver.ts";
 import { mountSmallTmpfs, tmpfsUnavailable } from "./tmpfs.ts";
 
@@ -19,13 +18,7 @@ afterEach(async () => {
 });
 
 async function pipelineOn(dir: string, extra: { maxBytes?: number; maxUnwrittenBytes?: number } = {}) {
-  const metrics = createHiveMetrics({ processMetrics: false });
-  const { logger, lines: logs } = captureLogger();
-  const pipeline = await createAlertPipeline({
-    logger,
-    metrics,
-    lines: false,
-    rateLimit: false,
+  const { pipeline, metrics, logs } = await testPipeline({
     spool: { dir, segmentBytes: 16 * 1024, retryWriteMs: 50, ...extra },
     delivery: FAST,
   });
