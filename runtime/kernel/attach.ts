@@ -28,6 +28,8 @@ export const ATTACH_PROGRAMS: Record<AttachMode, { trap: string; parent: string 
 
 /** File name of a mode's pinned link under the pin root (link_kprobe, link_fentry, link_kprobe_multi). */
 export const linkPinName = (mode: AttachMode) => `link_${mode.replace(".", "_")}`;
+/** The parent-directory hook's link (kernels whose inode_permission is split). */
+export const parentLinkPinName = (mode: AttachMode) => `link_parent_${mode.replace(".", "_")}`;
 /** The pin of the trap program the link runs: what a later agent reads the running version from. */
 export const PROGRAM_PIN = "prog_trap";
 

@@ -11,7 +11,13 @@ import { join } from "node:path";
 import koffi from "koffi";
 import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { ATTACH_PROGRAMS, ATTACH_SYMBOLS, type KernelFacts, PROGRAM_PIN } from "./attach.ts";
+import {
+  ATTACH_PROGRAMS,
+  ATTACH_SYMBOLS,
+  type KernelFacts,
+  PROGRAM_PIN,
+  parentLinkPinName,
+} from "./attach.ts";
 import { DEFAULT_PIN_ROOT, ensureBpffsDir } from "./bpffs.ts";
 import {
   type Ancestor,
@@ -27,7 +33,7 @@ import {
 import { readCounters } from "./counters.ts";
 import { FloodSummaries } from "./flood-summaries.ts";
 import { type InodePermissionSignature, inodePermissionSignature, overlayUpperOffset } from "./kernel-btf.ts";
-import { check, checkPointer, errnoName, libbpf, type Pointer } from "./libbpf-ffi.ts";
+import { check, checkPointer, errnoName, libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import { DEFAULT_OBJECT_PATH } from "./object-path.ts";
 import { ProcessTracking } from "./process-tracking.ts";
@@ -308,7 +314,12 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     return { tag: programInfo(fd).tag, ...(this.programReplaced ? { replaced: this.programReplaced } : {}) };
   }
 
-  /** Not pinned: kernels that need it (5.10) cannot pin kprobe links anyway. */
+  /**
+   * Attached anew, then pinned in place of an earlier agent's (attached first, the old one
+   * detached after: no gap), so that a trapped file renamed or replaced while no agent runs is
+   * still reported. A perf-event kprobe link cannot be pinned before 5.15: it then ends with
+   * the agent.
+   */
   private attachParentHook(): void {
     const link = this.attachTo(this.program(ATTACH_PROGRAMS[this.attachMode].parent), ATTACH_SYMBOLS.parent);
     if (!link) {
@@ -319,6 +330,20 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       return;
     }
     this.parentLink = link;
+    if (!this.pinRoot) return;
+    // An earlier agent's, in this mode or another (which would report every change twice).
+    for (const mode of ATTACH_MODES) {
+      const earlier = openPinnedLink(join(this.pinRoot, parentLinkPinName(mode)));
+      if (!earlier) continue;
+      this.lib.bpf_link__unpin(earlier);
+      this.lib.bpf_link__destroy(earlier);
+    }
+    const path = join(this.pinRoot, parentLinkPinName(this.attachMode));
+    const pinned = this.lib.bpf_link__pin(link, path) as number;
+    if (pinned < 0)
+      this.logger?.warn("the parent-directory hook cannot be pinned on this kernel: it ends with the agent", {
+        errno: errnoName(pinned),
+      });
   }
 
   /** The trap-proof maps (trap-proof.ts), owned by this watcher: valid until close(). */
@@ -448,7 +473,12 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     await this.consumer?.stop();
     const keep = options.keepPinned === true && this.pinRoot !== null;
     this.tracking?.close(keep);
-    if (this.parentLink) this.lib.bpf_link__destroy(this.parentLink);
+    if (this.parentLink) {
+      if (keep)
+        this.lib.bpf_link__disconnect(this.parentLink); // its pin keeps it attached
+      else if (this.pinRoot) this.lib.bpf_link__unpin(this.parentLink);
+      this.lib.bpf_link__destroy(this.parentLink);
+    }
     if (this.link) {
       if (keep)
         this.lib.bpf_link__disconnect(this.link); // the pin keeps it attached

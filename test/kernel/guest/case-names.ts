@@ -34,6 +34,7 @@ export const KERNEL_CASES = [
   "after adopting an earlier agent's backlog, flush() waits for the new agent's own accesses",
   "events are consumed only once handled: an agent killed before, or stopped while holding them, leaves them to the next",
   "while acknowledgements are held, the ring worker sleeps instead of spinning a core",
+  "a trapped file replaced while no agent runs is reported to the next one: the directory hooks stay attached",
   "a spool whose disk is full keeps its alerts' events in the ring: a killed agent leaves them to the next, which delivers each access once",
   "an upgrade to another build replaces the running program without a gap: every access across it is delivered, and the new build runs",
   "an upgrade to another map layout counts what the earlier version left unread, and watches with fresh maps",

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, readdirSync, realpathSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, realpathSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { KernelEvent } from "../../../runtime/kernel/contract.ts";
 import { openKernelWatcher } from "../../../runtime/kernel/open-watcher.ts";
@@ -18,6 +18,7 @@ type RestartCaseName = Extract<
   | "after adopting an earlier agent's backlog, flush() waits for the new agent's own accesses"
   | "events are consumed only once handled: an agent killed before, or stopped while holding them, leaves them to the next"
   | "while acknowledgements are held, the ring worker sleeps instead of spinning a core"
+  | "a trapped file replaced while no agent runs is reported to the next one: the directory hooks stay attached"
 >;
 
 const forSlot = (list: KernelEvent[], slot: number) => list.filter((e) => e.slot === slot);
@@ -193,6 +194,30 @@ export function restartCases(
         JSON.stringify({ seen, held }, h.replacer),
       );
       return result;
+    },
+
+    async "a trapped file replaced while no agent runs is reported to the next one: the directory hooks stay attached"() {
+      let watcher = h.watcher();
+      const sub = join(h.dir, "restart-parent");
+      mkdirSync(sub, { recursive: true });
+      const path = join(sub, "trapped.txt");
+      writeFileSync(path, "v1\n");
+      const dirEntry = { ...h.entry(sub, 41), accesses: [], kind: "parent" as const };
+      watcher.sync([h.entry(path, 40), dirEntry]);
+      await watcher.close({ keepPinned: true });
+      // While no agent runs: the file is replaced (a new inode), as `mv x trapped.txt` or a package update does.
+      writeFileSync(join(sub, "new.txt"), "v2\n");
+      renameSync(join(sub, "new.txt"), path);
+      watcher = h.reopen();
+      const control: KernelEvent[] = [];
+      watcher.onEvent((e) => e.slot === 41 && control.push(e));
+      await watcher.flush(10_000);
+      const pins = readdirSync(pinRoot);
+      assert.ok(
+        control.length >= 1 && control.every((e) => e.kind === "parent"),
+        `the replacement made while no agent ran was not reported (pins: ${pins})`,
+      );
+      return { control: control.length, parentLinkPinned: pins.some((p) => p.startsWith("link_parent_")) };
     },
 
     async "while acknowledgements are held, the ring worker sleeps instead of spinning a core"() {
