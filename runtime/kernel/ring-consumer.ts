@@ -64,8 +64,6 @@ export class RingConsumer {
   /** Times the gate held the ring's release (alerts not durable yet), and paused reading. */
   gateHolds = 0;
   gatePauses = 0;
-  /** Since when (performance.now() ms) the gate holds the release or pauses reading; 0 when not. */
-  gatedSinceMs = 0;
   private readonly control = new SharedArrayBuffer(4 * CONTROL.words);
   private readonly words = new Int32Array(this.control);
   private readonly options: RingConsumerOptions;
@@ -192,7 +190,6 @@ export class RingConsumer {
 
   /** While the gate holds or slows the ring: looks again every GATE_POLL_MS until it lets go. */
   private watchGate(): void {
-    if (this.gatedSinceMs === 0) this.gatedSinceMs = performance.now();
     if (this.gateTimer || this.stopping) return;
     this.gateTimer = setInterval(() => {
       if (this.heldByGate) this.acknowledge();
@@ -200,7 +197,6 @@ export class RingConsumer {
       if (!this.heldByGate && Atomics.load(this.words, CONTROL.reading) === READING.free) {
         clearInterval(this.gateTimer);
         this.gateTimer = undefined;
-        this.gatedSinceMs = 0;
       }
     }, GATE_POLL_MS);
     this.gateTimer.unref();
