@@ -43,8 +43,16 @@ export const KERNEL_CASES = [
 
 export type KernelCaseName = (typeof KERNEL_CASES)[number];
 
-/** Cases that cannot run on some kernels, and why (the host suite skips them there, loudly). */
-export const CASE_EXCLUSIONS: Partial<Record<KernelCaseName, { kernels: string[]; reason: string }>> = {};
+/** Cases not run on some kernels, and why (the host suite does not list them there). */
+export const CASE_EXCLUSIONS: Partial<Record<KernelCaseName, { kernels: string[]; reason: string }>> = {
+  // User-space logic (the spool's gate on the ring consumer) over the ring buffer's mmap protocol,
+  // which is the same on every kernel; a minute of guest time each, so run where CI has it cheapest.
+  "a spool whose disk is full keeps its alerts' events in the ring: a killed agent leaves them to the next, which delivers each access once":
+    {
+      kernels: ["5.10", "6.1"],
+      reason: "user-space logic over the same ring-buffer protocol on every kernel: run on 6.12",
+    },
+};
 
 export interface KernelCaseResult {
   name: string;
