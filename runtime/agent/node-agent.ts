@@ -8,6 +8,7 @@
  */
 import { LABEL_MANAGED_BY, LABEL_POLICY, MANAGED_BY } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
+import { watchCoverage } from "../controllers/coverage-feeds.ts";
 import { createDiscoverController, type DiscoverController } from "../controllers/discover.ts";
 import {
   allDataFeed,
@@ -25,7 +26,6 @@ import {
   trapErrorFromEvent,
 } from "../controllers/kube-ports.ts";
 import { createLoaderController, type LoaderController, type LoaderOptions } from "../controllers/loader.ts";
-import { watchCoverage } from "../controllers/coverage-feeds.ts";
 import { createPodsController, type PodsController, type PodsUncoveredGauge } from "../controllers/pods.ts";
 import {
   type NodeTrapError,
@@ -78,6 +78,8 @@ export interface NodeAgentOptions {
   loaderLock: string;
   /** hive_policy_pods_uncovered, kept by the pods role while this agent holds it. */
   podsUncoveredGauge?: PodsUncoveredGauge;
+  /** How long a node is without a ready agent before policies report its pods (default 60 s). */
+  uncoveredGraceMs?: number;
   /** Duration of each reconcile pass, by controller (discover, loader, pods). */
   observeReconcile?: (controller: "discover" | "loader" | "pods", seconds: number) => void;
   log: Logger;
@@ -315,7 +317,10 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   if (options.roles?.pods !== false) {
     leadRole("pods", byPodsLease, async () => {
       let controller: PodsController | undefined;
-      const coverage = watchCoverage(options.namespace, () => controller?.onCoverage(), feedOptions);
+      const coverage = watchCoverage(options.namespace, () => controller?.onCoverage(), {
+        ...feedOptions,
+        ...(options.uncoveredGraceMs !== undefined ? { graceMs: options.uncoveredGraceMs } : {}),
+      });
       controller = createPodsController({
         nodeName,
         platformNamespace: options.namespace,

@@ -6,6 +6,9 @@
  *   kept to node name and Ready condition;
  * - the pods of each node without a ready agent, by field selector `spec.nodeName=<node>`, watched
  *   only while that node is uncovered (normally none). No watch of every pod of the cluster.
+ * A node counts as uncovered once it has been without a ready agent for a grace period: a node
+ * joining before its agent is ready, or an agent restarted by a rolling update (its pinned program
+ * keeps watching meanwhile), is not reported.
  */
 import type { V1Node, V1Pod } from "@kubernetes/client-node";
 import { AGENT_SELECTOR } from "../../api/meta.ts";
@@ -44,11 +47,29 @@ function agentPodFacts(pod: V1Pod): V1Pod {
  * Watches coverage in `namespace` (the agent's); `onChange` runs whenever the uncovered pods may
  * have changed (the pods controller then recomputes its policies' NodesCovered).
  */
-export function watchCoverage(namespace: string, onChange: () => void, o: FeedOptions): CoverageWatch {
+export function watchCoverage(
+  namespace: string,
+  onChange: () => void,
+  o: FeedOptions & {
+    /** How long a node stays without a ready agent before it counts as uncovered (default 60 s). */
+    graceMs?: number;
+  },
+): CoverageWatch {
+  const graceMs = o.graceMs ?? 60_000;
+  /** When this role first saw each node without a ready agent (forgotten once it has one). */
+  const since = new Map<string, number>();
+  let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   let baseSynced = false;
   const perNode = new Map<string, { informer: Informer<V1Pod>; synced: boolean }>();
-  const retiredStats: InformerStats = { lists: 0, listPages: 0, watches: 0, relists: 0, errors: 0, events: 0 };
+  const retiredStats: InformerStats = {
+    lists: 0,
+    listPages: 0,
+    watches: 0,
+    relists: 0,
+    errors: 0,
+    events: 0,
+  };
 
   const nodes = feed<V1Node>(
     NODES,
@@ -56,7 +77,12 @@ export function watchCoverage(namespace: string, onChange: () => void, o: FeedOp
       // A Node's own updates (status, heartbeats) change nothing here: only its arrival or departure.
       if (type !== "MODIFIED") refresh();
     },
-    { ...o, transform: (n) => ({ metadata: { name: n.metadata?.name, resourceVersion: n.metadata?.resourceVersion } }) },
+    {
+      ...o,
+      transform: (n) => ({
+        metadata: { name: n.metadata?.name, resourceVersion: n.metadata?.resourceVersion },
+      }),
+    },
   );
   const agentPods = feed<V1Pod>({ ...PODS, namespace }, () => refresh(), {
     ...o,
@@ -76,7 +102,20 @@ export function watchCoverage(namespace: string, onChange: () => void, o: FeedOp
   function refresh(): void {
     if (stopped || !baseSynced) return;
     const names = nodes.list().flatMap((n) => (n.metadata?.name ? [n.metadata.name] : []));
-    const want = uncoveredNodes(names, agentPods.list());
+    const now = Date.now();
+    const candidates = uncoveredNodes(names, agentPods.list());
+    for (const node of [...since.keys()]) if (!candidates.has(node)) since.delete(node);
+    const want = new Set<string>();
+    let nextDue = Number.POSITIVE_INFINITY;
+    for (const node of candidates) {
+      const first = since.get(node) ?? now;
+      since.set(node, first);
+      if (now - first >= graceMs) want.add(node);
+      else nextDue = Math.min(nextDue, first + graceMs);
+    }
+    clearTimeout(timer);
+    timer = undefined;
+    if (nextDue !== Number.POSITIVE_INFINITY) timer = setTimeout(refresh, nextDue - now).unref();
     for (const node of [...perNode.keys()]) if (!want.has(node)) retire(node);
     for (const node of want) {
       if (perNode.has(node)) continue;
@@ -106,6 +145,7 @@ export function watchCoverage(namespace: string, onChange: () => void, o: FeedOp
     },
     async stop() {
       stopped = true;
+      clearTimeout(timer);
       const all = [nodes, agentPods, ...[...perNode.values()].map((e) => e.informer)];
       perNode.clear();
       await Promise.all(all.map((i) => i.stop()));

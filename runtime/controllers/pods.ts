@@ -116,7 +116,10 @@ export function createPodsController(options: PodsOptions): PodsController {
     status: HivePolicyStatus,
     pods: readonly V1Pod[] | undefined,
   ): HivePolicyStatus {
-    const labels = { policy_namespace: policy.metadata.namespace ?? "default", policy: policy.metadata.name ?? "" };
+    const labels = {
+      policy_namespace: policy.metadata.namespace ?? "default",
+      policy: policy.metadata.name ?? "",
+    };
     if (pods === undefined) {
       const previous = policy.status?.conditions?.find((c) => c.type === NODES_COVERED);
       if (!previous) return status;

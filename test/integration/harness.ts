@@ -216,6 +216,8 @@ export class Cluster {
        * pods role reads to tell covered nodes. Default: none (the node counts as uncovered).
        */
       agentPod?: "ready" | "notReady";
+      /** NodeAgentOptions.uncoveredGraceMs (default here 1 s). */
+      uncoveredGraceMs?: number;
       /** hive_policy_pods_uncovered, as main.ts passes it. */
       podsUncoveredGauge?: NodeAgentOptions["podsUncoveredGauge"];
     } = {},
@@ -257,6 +259,8 @@ export class Cluster {
       orphanGraceMs: 300,
       retryBaseMs: 100,
       notReadyReportMs: 0,
+      // Long enough for a node seeded before its agent's Pod is Ready (addNode) not to count.
+      uncoveredGraceMs: options.uncoveredGraceMs ?? 1000,
       ...(options.podsUncoveredGauge ? { podsUncoveredGauge: options.podsUncoveredGauge } : {}),
     });
     const node: SimNode = {
