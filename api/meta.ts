@@ -36,6 +36,12 @@ export const ANNOTATION_RESOLVE_REQUEST = `${GROUP}/resolve-requested`;
 export const MANAGED_BY = "hive";
 
 /**
+ * The labels selecting the agent's pods (the DaemonSet's selector, immutable once applied): the
+ * pods role reads these pods' Ready condition to learn which nodes run a ready agent.
+ */
+export const AGENT_SELECTOR = { "app.kubernetes.io/name": "hive", "app.kubernetes.io/component": "agent" };
+
+/**
  * Annotations on HiveData, as in the reference design but for `callback`: the alert is enriched
  * from them without an API call per event. Where alerts go is the live HivePolicy's trap's
  * callback, never a HiveData's (others than the platform team may write HiveData).

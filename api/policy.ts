@@ -333,6 +333,13 @@ export const HivePolicyStatusSchema = Type.Object({
   observedGeneration: Type.Optional(Type.Integer({ minimum: 0 })),
   trapCount: Type.Optional(Type.Integer({ minimum: 0 })),
   matchedContainers: Type.Optional(Type.Integer({ minimum: 0 })),
+  podsUncovered: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      description:
+        "Pods the traps select that run on nodes without a ready Hive agent: nothing watches their files (the NodesCovered condition names them).",
+    }),
+  ),
   conditions: Type.Optional(
     Type.Array(ConditionSchema, { "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"] }),
   ),

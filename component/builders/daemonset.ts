@@ -18,6 +18,7 @@
  * Not granted: DAC_OVERRIDE, so `create: true` cannot write into a container directory that its
  * owner's mode forbids to root's uid (user-namespaced pods); the trap reports that in its status.
  */
+import { AGENT_SELECTOR } from "../../api/meta.ts";
 import type { HiveConfig } from "../config.ts";
 import { CALLBACK_CHECKSUM_ANNOTATION, callbackChecksum, callbackSecretRef } from "./callback-secret.ts";
 import { AGENT_NAME, hiveLabels, type KubernetesObject } from "./objects.ts";
@@ -48,7 +49,8 @@ export const MOUNTS = {
 /** Nodes the agent can run on: Linux, and x86-64 until the program is built for another architecture. */
 export const AGENT_NODE_SELECTOR = { "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64" } as const;
 
-export const AGENT_SELECTOR = { "app.kubernetes.io/name": "hive", "app.kubernetes.io/component": "agent" };
+/** The DaemonSet's selector (api/meta.ts: the pods role selects the agent's pods by it too). */
+export { AGENT_SELECTOR };
 
 function dirname(path: string): string {
   const dir = path.replace(/\/+$/, "").replace(/\/[^/]*$/, "");

@@ -28,9 +28,17 @@ export function clusterRules(): PolicyRule[] {
     // cannot restrict a grant by field selector, so this rule reads pods cluster-wide; the
     // agent's requests are what narrow it.
     { apiGroups: [""], resources: ["pods"], verbs: ["list", "watch"] },
-    // A kernel's Lease is genuinely held only by an agent of a node whose kubelet reports that
-    // kernel (status.nodeInfo.bootID): candidates read the holder's Node (runtime/agent/loader-election.ts).
-    { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
+    // The pods role also watches the agent's own pods (in the monitor's namespace, by the
+    // DaemonSet's labels) for their Ready condition, and the pods of nodes without a ready agent
+    // (by field selector), to report what no agent watches (runtime/controllers/coverage-feeds.ts).
+    // Nodes:
+    // - get: a kernel's Lease is genuinely held only by an agent of a node whose kubelet reports
+    //   that kernel (status.nodeInfo.bootID): candidates read the holder's Node
+    //   (runtime/agent/loader-election.ts);
+    // - list, watch: the pods role learns of nodes where no agent runs at all (a taint the
+    //   DaemonSet does not tolerate, another architecture), which no agent can report. Names only
+    //   are kept. Every kubelet may list Nodes already: a compromised node learns nothing new.
+    { apiGroups: [""], resources: ["nodes"], verbs: ["get", "list", "watch"] },
     // Events (core v1 only; the agent never uses events.k8s.io), in any namespace:
     // - an Event on the accessed pod for each alert, in the pod's namespace: create, then patch
     //   its count (runtime/alerts/pod-events.ts);

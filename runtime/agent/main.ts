@@ -236,6 +236,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
       table?.unarmed(errors);
     },
     observeReconcile: (controller, seconds) => metrics.reconcileDuration.observe({ controller }, seconds),
+    podsUncoveredGauge: metrics.podsUncovered,
     onEventDropped: (reason) => metrics.kernelEventsDropped.inc({ reason }),
     onAccess,
     log,

@@ -8,6 +8,7 @@
  */
 import { LABEL_MANAGED_BY, LABEL_POLICY, MANAGED_BY } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
+import { watchCoverage } from "../controllers/coverage-feeds.ts";
 import { createDiscoverController, type DiscoverController } from "../controllers/discover.ts";
 import {
   allDataFeed,
@@ -25,7 +26,7 @@ import {
   trapErrorFromEvent,
 } from "../controllers/kube-ports.ts";
 import { createLoaderController, type LoaderController, type LoaderOptions } from "../controllers/loader.ts";
-import { createPodsController, type PodsController } from "../controllers/pods.ts";
+import { createPodsController, type PodsController, type PodsUncoveredGauge } from "../controllers/pods.ts";
 import {
   type NodeTrapError,
   objectKey,
@@ -75,6 +76,10 @@ export interface NodeAgentOptions {
    * host's /run/hive). Whoever holds it loads and syncs the kernel program.
    */
   loaderLock: string;
+  /** hive_policy_pods_uncovered, kept by the pods role while this agent holds it. */
+  podsUncoveredGauge?: PodsUncoveredGauge;
+  /** How long a node is without a ready agent before policies report its pods (default 60 s). */
+  uncoveredGraceMs?: number;
   /** Duration of each reconcile pass, by controller (discover, loader, pods). */
   observeReconcile?: (controller: "discover" | "loader" | "pods", seconds: number) => void;
   log: Logger;
@@ -311,8 +316,16 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
 
   if (options.roles?.pods !== false) {
     leadRole("pods", byPodsLease, async () => {
-      const controller = createPodsController({
+      let controller: PodsController | undefined;
+      const coverage = watchCoverage(options.namespace, () => controller?.onCoverage(), {
+        ...feedOptions,
+        ...(options.uncoveredGraceMs !== undefined ? { graceMs: options.uncoveredGraceMs } : {}),
+      });
+      controller = createPodsController({
         nodeName,
+        platformNamespace: options.namespace,
+        uncoveredPods: () => coverage.pods(),
+        ...(options.podsUncoveredGauge ? { podsUncoveredGauge: options.podsUncoveredGauge } : {}),
         writer,
         policyWriter: createPolicyWriter(clients.custom),
         log: log.child({ controller: "pods" }),
@@ -340,6 +353,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
           (t, ev) => controller.onTrapError(t, objectKey(ev), trapErrorFromEvent(ev)),
           feedOptions,
         ),
+        coverage,
       ];
       return { controller, informers };
     });

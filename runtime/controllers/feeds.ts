@@ -3,7 +3,8 @@
  * which resource each controller watches and with which selectors: discover watches only
  * its node's pods (field selector) and HiveData (label selector); a loader only its
  * kernel's HiveData. No feed watches every pod of the cluster: its cache would grow with the
- * cluster's size (the pods of a node are its own discover's concern).
+ * cluster's size (the pods of a node are its own discover's concern; the pods role watches only
+ * the pods of nodes without a ready agent, coverage-feeds.ts).
  */
 import type { CoreV1Event, KubernetesObject, V1Pod } from "@kubernetes/client-node";
 import type { HiveData } from "../../api/data.ts";
@@ -43,6 +44,8 @@ export function feed<T extends KubernetesObject>(
   options: FeedOptions & {
     labelSelector?: string;
     fieldSelector?: string;
+    /** Keeps only the fields the controller reads (InformerOptions.transform). */
+    transform?: (obj: T) => T;
   },
 ): Informer<T> {
   const informerOptions: InformerOptions<T> = {
@@ -57,6 +60,7 @@ export function feed<T extends KubernetesObject>(
   };
   if (options.labelSelector) informerOptions.labelSelector = options.labelSelector;
   if (options.fieldSelector) informerOptions.fieldSelector = options.fieldSelector;
+  if (options.transform) informerOptions.transform = options.transform;
   if (options.pageSize) informerOptions.pageSize = options.pageSize;
   if (options.watchTimeoutSeconds) informerOptions.watchTimeoutSeconds = options.watchTimeoutSeconds;
   return createInformer<T>(informerOptions);

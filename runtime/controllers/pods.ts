@@ -4,16 +4,20 @@
  *   trap-error Events are removed, then the finalizer.
  * - HivePolicy status: aggregated from HiveData + the nodes' trap-error reports, written
  *   only on change.
- * It watches no pods: the HiveData of a pod that finished or was deleted is removed by the
+ * - NodesCovered: the pods its traps select on nodes without a ready agent (coverage.ts), from the
+ *   pods of those nodes only (coverage-feeds.ts), counted in hive_policy_pods_uncovered.
+ * It caches no other pods: the HiveData of a pod that finished or was deleted is removed by the
  * discover controller of the pod's node, which watches that node's pods anyway (and is the only
  * agent admission lets delete it); the HiveData of a node that left the cluster goes with its
  * Node, which owns it. A cache of every pod of the cluster here would make the elected agent's memory
  * grow with the cluster's size.
  */
+import type { V1Pod } from "@kubernetes/client-node";
 import type { HiveData } from "../../api/data.ts";
 import { LABEL_NODE, LABEL_POLICY, LABEL_POLICY_NAMESPACE, POLICY_FINALIZER } from "../../api/meta.ts";
-import type { HivePolicy } from "../../api/policy.ts";
+import type { HivePolicy, HivePolicyStatus } from "../../api/policy.ts";
 import type { Logger } from "../log.ts";
+import { NODES_COVERED, nodesCoveredCondition, uncoveredPodsOf } from "./coverage.ts";
 import { createObjectRetries } from "./object-retries.ts";
 import {
   computePolicyStatus,
@@ -45,6 +49,18 @@ export interface PodsOptions {
   finalizerWaitMs?: number;
   /** Called with each reconcile pass's duration in seconds (hive_reconcile_duration_seconds). */
   observeReconcile?: (seconds: number) => void;
+  /** The monitor's namespace: its policies reach every namespace's pods, others only their own (match.ts). */
+  platformNamespace: string;
+  /** The pods on nodes without a ready agent; undefined while not yet known (coverage-feeds.ts). */
+  uncoveredPods?: () => readonly V1Pod[] | undefined;
+  /** hive_policy_pods_uncovered, set per policy and removed with it (or when the role ends). */
+  podsUncoveredGauge?: PodsUncoveredGauge;
+}
+
+/** The part of a prom-client Gauge the pods role uses. */
+export interface PodsUncoveredGauge {
+  set(labels: { policy_namespace: string; policy: string }, value: number): void;
+  remove(labels: { policy_namespace: string; policy: string }): void;
 }
 
 export interface PodsStats {
@@ -59,6 +75,8 @@ export interface PodsController extends ControllerLifecycle<PodsStats> {
   onPolicy(type: WatchEventType, policy: HivePolicy): void;
   /** Trap-error reports (Events) keyed by Event name. */
   onTrapError(type: WatchEventType, key: string, report: NodeTrapError | undefined): void;
+  /** Nodes, agent readiness or the pods of uncovered nodes changed. */
+  onCoverage(): void;
 }
 
 export function createPodsController(options: PodsOptions): PodsController {
@@ -67,6 +85,10 @@ export function createPodsController(options: PodsOptions): PodsController {
   const policies = new Map<string, HivePolicy>();
   const data = new Map<string, HiveData>();
   const trapErrors = new Map<string, NodeTrapError>();
+  /** Policies whose hive_policy_pods_uncovered this role has set (removed when they go). */
+  const gauged = new Map<string, { policy_namespace: string; policy: string }>();
+  /** The role ended: no gauge is set again by a pass still running. */
+  let ended = false;
   /** Policies whose last reconcile failed, each on its own backoff. */
   const retries = createObjectRetries();
   const stats: PodsStats = {
@@ -85,10 +107,45 @@ export function createPodsController(options: PodsOptions): PodsController {
   }
 
   /** One policy's finalizer, HiveData cleanup and status: throws when a request fails. */
+  /**
+   * Adds NodesCovered and podsUncovered to `status` and sets the gauge; while coverage is not yet
+   * known (the role just started) the policy's previous NodesCovered stands, so it does not flap.
+   */
+  function withCoverage(
+    policy: HivePolicy,
+    status: HivePolicyStatus,
+    pods: readonly V1Pod[] | undefined,
+  ): HivePolicyStatus {
+    const labels = {
+      policy_namespace: policy.metadata.namespace ?? "default",
+      policy: policy.metadata.name ?? "",
+    };
+    if (pods === undefined) {
+      const previous = policy.status?.conditions?.find((c) => c.type === NODES_COVERED);
+      if (!previous) return status;
+      return {
+        ...status,
+        ...(policy.status?.podsUncovered !== undefined ? { podsUncovered: policy.status.podsUncovered } : {}),
+        conditions: [...(status.conditions ?? []), previous],
+      };
+    }
+    const found = uncoveredPodsOf(policy, options.platformNamespace, pods);
+    if (!ended) {
+      options.podsUncoveredGauge?.set(labels, found.length);
+      gauged.set(objectKey(policy), labels);
+    }
+    return {
+      ...status,
+      podsUncovered: found.length,
+      conditions: [...(status.conditions ?? []), nodesCoveredCondition(policy, found)],
+    };
+  }
+
   async function reconcile(
     policy: HivePolicy,
     dataByTrap: ReadonlyMap<string, HiveData[]>,
     errorsByTrap: ReadonlyMap<string, NodeTrapError[]>,
+    uncovered: readonly V1Pod[] | undefined,
   ): Promise<void> {
     const finalizers = policy.metadata.finalizers ?? [];
     const ns = policy.metadata.namespace ?? "default";
@@ -126,9 +183,11 @@ export function createPodsController(options: PodsOptions): PodsController {
       return; // the update comes back through the watch, with a new resourceVersion for the status write
     }
     const problems = specProblems(policy);
+    // An invalid policy selects nothing: it has no NodesCovered and no gauge.
+    if (problems) forgetGauge(objectKey(policy));
     const status = problems
       ? invalidPolicyStatus(policy, problems)
-      : computePolicyStatus(policy, dataByTrap, errorsByTrap);
+      : withCoverage(policy, computePolicyStatus(policy, dataByTrap, errorsByTrap), uncovered);
     if (sameStatus(policy.status, status)) return;
     try {
       await policyWriter.writeStatus(policy, status);
@@ -141,17 +200,31 @@ export function createPodsController(options: PodsOptions): PodsController {
     }
   }
 
+  /** Removes the gauge of policies that are gone (all of them when the role ends: `keep` empty). */
+  function forgetGauges(keep: ReadonlyMap<string, unknown> = policies): void {
+    for (const key of [...gauged.keys()]) if (!keep.has(key)) forgetGauge(key);
+  }
+
+  function forgetGauge(key: string): void {
+    const labels = gauged.get(key);
+    if (!labels) return;
+    options.podsUncoveredGauge?.remove(labels);
+    gauged.delete(key);
+  }
+
   async function pass(): Promise<void> {
     if (!loop.synced()) return;
     const dataByTrap = groupByTrap(data.values(), trapOfData);
     const errorsByTrap = groupByTrap(trapErrors.values(), (e) => e.trapId);
+    const uncovered = options.uncoveredPods?.();
+    forgetGauges();
     const now = Date.now();
     for (const policy of policies.values()) {
       const key = objectKey(policy);
       if (!retries.due(key, now)) continue;
       // A policy whose requests keep failing is retried on its own backoff; the others go on.
       try {
-        await reconcile(policy, dataByTrap, errorsByTrap);
+        await reconcile(policy, dataByTrap, errorsByTrap, uncovered);
         retries.forget(key);
       } catch (error) {
         const delayMs = retries.failed(key, now);
@@ -190,6 +263,15 @@ export function createPodsController(options: PodsOptions): PodsController {
       else trapErrors.set(key, report);
       runner.trigger();
     },
+    onCoverage() {
+      runner.trigger();
+    },
     ...loop.lifecycle,
+    stop() {
+      ended = true;
+      loop.lifecycle.stop();
+      // Another agent now holds the role and reports these policies.
+      forgetGauges(new Map());
+    },
   };
 }

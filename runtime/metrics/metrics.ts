@@ -108,6 +108,8 @@ export interface HiveMetrics {
   readonly kernelEventsDropped: Counter<"reason">;
   /** Tenant trap callbacks not contacted (outside the monitor's tenantCallbacks), by policy namespace. */
   readonly tenantCallbacksRefused: Counter<"policy_namespace">;
+  /** Pods a policy's traps select on nodes without a ready agent (set by the agent holding the pods role). */
+  readonly podsUncovered: Gauge<"policy_namespace" | "policy">;
   /** Feed the kernel's cumulative counters (events, ring-buffer losses, watched entries) at scrape time. */
   observeKernel(source: KernelCountersSource): void;
   /** Feed the allowed-access counts (runtime/alerts/allowed-counts.ts) at scrape time. */
@@ -404,6 +406,12 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
       name: "hive_tenant_callbacks_refused_total",
       help: "Alerts of policies outside the monitor's namespace whose callback is not among the monitor's tenantCallbacks: sent to the monitor's callback instead, the tenant's URL never contacted.",
       labelNames: ["policy_namespace"],
+      registers,
+    }),
+    podsUncovered: new Gauge({
+      name: "hive_policy_pods_uncovered",
+      help: "Pods a policy's traps select that run on nodes without a ready Hive agent (their files are not watched; the policy's NodesCovered condition names them). Exported by the agent holding the pods role.",
+      labelNames: ["policy_namespace", "policy"],
       registers,
     }),
     kernelEventsDropped: new Counter({

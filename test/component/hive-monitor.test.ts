@@ -222,7 +222,7 @@ describe("HiveMonitor with the minimal configuration", () => {
       "hive-operator.com/hivepolicies": ["list", "patch", "watch"],
       "hive-operator.com/hivepolicies/status": ["update"],
       "core/pods": ["list", "watch"],
-      "core/nodes": ["get"],
+      "core/nodes": ["get", "list", "watch"],
       "core/events": ["create", "delete", "list", "patch", "update", "watch"],
     });
     expect(verbsByResource(role.rules)).toEqual({

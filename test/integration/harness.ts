@@ -13,10 +13,18 @@ import { join } from "node:path";
 import { CoreV1Api, CustomObjectsApi, type V1Pod } from "@kubernetes/client-node";
 import { hiveCrds } from "../../api/crd.ts";
 import type { HiveData } from "../../api/data.ts";
-import { API_VERSION, GROUP, KIND_POLICY, PLURAL_DATA, PLURAL_POLICY, VERSION } from "../../api/meta.ts";
+import {
+  AGENT_SELECTOR,
+  API_VERSION,
+  GROUP,
+  KIND_POLICY,
+  PLURAL_DATA,
+  PLURAL_POLICY,
+  VERSION,
+} from "../../api/meta.ts";
 import type { HivePolicy, HiveTrap } from "../../api/policy.ts";
 import { agentIdentity } from "../../runtime/agent/loader-election.ts";
-import { type NodeAgent, startNodeAgent } from "../../runtime/agent/node-agent.ts";
+import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from "../../runtime/agent/node-agent.ts";
 import { alertSourceFromHiveData } from "../../runtime/alerts/alert-source.ts";
 import type { AlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import type { LiveTrap } from "../../runtime/controllers/live-traps.ts";
@@ -203,6 +211,15 @@ export class Cluster {
       kernelFails?: boolean;
       /** Accesses also go through this alert pipeline, as the agent's main.ts sends them. */
       alerts?: AlertPipeline;
+      /**
+       * The agent's own Pod (the DaemonSet's) as its kubelet reports it, Ready or not: what the
+       * pods role reads to tell covered nodes. Default: none (the node counts as uncovered).
+       */
+      agentPod?: "ready" | "notReady";
+      /** NodeAgentOptions.uncoveredGraceMs (default here 1 s). */
+      uncoveredGraceMs?: number;
+      /** hive_policy_pods_uncovered, as main.ts passes it. */
+      podsUncoveredGauge?: NodeAgentOptions["podsUncoveredGauge"];
     } = {},
   ): Promise<SimNode> {
     const kernels: RecordingKernel[] = [];
@@ -210,6 +227,7 @@ export class Cluster {
     const pod = options.pod ?? `hive-agent-${name}`;
     // The Node as its kubelet reports it: the kernel's Lease is genuinely held only by its nodes.
     await this.ensureNode(name, kernelId);
+    if (options.agentPod) await this.addAgentPod(name, pod, options.agentPod === "ready");
     const clients = createKubeClients({ kubeConfig: this.api.kubeConfig(this.installed.agent(name, pod)) });
     const agent = await startNodeAgent({
       clients,
@@ -241,6 +259,9 @@ export class Cluster {
       orphanGraceMs: 300,
       retryBaseMs: 100,
       notReadyReportMs: 0,
+      // Long enough for a node seeded before its agent's Pod is Ready (addNode) not to count.
+      uncoveredGraceMs: options.uncoveredGraceMs ?? 1000,
+      ...(options.podsUncoveredGauge ? { podsUncoveredGauge: options.podsUncoveredGauge } : {}),
     });
     const node: SimNode = {
       name,
@@ -252,6 +273,30 @@ export class Cluster {
     };
     this.nodes.push(node);
     return node;
+  }
+
+  /**
+   * The agent's Pod on `node`, labelled as the DaemonSet's, with the Ready condition its kubelet
+   * reports (the simulated agent itself runs in this process). Its container never runs here:
+   * policies of these tests select it only if they match every pod of the agent's namespace.
+   */
+  async addAgentPod(node: string, pod: string, ready: boolean): Promise<void> {
+    await this.admin.core.createNamespacedPod({
+      namespace: AGENT_NS,
+      body: {
+        metadata: { name: pod, namespace: AGENT_NS, labels: { ...AGENT_SELECTOR } },
+        spec: { nodeName: node, containers: [{ name: "agent", image: "hive:test" }] },
+      },
+    });
+    await this.setAgentPodReady(pod, ready);
+  }
+
+  /** Sets the Ready condition of an agent's Pod, as its kubelet does when readiness changes. */
+  async setAgentPodReady(pod: string, ready: boolean): Promise<void> {
+    const fresh = await this.admin.core.readNamespacedPod({ name: pod, namespace: AGENT_NS });
+    const condition = { type: "Ready", status: ready ? "True" : "False", lastTransitionTime: new Date() };
+    fresh.status = { ...fresh.status, phase: "Running", conditions: [condition] };
+    await this.admin.core.replaceNamespacedPodStatus({ name: pod, namespace: AGENT_NS, body: fresh });
   }
 
   /** Creates the Node (or sets its boot id) as the kubelet reports it. */

@@ -1,10 +1,10 @@
 /**
- * The pods role at cluster scale: it caches no pods (its memory must not grow with the cluster),
- * and the HiveData of a pod that finished or was deleted still goes, removed by the discover of
+ * The pods role at cluster scale: it caches no pods but the agent's own and those of nodes without
+ * a ready agent (its memory must not grow with the cluster), and the HiveData of a pod that finished or was deleted still goes, removed by the discover of
  * the pod's own node.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { Cluster, eventually } from "./harness.ts";
+import { AGENT_NS, Cluster, eventually } from "./harness.ts";
 
 const KERNEL_A = "11111111-1111-4111-8111-111111111111";
 const KERNEL_B = "22222222-2222-4222-8222-222222222222";
@@ -19,13 +19,13 @@ const podNames = async (c: Cluster) =>
   (await c.data()).map((d) => String(d.metadata.annotations?.pod_name)).sort();
 
 describe("the pods role", () => {
-  it("lists and watches no pods of other nodes, while finished and deleted pods lose their HiveData", async () => {
+  it("lists and watches no pods of nodes with a ready agent, while finished and deleted pods lose their HiveData", async () => {
     cluster = await Cluster.start();
     const c = cluster;
     // node-2 holds the pods role; node-1 runs the pods' discover and does not compete for the role.
-    const holder = await c.addNode("node-2", KERNEL_B);
+    const holder = await c.addNode("node-2", KERNEL_B, { agentPod: "ready" });
     await eventually(() => holder.agent.pods() !== undefined, "node-2 holds the pods role");
-    await c.addNode("node-1", KERNEL_A, { pods: false });
+    await c.addNode("node-1", KERNEL_A, { pods: false, agentPod: "ready" });
     for (const name of ["stays", "job", "doomed"]) await c.addPod(name, "node-1");
     await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
     await eventually(async () => (await podNames(c)).join() === "doomed,job,stays", "three HiveData");
@@ -44,13 +44,20 @@ describe("the pods role", () => {
       async () => (await c.getPolicy("shadow"))?.status?.traps?.[0]?.inodesFound === 1,
       "status follows",
     );
-    // Only the holder's own node's pods, by field selector: no cache of every pod in the cluster.
+    // Only the holder's own node's pods, by field selector, and the agent's pods (whose Ready
+    // condition tells covered nodes): no cache of every pod in the cluster, nor of node-1's.
     const podRequests = c.api.requests.filter(
       (r) => r.node === "node-2" && r.resource === "pods" && (r.verb === "list" || r.verb === "watch"),
     );
     expect(podRequests.length).toBeGreaterThan(0);
-    for (const r of podRequests)
-      expect(decodeURIComponent(r.query.replaceAll("+", " "))).toContain("spec.nodeName=node-2");
+    for (const r of podRequests) {
+      const query = decodeURIComponent(r.query.replaceAll("+", " "));
+      if (r.namespace === AGENT_NS && query.includes("app.kubernetes.io/component=agent")) continue;
+      expect(query).toContain("spec.nodeName=node-2");
+    }
+    expect(
+      (await c.getPolicy("shadow"))?.status?.conditions?.find((x) => x.type === "NodesCovered"),
+    ).toMatchObject({ status: "True" });
   });
 });
 
