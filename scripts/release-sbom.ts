@@ -18,7 +18,6 @@ interface Lock {
 interface Component {
   "bom-ref": string;
   name: string;
-  group?: string;
   version?: string;
 }
 interface CycloneDx {
@@ -54,7 +53,9 @@ export function productionRefs(lock: Lock): Set<string> {
     }
   }
   return new Set(
-    [...seen].map((path) => `${path.slice(path.lastIndexOf("node_modules/") + 13)}@${lock.packages[path]?.version}`),
+    [...seen].map(
+      (path) => `${path.slice(path.lastIndexOf("node_modules/") + 13)}@${lock.packages[path]?.version}`,
+    ),
   );
 }
 
@@ -65,7 +66,6 @@ export function productionSbom(
 ): CycloneDx {
   const keep = productionRefs(lock);
   const self = `${pkg.name}@${pkg.version}`;
-  const scope = /^(@[^/]+)\/(.+)$/.exec(pkg.name);
   return {
     ...sbom,
     // npm names the root component after the directory it ran in; it is the package.
@@ -73,7 +73,7 @@ export function productionSbom(
       ...sbom.metadata,
       component: {
         ...sbom.metadata.component,
-        ...(scope ? { group: scope[1], name: scope[2] as string } : { name: pkg.name }),
+        name: pkg.name, // as npm names every other component: scope included, no group
         "bom-ref": self,
         version: pkg.version,
       },

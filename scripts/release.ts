@@ -121,9 +121,13 @@ function sha256(path: string): string {
 
 /** The agent image from scripts/build-image.ts, pushed to `archive` under RELEASE_IMAGE. */
 async function imageArchive(archive: string): Promise<void> {
-  if (process.arch !== "x64") throw new Error(`the image is built for linux/amd64 only, on amd64 (this is ${process.arch})`);
+  if (process.arch !== "x64")
+    throw new Error(`the image is built for linux/amd64 only, on amd64 (this is ${process.arch})`);
   await new Promise<void>((done, fail) => {
-    const child = spawn(process.execPath, [join(root, "scripts/build-image.ts")], { cwd: root, stdio: "inherit" });
+    const child = spawn(process.execPath, [join(root, "scripts/build-image.ts")], {
+      cwd: root,
+      stdio: "inherit",
+    });
     child.on("error", fail);
     child.on("close", (code) => (code === 0 ? done() : fail(new Error(`npm run image exited with ${code}`))));
   });
@@ -192,13 +196,18 @@ export async function release({ out, skipImage }: ReleaseOptions): Promise<strin
       stage,
     );
     const lock = JSON.parse(readFileSync(join(stage, "package-lock.json"), "utf8"));
-    writeFileSync(join(out, RELEASE_FILES.sbom), `${JSON.stringify(productionSbom(JSON.parse(sbom), lock, manifest), null, 2)}\n`);
+    writeFileSync(
+      join(out, RELEASE_FILES.sbom),
+      `${JSON.stringify(productionSbom(JSON.parse(sbom), lock, manifest), null, 2)}\n`,
+    );
     step("wrote the SBOM");
     if (!skipImage) {
       await imageArchive(join(out, RELEASE_FILES.image));
       step(`exported ${RELEASE_FILES.image}`);
     }
-    const files = Object.values(RELEASE_FILES).filter((f) => f !== RELEASE_FILES.sums && existsSync(join(out, f)));
+    const files = Object.values(RELEASE_FILES).filter(
+      (f) => f !== RELEASE_FILES.sums && existsSync(join(out, f)),
+    );
     writeFileSync(
       join(out, RELEASE_FILES.sums),
       files
@@ -206,7 +215,9 @@ export async function release({ out, skipImage }: ReleaseOptions): Promise<strin
         .map((f) => `${sha256(join(out, f))}  ${f}\n`)
         .join(""),
     );
-    step(`wrote ${RELEASE_FILES.sums}: ${relative(process.cwd(), out) || "."} holds ${files.length + 1} files`);
+    step(
+      `wrote ${RELEASE_FILES.sums}: ${relative(process.cwd(), out) || "."} holds ${files.length + 1} files`,
+    );
     return [...files, RELEASE_FILES.sums].sort();
   } finally {
     rmSync(stage, { recursive: true, force: true });

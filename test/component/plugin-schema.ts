@@ -60,7 +60,8 @@ export async function sourceSchema(): Promise<PackageSchema> {
     cpSync(pluginSource, dir, { recursive: true });
     for (const entry of ["index.js", "index.ts"]) {
       const text = readFileSync(join(dir, entry), "utf8");
-      if (!text.includes(PLUGIN_COMPONENTS)) throw new Error(`plugin/${entry} no longer names ${PLUGIN_COMPONENTS}`);
+      if (!text.includes(PLUGIN_COMPONENTS))
+        throw new Error(`plugin/${entry} no longer names ${PLUGIN_COMPONENTS}`);
       writeFileSync(join(dir, entry), text.replace(PLUGIN_COMPONENTS, join(root, "component/plugin.ts")));
     }
     const tsconfig = JSON.parse(readFileSync(join(dir, "tsconfig.json"), "utf8"));
