@@ -1,3 +1,3 @@
-// The components the plugin serves; their arguments are reshaped for the package schema in
-// the package's component/plugin.ts.
-export { HiveMonitor, HivePolicy } from "@hive-operator/hive/plugin";
+// The declarations Pulumi's component provider reads the package schema from (the host runs
+// index.js); their arguments are reshaped for the schema in the package's component/plugin.ts.
+export { HiveMonitor, HivePolicy } from "../dist/component/plugin.js";

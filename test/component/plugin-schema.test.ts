@@ -10,7 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { MONITOR_OPTIONS } from "../../component/args.ts";
 import { ALLOW_KEYS, MATCH_KEYS, TRAP_KEYS } from "../../component/builders/traps.ts";
-import { type PackageSchema, pluginSource, root, sourceSchema } from "./plugin-schema.ts";
+import { type PackageSchema, PLUGIN_COMPONENTS, pluginSource, root, sourceSchema } from "./plugin-schema.ts";
 
 const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
 const pluginManifest = JSON.parse(readFileSync(join(pluginSource, "package.json"), "utf8"));
@@ -23,15 +23,30 @@ beforeAll(async () => {
 const keys = (o: object | undefined) => Object.keys(o ?? {}).sort();
 
 describe("the Pulumi plugin", () => {
-  it("is a Node.js plugin that Node 24 runs without ts-node, serving package hive at the package's version", () => {
+  it("is a Node.js plugin whose entry point is JavaScript, serving package hive at the package's version", () => {
     const plugin = parse(readFileSync(join(pluginSource, "PulumiPlugin.yaml"), "utf8"));
-    expect(plugin.runtime.name).toBe("nodejs");
-    expect(plugin.runtime.options.typescript).toBe(false);
-    expect(pluginManifest.main).toBe("index.ts");
-    expect(pluginManifest.dependencies[manifest.name]).toBe(manifest.version);
+    // Only what Pulumi documents for a plugin: the runtime's name, no options.
+    expect(plugin).toEqual({ runtime: "nodejs" });
+    expect(pluginManifest.main).toBe("index.js");
+    expect(pluginManifest.type).toBe("commonjs");
+    // The components come from the package the plugin sits in, never from a registry.
+    expect(pluginManifest.dependencies).toBeUndefined();
     expect(pluginManifest.version).toBe(manifest.version);
     expect(schema.name).toBe("hive");
     expect(schema.version).toBe(manifest.version);
+  });
+
+  it("runs index.js and reads the schema from index.ts, both taking the same classes from the package", () => {
+    const js = readFileSync(join(pluginSource, "index.js"), "utf8");
+    const ts = readFileSync(join(pluginSource, "index.ts"), "utf8");
+    const exported = (text: string, re: RegExp) =>
+      [...text.matchAll(re)].flatMap((m) => (m[1] ?? "").split(",").map((n) => n.trim())).sort();
+    expect(exported(js, /module\.exports = \{([^}]*)\}/g)).toEqual(["HiveMonitor", "HivePolicy"]);
+    expect(exported(ts, /export \{([^}]*)\} from/g)).toEqual(["HiveMonitor", "HivePolicy"]);
+    expect(js).toContain(`require("${PLUGIN_COMPONENTS}")`);
+    expect(ts).toContain(`from "${PLUGIN_COMPONENTS}"`);
+    // The package ships the plugin beside the dist/ that `..` names.
+    expect(manifest.files).toContain("plugin");
   });
 
   it("lists HiveMonitor with every TypeScript option as an input, image required, and its outputs", () => {

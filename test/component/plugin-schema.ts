@@ -1,13 +1,14 @@
 /**
  * The package schema the Pulumi plugin (`plugin/`) serves, computed offline by the provider's own
  * GetSchema (fixtures/plugin-host.ts). From the sources: the plugin directory staged in a temporary
- * directory whose `@hive-operator/hive` is this repository, resolved through the "hive-source"
- * export condition (for TypeScript too), so nothing needs building first.
+ * directory, its entry points (index.js, index.ts) pointed from the compiled package
+ * (`../dist/component/plugin.js`) to this repository's component/plugin.ts, so nothing needs
+ * building first.
  */
 import { execFile } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { promisify } from "node:util";
 
 const exec = promisify(execFile);
@@ -48,22 +49,25 @@ export async function schemaOf(dir: string, nodeArgs: string[] = []): Promise<Pa
   return JSON.parse(stdout);
 }
 
+/** Where plugin/index.js and index.ts take the components from: the compiled package beside them. */
+export const PLUGIN_COMPONENTS = "../dist/component/plugin.js";
+
 /** GetSchema of `plugin/` over this repository's sources. */
 export async function sourceSchema(): Promise<PackageSchema> {
   const work = mkdtempSync(join(tmpdir(), "hive-plugin-"));
   try {
     const dir = join(work, "plugin");
     cpSync(pluginSource, dir, { recursive: true });
+    for (const entry of ["index.js", "index.ts"]) {
+      const text = readFileSync(join(dir, entry), "utf8");
+      if (!text.includes(PLUGIN_COMPONENTS))
+        throw new Error(`plugin/${entry} no longer names ${PLUGIN_COMPONENTS}`);
+      writeFileSync(join(dir, entry), text.replace(PLUGIN_COMPONENTS, join(root, "component/plugin.ts")));
+    }
     const tsconfig = JSON.parse(readFileSync(join(dir, "tsconfig.json"), "utf8"));
-    tsconfig.compilerOptions.customConditions = ["hive-source"];
+    tsconfig.compilerOptions.allowImportingTsExtensions = true;
     writeFileSync(join(dir, "tsconfig.json"), JSON.stringify(tsconfig));
-    const link = (name: string, target: string) => {
-      mkdirSync(dirname(join(dir, "node_modules", name)), { recursive: true });
-      symlinkSync(target, join(dir, "node_modules", name));
-    };
-    link("@hive-operator/hive", root);
-    for (const dep of ["@pulumi/pulumi", "@pulumi/kubernetes"]) link(dep, join(root, "node_modules", dep));
-    return await schemaOf(dir, ["--conditions=hive-source"]);
+    return await schemaOf(dir);
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
