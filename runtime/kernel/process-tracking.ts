@@ -1,7 +1,7 @@
 /**
  * Process identity in the kernel (bpf/process.bpf.h): attaches the exec, fork and exit
- * trackers through BPF links pinned beside the maps, so that a restarted agent adopts them
- * and no exec goes unseen while it restarts; seeds the processes that predate the trackers
+ * trackers through BPF links pinned beside the maps, so that they stay attached while no agent
+ * runs and no exec goes unseen while it restarts; seeds the processes that predate the trackers
  * with a task iterator; and walks a process's ancestors in the pinned process map.
  */
 import { closeSync, readSync } from "node:fs";
@@ -44,16 +44,29 @@ export class ProcessTracking {
     this.logger = logger;
   }
 
-  /** Attaches (or adopts) the trackers, then seeds what they have not seen. */
+  /**
+   * Attaches the trackers, each in place of the one an earlier agent pinned (attached first, the
+   * old one detached after: no exec goes unseen, and an upgrade runs this build's trackers; for
+   * that instant both write the same entries), then seeds what they have not seen.
+   */
   start(): void {
     for (const { program, pin } of TRACKERS) {
       const path = this.pinRoot ? join(this.pinRoot, pin) : null;
-      const adopted = path ? openPinnedLink(path) : null;
-      if (adopted) {
-        this.links.push({ link: adopted, owned: false });
+      const earlier = path ? openPinnedLink(path) : null;
+      const link = this.lib.bpf_program__attach(this.program(program)) as Pointer | null;
+      if (!link && earlier) {
+        // The earlier build's tracker keeps running: better than none.
+        this.logger?.error("cannot attach this build's process tracker; an earlier build's keeps running", {
+          program,
+          errno: errnoName(koffi.errno()),
+        });
+        this.links.push({ link: earlier, owned: false });
         continue;
       }
-      const link = this.lib.bpf_program__attach(this.program(program)) as Pointer | null;
+      if (earlier) {
+        this.lib.bpf_link__unpin(earlier);
+        this.lib.bpf_link__destroy(earlier); // its pin was the last reference: detached now
+      }
       if (!link) {
         const errno = koffi.errno();
         throw new HiveError(

@@ -6,10 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { closeSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { PROGRAM_PIN } from "../../../runtime/kernel/attach.ts";
 import type { KernelEvent } from "../../../runtime/kernel/contract.ts";
+import { libbpf } from "../../../runtime/kernel/libbpf-ffi.ts";
 import { openKernelWatcher } from "../../../runtime/kernel/open-watcher.ts";
 import { pinnedProgramInfo } from "../../../runtime/kernel/program-info.ts";
 import type { KernelCaseName } from "./case-names.ts";
@@ -20,6 +21,20 @@ type UpgradeCaseName = Extract<
   | "an upgrade to another build replaces the running program without a gap: every access across it is delivered, and the new build runs"
   | "an upgrade to another map layout counts what the earlier version left unread, and watches with fresh maps"
 >;
+
+/** The id of the program a pinned link runs (struct bpf_link_info: prog_id at offset 8). */
+function pinnedLinkProgram(path: string): number {
+  const lib = libbpf();
+  const fd = lib.bpf_obj_get(path) as number;
+  assert.ok(fd >= 0, `no link pinned at ${path}`);
+  try {
+    const info = Buffer.alloc(64);
+    assert.ok((lib.bpf_obj_get_info_by_fd(fd, info, [info.length]) as number) === 0);
+    return info.readUInt32LE(8);
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /** The earlier build's object, built on the host (kernel-suite.test.ts). */
 function variant(name: "HIVE_VARIANT_PROGRAM" | "HIVE_VARIANT_LAYOUT"): string {
@@ -41,6 +56,7 @@ export function upgradeCases(
       const path = h.file("upgrade.txt");
       earlier.sync([h.entry(path, 38)]);
       const earlierTag = earlier.programVersion().tag;
+      const trackerBefore = pinnedLinkProgram(join(pinRoot, "link_proc_exec"));
       const seen: KernelEvent[] = [];
       earlier.onEvent((e) => e.slot === 38 && seen.push(e));
       // One process per read, every 50 ms, from before the earlier agent stops to after this one runs.
@@ -63,6 +79,9 @@ export function upgradeCases(
       const readers = pids.split("\n").filter(Boolean).map(Number);
       const missed = readers.filter((pid) => !seen.some((e) => e.tgid === pid));
       const result = {
+        // The process trackers are this build's too, and no exec went unseen across the swap.
+        trackerReplaced: pinnedLinkProgram(join(pinRoot, "link_proc_exec")) !== trackerBefore,
+        unnamed: seen.filter((e) => e.process.exe.source !== "exec").length,
         adopted: current.adopted,
         replacedEarlier: version.replaced?.from === earlierTag && version.tag !== earlierTag,
         pinnedIsCurrent: pinnedProgramInfo(join(pinRoot, PROGRAM_PIN))?.tag === version.tag,
@@ -79,6 +98,8 @@ export function upgradeCases(
           replacedAgain: again.programVersion().replaced !== undefined,
         },
         {
+          trackerReplaced: true,
+          unnamed: 0,
           adopted: false,
           replacedEarlier: true,
           pinnedIsCurrent: true,
