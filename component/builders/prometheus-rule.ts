@@ -54,6 +54,26 @@ export function hiveAlertRules(namespace: string): { groups: { name: string; rul
       },
     },
     {
+      alert: "HiveKernelProgramMisses",
+      expr: `increase(hive_kernel_program_misses_total{${ns}}[10m]) > 0`,
+      labels: { severity: "warning" },
+      annotations: {
+        summary: `Hive ${agent}: the kernel skipped {{ $value | humanize }} runs of its hooks in 10 minutes`,
+        description:
+          "The kernel did not run Hive's program for some permission checks (it was already running on that CPU: fentry recursion, or kprobes since Linux 6.7): accesses in those checks were not seen.",
+      },
+    },
+    {
+      alert: "HiveUpgradeDiscardedEvents",
+      expr: `increase(hive_kernel_upgrade_discarded_total{${ns}}[1h]) > 0`,
+      labels: { severity: "warning" },
+      annotations: {
+        summary: `Hive ${agent} could not read {{ $value | humanize }} events an earlier version left`,
+        description:
+          "An upgrade changed the kernel maps' layout: the events and bursts the earlier version left unread were counted and lost.",
+      },
+    },
+    {
       alert: "HiveKernelEventsDropped",
       expr: `increase(hive_kernel_events_dropped_total{${ns},reason!="unmatched"}[10m]) > 0`,
       labels: { severity: "warning" },
