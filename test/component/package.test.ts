@@ -24,6 +24,7 @@ import { dirname, join, relative } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
+import { mockedMonitorProgram } from "./mocked-program.ts";
 import { schemaOf, sourceSchema } from "./plugin-schema.ts";
 
 const exec = promisify(execFile);
@@ -161,16 +162,7 @@ export const monitor = new HiveMonitor("hive", args);
   it("runs HiveMonitor under Node 24 from node_modules, with Pulumi mocks", async () => {
     writeFileSync(
       join(program, "run.mjs"),
-      `import * as pulumi from "@pulumi/pulumi";
-const types = [];
-pulumi.runtime.setMocks({ newResource: (a) => { types.push(a.type); return { id: a.name, state: a.inputs }; }, call: (a) => a.inputs }, "p", "s", false);
-const { HiveMonitor, renderManifests } = await import("${manifest.name}");
-const args = { image: "registry.example.com/hive:0.1.0", traps: [{ path: "/etc/shadow", match: { matchLabels: { security: "high" } } }] };
-const m = new HiveMonitor("hive", args);
-const names = await new Promise((r) => m.policyNames.apply(r));
-await new Promise((r) => setTimeout(r, 200));
-console.log(JSON.stringify({ names, types: types.sort(), rendered: renderManifests(args).length }));
-`,
+      mockedMonitorProgram(manifest.name, "registry.example.com/hive:0.1.0"),
     );
     const { stdout } = await sh(process.execPath, ["run.mjs"], program);
     const out = JSON.parse(stdout);
@@ -179,7 +171,7 @@ console.log(JSON.stringify({ names, types: types.sort(), rendered: renderManifes
     expect(out.types).toContain("kubernetes:apps/v1:DaemonSet");
     expect(out.types).toContain("kubernetes:hive-operator.com/v1alpha1:HivePolicy");
     // One Pulumi resource per rendered object, plus the component itself.
-    expect(out.types).toHaveLength(out.rendered + 1);
+    expect(out.types).toHaveLength(out.rendered.length + 1);
   }, 60_000);
 
   it("builds dist/ before every pack or publish, so a clean clone never ships without it", () => {

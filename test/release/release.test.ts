@@ -16,6 +16,7 @@ import { parseAllDocuments } from "yaml";
 import { RELEASE_CONFIG, RELEASE_FILES, RELEASE_IMAGE } from "../../scripts/release.ts";
 import { startApiServer } from "../apiserver/index.ts";
 import { kubectlApply } from "../apiserver/kubectl-apply.ts";
+import { mockedMonitorProgram } from "../component/mocked-program.ts";
 
 const exec = promisify(execFile);
 const root = join(import.meta.dirname, "../..");
@@ -150,26 +151,14 @@ describe("the released package on Node 22", () => {
   });
 
   it("runs HiveMonitor from the tarball with Pulumi mocks, and renders the same objects as Node 24", async () => {
-    writeFileSync(
-      join(program, "run.mjs"),
-      `import * as pulumi from "@pulumi/pulumi";
-const types = [];
-pulumi.runtime.setMocks({ newResource: (a) => { types.push(a.type); return { id: a.name, state: a.inputs }; }, call: (a) => a.inputs }, "p", "s", false);
-const { HiveMonitor, renderManifests } = await import("${manifest.name}");
-const args = { image: "${RELEASE_IMAGE}", traps: [{ path: "/etc/shadow", match: { matchLabels: { security: "high" } } }] };
-const m = new HiveMonitor("hive", args);
-const names = await new Promise((r) => m.policyNames.apply(r));
-await new Promise((r) => setTimeout(r, 200));
-console.log(JSON.stringify({ names, types: types.length, rendered: renderManifests(args) }));
-`,
-    );
+    writeFileSync(join(program, "run.mjs"), mockedMonitorProgram(manifest.name, RELEASE_IMAGE));
     const [on22, on24] = await Promise.all([
       sh(node22, ["run.mjs"], program),
       sh(process.execPath, ["run.mjs"], program),
     ]);
     const out = JSON.parse(on22.stdout);
     expect(out.names).toEqual(["default"]);
-    expect(out.types).toBe(out.rendered.length + 1);
+    expect(out.types).toHaveLength(out.rendered.length + 1);
     expect(out).toEqual(JSON.parse(on24.stdout));
   }, 60_000);
 
