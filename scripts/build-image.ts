@@ -42,6 +42,7 @@ import {
 import { homedir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { type BuildahStorage, buildahStorageFlags } from "./buildah-storage.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const self = fileURLToPath(import.meta.url);
@@ -67,7 +68,7 @@ export interface AgentImageInfo {
   /** The base images the Dockerfile's ARG defaults name, as stored (normalised name → image id). */
   baseImages: Record<string, string>;
   /** The buildah storage that holds `image` (for `buildah from`/`run` in tests). */
-  storage: { root: string; runroot: string; driver: string };
+  storage: BuildahStorage;
   inputsHash: string;
 }
 
@@ -143,14 +144,7 @@ function run(cmd: string, args: string[], options: SpawnOptions = {}): Promise<s
   });
 }
 
-const storageFlags = [
-  "--root",
-  storage.root,
-  "--runroot",
-  storage.runroot,
-  "--storage-driver",
-  storage.driver,
-];
+const storageFlags = buildahStorageFlags(storage);
 const buildah = (args: string[]) => run("buildah", [...storageFlags, ...args]);
 
 async function imageId(name: string): Promise<string | undefined> {

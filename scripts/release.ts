@@ -21,6 +21,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { type BuildahStorage, buildahStorageFlags } from "./buildah-storage.ts";
 import { productionSbom } from "./release-sbom.ts";
 
 const exec = promisify(execFile);
@@ -133,22 +134,11 @@ async function imageArchive(archive: string): Promise<void> {
   });
   const info = JSON.parse(readFileSync(join(root, ".tmp/image/hive-agent.json"), "utf8")) as {
     image: string;
-    storage: { root: string; runroot: string; driver: string };
+    storage: BuildahStorage;
   };
-  const { storage } = info;
   await run(
     "buildah",
-    [
-      "--root",
-      storage.root,
-      "--runroot",
-      storage.runroot,
-      "--storage-driver",
-      storage.driver,
-      "push",
-      info.image,
-      `oci-archive:${archive}:${RELEASE_IMAGE}`,
-    ],
+    [...buildahStorageFlags(info.storage), "push", info.image, `oci-archive:${archive}:${RELEASE_IMAGE}`],
     root,
   );
 }

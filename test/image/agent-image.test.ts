@@ -10,6 +10,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildahStorageFlags } from "../../scripts/buildah-storage.ts";
 import { type AgentImageInfo, ensureAgentImage, imageSuiteGate } from "./agent-image.ts";
 
 const run = promisify(execFile);
@@ -20,9 +21,9 @@ let info: AgentImageInfo;
 let container = "";
 let rootfs = "";
 const buildah = async (args: string[]) => {
-  const { storage } = info;
-  const flags = ["--root", storage.root, "--runroot", storage.runroot, "--storage-driver", storage.driver];
-  return (await run("buildah", [...flags, ...args], { maxBuffer: 16 * 2 ** 20 })).stdout.trim();
+  return (
+    await run("buildah", [...buildahStorageFlags(info.storage), ...args], { maxBuffer: 16 * 2 ** 20 })
+  ).stdout.trim();
 };
 /** Runs a command in a container of the image (its WorkingDir, /app). */
 const inImage = (args: string[]) => buildah(["run", "--isolation", "chroot", container, "--", ...args]);

@@ -6,6 +6,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { buildahStorageFlags } from "../../scripts/buildah-storage.ts";
 import { REPO_ROOT } from "../kernel/vm.ts";
 
 export interface BuiltImage {
@@ -23,14 +24,7 @@ export function agentRootfs(info: BuiltImage): string {
     rmSync(join(parent, old), { recursive: true, force: true });
   }
   mkdirSync(dir, { recursive: true });
-  const store = [
-    "--root",
-    info.storage.root,
-    "--runroot",
-    info.storage.runroot,
-    "--storage-driver",
-    info.storage.driver,
-  ];
+  const store = buildahStorageFlags(info.storage);
   const buildah = (args: string[]) =>
     execFileSync("buildah", [...store, ...args], { encoding: "utf8" }).trim();
   const container = buildah(["from", "--pull=never", info.image]);
