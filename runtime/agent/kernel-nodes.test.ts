@@ -4,7 +4,7 @@ import { LABEL_NODE } from "../../api/meta.ts";
 import type { WatchEventType } from "../controllers/ports.ts";
 import { createLogger } from "../log.ts";
 import { guardKernelData } from "./kernel-nodes.ts";
-import { forgedKernelHolder } from "./loader-election.ts";
+import { forgedKernelHolder, supersededOrForged } from "./loader-election.ts";
 
 const data = (name: string, node: string): HiveData =>
   ({
@@ -67,5 +67,20 @@ describe("a kernel Lease's holder", () => {
     expect(await forged("node-1/hive-agent-abc")).toBe(false);
     expect(await forged("node-2/hive-agent-def")).toBe(true);
     expect(await forged("hive-agent-abc")).toBe(true);
+  });
+});
+
+describe("a kernel Lease held by another agent", () => {
+  it("is taken over at once only from this very node (the node lock proves that agent gone), never from a node whose name merely starts the same", async () => {
+    // node-1 is this agent's node; node-10 and node-2 report the same kernel (a shared kernel).
+    const notGenuine = supersededOrForged("node-1", async (node) =>
+      ["node-1", "node-10", "node-2"].includes(node),
+    );
+    expect(await notGenuine("node-1/hive-agent-old")).toBe(true);
+    expect(await notGenuine("node-10/hive-agent-abc")).toBe(false);
+    expect(await notGenuine("node-2/hive-agent-def")).toBe(false);
+    // A holder that is no agent of a node reporting the kernel stays forged.
+    expect(await notGenuine("node-3/hive-agent-x")).toBe(true);
+    expect(await notGenuine("node-1")).toBe(true);
   });
 });

@@ -85,6 +85,7 @@ export class LoaderElector implements RoleElector {
     const reportsKernel =
       options.nodeReportsKernel ?? createNodeKernelCheck(options.clients, options.kernelId);
     const node = options.identity.slice(0, options.identity.indexOf("/"));
+    const notGenuine = supersededOrForged(node, reportsKernel);
     const startRole = async (signal: AbortSignal) => {
       if (this.running) return;
       this.running = true;
@@ -119,18 +120,15 @@ export class LoaderElector implements RoleElector {
             : {}),
           ...options.lease,
           keepRoleWhileUnconfirmed: true,
-          isForgedHolder: supersededOrForged(node, reportsKernel),
+          isForgedHolder: notGenuine,
           logger,
           onStartedLeading: (signal) => startRole(signal),
           onStoppedLeading: () => stopRole(),
           // A resumed role ends when another node genuinely holds the kernel's Lease.
           onNewLeader: (holder) => {
             if (!this.running || holder === "" || holder === options.identity) return;
-            void supersededOrForged(
-              node,
-              reportsKernel,
-            )(holder).then((notGenuine) => {
-              if (notGenuine || !this.running) return;
+            void notGenuine(holder).then((superseded) => {
+              if (superseded || !this.running) return;
               logger.warn("another node holds this kernel's Lease; ending the resumed loader", { holder });
               void stopRole();
             });

@@ -125,16 +125,15 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
     config.rateLimit === false ? undefined : createTrapRateLimiter(config.rateLimit ?? {});
 
   let dispatcher: Dispatcher | undefined;
-  let spool: Spool | undefined;
-  if (config.spool) {
-    spool = openSpool({
-      ...config.spool,
-      logger: logger.child({ component: "alert-spool" }),
-      onDrop: (drop) => dispatcher?.spoolSegmentDropped(drop),
-      onCorrupt: () => metrics.spoolCorruptFiles.inc(),
-      onWriteError: (reason) => metrics.spoolWriteErrors.inc({ reason }),
-    });
-  }
+  const spool: Spool | undefined = config.spool
+    ? openSpool({
+        ...config.spool,
+        logger: logger.child({ component: "alert-spool" }),
+        onDrop: (drop) => dispatcher?.spoolSegmentDropped(drop),
+        onCorrupt: () => metrics.spoolCorruptFiles.inc(),
+        onWriteError: (reason) => metrics.spoolWriteErrors.inc({ reason }),
+      })
+    : undefined;
   dispatcher = createDispatcher({
     ...config.delivery,
     logger: logger.child({ component: "alert-delivery" }),
@@ -148,7 +147,6 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
     ...(config.newId ? { newId: config.newId } : {}),
   };
   let closed = false;
-  const durable = spool;
   const allowedCounts = createAllowedCounts();
   const allowedWriter: AllowedFileWriter | undefined = config.allowedFile
     ? createAllowedFileWriter({
@@ -229,9 +227,9 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
     },
     allowed: () => allowedCounts.records(),
     ringGate() {
-      if (!durable) return undefined;
-      durable.softenMemoryLimit();
-      return ringGateOf(durable);
+      if (!spool) return undefined;
+      spool.softenMemoryLimit();
+      return ringGateOf(spool);
     },
     drain: (timeoutMs) => dispatcher.idle(timeoutMs),
     pending: () => dispatcher.pending(),

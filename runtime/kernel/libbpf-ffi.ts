@@ -139,6 +139,12 @@ export function forEachMapEntry(
   }
 }
 
+/** Detaches a pinned link for good: its pin removed, then its descriptor (the last reference) closed. */
+export function detachLink(lib: Libbpf, link: Pointer): void {
+  lib.bpf_link__unpin(link);
+  lib.bpf_link__destroy(link);
+}
+
 /**
  * A BPF link pinned at `path`, or null when nothing is pinned there or what is pinned is not
  * a link (libbpf's bpf_link__open takes any pinned object: a map squatting on a link's name

@@ -8,16 +8,9 @@
  */
 import { closeSync, existsSync, readdirSync, rmdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import koffi from "koffi";
 import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import {
-  ATTACH_PROGRAMS,
-  ATTACH_SYMBOLS,
-  type KernelFacts,
-  PROGRAM_PIN,
-  parentLinkPinName,
-} from "./attach.ts";
+import { ATTACH_PROGRAMS, type KernelFacts, PROGRAM_PIN } from "./attach.ts";
 import { DEFAULT_PIN_ROOT, ensureBpffsDir } from "./bpffs.ts";
 import {
   type Ancestor,
@@ -33,14 +26,14 @@ import {
 import { readCounters } from "./counters.ts";
 import { FloodSummaries } from "./flood-summaries.ts";
 import { type InodePermissionSignature, inodePermissionSignature, overlayUpperOffset } from "./kernel-btf.ts";
-import { check, checkPointer, errnoName, libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
+import { check, checkPointer, libbpf, type Pointer } from "./libbpf-ffi.ts";
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import { DEFAULT_OBJECT_PATH } from "./object-path.ts";
 import { ProcessTracking } from "./process-tracking.ts";
 import { programInfo } from "./program-info.ts";
 import { RingConsumer } from "./ring-consumer.ts";
 import { setRodata } from "./rodata.ts";
-import { attachProgram, attachTrapLink } from "./trap-link.ts";
+import { attachParentLink, attachTrapLink } from "./trap-link.ts";
 import type { ProofMaps } from "./trap-proof.ts";
 import { WatchMap } from "./watch-map.ts";
 import type { KernelWatcherOptions, LibbpfCounters } from "./watcher-options.ts";
@@ -285,11 +278,6 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     );
   }
 
-  /** Attaches one program to `symbol` in this watcher's mode; null with errno set on failure. */
-  private attachTo(prog: Pointer, symbol: string): Pointer | null {
-    return attachProgram(this.lib, this.attachMode, prog, symbol);
-  }
-
   /** Attaches the trap program, or adopts (or replaces) what an earlier agent pinned. True when adopted. */
   private attach(prog: Pointer): boolean {
     const trap = attachTrapLink({
@@ -314,36 +302,14 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     return { tag: programInfo(fd).tag, ...(this.programReplaced ? { replaced: this.programReplaced } : {}) };
   }
 
-  /**
-   * Attached anew, then pinned in place of an earlier agent's (attached first, the old one
-   * detached after: no gap), so that a trapped file renamed or replaced while no agent runs is
-   * still reported. A perf-event kprobe link cannot be pinned before 5.15: it then ends with
-   * the agent.
-   */
   private attachParentHook(): void {
-    const link = this.attachTo(this.program(ATTACH_PROGRAMS[this.attachMode].parent), ATTACH_SYMBOLS.parent);
-    if (!link) {
-      this.logger?.warn("cannot attach the parent-directory hook", {
-        symbol: ATTACH_SYMBOLS.parent,
-        errno: errnoName(koffi.errno()),
-      });
-      return;
-    }
-    this.parentLink = link;
-    if (!this.pinRoot) return;
-    // An earlier agent's, in this mode or another (which would report every change twice).
-    for (const mode of ATTACH_MODES) {
-      const earlier = openPinnedLink(join(this.pinRoot, parentLinkPinName(mode)));
-      if (!earlier) continue;
-      this.lib.bpf_link__unpin(earlier);
-      this.lib.bpf_link__destroy(earlier);
-    }
-    const path = join(this.pinRoot, parentLinkPinName(this.attachMode));
-    const pinned = this.lib.bpf_link__pin(link, path) as number;
-    if (pinned < 0)
-      this.logger?.warn("the parent-directory hook cannot be pinned on this kernel: it ends with the agent", {
-        errno: errnoName(pinned),
-      });
+    this.parentLink = attachParentLink({
+      lib: this.lib,
+      mode: this.attachMode,
+      pinRoot: this.pinRoot,
+      prog: this.program(ATTACH_PROGRAMS[this.attachMode].parent),
+      logger: this.logger,
+    });
   }
 
   /** The trap-proof maps (trap-proof.ts), owned by this watcher: valid until close(). */

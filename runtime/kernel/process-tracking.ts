@@ -12,7 +12,7 @@ import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Ancestor, ProcessIdentity } from "./contract.ts";
 import { decodeProc, PROC_LAYOUT } from "./layout.ts";
-import { check, errnoName, type Libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
+import { check, detachLink, errnoName, type Libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
 
 /** The tracker programs and the names their links are pinned under. */
 export const TRACKERS = [
@@ -64,8 +64,7 @@ export class ProcessTracking {
         continue;
       }
       if (earlier) {
-        this.lib.bpf_link__unpin(earlier);
-        this.lib.bpf_link__destroy(earlier); // its pin was the last reference: detached now
+        detachLink(this.lib, earlier);
       }
       if (!link) {
         const errno = koffi.errno();

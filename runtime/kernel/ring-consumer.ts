@@ -61,9 +61,6 @@ export class RingConsumer {
   inFlightPeak = 0;
   /** Workers that died and were replaced. */
   restarts = 0;
-  /** Times the gate held the ring's release (alerts not durable yet), and paused reading. */
-  gateHolds = 0;
-  gatePauses = 0;
   private readonly control = new SharedArrayBuffer(4 * CONTROL.words);
   private readonly words = new Int32Array(this.control);
   private readonly options: RingConsumerOptions;
@@ -177,7 +174,6 @@ export class RingConsumer {
       Atomics.notify(this.words, CONTROL.reading);
       Atomics.notify(this.words, CONTROL.inFlight);
       if (want === READING.paused) {
-        this.gatePauses++;
         // Events stay in the ring (the kernel counts what it cannot take) until alerts fit again.
         this.options.logger?.warn(
           "alerts can be neither written nor delivered; ring buffer reading paused",
@@ -259,7 +255,6 @@ export class RingConsumer {
     if (!done || this.holds > 0) return;
     if (this.options.gate?.holding()) {
       // Released only once durable or decided: a process killed meanwhile leaves the events to the next agent.
-      if (!this.heldByGate) this.gateHolds++;
       this.heldByGate = true;
       if (this.finalAcks) this.leaveToNextAgent();
       else this.watchGate();

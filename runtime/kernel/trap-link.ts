@@ -10,9 +10,16 @@ import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import koffi from "koffi";
 import type { Logger } from "../log.ts";
-import { ATTACH_SYMBOLS, attachError, type KernelFacts, linkPinName, PROGRAM_PIN } from "./attach.ts";
+import {
+  ATTACH_SYMBOLS,
+  attachError,
+  type KernelFacts,
+  linkPinName,
+  PROGRAM_PIN,
+  parentLinkPinName,
+} from "./attach.ts";
 import { ATTACH_MODES, type AttachMode } from "./contract.ts";
-import { errnoName, type Libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
+import { detachLink, errnoName, type Libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
 import { pinnedProgramInfo, programInfo } from "./program-info.ts";
 
 /** struct bpf_kprobe_multi_opts of libbpf 1.x: five 8-byte fields and a bool, padded to 8. */
@@ -88,8 +95,7 @@ export function attachTrapLink(ctx: TrapLinkContext): TrapLink {
           replaced: { from, to: mine, failed },
         };
       }
-      lib.bpf_link__unpin(link);
-      lib.bpf_link__destroy(link); // its pin was the last reference: detached now
+      detachLink(lib, link);
       pin(fresh);
       logger?.info("replaced the program an earlier agent left running", { from, to: mine });
       return { link: fresh, owned: true, adopted: false, runningProgramFd: -1, replaced: { from, to: mine } };
@@ -102,8 +108,7 @@ export function attachTrapLink(ctx: TrapLinkContext): TrapLink {
       if (other === mode || !existsSync(stale)) continue;
       const old = openPinnedLink(stale);
       if (old) {
-        lib.bpf_link__unpin(old);
-        lib.bpf_link__destroy(old);
+        detachLink(lib, old);
         logger?.info("detached a pinned link of another attach mode", { path: stale });
       }
     }
@@ -132,4 +137,36 @@ function pinLink(
   rmSync(progPath, { force: true });
   const rc = lib.bpf_obj_pin(programFd, progPath) as number;
   if (rc < 0) logger?.warn("cannot pin the trap program", { path: progPath, errno: errnoName(rc) });
+}
+
+/**
+ * The parent-directory hook (kernels whose inode_permission is split), attached anew and pinned
+ * in place of an earlier agent's (attached first, the old one detached after: no gap), so that a
+ * trapped file renamed or replaced while no agent runs is still reported. A perf-event kprobe
+ * link cannot be pinned before 5.15: it then ends with the agent. Null when it cannot attach.
+ */
+export function attachParentLink(
+  ctx: Pick<TrapLinkContext, "lib" | "mode" | "pinRoot" | "prog" | "logger">,
+): Pointer | null {
+  const { lib, mode, pinRoot, logger } = ctx;
+  const link = attachProgram(lib, mode, ctx.prog, ATTACH_SYMBOLS.parent);
+  if (!link) {
+    logger?.warn("cannot attach the parent-directory hook", {
+      symbol: ATTACH_SYMBOLS.parent,
+      errno: errnoName(koffi.errno()),
+    });
+    return null;
+  }
+  if (!pinRoot) return link;
+  // An earlier agent's, in this mode or another (which would report every change twice).
+  for (const other of ATTACH_MODES) {
+    const earlier = openPinnedLink(join(pinRoot, parentLinkPinName(other)));
+    if (earlier) detachLink(lib, earlier);
+  }
+  const pinned = lib.bpf_link__pin(link, join(pinRoot, parentLinkPinName(mode))) as number;
+  if (pinned < 0)
+    logger?.warn("the parent-directory hook cannot be pinned on this kernel: it ends with the agent", {
+      errno: errnoName(pinned),
+    });
+  return link;
 }

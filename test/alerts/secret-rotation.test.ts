@@ -20,7 +20,7 @@ import { serviceAccountUser } from "../apiserver/authn.ts";
 import { installHive } from "../apiserver/install.ts";
 import { startApiServer } from "../apiserver/server.ts";
 import { waitFor } from "../apiserver/testing.ts";
-import { captureLogger, makeEvent, makeSource } from "./fixtures.ts";
+import { captureLogger, makeEvent, makeSource, testPipeline } from "./fixtures.ts";
 import { startReceiver } from "./receiver.ts";
 
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -194,5 +194,34 @@ describe("callback secret rotation", () => {
       },
     );
     expect(applied).toEqual([]);
+  });
+});
+
+describe("callback credentials not read yet", () => {
+  it("sends nothing to that callback until they are, then every waiting alert with them", async () => {
+    const receiver = await startReceiver();
+    cleanups.push(() => receiver.close());
+    const dir = mkdtempSync(join(tmpdir(), "hive-pending-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    // What the agent starts with when the headers Secret cannot be read (the API server away).
+    const { pipeline } = await testPipeline({
+      defaultCallback: receiver.url,
+      spool: { dir },
+      delivery: {
+        destinations: [{ urlPrefix: receiver.url, pending: "the headers Secret is not read yet" }],
+        backoffBaseMs: 20,
+        backoffMaxMs: 100,
+      },
+    });
+    cleanups.push(() => pipeline.close());
+    const ids = [1, 2, 3].map((n) => pipeline.handle(makeEvent(n), makeSource("trap-pending"))?.id);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(receiver.requests).toBe(0); // never sent without its credentials
+    pipeline.setDestinations([
+      { urlPrefix: receiver.url, headers: { Authorization: "Bearer read-at-last" } },
+    ]);
+    await receiver.waitForDistinct(3, 10_000);
+    expect(new Set(receiver.accepted.map((r) => r.id))).toEqual(new Set(ids));
+    for (const r of receiver.accepted) expect(r.headers.authorization).toBe("Bearer read-at-last");
   });
 });
