@@ -216,8 +216,9 @@ static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask, int pare
 	__u32 tid = (__u32)pid_tgid;
 	struct hive_event *burst = bpf_map_lookup_elem(&hive_bursts, &tid);
 	if (burst) {
-		if (burst->ino == ino && burst->dev == dev && now - burst->last_ns < hive_burst_gap_ns &&
-		    now - burst->ktime_ns < hive_burst_max_ns) {
+		/* One file, or a file checked under two identities (overlay then image layer). */
+		int same = (burst->ino == ino && burst->dev == dev) || (watch->group && burst->group == watch->group);
+		if (same && now - burst->last_ns < hive_burst_gap_ns && now - burst->ktime_ns < hive_burst_max_ns) {
 			burst->count++;
 			burst->mask |= mask;
 			burst->last_ns = now;
@@ -247,7 +248,7 @@ static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask, int pare
 	next->slot = watch->slot;
 	next->count = 1;
 	next->kind = watch->kind;
-	next->_pad = 0;
+	next->group = watch->group;
 	next->held_bursts = 0; /* set at emission (hive_flood_held); a swept burst carries none */
 	next->held_checks = 0;
 	bpf_get_current_comm(next->comm, sizeof(next->comm));

@@ -67,7 +67,9 @@ struct hive_value {
 	__u32 slot;  /* chosen by user space, echoed in every event */
 	__u32 mask;  /* wanted HIVE_MAY_* bits; other checks are dropped in the kernel */
 	__u32 kind;  /* HIVE_KIND_* */
-	__u32 _pad;
+	/* Non-zero: checks of entries with the same group continue one burst. An image layer's file
+	 * and a container's overlay inode over it are checked one after the other by one access. */
+	__u32 group;
 };
 
 /* A process (thread group), keyed by tgid in hive_procs. */
@@ -101,7 +103,7 @@ struct hive_event {
 	__u32 slot;
 	__u32 count; /* inode_permission calls collapsed into this event */
 	__u32 kind;
-	__u32 _pad;
+	__u32 group; /* the first check's hive_value.group */
 	char comm[16];
 	/* The process as hive_procs knew it when the burst opened (never read later). */
 	__u64 exec_ns;

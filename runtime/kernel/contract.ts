@@ -37,6 +37,11 @@ export interface WatchEntry {
   slot: number;
   accesses: readonly AccessKind[];
   kind: "file" | "parent";
+  /**
+   * Entries with the same non-zero group fold into one burst when one thread checks them in turn:
+   * a container's overlay inode and the image layer's file beneath it, which one access checks both.
+   */
+  group?: number;
 }
 
 /**

@@ -42,7 +42,7 @@ const KIND_PARENT = 1;
 /** Byte offsets, sizes: struct hive_key. */
 export const KEY_LAYOUT = { size: 16, ino: 0, dev: 8 } as const;
 /** struct hive_value */
-export const VALUE_LAYOUT = { size: 16, slot: 0, mask: 4, kind: 8 } as const;
+export const VALUE_LAYOUT = { size: 16, slot: 0, mask: 4, kind: 8, group: 12 } as const;
 /** struct hive_event */
 export const EVENT_LAYOUT = {
   size: 704,
@@ -59,6 +59,7 @@ export const EVENT_LAYOUT = {
   slot: 56,
   count: 60,
   kind: 64,
+  group: 68,
   comm: 72,
   commSize: 16,
   exec_ns: 88,
@@ -201,6 +202,7 @@ export function encodeValue(entry: WatchEntry): Buffer {
   buf.writeUInt32LE(entry.slot >>> 0, VALUE_LAYOUT.slot);
   buf.writeUInt32LE(entryMask(entry), VALUE_LAYOUT.mask);
   buf.writeUInt32LE(entry.kind === "parent" ? KIND_PARENT : KIND_FILE, VALUE_LAYOUT.kind);
+  buf.writeUInt32LE((entry.group ?? 0) >>> 0, VALUE_LAYOUT.group);
   return buf;
 }
 
@@ -208,6 +210,7 @@ export interface DecodedValue {
   slot: number;
   mask: number;
   kind: "file" | "parent";
+  group: number;
 }
 
 export function decodeValue(buf: Buffer): DecodedValue {
@@ -215,6 +218,7 @@ export function decodeValue(buf: Buffer): DecodedValue {
     slot: buf.readUInt32LE(VALUE_LAYOUT.slot),
     mask: buf.readUInt32LE(VALUE_LAYOUT.mask),
     kind: buf.readUInt32LE(VALUE_LAYOUT.kind) === KIND_PARENT ? "parent" : "file",
+    group: buf.readUInt32LE(VALUE_LAYOUT.group),
   };
 }
 
