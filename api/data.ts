@@ -116,6 +116,22 @@ export const HiveDataSpecSchema = Type.Object(
       }),
     ),
     pod: Type.Optional(PodFactsSchema),
+    "image-file": Type.Optional(
+      Type.Object(
+        {
+          "inode-no": Type.String({
+            pattern: INODE_PATTERN,
+            description: "Inode number (decimal, 64 bits).",
+          }),
+          device: DeviceSchema,
+        },
+        {
+          additionalProperties: false,
+          description:
+            "The image layer's file beneath the container's (unchanged since the image): one access checks both, and the kernel folds the two checks into one event.",
+        },
+      ),
+    ),
   },
   { additionalProperties: false },
 );

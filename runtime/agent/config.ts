@@ -53,6 +53,15 @@ export interface AgentConfig {
   roles: { loader: boolean; pods: boolean };
   /** Prove each trap with the kernel program before arming it (trap-proof.ts); default true. */
   trapProof: boolean;
+  /**
+   * The container runtime's image layers (containerd's overlayfs `snapshots` directory): traps are
+   * armed on their files before containers start. Unset: traps are armed per running container only.
+   */
+  imageLayers?: string;
+  /** The cgroup v2 root where containers' cgroups are found by id (default /sys/fs/cgroup). */
+  cgroupRoot: string;
+  /** containerd's state directory, with the task bundles naming each container (default: the socket's directory). */
+  runtimeStateDir?: string;
   lease: LeaseTiming;
 }
 
@@ -85,6 +94,10 @@ Options (environment in brackets):
   --watch-capacity N        files (and their directories) the kernel watch map holds [HIVE_WATCH_CAPACITY] (default: 65536)
   --pin-root DIR            bpffs directory of the pinned maps [HIVE_PIN_ROOT] (default: /sys/fs/bpf/hive)
   --table-dir DIR           where the watch table for \`hive status\` is written [HIVE_TABLE_DIR] (default: /run/hive)
+  --image-layers DIR        containerd's overlayfs snapshots directory: traps are armed on the image's
+                            file before a container starts [HIVE_IMAGE_LAYERS] (default: unset, per running container only)
+  --cgroup-root DIR         the host's cgroup v2 root, to find an access's container [HIVE_CGROUP_ROOT] (default: /sys/fs/cgroup)
+  --runtime-state-dir DIR   containerd's state directory (task bundles) [HIVE_RUNTIME_STATE_DIR] (default: the socket's directory)
   --no-loader / --no-pods   never run that role on this node
   --no-trap-proof           arm the identity stat() gives without proving it with the kernel program
                             (only where no program can load, e.g. measuring the controllers: on an
@@ -140,6 +153,9 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
         "no-pods": { type: "boolean" },
         "no-trap-proof": { type: "boolean" },
         "lease-duration": { type: "string" },
+        "image-layers": { type: "string" },
+        "cgroup-root": { type: "string" },
+        "runtime-state-dir": { type: "string" },
       },
     }));
   } catch (error) {
@@ -228,6 +244,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     logLevel: logLevel as AgentConfig["logLevel"],
     roles: { loader: !values["no-loader"], pods: !values["no-pods"] },
     trapProof: !values["no-trap-proof"],
+    cgroupRoot: str("cgroup-root", "HIVE_CGROUP_ROOT") ?? "/sys/fs/cgroup",
     lease: leaseTiming(leaseDurationMs),
   };
   if (config.resolveTimeoutMs === 0)
@@ -248,6 +265,8 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     ["bpfObject", str("bpf-object", "HIVE_BPF_OBJECT")],
     ["pinRoot", str("pin-root", "HIVE_PIN_ROOT")],
     ["tableDir", str("table-dir", "HIVE_TABLE_DIR")],
+    ["imageLayers", str("image-layers", "HIVE_IMAGE_LAYERS") || undefined],
+    ["runtimeStateDir", str("runtime-state-dir", "HIVE_RUNTIME_STATE_DIR")],
   ];
   for (const [k, v] of optional) if (v !== undefined) (config as unknown as Record<string, unknown>)[k] = v;
   const capacity = str("watch-capacity", "HIVE_WATCH_CAPACITY");

@@ -5,7 +5,7 @@
  * the roles, releases the Leases, detaches the kernel program and drains alerts.
  */
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { allowedFileFor } from "../alerts/allowed-counts.ts";
 import {
   alertSourceFromHiveData,
@@ -20,13 +20,16 @@ import { EXIT } from "../cli/exit-codes.ts";
 import type { ArmedData } from "../controllers/live-traps.ts";
 import type { NodeTrapError } from "../controllers/ports.ts";
 import { createRoutingSnapshotStore, routingSnapshotFileFor } from "../controllers/routing-snapshot.ts";
+import { createOriginOf } from "../discover/cgroup-containers.ts";
 import { createContainerRuntime } from "../discover/container-runtime.ts";
 import { createFileResolver } from "../discover/file-resolver.ts";
+import { createLayerFinder } from "../discover/layer-finder.ts";
 import { isHiveError } from "../errors.ts";
 import { createKubeClients, type KubeConfigSource } from "../k8s/kube-client.ts";
 import { checkArchitecture } from "../kernel/architecture.ts";
 import { DEFAULT_PIN_ROOT } from "../kernel/bpffs.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
+import { PinnedProofMaps } from "../kernel/trap-proof.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { createHealth, createHiveMetrics, startMetricsServer } from "../metrics/index.ts";
 import { WATCH_TABLE_DIR, watchTableFileFor } from "../standalone/watch-table-file.ts";
@@ -204,7 +207,26 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     kernelId,
     log.child({ component: "routing-snapshot" }),
   );
+  // Traps armed on image layers' files before containers start; accesses named by their cgroup.
+  let onLayersChanged = () => {};
+  const layers = config.imageLayers
+    ? createLayerFinder({
+        snapshotsDir: config.imageLayers,
+        ...(hooks.openKernel || !config.trapProof ? {} : { proofs: new PinnedProofMaps(pinRoot) }),
+        log: log.child({ component: "image-layers" }),
+        onChange: () => onLayersChanged(),
+      })
+    : undefined;
+  const originOf = config.imageLayers
+    ? createOriginOf({
+        cgroupRoot: config.cgroupRoot,
+        runtimeStateDir: config.runtimeStateDir ?? dirname(config.runtimeSocket),
+        namespaces: config.containerdNamespaces,
+      })
+    : undefined;
   const agent = await startNodeAgent({
+    ...(layers ? { layers } : {}),
+    ...(originOf ? { originOf } : {}),
     routingSnapshot,
     // A restart on a node whose program is pinned: resumed from the pins and the snapshot at once.
     resumable: () => existsSync(join(pinRoot, "hive_watch")) && routingSnapshot.load() !== undefined,
@@ -243,6 +265,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     roles: config.roles,
     lease: config.lease,
   });
+  onLayersChanged = () => agent.discover.onLayersChanged();
   health.addReadinessCheck("discover-synced", () => ({
     ok: agent.ready(),
     message: "waiting for the first list of policies, pods and HiveData",
@@ -273,6 +296,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   log.info("shutting down", { reason: String(reason) });
   // Roles first (the loader detaches the kernel program), then Leases are released inside stop().
   await agent.stop();
+  layers?.close();
   await table?.idle();
   await routingSnapshot.idle();
   await secretWatch?.stop();

@@ -9,7 +9,11 @@
 import { LABEL_MANAGED_BY, LABEL_POLICY, MANAGED_BY } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { watchCoverage } from "../controllers/coverage-feeds.ts";
-import { createDiscoverController, type DiscoverController } from "../controllers/discover.ts";
+import {
+  createDiscoverController,
+  type DiscoverController,
+  type LayerFinder,
+} from "../controllers/discover.ts";
 import {
   allDataFeed,
   type FeedOptions,
@@ -25,6 +29,7 @@ import {
   createTrapErrorReporter,
   trapErrorFromEvent,
 } from "../controllers/kube-ports.ts";
+import type { AttributeAccess } from "../controllers/layer-routing.ts";
 import { createLoaderController, type LoaderController, type LoaderOptions } from "../controllers/loader.ts";
 import { createPodsController, type PodsController, type PodsUncoveredGauge } from "../controllers/pods.ts";
 import {
@@ -34,6 +39,7 @@ import {
   type WatchEventType,
 } from "../controllers/ports.ts";
 import type { RoutingSnapshotStore } from "../controllers/routing-snapshot.ts";
+import type { OriginOf } from "../discover/cgroup-containers.ts";
 import type { FileResolver } from "../discover/file-resolver.ts";
 import { isHiveError } from "../errors.ts";
 import { isNotFound } from "../k8s/api-errors.ts";
@@ -62,6 +68,10 @@ export interface NodeAgentOptions {
   namespace: string;
   kernelId: string;
   resolver: FileResolver;
+  /** The node's image layers: traps armed there before containers start (discover). */
+  layers?: LayerFinder;
+  /** The container of an access by its cgroup (accesses to image layers' files). */
+  originOf?: OriginOf;
   /** Opens the kernel program when this node becomes its kernel's loader. */
   openKernel: () => Promise<KernelWatcher>;
   onAccess: LoaderOptions["onAccess"];
@@ -148,6 +158,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     platformNamespace: options.namespace,
     kernelId,
     resolver: options.resolver,
+    ...(options.layers ? { layers: options.layers } : {}),
     writer,
     nodeOwner: createNodeOwner(clients, nodeName),
     reporter: withTrapErrorListener(createTrapErrorReporter(clients.core, nodeName), options.onTrapErrors),
@@ -296,6 +307,8 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
         ...(options.observeReconcile ? { observeReconcile: reconcileObserver("loader") } : {}),
         ...(options.orphanGraceMs !== undefined ? { orphanGraceMs: options.orphanGraceMs } : {}),
         ...(options.routingSnapshot ? { snapshot: options.routingSnapshot } : {}),
+        platformNamespace: options.namespace,
+        ...(options.originOf ? { attribute: attributeWith(options.originOf, discover) } : {}),
       });
       const informers: RunningInformer[] = [
         sharedPolicies((t, p) => controller.onPolicy(t, p)),
@@ -372,5 +385,24 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       discover.stop();
       await Promise.all(discoverInformers.map((i) => i.stop()));
     },
+  };
+}
+
+/**
+ * An access's container, named by this node: its cgroup, then the pod by uid from discover's
+ * cache (this node's pods only: another node's container sharing this kernel is not known here).
+ */
+function attributeWith(originOf: OriginOf, discover: DiscoverController): AttributeAccess {
+  return (event) => {
+    const origin = originOf(event.cgroupId, event.ktimeNs);
+    if (!origin) return origin;
+    const pod = discover.podByUid(origin.podUid);
+    if (!pod) return undefined;
+    return {
+      pod,
+      containerId: origin.containerId,
+      scheme: origin.scheme,
+      containerName: origin.containerName,
+    };
   };
 }

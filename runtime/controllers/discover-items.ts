@@ -8,7 +8,7 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { trapId as computeTrapId, dataName } from "../../api/ids.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import type { Logger } from "../log.ts";
-import { compileMatch, matchContainers, policyReachesPod } from "./match.ts";
+import { compileMatch, isPodFinished, matchContainers, policyReachesPod, selectsContainer } from "./match.ts";
 import type { TrapErrors } from "./trap-errors.ts";
 
 /** One trap × one running container: one HiveData (named `name` in `namespace`). */
@@ -79,4 +79,42 @@ export function byContainer(items: readonly Item[]): Map<string, Item[]> {
     else groups.set(item.container.containerId, [item]);
   }
   return groups;
+}
+
+/** A trap whose file is armed in this node's image layers. */
+export interface LayerTrap {
+  policy: HivePolicy;
+  trapIndex: number;
+  trapId: string;
+}
+
+/**
+ * The traps that apply to a container of a pod on this node, started or not (init containers
+ * included): their files are armed in the node's image layers before the containers run. A trap
+ * that applies to no pod here arms nothing here, so a tenant's trap costs only the nodes of its pods.
+ */
+export function collectLayerTraps(
+  policies: Iterable<HivePolicy>,
+  pods: Iterable<V1Pod>,
+  platformNamespace: string,
+): LayerTrap[] {
+  const traps: LayerTrap[] = [];
+  const podList = [...pods].filter((p) => !isPodFinished(p) && !p.metadata?.deletionTimestamp);
+  for (const policy of policies) {
+    if (policy.metadata.deletionTimestamp) continue;
+    const ref = { namespace: policy.metadata.namespace ?? "default", name: policy.metadata.name ?? "" };
+    policy.spec.traps.forEach((trap, trapIndex) => {
+      const compiled = compileMatch(trap);
+      if (!compiled.ok) return;
+      const applies = podList.some(
+        (pod) =>
+          policyReachesPod(policy.metadata.namespace, platformNamespace, pod) &&
+          [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])].some((c) =>
+            selectsContainer(compiled.match, pod, c.name),
+          ),
+      );
+      if (applies) traps.push({ policy, trapIndex, trapId: computeTrapId(ref, trap) });
+    });
+  }
+  return traps;
 }

@@ -10,18 +10,26 @@
 
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Executable, HiveData } from "../../api/data.ts";
-import { ANNOTATION_RESOLVE_REQUEST, LABEL_NODE } from "../../api/meta.ts";
+import { ANNOTATION_RESOLVE_REQUEST, LABEL_NODE, LABEL_TRAP_ID } from "../../api/meta.ts";
 import { type HivePolicy, type HiveTrap, parseMode } from "../../api/policy.ts";
 import { exactAllowPaths } from "../alerts/allowlist.ts";
 import { backoffDelay } from "../backoff.ts";
 import type { ContainerFiles, FileResolver, ResolveOutcome } from "../discover/file-resolver.ts";
 import type { ResolveOptions } from "../discover/safe-path.ts";
 import { HiveError, isHiveError } from "../errors.ts";
+import type { FileKey } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import { displaySafe } from "../text.ts";
-import { byContainer, collectItems, type Item } from "./discover-items.ts";
+import { byContainer, collectItems, collectLayerTraps, type Item } from "./discover-items.ts";
 import { applyDataChanges } from "./discover-writes.ts";
-import { buildHiveData, fileIdentity, markMissing, type NodeOwner } from "./hive-data.ts";
+import {
+  buildHiveData,
+  buildLayerData,
+  fileIdentity,
+  isLayerData,
+  markMissing,
+  type NodeOwner,
+} from "./hive-data.ts";
 import { inPool } from "./in-pool.ts";
 import { createObjectRetries } from "./object-retries.ts";
 import {
@@ -41,6 +49,12 @@ import { dueReports, TrapErrors } from "./trap-errors.ts";
  */
 const TRANSIENT = new Set(["ContainerNotReady", "ContainerNotFound", "RuntimeUnavailable", "TrapNotProven"]);
 
+/** The trap files in this node's image layers (runtime/discover/image-layers.ts), proven. */
+export interface LayerFinder {
+  /** The kernel identities of every copy of `path` in the node's image layers; throws HiveError. */
+  find(path: string): FileKey[];
+}
+
 export interface DiscoverOptions {
   nodeName: string;
   /** The monitor's namespace: only its policies reach other namespaces' pods (match.ts policyReachesPod). */
@@ -55,6 +69,11 @@ export interface DiscoverOptions {
   nodeOwner?: () => Promise<NodeOwner>;
   reporter: TrapErrorReporter;
   log: Logger;
+  /**
+   * The node's image layers: a trap that applies to a pod here is armed on its file in every
+   * layer before the pod's containers run (the loader attributes accesses by cgroup).
+   */
+  layers?: LayerFinder;
   /** Backoff for containers not ready: base and cap (ms). */
   retryBaseMs?: number;
   retryMaxMs?: number;
@@ -80,6 +99,10 @@ export interface DiscoverController extends ControllerLifecycle<DiscoverStats> {
   onPolicy(type: WatchEventType, policy: HivePolicy): void;
   onPod(type: WatchEventType, pod: V1Pod): void;
   onData(type: WatchEventType, data: HiveData): void;
+  /** The image layers changed (an image was unpacked or removed): their files are found again. */
+  onLayersChanged(): void;
+  /** A pod of this node by uid, as its last watch event showed it. */
+  podByUid(uid: string): V1Pod | undefined;
 }
 
 export function createDiscoverController(options: DiscoverOptions): DiscoverController {
@@ -145,6 +168,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
             parent: found.parent,
             owner,
             executables,
+            imageFile: found.lower,
           }),
         );
         if (found.created)
@@ -197,6 +221,10 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
     await inPool([...byContainer(items)], concurrency, ([containerId, group]) =>
       resolveContainer(resolver, containerId, group, record),
     );
+    if (options.layers) {
+      const layerRetry = armLayers(options.layers, desired, keep, owner);
+      if (layerRetry !== undefined) nextRetryMs = Math.min(nextRetryMs, layerRetry);
+    }
     if (nextRetryMs !== Number.POSITIVE_INFINITY) runner.retryIn(nextRetryMs);
     const current = new Set(items.map((item) => `${item.namespace}/${item.name}`));
     for (const k of [...attempts.keys()]) if (!current.has(k)) attempts.delete(k); // gone while waiting
@@ -221,6 +249,55 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
       log.warn("trap error report failed; retried on the next pass", { error });
       runner.retryIn(retryBaseMs);
     }
+  }
+
+  /**
+   * The layer HiveData of every trap that applies to a pod here; what cannot be found now is kept
+   * as it was and retried (returns the delay), so a slow disk or an unloaded program disarms nothing.
+   */
+  function armLayers(
+    layers: LayerFinder,
+    desired: Map<string, HiveData>,
+    keep: Set<string>,
+    owner: NodeOwner | undefined,
+  ): number | undefined {
+    let retryMs: number | undefined;
+    for (const { policy, trapIndex, trapId } of collectLayerTraps(
+      policies.values(),
+      pods.values(),
+      options.platformNamespace,
+    )) {
+      const trap = policy.spec.traps[trapIndex];
+      if (!trap) continue;
+      let files: FileKey[];
+      try {
+        files = layers.find(trap.path);
+      } catch (error) {
+        log.warn("cannot find the trapped file in this node's image layers; retried", {
+          trapId,
+          path: trap.path,
+          error,
+        });
+        for (const [key, d] of data)
+          if (isLayerData(d) && d.metadata.labels?.[LABEL_TRAP_ID] === trapId) keep.add(key);
+        retryMs = Math.min(retryMs ?? retryMaxMs, retryBaseMs * 4);
+        continue;
+      }
+      for (const file of files) {
+        const d = buildLayerData({
+          policy,
+          trap,
+          trapId,
+          kernelId,
+          nodeName,
+          namespace: options.platformNamespace,
+          file,
+          owner,
+        });
+        desired.set(`${d.metadata.namespace}/${d.metadata.name}`, d);
+      }
+    }
+    return retryMs;
   }
 
   const loop = createReconcileLoop(pass, stats, {
@@ -271,6 +348,13 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         log.debug("re-resolving after a change in a trapped file's directory", { name: key });
         runner.trigger();
       }
+    },
+    onLayersChanged() {
+      runner.trigger();
+    },
+    podByUid(uid) {
+      for (const pod of pods.values()) if (pod.metadata?.uid === uid) return pod;
+      return undefined;
     },
     ...loop.lifecycle,
   };

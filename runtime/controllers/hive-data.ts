@@ -37,6 +37,17 @@ export const ANNOTATION_PARENT = `${GROUP}/parent`;
  */
 export const ANNOTATION_MISSING = `${GROUP}/file-missing`;
 
+/**
+ * "true" on the HiveData of a trapped file in an image layer of this node (not yet of any one
+ * container): every container of the image reaches it, and the loader tells them apart by the
+ * accessing task's cgroup (layer-routing.ts). Named by trap × node × file.
+ */
+export const ANNOTATION_IMAGE_LAYER = `${GROUP}/image-layer`;
+
+export function isLayerData(d: HiveData): boolean {
+  return d.metadata.annotations?.[ANNOTATION_IMAGE_LAYER] === "true";
+}
+
 export function isMissing(d: HiveData): boolean {
   return d.metadata.annotations?.[ANNOTATION_MISSING] === "true";
 }
@@ -81,6 +92,8 @@ export interface DataInput {
   owner?: NodeOwner | undefined;
   /** The files at the allow entries' exact paths in the same container (discover found them). */
   executables?: readonly Executable[];
+  /** The image layer's file beneath the container's, when the kernel's check reached it next. */
+  imageFile?: FileKey | undefined;
 }
 
 /**
@@ -144,6 +157,51 @@ export function buildHiveData(input: DataInput): HiveData {
       accesses: [...(trap.accesses ?? ACCESS_KINDS)],
       ...(input.executables && input.executables.length > 0 ? { executables: [...input.executables] } : {}),
       ...(facts ? { pod: facts } : {}),
+      ...(input.imageFile ? { "image-file": fileIdentity(input.imageFile) } : {}),
+    },
+  };
+}
+
+export interface LayerDataInput {
+  policy: HivePolicy;
+  trap: HiveTrap;
+  trapId: string;
+  kernelId: string;
+  nodeName: string;
+  namespace: string;
+  file: FileKey;
+  owner?: NodeOwner | undefined;
+}
+
+/** The HiveData of a trapped file found in an image layer of this node (image-layers.ts). */
+export function buildLayerData(input: LayerDataInput): HiveData {
+  const { policy, trap } = input;
+  return {
+    apiVersion: API_VERSION as HiveData["apiVersion"],
+    kind: KIND_DATA as HiveData["kind"],
+    metadata: {
+      name: dataName(input.trapId, `image-layer:${keyText(input.file)}`, `layer-${input.nodeName}`),
+      namespace: input.namespace,
+      ...(input.owner ? { ownerReferences: [{ ...input.owner }] } : {}),
+      labels: {
+        [LABEL_TRAP_ID]: input.trapId,
+        [LABEL_KERNEL_ID]: input.kernelId,
+        [LABEL_NODE]: input.nodeName,
+        [LABEL_POLICY]: policy.metadata.name ?? "",
+        [LABEL_POLICY_NAMESPACE]: policy.metadata.namespace ?? "default",
+        [LABEL_MANAGED_BY]: MANAGED_BY,
+      },
+      annotations: {
+        [ANNOTATION_IMAGE_LAYER]: "true",
+        hive_policy_name: policy.metadata.name ?? "",
+        node_name: input.nodeName,
+        path: trap.path,
+      },
+    },
+    spec: {
+      ...fileIdentity(input.file),
+      "kernel-id": input.kernelId,
+      accesses: [...(trap.accesses ?? ACCESS_KINDS)],
     },
   };
 }

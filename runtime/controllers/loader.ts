@@ -25,7 +25,8 @@ import type { HivePolicy } from "../../api/policy.ts";
 import type { KernelEvent, KernelWatcher, WatchEntry } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
-import { ANNOTATION_PARENT, isMissing, keyText, parseKeyText } from "./hive-data.ts";
+import { ANNOTATION_PARENT, isLayerData, isMissing, keyText, parseKeyText } from "./hive-data.ts";
+import { type AttributeAccess, foldGroups, routeLayerAccess } from "./layer-routing.ts";
 import { type ArmedData, indexLiveTraps, type LiveTrap, trapAccesses } from "./live-traps.ts";
 import { createObjectRetries } from "./object-retries.ts";
 import { type DataWriter, isForbidden, objectKey, specProblems, type WatchEventType } from "./ports.ts";
@@ -73,6 +74,13 @@ export interface LoaderOptions {
    * lists are in; each sync saves them again.
    */
   snapshot?: RoutingSnapshotStore;
+  /**
+   * Finds the container of an access to an image layer's file by its cgroup (layer-routing.ts).
+   * Without it such accesses are dropped as unattributed.
+   */
+  attribute?: AttributeAccess;
+  /** The monitor's namespace: tenancy for accesses attributed by cgroup, as discover applies it. */
+  platformNamespace?: string;
 }
 
 export interface LoaderStats {
@@ -92,6 +100,8 @@ export interface LoaderStats {
   heldEvents: number;
   /** Events dropped because the hold before the first sync was full. */
   heldEventsDropped: number;
+  /** Accesses to an image layer's file from no container a trap applies to, or from none known. */
+  layerDropped: number;
 }
 
 export interface LoaderController extends ControllerLifecycle<LoaderStats> {
@@ -158,6 +168,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     unmatchedEvents: 0,
     heldEvents: 0,
     heldEventsDropped: 0,
+    layerDropped: 0,
   };
 
   async function pass(): Promise<void> {
@@ -263,6 +274,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       const parent = d.metadata.annotations?.[ANNOTATION_PARENT];
       if (parent) add(parent, "parent", d, ["write"]);
     }
+    foldGroups(byKey);
     for (const [id, slot] of [...slotOfKey]) {
       if (!byKey.has(id)) {
         slotOfKey.delete(id);
@@ -327,6 +339,22 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       stats.unmatchedEvents += 1;
       options.onEventDropped?.("unmatched");
       return;
+    }
+    const layer = armed.filter((a) => isLayerData(a.data));
+    if (layer.length > 0) {
+      const routed = routeLayerAccess(
+        event,
+        layer,
+        options.attribute?.(event),
+        options.platformNamespace ?? "",
+      );
+      armed.splice(0, armed.length, ...armed.filter((a) => !isLayerData(a.data)));
+      if ("matched" in routed) armed.push(...routed.matched);
+      else if (armed.length === 0) {
+        stats.layerDropped += 1;
+        options.onEventDropped?.(routed.dropped);
+        return;
+      }
     }
     stats.accessEvents += 1;
     const wanted = armed.filter(

@@ -99,3 +99,13 @@ export function matchContainers(compiled: CompiledMatch, pod: V1Pod): MatchedCon
   }
   return out;
 }
+
+/**
+ * Whether the trap applies to the container named `name` of `pod`, init containers included (an
+ * access attributed by cgroup, before the pod's status names the container).
+ */
+export function selectsContainer(compiled: CompiledMatch, pod: V1Pod, name: string): boolean {
+  if (isPodFinished(pod) || !podMatches(compiled.trap.match, pod)) return false;
+  if (compiled.containerName && !compiled.containerName(name)) return false;
+  return [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])].some((c) => c.name === name);
+}

@@ -9,7 +9,7 @@ import { trapId as computeTrapId } from "../../api/ids.ts";
 import { type Condition, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy, HivePolicyStatus, TrapError, TrapStatus } from "../../api/policy.ts";
 import { displaySafe } from "../text.ts";
-import { isMissing } from "./hive-data.ts";
+import { isLayerData, isMissing } from "./hive-data.ts";
 import { compileMatch } from "./match.ts";
 import { type NodeTrapError, TRAP_ERROR_MESSAGE_MAX } from "./ports.ts";
 
@@ -29,7 +29,7 @@ export function computePolicyStatus(
   for (const trap of policy.spec.traps) {
     const id = computeTrapId(ref, trap);
     const all = dataByTrap.get(id) ?? [];
-    const found = all.filter((d) => !isMissing(d));
+    const found = all.filter((d) => !isMissing(d) && !isLayerData(d));
     const reported = [...(errorsByTrap.get(id) ?? [])];
     const compiled = compileMatch(trap);
     // Invalid regex is decided by the spec alone: computed here, whatever the nodes said.

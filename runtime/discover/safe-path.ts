@@ -53,6 +53,8 @@ export interface ResolvedFile {
   key: FileKey;
   /** The directory holding the final entry: watching it reveals renames over and re-creations of the file. */
   parent: FileKey;
+  /** What the kernel checked after `key` (an overlay's file unchanged from its image: the layer's file). */
+  lower?: FileKey;
   /** The path inside the container after following symlinks (always absolute, never above `/`). */
   resolvedPath: string;
   created: boolean;

@@ -126,15 +126,31 @@ export interface ResolvedIdentity {
   parent: FileKey;
 }
 
-/** Turns stat()'s identities of a resolved file and its directory into the kernel's. */
-export type ProveHook = (found: ResolvedIdentity) => { key: FileKey; parent: FileKey };
+/**
+ * Turns stat()'s identities of a resolved file and its directory into the kernel's. `lower` is
+ * the identity the same check reached next, when there was one: the image layer's file beneath an
+ * overlay's (runtime/controllers/loader.ts folds the two into one access).
+ */
+export type ProveHook = (found: ResolvedIdentity) => { key: FileKey; parent: FileKey; lower?: FileKey };
+
+/** The identity a check of `key` reached after it (an overlay's real inode), if any. */
+export function lowerOf(key: FileKey, proof: TrapProof): FileKey | undefined {
+  const at = proof.ids.findIndex((id) => fileKeyId(id) === fileKeyId(key));
+  return at >= 0 ? proof.ids[at + 1] : undefined;
+}
 
 /** A ProveHook proving with `maps` in the calling thread. */
 export function proveWith(maps: ProofMaps): ProveHook {
-  return (found) => ({
-    key: provenKey(found.key, proveFile(maps, found.fileFd), found.resolvedPath),
-    parent: provenKey(found.parent, proveFile(maps, found.dirFd), `the directory of ${found.resolvedPath}`),
-  });
+  return (found) => {
+    const proof = proveFile(maps, found.fileFd);
+    const key = provenKey(found.key, proof, found.resolvedPath);
+    const lower = lowerOf(key, proof);
+    return {
+      key,
+      parent: provenKey(found.parent, proveFile(maps, found.dirFd), `the directory of ${found.resolvedPath}`),
+      ...(lower ? { lower } : {}),
+    };
+  };
 }
 
 /**

@@ -27,7 +27,15 @@ export type DropReason = (typeof DROP_REASONS)[number];
  * its file is no longer watched by this loader, it came before the first sync after a restart
  * and the hold was full, or the alert pipeline failed on it (a bug; the access is logged).
  */
-export const EVENT_DROP_REASONS = ["unmatched", "hold_full", "pipeline_error"] as const;
+export const EVENT_DROP_REASONS = [
+  "unmatched",
+  "hold_full",
+  "pipeline_error",
+  // An access to an image layer's trapped file from a container no trap applies to (expected).
+  "unselected",
+  // ... from a container or process this node cannot name (an access that alerts nobody: a loss).
+  "unattributed",
+] as const;
 export type EventDropReason = (typeof EVENT_DROP_REASONS)[number];
 
 /** How one delivery attempt failed (the `class` label of hive_alert_delivery_failures_total). */

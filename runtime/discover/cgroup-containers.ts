@@ -1,0 +1,162 @@
+/**
+ * Which container an access came from, by the cgroup the kernel recorded (bpf_get_current_cgroup_id):
+ * what attributes an access to a file shared by many containers (an image layer's), whatever
+ * overlay it was reached through. On cgroup v2 a cgroup's id is its directory's inode number, so
+ * the directory is found by walking the cgroup filesystem; the kubelet names the levels
+ * `…/pod<uid>/<container id>` (cgroupfs driver) or
+ * `…/kubepods-<qos>-pod<uid>.slice/cri-containerd-<id>.scope` (systemd driver).
+ *
+ * Only the kubelet's own levels decide: the pod level, then the level right below it. A process
+ * that makes cgroups of its own below its container's (and names them after another container)
+ * is still its own container's.
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+
+/** Directories walked at most per walk (a node has a few per container). */
+const MAX_DIRS = 50_000;
+const MAX_DEPTH = 8;
+/** A container's bundle spec is a few KiB; more is not a runtime's. */
+const MAX_SPEC_BYTES = 1 << 20;
+
+export interface CgroupContainer {
+  podUid: string;
+  containerId: string;
+  /** The runtime as container ids name it (`containerd://…`, `cri-o://…`). */
+  scheme: string;
+}
+
+const POD_LEVEL =
+  /(?:^|-)pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?:\.slice)?$/;
+const CONTAINER_LEVEL = /^(?:cri-containerd-|crio-|docker-)?([0-9a-f]{64})(?:\.scope)?$/;
+
+/** The pod and container a kubelet-made cgroup path names; undefined for any other cgroup. */
+export function parseKubeletCgroup(path: string): CgroupContainer | undefined {
+  const parts = path.split("/").filter((p) => p !== "");
+  const at = parts.findIndex((p) => POD_LEVEL.test(p));
+  const pod = at < 0 ? null : POD_LEVEL.exec(parts[at] as string);
+  if (!pod) return undefined;
+  const uid = (pod[1] as string).replaceAll("_", "-");
+  const level = CONTAINER_LEVEL.exec(parts[at + 1] ?? "");
+  if (!level) return undefined;
+  const scheme = level[0].startsWith("crio-")
+    ? "cri-o"
+    : level[0].startsWith("docker-")
+      ? "docker"
+      : "containerd";
+  return { podUid: uid, containerId: level[1] as string, scheme };
+}
+
+/** cgroup id → path under the cgroup v2 root, learnt by walking it. */
+export class CgroupIndex {
+  private readonly root: string;
+  private paths = new Map<bigint, string>();
+  /** CLOCK_MONOTONIC ns when the last walk began (process.hrtime is CLOCK_MONOTONIC, as bpf_ktime_get_ns). */
+  private walkedAt = -1n;
+  walks = 0;
+
+  constructor(root: string) {
+    this.root = root;
+  }
+
+  /**
+   * The path of cgroup `id`, as of an access at `atNs` (CLOCK_MONOTONIC). Walks again only when
+   * the last walk began before the access: a cgroup made since is then found, and a flood of
+   * unknown ids costs one walk, not one per event.
+   */
+  path(id: bigint, atNs: bigint): string | undefined {
+    const known = this.paths.get(id);
+    if (known !== undefined || this.walkedAt >= atNs) return known;
+    this.walk();
+    return this.paths.get(id);
+  }
+
+  private walk(): void {
+    this.walkedAt = process.hrtime.bigint();
+    this.walks += 1;
+    const paths = new Map<bigint, string>();
+    const queue: [string, number][] = [["", 0]];
+    while (queue.length > 0 && paths.size < MAX_DIRS) {
+      const [rel, depth] = queue.shift() as [string, number];
+      let entries: import("node:fs").Dirent[];
+      try {
+        entries = readdirSync(join(this.root, rel), { withFileTypes: true });
+      } catch {
+        continue; // removed while walked
+      }
+      for (const e of entries) {
+        if (!e.isDirectory()) continue;
+        const child = rel === "" ? e.name : `${rel}/${e.name}`;
+        try {
+          paths.set(statSync(join(this.root, child), { bigint: true }).ino, `/${child}`);
+        } catch {
+          continue;
+        }
+        if (depth + 1 < MAX_DEPTH) queue.push([child, depth + 1]);
+      }
+    }
+    this.paths = paths;
+  }
+}
+
+/**
+ * The container's name as its runtime was told at creation, from the task bundle's OCI spec
+ * (`<stateDir>/io.containerd.runtime.v2.task/<namespace>/<id>/config.json`, written before the
+ * container's first instruction): the pod's status names a container only once the kubelet has
+ * reported it. Undefined when there is no such bundle or it belongs to another pod.
+ */
+export function containerNameFromBundle(
+  stateDir: string,
+  namespaces: readonly string[],
+  container: CgroupContainer,
+): string | undefined {
+  for (const ns of namespaces) {
+    let text: string;
+    try {
+      const file = join(stateDir, "io.containerd.runtime.v2.task", ns, container.containerId, "config.json");
+      if (statSync(file).size > MAX_SPEC_BYTES) continue;
+      text = readFileSync(file, "utf8");
+    } catch {
+      continue;
+    }
+    try {
+      const annotations = (JSON.parse(text) as { annotations?: Record<string, string> }).annotations ?? {};
+      const uid = annotations["io.kubernetes.cri.sandbox-uid"];
+      if (uid !== undefined && uid !== container.podUid) return undefined;
+      const name = annotations["io.kubernetes.cri.container-name"];
+      if (typeof name === "string" && name !== "") return name;
+    } catch {
+      // Not JSON: not a bundle this code can read; the pod's status may still name the container.
+    }
+  }
+  return undefined;
+}
+
+/** A container of a pod as its cgroup and runtime name it. */
+export interface ContainerOrigin extends CgroupContainer {
+  /** From the runtime's bundle, when it has one (the pod's status may name it too). */
+  containerName?: string;
+}
+
+/**
+ * The container an access came from by its cgroup id at CLOCK_MONOTONIC `atNs`: null when the
+ * cgroup is no pod's container (the host, a system service), undefined when it is not found (gone).
+ */
+export type OriginOf = (cgroupId: bigint, atNs: bigint) => ContainerOrigin | null | undefined;
+
+export function createOriginOf(options: {
+  cgroupRoot: string;
+  /** containerd's state directory (its task bundles), as the agent sees it. */
+  runtimeStateDir: string;
+  namespaces: readonly string[];
+}): OriginOf {
+  const index = new CgroupIndex(options.cgroupRoot);
+  return (cgroupId, atNs) => {
+    const path = index.path(cgroupId, atNs);
+    if (path === undefined) return undefined;
+    const container = parseKubeletCgroup(path);
+    if (!container) return null;
+    const name = containerNameFromBundle(options.runtimeStateDir, options.namespaces, container);
+    return name === undefined ? container : { ...container, containerName: name };
+  };
+}

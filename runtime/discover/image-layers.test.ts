@@ -1,0 +1,94 @@
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { fileKeyFromStat } from "../kernel/layout.ts";
+import { findInLayers, layerDirs, MAX_LAYER_PATHS } from "./image-layers.ts";
+
+let snapshots: string;
+const layer = (id: string) => {
+  const fs = join(snapshots, id, "fs");
+  mkdirSync(fs, { recursive: true });
+  return fs;
+};
+const put = (id: string, path: string, content = "x") => {
+  const file = join(layer(id), path);
+  mkdirSync(join(file, ".."), { recursive: true });
+  writeFileSync(file, content);
+  return fileKeyFromStat(statSync(file));
+};
+const link = (id: string, path: string, target: string) => {
+  const at = join(layer(id), path);
+  mkdirSync(join(at, ".."), { recursive: true });
+  symlinkSync(target, at);
+};
+const find = (path: string) => findInLayers(snapshots, layerDirs(snapshots), path);
+const keys = (files: { key: { ino: bigint } }[]) => files.map((f) => f.key.ino).sort();
+
+beforeEach(() => {
+  snapshots = mkdtempSync(join(tmpdir(), "hive-layers-"));
+});
+afterEach(() => rmSync(snapshots, { recursive: true, force: true }));
+
+describe("image layers", () => {
+  it("lists the snapshotter's layer directories by number, ignoring anything else", () => {
+    layer("10");
+    layer("2");
+    mkdirSync(join(snapshots, "metadata"), { recursive: true });
+    expect(layerDirs(snapshots)).toEqual(["2", "10"]);
+    expect(layerDirs(join(snapshots, "absent"))).toEqual([]);
+  });
+
+  it("finds every layer's copy of the path, and no whiteout, directory or device", () => {
+    const a = put("1", "etc/secret");
+    const b = put("3", "etc/secret");
+    // A whiteout (as the overlayfs snapshotter unpacks one): a 0/0 character device.
+    layer("2");
+    mkdirSync(join(layer("2"), "etc"));
+    execFileSync("mknod", [join(layer("2"), "etc/secret"), "c", "0", "0"]);
+    mkdirSync(join(layer("4"), "etc/secret"), { recursive: true });
+    expect(keys(find("/etc/secret"))).toEqual([a.ino, b.ino].sort());
+    expect(
+      find("/etc/secret")
+        .map((f) => f.layer)
+        .sort(),
+    ).toEqual(["1", "3"]);
+  });
+
+  it("follows a layer's symlink through every layer, as the merged root would", () => {
+    const real = put("1", "usr/share/secret");
+    link("2", "etc", "../usr/share"); // relative, from another layer
+    link("3", "run/secret", "/etc/secret"); // absolute: the image's root
+    const found = find("/run/secret");
+    expect(keys(found)).toEqual([real.ino]);
+    expect(found[0]?.path).toBe("/usr/share/secret");
+  });
+
+  it("never leaves the layers: an absolute or climbing symlink names the image's root, not the host's", () => {
+    const host = join(snapshots, "host-secret");
+    writeFileSync(host, "host");
+    link("1", "etc/secret", host); // the host path, planted in a layer
+    link("1", "etc/up", "../../../../../../../../host-secret");
+    expect(find("/etc/secret")).toEqual([]);
+    expect(find("/etc/up")).toEqual([]);
+    // A directory of the path replaced by a symlink to the host's directory is not followed either.
+    link("2", "srv", snapshots);
+    expect(find("/srv/host-secret")).toEqual([]);
+  });
+
+  it("bounds symlink chains and loops", () => {
+    for (let i = 0; i < MAX_LAYER_PATHS + 2; i++) link("1", `l${i}`, `/l${i + 1}`);
+    expect(() => find("/l0")).toThrow(/more than 16 paths/);
+    link("2", "a", "/b");
+    link("2", "b", "/a");
+    expect(find("/a")).toEqual([]);
+  });
+
+  it("arms the identity the prover names", () => {
+    put("1", "etc/secret");
+    const proven = { major: 7, minor: 7, ino: 42n };
+    const found = findInLayers(snapshots, ["1"], "/etc/secret", () => proven);
+    expect(found.map((f) => f.key)).toEqual([proven]);
+  });
+});

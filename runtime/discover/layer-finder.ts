@@ -1,0 +1,80 @@
+/**
+ * The node's image layers as discover uses them: a trap path's files found once per set of
+ * layers (image-layers.ts) and proven by the kernel program, found again when the runtime unpacks
+ * or removes an image (the snapshots directory changes).
+ */
+import { type FSWatcher, watch } from "node:fs";
+import type { LayerFinder } from "../controllers/discover.ts";
+import { HiveError } from "../errors.ts";
+import type { FileKey } from "../kernel/contract.ts";
+import { type PinnedProofMaps, proveFile, provenKey } from "../kernel/trap-proof.ts";
+import type { Logger } from "../log.ts";
+import { findInLayers, type LayerProve, layerDirs } from "./image-layers.ts";
+
+export interface LayerFinderOptions {
+  /** The snapshotter's `snapshots` directory as the agent sees it. */
+  snapshotsDir: string;
+  /** The kernel program's proof maps (none: stat's identities are armed unproven). */
+  proofs?: PinnedProofMaps;
+  log: Logger;
+  /** Called (coalesced by the caller) when the layers may have changed. */
+  onChange: () => void;
+  /** Without change notifications, how often the layers are looked at again (default 30 s). */
+  pollMs?: number;
+}
+
+export interface NodeLayerFinder extends LayerFinder {
+  close(): void;
+}
+
+function proverOf(proofs: PinnedProofMaps): LayerProve {
+  return (fd, statKey, what) => {
+    const maps = proofs.current();
+    if (!maps)
+      throw new HiveError(
+        "TrapNotProven",
+        "the kernel program is not loaded yet: layer files cannot be proven",
+        {
+          object: what,
+          transient: true,
+        },
+      );
+    return provenKey(statKey, proveFile(maps, fd), what);
+  };
+}
+
+export function createLayerFinder(options: LayerFinderOptions): NodeLayerFinder {
+  const { snapshotsDir, log } = options;
+  const prove = options.proofs ? proverOf(options.proofs) : undefined;
+  /** Per trap path: the layer list it was found in, and what was found. */
+  const cache = new Map<string, { layers: string; files: FileKey[] }>();
+  let watcher: FSWatcher | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    // A new layer directory is made when an image's layer is unpacked: find the trap files again.
+    watcher = watch(snapshotsDir, { persistent: false }, () => options.onChange());
+    watcher.on("error", (error) =>
+      log.warn("watching the image layers failed; they are polled", { snapshotsDir, error }),
+    );
+  } catch (error) {
+    log.warn("cannot watch the image layers; they are polled", { snapshotsDir, error });
+  }
+  timer = setInterval(() => options.onChange(), options.pollMs ?? 30_000);
+  timer.unref();
+  return {
+    find(path) {
+      const layers = layerDirs(snapshotsDir);
+      const signature = layers.join(",");
+      const hit = cache.get(path);
+      if (hit && hit.layers === signature) return hit.files;
+      const files = findInLayers(snapshotsDir, layers, path, prove).map((f) => f.key);
+      cache.set(path, { layers: signature, files });
+      return files;
+    },
+    close() {
+      watcher?.close();
+      if (timer) clearInterval(timer);
+      timer = undefined;
+    },
+  };
+}
