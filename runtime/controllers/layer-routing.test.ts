@@ -1,0 +1,198 @@
+import type { V1Pod } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import type { HiveData } from "../../api/data.ts";
+import { trapId } from "../../api/ids.ts";
+import { LABEL_TRAP_ID } from "../../api/meta.ts";
+import type { HivePolicy } from "../../api/policy.ts";
+import { RecordingKernel } from "../../test/integration/harness.ts";
+import type { KernelEvent } from "../kernel/contract.ts";
+import { createLogger } from "../log.ts";
+import type { EventDropReason } from "../metrics/metrics.ts";
+import { buildHiveData, buildLayerData } from "./hive-data.ts";
+import type { AccessOrigin } from "./layer-routing.ts";
+import { createLoaderController } from "./loader.ts";
+
+const KERNEL = "eeeeeeee-5555-4555-8555-555555555555";
+const NODE = "n1";
+const PLATFORM = "hive-system";
+const LAYER = { major: 8, minor: 1, ino: 500n };
+const OVERLAY = { major: 0, minor: 77, ino: 500n };
+
+const policy = (
+  namespace: string,
+  name: string,
+  matchLabels: Record<string, string>,
+  containerName?: string,
+): HivePolicy => ({
+  apiVersion: "hive-operator.com/v1alpha1",
+  kind: "HivePolicy",
+  metadata: { name, namespace, generation: 1 },
+  spec: {
+    traps: [
+      {
+        path: "/etc/secret",
+        match: { matchLabels, ...(containerName ? { "container-name": containerName } : {}) },
+      },
+    ],
+  },
+});
+const platform = policy(PLATFORM, "reader", { app: "reader" }, "^main$");
+const tenant = policy("team-b", "tenant", { app: "reader" });
+const idOf = (p: HivePolicy) =>
+  trapId(
+    { namespace: p.metadata.namespace ?? "", name: p.metadata.name ?? "" },
+    p.spec.traps[0] ?? { path: "" },
+  );
+
+const layerData = (p: HivePolicy): HiveData =>
+  buildLayerData({
+    policy: p,
+    trap: p.spec.traps[0] ?? { path: "" },
+    trapId: idOf(p),
+    kernelId: KERNEL,
+    nodeName: NODE,
+    namespace: PLATFORM,
+    file: LAYER,
+  });
+
+const pod = (
+  name: string,
+  namespace: string,
+  labels: Record<string, string>,
+  statusIds: Record<string, string> = {},
+): V1Pod => ({
+  metadata: { name, namespace, uid: `uid-${name}`, labels },
+  spec: {
+    nodeName: NODE,
+    containers: [{ name: "main" }, { name: "sidecar" }],
+    initContainers: [{ name: "init" }],
+  },
+  status: {
+    phase: "Pending",
+    containerStatuses: Object.entries(statusIds).map(([n, id]) => ({
+      name: n,
+      containerID: `containerd://${id}`,
+      image: "x",
+      imageID: "x",
+      ready: false,
+      restartCount: 0,
+    })),
+  },
+});
+
+function loaderWith(attribute: (e: KernelEvent) => AccessOrigin | null | undefined) {
+  const kernel = new RecordingKernel();
+  const routed: HiveData[][] = [];
+  const dropped: EventDropReason[] = [];
+  const loader = createLoaderController({
+    kernelId: KERNEL,
+    nodeName: NODE,
+    kernel,
+    writer: {
+      create: async (d) => d,
+      replace: async (d) => d,
+      remove: async () => {},
+      annotate: async () => {},
+    },
+    log: createLogger({}, { level: "error" }),
+    onAccess: (_e, matched) => routed.push(matched.map((m) => m.data)),
+    onEventDropped: (reason) => dropped.push(reason),
+    attribute,
+    platformNamespace: PLATFORM,
+    debounceMs: 1,
+  });
+  return { kernel, loader, routed, dropped };
+}
+
+const origin = (p: V1Pod, containerId: string, containerName?: string): AccessOrigin => ({
+  pod: p,
+  containerId,
+  scheme: "containerd",
+  containerName,
+});
+
+describe("accesses to an image layer's file", () => {
+  it("alert for the container the cgroup names, by the traps that apply to it, and no other", async () => {
+    const selected = pod("web-1", "team-a", { app: "reader" });
+    const otherTeam = pod("web-2", "team-b", { app: "reader" });
+    const unlabelled = pod("db-1", "team-a", { app: "db" });
+    let next: AccessOrigin | null | undefined;
+    const { kernel, loader, routed, dropped } = loaderWith(() => next);
+    for (const p of [platform, tenant]) {
+      loader.onPolicy("ADDED", p);
+      loader.onData("ADDED", layerData(p));
+    }
+    loader.markSynced();
+    await loader.idle();
+    const entry = kernel.entries.find((e) => e.key.ino === LAYER.ino);
+    expect(entry?.group).toBe(entry?.slot); // its own group: the overlay inodes over it fold into it
+    const emit = (o: AccessOrigin | null | undefined) => {
+      next = o;
+      kernel.emit({ slot: entry?.slot ?? -1, kind: "file", key: LAYER, cgroupId: 42n });
+    };
+
+    // Named by the runtime before the pod's status names it: the platform trap (main only) applies.
+    emit(origin(selected, "a".repeat(64), "main"));
+    expect(routed.at(-1)?.map((d) => d.metadata.annotations?.container_id)).toEqual([
+      `containerd://${"a".repeat(64)}`,
+    ]);
+    expect(routed.at(-1)?.[0]?.metadata.annotations?.pod_name).toBe("web-1");
+    expect(routed.at(-1)?.[0]?.metadata.annotations?.container_name).toBe("main");
+    // The sidecar of the same pod: no trap of this namespace's reach selects it.
+    emit(origin(selected, "b".repeat(64), "sidecar"));
+    // The pod's status names the container when the runtime does not.
+    emit(origin(pod("web-1", "team-a", { app: "reader" }, { init: "c".repeat(64) }), "c".repeat(64)));
+    // Another namespace's pod: only its own namespace's tenant trap and the platform's (not main) apply.
+    emit(origin(otherTeam, "d".repeat(64), "sidecar"));
+    expect(routed.at(-1)?.map((d) => d.metadata.labels?.[LABEL_TRAP_ID])).toEqual([idOf(tenant)]);
+    // A pod no trap selects, the host, and a container this node cannot name.
+    emit(origin(unlabelled, "e".repeat(64), "main"));
+    emit(null);
+    emit(undefined);
+    emit(origin(selected, "f".repeat(64))); // neither the status nor the runtime names it
+    expect(routed).toHaveLength(2);
+    expect(dropped).toEqual([
+      "unselected",
+      "unselected",
+      "unselected",
+      "unselected",
+      "unattributed",
+      "unattributed",
+    ]);
+    loader.stop();
+  });
+
+  it("folds a container's overlay inode into the layer's group, and only when the layer is armed", async () => {
+    const { kernel, loader } = loaderWith(() => undefined);
+    const running = pod("web-1", PLATFORM, { app: "reader" }, { main: "a".repeat(64) });
+    const containerData = (imageFile: typeof LAYER | undefined) =>
+      buildHiveData({
+        policy: platform,
+        trap: platform.spec.traps[0] ?? { path: "" },
+        trapId: idOf(platform),
+        pod: running,
+        container: { name: "main", containerId: `containerd://${"a".repeat(64)}` },
+        kernelId: KERNEL,
+        nodeName: NODE,
+        namespace: PLATFORM,
+        file: OVERLAY,
+        parent: { major: 0, minor: 77, ino: 2n },
+        imageFile,
+      });
+    loader.onPolicy("ADDED", platform);
+    loader.onData("ADDED", containerData(LAYER));
+    loader.markSynced();
+    await loader.idle();
+    // The layer is not armed (no layer HiveData): nothing to fold with.
+    expect(kernel.entries.find((e) => e.key.minor === 77 && e.kind === "file")?.group ?? 0).toBe(0);
+    loader.onData("ADDED", layerData(platform));
+    await new Promise((r) => setTimeout(r, 10));
+    await loader.idle();
+    const layer = kernel.entries.find((e) => e.key.ino === LAYER.ino && e.key.major === 8);
+    const overlay = kernel.entries.find((e) => e.key.minor === 77 && e.kind === "file");
+    expect(layer?.group).toBeGreaterThan(0);
+    expect(overlay?.group).toBe(layer?.group);
+    expect(overlay?.slot).not.toBe(layer?.slot);
+    loader.stop();
+  });
+});
