@@ -238,6 +238,15 @@ export interface HiveMonitorArgs {
   /** Host directory of the alert spool (alerts not delivered yet survive restarts there). Default: `/var/lib/hive/spool`. */
   spoolDir?: Input<string>;
   /**
+   * Arm traps on the file in the node's image layers, so they hold from a container's first
+   * instruction (the agent reads containerd's overlayfs snapshots and the host's cgroup tree,
+   * read-only). Without it a trap is armed once its container runs and discover has resolved it.
+   * Default: true.
+   */
+  imageLayers?: boolean;
+  /** Host path of containerd's root directory (image layers). Default: `/var/lib/containerd` (k3s: `/var/lib/rancher/k3s/agent/containerd`). */
+  containerdRoot?: Input<string>;
+  /**
    * Adds CAP_SYS_ADMIN, for two kinds of node kernels only: older than 5.8 (no CAP_BPF and
    * CAP_PERFMON: bpf() demands CAP_SYS_ADMIN), and kernels with neither kprobe.multi links
    * (5.18+ with CONFIG_FPROBE) nor BPF trampolines (fentry), where only a perf-event kprobe
@@ -309,6 +318,8 @@ export const MONITOR_OPTIONS = [
   "metricsPort",
   "runtimeSocket",
   "spoolDir",
+  "imageLayers",
+  "containerdRoot",
   "legacyKernelCapabilities",
   "admissionPolicy",
   "podMonitor",

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { parseAgentConfig } from "../runtime/agent/config.ts";
 import type { HiveMonitorValues } from "./args.ts";
-import { agentArgs } from "./builders/daemonset.ts";
+import { agentArgs, daemonSetManifest } from "./builders/daemonset.ts";
 import { formatProblems } from "./builders/problems.ts";
 import { resolveConfig } from "./config.ts";
 
@@ -40,6 +40,7 @@ describe("resolveConfig", () => {
         metricsPort: 9464,
         runtimeSocket: "/run/containerd/containerd.sock",
         spoolDir: "/var/lib/hive/spool",
+        containerdRoot: "/var/lib/containerd",
         legacyKernelCapabilities: false,
         admissionPolicy: true,
         podMonitor: undefined,
@@ -111,6 +112,24 @@ describe("resolveConfig", () => {
     // Hive's own JSON is the default: no flag.
     const plain = resolveConfig({ image, callback: { url: "https://x.example/" } });
     expect(plain.ok && agentArgs(plain.config).join(" ")).not.toContain("--callback-format");
+  });
+
+  it("arms traps in the image layers by default, with flags the agent reads back; imageLayers: false mounts neither", () => {
+    const on = resolveConfig({ image, containerdRoot: "/var/lib/rancher/k3s/agent/containerd" });
+    if (!on.ok) throw new Error(formatProblems(on.problems));
+    expect(parseAgentConfig(agentArgs(on.config).slice(1), { NODE_NAME: "n" })).toMatchObject({
+      imageLayers: "/host/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots",
+      cgroupRoot: "/host/sys/fs/cgroup",
+    });
+    const off = resolveConfig({ image, imageLayers: false });
+    if (!off.ok) throw new Error(formatProblems(off.problems));
+    expect(off.config.containerdRoot).toBeUndefined();
+    expect(agentArgs(off.config).join(" ")).not.toContain("--image-layers");
+    const volumes = (
+      daemonSetManifest(off.config).spec as { template: { spec: { volumes: { name: string }[] } } }
+    ).template.spec.volumes;
+    expect(volumes.map((v) => v.name)).not.toContain("containerd-root");
+    expect(volumes.map((v) => v.name)).not.toContain("cgroup");
   });
 
   it("groups traps into one policy per name, keeping their order", () => {
@@ -276,6 +295,10 @@ describe("resolveConfig", () => {
       'runtimeSocket: "run/containerd.sock" must be an absolute host path (not "/", no ".." components)',
     ],
     [{ image, spoolDir: "/" }, 'spoolDir: "/" must be an absolute host path (not "/", no ".." components)'],
+    [
+      { image, containerdRoot: "var/lib/containerd" },
+      'containerdRoot: "var/lib/containerd" must be an absolute host path (not "/", no ".." components)',
+    ],
     [{ image, legacyKernelCapabilities: "yes" }, "legacyKernelCapabilities: must be true or false"],
     [{ image, admissionPolicy: "off" }, "admissionPolicy: must be true or false"],
     [

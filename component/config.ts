@@ -42,6 +42,7 @@ export const DEFAULT_POLICY = "default";
 export const DEFAULT_METRICS_PORT = 9464;
 export const DEFAULT_RUNTIME_SOCKET = "/run/containerd/containerd.sock";
 export const DEFAULT_SPOOL_DIR = "/var/lib/hive/spool";
+export const DEFAULT_CONTAINERD_ROOT = "/var/lib/containerd";
 export const DEFAULT_RESOURCES: Plain<ResourceRequirements> = {
   requests: { cpu: "50m", memory: "256Mi" },
   limits: { memory: "512Mi" },
@@ -88,6 +89,8 @@ export interface HiveConfig {
   metricsPort: number;
   runtimeSocket: string;
   spoolDir: string;
+  /** containerd's root on the host, whose image layers traps are armed in; undefined: not armed there. */
+  containerdRoot: string | undefined;
   legacyKernelCapabilities: boolean;
   admissionPolicy: boolean;
   /** The Prometheus Operator PodMonitor's settings, when one is wanted. */
@@ -513,6 +516,10 @@ export function resolveConfig(args: HiveMonitorValues): ConfigResult {
   c.hostPath("runtimeSocket", runtimeSocket);
   const spoolDir = args.spoolDir ?? DEFAULT_SPOOL_DIR;
   c.hostPath("spoolDir", spoolDir);
+  const imageLayers = args.imageLayers ?? true;
+  if (typeof imageLayers !== "boolean") c.add("imageLayers", "must be true or false");
+  const containerdRoot = args.containerdRoot ?? DEFAULT_CONTAINERD_ROOT;
+  c.hostPath("containerdRoot", containerdRoot);
   const legacy = args.legacyKernelCapabilities ?? false;
   if (typeof legacy !== "boolean") c.add("legacyKernelCapabilities", "must be true or false");
   const admissionPolicy = args.admissionPolicy ?? true;
@@ -552,6 +559,7 @@ export function resolveConfig(args: HiveMonitorValues): ConfigResult {
       metricsPort,
       runtimeSocket,
       spoolDir,
+      containerdRoot: imageLayers === true ? containerdRoot : undefined,
       legacyKernelCapabilities: legacy,
       admissionPolicy,
       podMonitor,

@@ -186,6 +186,10 @@ export interface HiveMonitorSchemaArgs {
   runtimeSocket?: Input<string>;
   /** Host directory of the alert spool. Default: `/var/lib/hive/spool`. */
   spoolDir?: Input<string>;
+  /** Arm traps on the file in the node's image layers (from a container's first instruction). Default: true. */
+  imageLayers?: boolean;
+  /** Host path of containerd's root directory. Default: `/var/lib/containerd`. */
+  containerdRoot?: Input<string>;
   /** Adds CAP_SYS_ADMIN, for kernels older than 5.8 or with neither kprobe.multi nor BPF trampolines. Default: false. */
   legacyKernelCapabilities?: Input<boolean>;
   /** Create the ValidatingAdmissionPolicy keeping each agent to its own node's HiveData (Kubernetes 1.30+). Default: true. */

@@ -44,7 +44,14 @@ export const MOUNTS = {
   /** The watch table naming the loader's kernel slots, read by `hive status` on the node (host tmpfs). */
   watchTables: "/run/hive",
   tmp: "/tmp",
+  /** containerd's root (read-only): its overlayfs snapshots are the image layers traps are armed in. */
+  containerdRoot: "/host/var/lib/containerd",
+  /** The host's cgroup tree (read-only): an access's container is found by its cgroup id. */
+  cgroup: "/host/sys/fs/cgroup",
 } as const;
+
+/** containerd's overlayfs snapshots under its root. */
+export const OVERLAYFS_SNAPSHOTS = "io.containerd.snapshotter.v1.overlayfs/snapshots";
 
 /** Nodes the agent can run on: Linux, and x86-64 until the program is built for another architecture. */
 export const AGENT_NODE_SELECTOR = { "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64" } as const;
@@ -74,6 +81,13 @@ export function agentArgs(config: HiveConfig): string[] {
     "--runtime-socket",
     `${MOUNTS.runtimeDir}/${basename(config.runtimeSocket)}`,
   ];
+  if (config.containerdRoot)
+    args.push(
+      "--image-layers",
+      `${MOUNTS.containerdRoot}/${OVERLAYFS_SNAPSHOTS}`,
+      "--cgroup-root",
+      MOUNTS.cgroup,
+    );
   for (const prefix of config.tenantCallbacks) args.push("--tenant-callback", prefix);
   if (config.clusterName) args.push("--cluster-name", config.clusterName);
   // The callback URL itself comes from a Secret (HIVE_CALLBACK, see daemonSetManifest), never from here.
@@ -154,6 +168,12 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
       { name: "spool", mountPath: MOUNTS.spool },
       { name: "watch-tables", mountPath: MOUNTS.watchTables },
       { name: "tmp", mountPath: MOUNTS.tmp },
+      ...(config.containerdRoot
+        ? [
+            { name: "containerd-root", mountPath: MOUNTS.containerdRoot, readOnly: true },
+            { name: "cgroup", mountPath: MOUNTS.cgroup, readOnly: true },
+          ]
+        : []),
     ],
   };
   const podSpec: Record<string, unknown> = {
@@ -181,6 +201,12 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
       // `hive watch`'s; /run is a tmpfs, so the table goes with the kernel state at reboot.
       { name: "watch-tables", hostPath: { path: MOUNTS.watchTables, type: "DirectoryOrCreate" } },
       { name: "tmp", emptyDir: { sizeLimit: "64Mi" } },
+      ...(config.containerdRoot
+        ? [
+            { name: "containerd-root", hostPath: { path: config.containerdRoot, type: "Directory" } },
+            { name: "cgroup", hostPath: { path: "/sys/fs/cgroup", type: "Directory" } },
+          ]
+        : []),
     ],
   };
   return {

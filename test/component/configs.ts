@@ -37,5 +37,6 @@ export const FULL: HiveMonitorArgs = {
   metricsPort: 9100,
   runtimeSocket: "/run/k3s/containerd/containerd.sock",
   spoolDir: "/var/lib/hive-alerts",
+  containerdRoot: "/var/lib/rancher/k3s/agent/containerd",
   legacyKernelCapabilities: true,
 };

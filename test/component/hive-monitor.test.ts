@@ -158,7 +158,7 @@ describe("HiveMonitor with the minimal configuration", () => {
     }
   });
 
-  it("mounts the BPF filesystem, BTF, the runtime socket's directory, the spool and the watch tables, and nothing else of the host", () => {
+  it("mounts the BPF filesystem, BTF, the runtime socket's directory, the spool, the watch tables, and read-only containerd's root and the cgroup tree, and nothing else of the host", () => {
     const ds = find(result.resources, "kubernetes:apps/v1:DaemonSet");
     const pod = ds.spec.template.spec;
     const hostPaths = Object.fromEntries(
@@ -172,6 +172,9 @@ describe("HiveMonitor with the minimal configuration", () => {
       spool: { path: "/var/lib/hive/spool", type: "DirectoryOrCreate" },
       // Where the agent writes the table `hive status` on the node reads (the same directory inside).
       "watch-tables": { path: WATCH_TABLE_DIR, type: "DirectoryOrCreate" },
+      // Image layers, where traps are armed before containers start, and containers' cgroups.
+      "containerd-root": { path: "/var/lib/containerd", type: "Directory" },
+      cgroup: { path: "/sys/fs/cgroup", type: "Directory" },
     });
     // biome-ignore lint/suspicious/noExplicitAny: mounts from inputs
     const mounts = Object.fromEntries(pod.containers[0].volumeMounts.map((m: any) => [m.name, m]));
@@ -184,6 +187,8 @@ describe("HiveMonitor with the minimal configuration", () => {
     expect(mounts["container-runtime"].readOnly).toBe(true);
     expect(mounts.spool.readOnly).toBeUndefined();
     expect(mounts["watch-tables"]).toEqual({ name: "watch-tables", mountPath: WATCH_TABLE_DIR });
+    expect(mounts["containerd-root"].readOnly).toBe(true);
+    expect(mounts.cgroup.readOnly).toBe(true);
     // Bidirectional propagation is only allowed for privileged containers.
     for (const m of Object.values(mounts)) expect(m.mountPropagation).not.toBe("Bidirectional");
   });
@@ -203,6 +208,10 @@ describe("HiveMonitor with the minimal configuration", () => {
       "/var/lib/hive/spool",
       "--runtime-socket",
       "/host/run/container-runtime/containerd.sock",
+      "--image-layers",
+      "/host/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots",
+      "--cgroup-root",
+      "/host/sys/fs/cgroup",
     ]);
     // biome-ignore lint/suspicious/noExplicitAny: env from inputs
     expect(Object.fromEntries(c.env.map((e: any) => [e.name, e.valueFrom.fieldRef.fieldPath]))).toEqual({
@@ -335,6 +344,10 @@ describe("HiveMonitor with every option set", () => {
       "/var/lib/hive/spool",
       "--runtime-socket",
       "/host/run/container-runtime/containerd.sock",
+      "--image-layers",
+      "/host/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots",
+      "--cgroup-root",
+      "/host/sys/fs/cgroup",
       "--callback-headers-secret",
       "hive-callback-headers",
       "--callback-signing-secret",
@@ -402,6 +415,7 @@ describe("HiveMonitor with every option set", () => {
     const volumes = Object.fromEntries(pod.volumes.map((v: any) => [v.name, v.hostPath?.path]));
     expect(volumes["container-runtime"]).toBe("/run/k3s/containerd");
     expect(volumes.spool).toBe("/var/lib/hive-alerts");
+    expect(volumes["containerd-root"]).toBe("/var/lib/rancher/k3s/agent/containerd");
     const sc = pod.containers[0].securityContext;
     expect([...sc.capabilities.add].sort()).toEqual([...BASE_CAPABILITIES, "SYS_ADMIN"].sort());
     // The API server refuses allowPrivilegeEscalation: false beside SYS_ADMIN.

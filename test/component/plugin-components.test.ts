@@ -77,6 +77,7 @@ const SCHEMA_SHAPED: HiveMonitorSchemaArgs = {
   metricsPort: 9100,
   runtimeSocket: "/run/k3s/containerd/containerd.sock",
   spoolDir: "/var/lib/hive-alerts",
+  containerdRoot: "/var/lib/rancher/k3s/agent/containerd",
   legacyKernelCapabilities: true,
   updateStrategy: { type: "RollingUpdate", maxUnavailable: "2", maxSurge: "10%" },
   podMonitor: {},
