@@ -5,8 +5,10 @@
  * Writes are serialised and coalesced (the latest table wins); a failed write is logged,
  * never fatal: the table only decorates what status reads from the kernel.
  */
+
 import type { HiveData } from "../../api/data.ts";
 import { LABEL_POLICY, LABEL_POLICY_NAMESPACE, LABEL_TRAP_ID } from "../../api/meta.ts";
+import { isLayerData } from "../controllers/hive-data.ts";
 import type { NodeTrapError } from "../controllers/ports.ts";
 import type { AttachMode, WatchEntry } from "../kernel/contract.ts";
 import { createLatestWriter } from "../latest-writer.ts";
@@ -40,7 +42,8 @@ export function agentTableRecords(
           policy: notes.hive_policy_name ?? labels[LABEL_POLICY] ?? "",
           trapId: labels[LABEL_TRAP_ID] ?? "",
           path: notes.path ?? "",
-          target: `${pod}${notes.container_name ?? "?"} (${id})`,
+          // An image layer's file: every container of the image on this node, told apart by cgroup.
+          target: isLayerData(d) ? "image layer" : `${pod}${notes.container_name ?? "?"} (${id})`,
           accesses: [...d.spec.accesses],
         };
         const namespace = labels[LABEL_POLICY_NAMESPACE];

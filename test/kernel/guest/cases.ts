@@ -32,6 +32,7 @@ import { capacityCases } from "./capacity-cases.ts";
 import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseName, type KernelCaseResult } from "./case-names.ts";
 import { durabilityCases } from "./durability-cases.ts";
 import { floodCases } from "./flood-cases.ts";
+import { layerCases } from "./layer-cases.ts";
 import { type GuestHarness, processCases } from "./process-cases.ts";
 import { proofCases } from "./proof-cases.ts";
 import { restartCases } from "./restart-cases.ts";
@@ -115,6 +116,7 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
   ...durabilityCases(harness, PIN_ROOT),
   ...upgradeCases(harness, PIN_ROOT),
   ...capacityCases(harness),
+  ...layerCases(),
   async "a read of a watched file gives exactly one event with the reader's pid, tgid, uid, gid, comm and mask"() {
     const path = file("read.txt");
     const key = fileKeyFromStat(statSync(path));

@@ -1,0 +1,244 @@
+/**
+ * Kernel case: traps armed on an image layer's file before any container of the image runs. The
+ * agent runs as in a cluster (runAgent, against the API stand-in enforcing the rendered RBAC and
+ * admission, alerts posted to a receiver) with the real kernel program; containers come from a
+ * private containerd with the overlayfs snapshotter (the allow image, imported from its OCI
+ * archive), in the cgroups and with the annotations a kubelet's CRI plugin gives them. The pods
+ * stay Pending in the API: as in a cluster, the kubelet reports a container only after it ran.
+ */
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import type { Alert } from "../../../api/alert.ts";
+import { hiveCrds } from "../../../api/crd.ts";
+import type { HiveData } from "../../../api/data.ts";
+import { GROUP, PLURAL_DATA, VERSION } from "../../../api/meta.ts";
+import { runAgent } from "../../../runtime/agent/main.ts";
+import { ANNOTATION_IMAGE_LAYER } from "../../../runtime/controllers/hive-data.ts";
+import { createLogger } from "../../../runtime/log.ts";
+import { type WatchTableFile, watchTableFileFor } from "../../../runtime/standalone/watch-table-file.ts";
+import { startReceiver } from "../../alerts/receiver.ts";
+import { installHive } from "../../apiserver/install.ts";
+import { startApiServer } from "../../apiserver/server.ts";
+import { seedNode, setPodRunning, waitFor } from "../../apiserver/testing.ts";
+import { ALLOW_IMAGE_REF } from "../../fixtures/allow-image.ts";
+import { startImageContainerd } from "../../fixtures/image-containers.ts";
+import type { KernelCaseName } from "./case-names.ts";
+
+type LayerCaseName = Extract<
+  KernelCaseName,
+  "a trap on an image's file holds from each container's first instruction: 20 containers and an init container that read it at once alert, each named; a container no trap selects does not; a resolved container's read alerts once"
+>;
+
+const NODE = "node-layers";
+const NS = "hive-system";
+const APPS = "apps";
+const READERS = 20;
+const base = "/tmp/hive-layers";
+
+/** A container id as the CRI plugin makes them (64 hex digits). */
+const containerId = (n: number) => n.toString(16).padStart(64, "c");
+
+export function layerCases(): Record<LayerCaseName, () => Promise<Record<string, unknown>>> {
+  return {
+    async "a trap on an image's file holds from each container's first instruction: 20 containers and an init container that read it at once alert, each named; a container no trap selects does not; a resolved container's read alerts once"() {
+      const archive = process.env.HIVE_ALLOW_IMAGE ?? "";
+      assert.ok(
+        archive,
+        "HIVE_ALLOW_IMAGE (the allow image's OCI archive, built by the host suite) is not set",
+      );
+      execFileSync("ip", ["link", "set", "lo", "up"]);
+      mkdirSync(base, { recursive: true });
+      const bootId = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+      const receiver = await startReceiver();
+      const api = await startApiServer({ crds: hiveCrds() });
+      const cd = await startImageContainerd(join(base, "containerd"));
+      let stop: () => void = () => undefined;
+      const until = new Promise((resolve) => {
+        stop = () => resolve("done");
+      });
+      let exited: Promise<number> | undefined;
+      const timings: Record<string, number> = {};
+      const t0 = performance.now();
+      const mark = (name: string) => {
+        timings[name] = Math.round(performance.now() - t0);
+      };
+      try {
+        cd.importImage(archive);
+        mark("imageImported");
+        const installed = installHive(api, {
+          image: "hive:test",
+          namespace: NS,
+          callback: { url: receiver.url },
+          traps: [{ path: "/etc/secret", accesses: ["read"], match: { matchLabels: { app: "reader" } } }],
+        });
+        seedNode(api, NODE, bootId);
+        const kc = api.kubeConfig();
+        const core = kc.makeApiClient(CoreV1Api);
+        const custom = kc.makeApiClient(CustomObjectsApi);
+        await core.createNamespace({ body: { metadata: { name: APPS } } });
+        const pinRoot = "/sys/fs/bpf/hive-layers";
+        const tableDir = join(base, "run");
+        let metricsUrl = "";
+        exited = runAgent(
+          [
+            "--node-name",
+            NODE,
+            "--pod-name",
+            "hive-agent-layers",
+            "--namespace",
+            NS,
+            "--server",
+            api.url,
+            "--token",
+            api.token(installed.agent(NODE, "hive-agent-layers")),
+            "--callback",
+            receiver.url,
+            "--runtime-socket",
+            cd.sock,
+            "--containerd-namespace",
+            "default",
+            "--runtime-state-dir",
+            cd.stateDir,
+            "--image-layers",
+            join(base, "containerd/root/io.containerd.snapshotter.v1.overlayfs/snapshots"),
+            "--cgroup-root",
+            "/sys/fs/cgroup",
+            "--metrics-port",
+            "0",
+            "--spool-dir",
+            join(base, "spool"),
+            "--pin-root",
+            pinRoot,
+            "--table-dir",
+            tableDir,
+          ],
+          {
+            until,
+            log: createLogger({}, { level: "warn" }),
+            onStarted: (started) => {
+              metricsUrl = started.metricsUrl;
+            },
+          },
+        );
+
+        /** A Pending pod (as the API shows it until the kubelet reports), its uid. */
+        const createPod = async (name: string, app: string, init = false) => {
+          const pod = await core.createNamespacedPod({
+            namespace: APPS,
+            body: {
+              metadata: { name, labels: { app } },
+              spec: {
+                nodeName: NODE,
+                containers: [{ name: "main", image: ALLOW_IMAGE_REF }],
+                ...(init ? { initContainers: [{ name: "setup", image: ALLOW_IMAGE_REF }] } : {}),
+              },
+            },
+          });
+          return pod.metadata?.uid ?? "";
+        };
+        /** Starts a container of `uid`'s pod as a kubelet would, its entrypoint `args`. */
+        const launch = (uid: string, id: string, name: string, args: string[]) =>
+          cd.launch(id, ALLOW_IMAGE_REF, args, {
+            cgroup: `/kubepods/besteffort/pod${uid}/${id}`,
+            annotations: { "io.kubernetes.cri.container-name": name, "io.kubernetes.cri.sandbox-uid": uid },
+          });
+
+        const uids: string[] = [];
+        for (let i = 0; i < READERS; i++) uids.push(await createPod(`reader-${i}`, "reader", i === 0));
+        const bystander = await createPod("bystander", "other");
+        const resident = await createPod("resident", "reader");
+        mark("podsCreated");
+        // Armed in the image's layer once the node has a pod the trap applies to: before any container exists.
+        const layerKey = await waitFor(
+          async () => {
+            const list = (await custom.listNamespacedCustomObject({
+              group: GROUP,
+              version: VERSION,
+              namespace: NS,
+              plural: PLURAL_DATA,
+            })) as { items: HiveData[] };
+            const layer = list.items.find((d) => d.metadata.annotations?.[ANNOTATION_IMAGE_LAYER] === "true");
+            if (!layer) return undefined;
+            const table = watchTableFileFor(pinRoot, tableDir);
+            if (!existsSync(table)) return undefined;
+            const slots = (JSON.parse(readFileSync(table, "utf8")) as WatchTableFile).slots;
+            const armed = slots.find((s) => s.inode === String(layer.spec["inode-no"]) && s.kind === "file");
+            return armed ? `${armed.device}:${armed.inode}` : undefined;
+          },
+          { timeoutMs: 120_000, intervalMs: 100, what: "the image layer's file armed" },
+        );
+        mark("layerArmed");
+
+        // Entrypoints that read the file at once and exit; the init container of reader-0 too.
+        launch(uids[0] as string, containerId(1000), "setup", ["/bin/cat", "/etc/secret"]);
+        for (let i = 0; i < READERS; i++)
+          launch(uids[i] as string, containerId(i), "main", ["/bin/cat", "/etc/secret"]);
+        launch(bystander, containerId(2000), "main", ["/bin/cat", "/etc/secret"]);
+        mark("containersLaunched");
+        await receiver.waitForDistinct(READERS + 1, 120_000);
+        mark("alertsReceived");
+        const alerts = () => receiver.accepted.map((r) => JSON.parse(r.body) as Alert);
+        const byContainer = new Map<string, Alert[]>();
+        for (const a of alerts()) {
+          const id = a.pod?.container.id ?? "".replace(/^containerd:\/\//, "");
+          byContainer.set(id, [...(byContainer.get(id) ?? []), a]);
+        }
+        for (let i = 0; i < READERS; i++) {
+          const got = byContainer.get(containerId(i)) ?? [];
+          assert.equal(got.length, 1, `reader-${i}: ${JSON.stringify(got)}`);
+          assert.equal(got[0]?.pod?.name, `reader-${i}`);
+          assert.equal(got[0]?.pod?.container.name, "main");
+        }
+        assert.equal(byContainer.get(containerId(1000))?.[0]?.pod?.container.name, "setup");
+
+        // A container the trap applies to, resolved by discover once running: each read is one alert.
+        const residentId = containerId(3000);
+        launch(resident, residentId, "main", ["/bin/sleep", "1000"]);
+        await setPodRunning(core, APPS, "resident", { containerIds: { main: `containerd://${residentId}` } });
+        await waitFor(
+          async () => {
+            const table = JSON.parse(
+              readFileSync(watchTableFileFor(pinRoot, tableDir), "utf8"),
+            ) as WatchTableFile;
+            return table.slots.some(
+              (s) => s.kind === "file" && s.traps.some((t) => t.target.includes(residentId.slice(0, 12))),
+            )
+              ? true
+              : undefined;
+          },
+          { timeoutMs: 60_000, intervalMs: 100, what: "the resident container resolved" },
+        );
+        mark("residentResolved");
+        const before = receiver.accepted.length;
+        for (let i = 0; i < 3; i++) {
+          const r = cd.exec(residentId, `read-${i}`, ["/bin/cat", "/etc/secret"]);
+          assert.equal(r.status, 0, r.stderr);
+        }
+        await receiver.waitForDistinct(before + 3, 60_000);
+        // Anything more would come within the burst gap and the ring's read; give it a second.
+        await new Promise((r) => setTimeout(r, 1000));
+        const residentAlerts = alerts().filter((a) => a.pod?.name === "resident");
+        assert.equal(residentAlerts.length, 3, JSON.stringify(residentAlerts.map((a) => a.metadata)));
+        assert.ok(
+          residentAlerts.every((a) => a.pod?.container.id ?? "" === `containerd://${residentId}`),
+          "the resident's reads are named after its container",
+        );
+        // The bystander (no trap applies to its pod) raised nothing, and was counted as such.
+        assert.equal(byContainer.get(containerId(2000)), undefined);
+        const metrics = await (await fetch(`${metricsUrl}/metrics`)).text();
+        assert.match(metrics, /hive_kernel_events_dropped_total\{reason="unselected"\} [1-9]/);
+        assert.doesNotMatch(metrics, /hive_kernel_events_dropped_total\{reason="unattributed"\} [1-9]/);
+        return { timings, layerKey, alerts: receiver.accepted.length };
+      } finally {
+        stop();
+        await exited?.catch(() => undefined);
+        await cd.stop();
+        await receiver.close();
+        await api.stop();
+      }
+    },
+  };
+}
