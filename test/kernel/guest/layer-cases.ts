@@ -35,7 +35,12 @@ type LayerCaseName = Extract<
 const NODE = "node-layers";
 const NS = "hive-system";
 const APPS = "apps";
-const READERS = 20;
+/**
+ * Containers that read at once: 20 on 6.12; 5 on the other kernels, where what is kernel-specific
+ * (the overlay's check of the layer's inode, the cgroup id) is the same for every container and a
+ * container start costs seconds of emulated time.
+ */
+const READERS = process.env.HIVE_VM_KERNEL === "6.12" ? 20 : 5;
 const base = "/tmp/hive-layers";
 
 /** A container id as the CRI plugin makes them (64 hex digits). */
@@ -183,7 +188,7 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
         const alerts = () => receiver.accepted.map((r) => JSON.parse(r.body) as Alert);
         const byContainer = new Map<string, Alert[]>();
         for (const a of alerts()) {
-          const id = a.pod?.container.id ?? "".replace(/^containerd:\/\//, "");
+          const id = (a.pod?.container.id ?? "").replace(/^containerd:\/\//, "");
           byContainer.set(id, [...(byContainer.get(id) ?? []), a]);
         }
         for (let i = 0; i < READERS; i++) {
@@ -223,7 +228,7 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
         const residentAlerts = alerts().filter((a) => a.pod?.name === "resident");
         assert.equal(residentAlerts.length, 3, JSON.stringify(residentAlerts.map((a) => a.metadata)));
         assert.ok(
-          residentAlerts.every((a) => a.pod?.container.id ?? "" === `containerd://${residentId}`),
+          residentAlerts.every((a) => a.pod?.container.id === `containerd://${residentId}`),
           "the resident's reads are named after its container",
         );
         // The bystander (no trap applies to its pod) raised nothing, and was counted as such.
