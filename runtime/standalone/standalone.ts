@@ -182,8 +182,10 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
       logger.info("not watching any more", { target: describeTarget(target), reason });
     }
     previous = now;
-    // Only starts this plan saw are pending; a later plan has no start of its own to measure.
-    taskStarts.clear();
+    // A start is measured once, by the first plan that lists its container; starts that came
+    // while this plan ran wait for the next. Bounded: a start no list ever shows is dropped.
+    for (const c of containers) taskStarts.delete(containerKey(c));
+    for (const [key, atMs] of taskStarts) if (armedAtMs - atMs > 60_000) taskStarts.delete(key);
     const missing = new Set<string>();
     for (const miss of plan.unresolved) {
       const id = `${miss.ref.trapId}|${describeTarget(miss.target)}|${miss.error.code}`;
