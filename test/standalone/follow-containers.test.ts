@@ -6,12 +6,16 @@
  * Also: the stream lost when containerd is killed, resubscribed once it is back, and the
  * containers re-listed then (a container that stopped meanwhile is forgotten).
  */
-import { statSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { renderFollowing } from "../../runtime/cli/commands/status.ts";
 import type { KernelWatcher, WatchEntry } from "../../runtime/kernel/contract.ts";
 import { type ContainerLister, openContainerLister } from "../../runtime/standalone/local-containers.ts";
 import { parsePolicyText } from "../../runtime/standalone/policy-files.ts";
 import { type Standalone, startStandalone } from "../../runtime/standalone/standalone.ts";
+import type { WatchTableFile } from "../../runtime/standalone/watch-table-file.ts";
 import { captureLogger } from "../alerts/fixtures.ts";
 import { type Containerd, containerSuiteGate, startContainerd } from "../containers/containerd-harness.ts";
 
@@ -48,6 +52,17 @@ describe.runIf(run)("standalone mode follows containerd's containers", () => {
   let standalone: Standalone;
   const map = mapOnlyWatcher();
   const log = captureLogger();
+  const tableDir = mkdtempSync(join(tmpdir(), "hive-follow-table-"));
+  const tableFile = join(tableDir, "hive-standalone.watch-table.json");
+  /** What `hive status` shows of the event stream, read from the table as it does. */
+  const statusLine = () => {
+    try {
+      const table = JSON.parse(readFileSync(tableFile, "utf8")) as WatchTableFile;
+      return table.containers ? renderFollowing(table.containers) : "";
+    } catch {
+      return ""; // between the write and the rename of the next table
+    }
+  };
 
   /** The file key of /etc/shadow in a running container, as the kernel map must hold it. */
   const shadowOf = async (id: string) => {
@@ -89,6 +104,7 @@ spec:
       listContainers: () => lister.list(),
       containerEvents: lister.events(),
       follow: { backoff: { baseMs: 100, maxMs: 400 }, connectTimeoutMs: 500 },
+      watchTableFile: tableFile,
     });
     await until("the event stream is connected", () => standalone.following?.connected === true);
   }, 60_000);
@@ -97,6 +113,7 @@ spec:
     await standalone?.close();
     lister?.close();
     await containerd?.stop();
+    rmSync(tableDir, { recursive: true, force: true });
   });
 
   it("arms the trap of a container started later at once, without SIGHUP, and forgets it when it stops", async () => {
@@ -128,11 +145,15 @@ spec:
 
     await containerd.kill();
     await until("the stream is seen lost", () => standalone.following?.connected === false);
+    await until("hive status shows the stream disconnected", () => /DISCONNECTED/.test(statusLine()));
     // While containerd is down, web-2's process ends: no event reaches Hive for it now.
     process.kill(pid, "SIGKILL");
     await containerd.restart();
     await until("the stream is connected again", () => standalone.following?.connected === true);
     expect(standalone.following?.resubscribes).toBe(1);
+    await until("hive status shows the stream connected again", () =>
+      /followed on containerd's event stream, connected since .* resubscribed 1 times/.test(statusLine()),
+    );
     await until("web-2 is forgotten after the re-list", () => !armed(web2));
 
     await start("web-3");
