@@ -118,30 +118,33 @@ spec:
 
   it("arms the trap of a container started later at once, without SIGHUP, and forgets it when it stops", async () => {
     expect(map.entries()).toEqual([]);
-    await start("web-1");
-    await start("db-1");
-    const web = await shadowOf("web-1");
-    await until("web-1's /etc/shadow is in the kernel map", () => armed(web));
+    await start("web-follow-1");
+    await start("db-follow-1");
+    const web = await shadowOf("web-follow-1");
+    await until("web-follow-1's /etc/shadow is in the kernel map", () => armed(web));
     // Only the container the trap matches.
     expect(standalone.plan.files.map((f) => f.target.kind === "container" && f.target.container.id)).toEqual([
-      "web-1",
+      "web-follow-1",
     ]);
-    const watching = log.lines.find((r) => r.msg === "watching" && String(r.target).includes("web-1"));
-    expect(watching?.reason).toMatch(/task started: default\/web-1/);
+    const watching = log.lines.find((r) => r.msg === "watching" && String(r.target).includes("web-follow-1"));
+    expect(watching?.reason).toMatch(/task started: default\/web-follow-1/);
     expect(typeof watching?.sinceTaskStartMs).toBe("number");
 
-    await containerd.remove("web-1");
-    await until("web-1's entries are removed", () => !armed(web) && standalone.plan.files.length === 0);
+    await containerd.remove("web-follow-1");
+    await until(
+      "web-follow-1's entries are removed",
+      () => !armed(web) && standalone.plan.files.length === 0,
+    );
     expect(
-      log.lines.some((r) => r.msg === "not watching any more" && String(r.target).includes("web-1")),
+      log.lines.some((r) => r.msg === "not watching any more" && String(r.target).includes("web-follow-1")),
     ).toBe(true);
   }, 60_000);
 
   it("resubscribes when containerd restarts and re-lists: a container stopped meanwhile is forgotten, one started after is armed", async () => {
-    await start("web-2");
-    const web2 = await shadowOf("web-2");
+    await start("web-follow-2");
+    const web2 = await shadowOf("web-follow-2");
     await until("web-2 is armed", () => armed(web2));
-    const pid = (await lister.list()).find((c) => c.id === "web-2")?.pid ?? 0;
+    const pid = (await lister.list()).find((c) => c.id === "web-follow-2")?.pid ?? 0;
 
     await containerd.kill();
     await until("the stream is seen lost", () => standalone.following?.connected === false);
@@ -156,8 +159,8 @@ spec:
     );
     await until("web-2 is forgotten after the re-list", () => !armed(web2));
 
-    await start("web-3");
-    const web3 = await shadowOf("web-3");
+    await start("web-follow-3");
+    const web3 = await shadowOf("web-follow-3");
     await until("web-3 is armed on the new stream", () => armed(web3));
     expect(log.lines.some((r) => r.msg === "container event stream lost: resubscribing")).toBe(true);
   }, 90_000);
