@@ -55,7 +55,14 @@ export function followCases(h: GuestHarness): Record<FollowCaseName, () => Promi
         archive,
         "HIVE_ALLOW_IMAGE (the allow image's OCI archive, built by the host suite) is not set",
       );
+      // Where the case's guest time goes (reported with its details).
+      const t0 = Date.now();
+      const timingsMs: Record<string, number> = {};
+      const mark = (what: string) => {
+        timingsMs[what] = Date.now() - t0;
+      };
       const cd = await startImageContainerd("/tmp/hive-follow-ctd");
+      mark("containerd up");
       const lister = await openContainerLister({ socket: cd.sock });
       assert.ok(lister, "the private containerd's socket is missing");
       const log = captureLogger();
@@ -67,6 +74,7 @@ export function followCases(h: GuestHarness): Record<FollowCaseName, () => Promi
         rateLimit: false,
       });
       cd.importImage(archive);
+      mark("image imported");
       const { documents, problems } = parsePolicyText("follow.yaml", POLICY);
       assert.deepEqual(problems, []);
       const standalone = await startStandalone({
@@ -87,6 +95,7 @@ export function followCases(h: GuestHarness): Record<FollowCaseName, () => Promi
         const outcome: Record<string, unknown> = {};
         for (const [i, id] of ids.entries()) {
           cd.run(id, ALLOW_IMAGE_REF, ["/bin/sleep", "1000"]);
+          mark(`${id} running`);
           const isArmed = () =>
             standalone.plan.files.some((f) => f.target.kind === "container" && f.target.container.id === id);
           const waitedMs = await until(`${id} is armed`, isArmed, 30_000).catch((error: Error) => {
@@ -104,6 +113,7 @@ export function followCases(h: GuestHarness): Record<FollowCaseName, () => Promi
           assert.equal(mine.length, 1, `${id}: expected one alert, got ${JSON.stringify(alerts)}`);
           const watching = log.lines.find((l) => l.msg === "watching" && String(l.target).includes(id));
           assert.match(String(watching?.reason), new RegExp(`task started: default/${id}`));
+          mark(`${id} read`);
           outcome[id] = { sinceTaskStartMs: watching?.sinceTaskStartMs, waitedAfterRunMs: waitedMs };
         }
         // Stopped: its trap and its directory's entry leave the kernel map.
@@ -124,12 +134,14 @@ export function followCases(h: GuestHarness): Record<FollowCaseName, () => Promi
             (l) => l.msg === "not watching any more" && String(l.target).includes("hive-follow-1"),
           ),
         );
-        return { ...outcome, mapEntries: { before, after } };
+        mark("hive-follow-1 removed");
+        return { ...outcome, mapEntries: { before, after }, timingsMs };
       } finally {
         await standalone.close();
         lister.close();
         await pipeline.close();
         await cd.stop();
+        mark("cleaned up");
       }
     },
   };
