@@ -157,4 +157,46 @@ spec:
     await standalone.replan("SIGHUP");
     expect(syncs).toBe(2);
   });
+
+  it("says a failing re-list once, as an error with its reason, and says when re-plans work again", async () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "host-secret"), "s\n");
+    const { documents } = parsePolicyText(
+      "p.yaml",
+      `apiVersion: hive-operator.com/v1alpha1
+kind: HivePolicy
+metadata:
+  name: p
+spec:
+  traps:
+    - path: ${join(dir, "host-secret")}
+`,
+    );
+    let down = false;
+    const log = capture();
+    const standalone = await startStandalone({
+      documents,
+      watcher: {
+        attachMode: "kprobe",
+        sync: () => ({ notWatched: [] }),
+        onEvent: () => undefined,
+      } as unknown as KernelWatcher,
+      alerts: { handle: () => undefined },
+      logger: log.logger,
+      kernelId: "k",
+      listContainers: async () => {
+        if (down) throw new Error("connect ECONNREFUSED containerd.sock");
+        return [];
+      },
+    });
+    cleanups.push(() => standalone.close());
+    down = true;
+    for (let i = 0; i < 3; i++) await standalone.containersChanged({ reason: "periodic re-list" });
+    const failed = log.lines.filter((l) => l.msg === "re-plan failed; the previous watches stay");
+    expect(failed.map((l) => l.level)).toEqual(["error", "debug", "debug"]);
+    expect(failed[0]).toMatchObject({ reason: "periodic re-list", error: { message: expect.stringMatching(/ECONNREFUSED/) } });
+    down = false;
+    await standalone.containersChanged({ reason: "periodic re-list" });
+    expect(log.lines.some((l) => l.msg === "re-plans work again")).toBe(true);
+  });
 });

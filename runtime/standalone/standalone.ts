@@ -243,6 +243,8 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
   let running: Promise<void> = Promise.resolve();
   /** The request not started yet: later requests join it (a burst of events is one re-plan). */
   let queued: { full: boolean; reasons: string[]; done: Promise<void> } | undefined;
+  /** The message of the last re-plan's failure, while re-plans fail. */
+  let failure: string | undefined;
   const schedule = (reason: string, full: boolean): Promise<void> => {
     if (queued) {
       queued.full ||= full;
@@ -261,11 +263,21 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
         const containers = options.listContainers ? await options.listContainers() : [];
         if (fingerprint(containers) !== listed) await apply(why, containers);
       })
-      .catch((error: unknown) =>
-        logger.error("re-plan failed; the previous watches stay", {
-          reason: joinReasons(job.reasons),
-          error,
-        }),
+      .then(
+        () => {
+          if (failure !== undefined) logger.info("re-plans work again", { after: failure });
+          failure = undefined;
+        },
+        (error: unknown) => {
+          // Said once per cause: a runtime that keeps failing is re-listed every event or period.
+          const message = error instanceof Error ? error.message : String(error);
+          const level = failure === message ? "debug" : "error";
+          failure = message;
+          logger[level]("re-plan failed; the previous watches stay", {
+            reason: joinReasons(job.reasons),
+            error,
+          });
+        },
       );
     return job.done;
   };

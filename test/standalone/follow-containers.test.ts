@@ -118,6 +118,12 @@ spec:
 
   it("arms the trap of a container started later at once, without SIGHUP, and forgets it when it stops", async () => {
     expect(map.entries()).toEqual([]);
+    // A matching container whose process exits at once: its start races the plan, which must
+    // come through it (an error as a value at most), and keep following.
+    await containerd.start("web-follow-quick", containerd.makeRootfs("web-follow-quick"), [
+      "/bin/busybox",
+      "true",
+    ]);
     await start("web-follow-1");
     await start("db-follow-1");
     const web = await shadowOf("web-follow-1");
@@ -130,6 +136,7 @@ spec:
     expect(watching?.reason).toMatch(/task started: default\/web-follow-1/);
     expect(typeof watching?.sinceTaskStartMs).toBe("number");
 
+    expect(log.lines.filter((r) => r.level === "error")).toEqual([]);
     await containerd.remove("web-follow-1");
     await until(
       "web-follow-1's entries are removed",
