@@ -194,7 +194,10 @@ spec:
     for (let i = 0; i < 3; i++) await standalone.containersChanged({ reason: "periodic re-list" });
     const failed = log.lines.filter((l) => l.msg === "re-plan failed; the previous watches stay");
     expect(failed.map((l) => l.level)).toEqual(["error", "debug", "debug"]);
-    expect(failed[0]).toMatchObject({ reason: "periodic re-list", error: { message: expect.stringMatching(/ECONNREFUSED/) } });
+    expect(failed[0]).toMatchObject({
+      reason: "periodic re-list",
+      error: { message: expect.stringMatching(/ECONNREFUSED/) },
+    });
     down = false;
     await standalone.containersChanged({ reason: "periodic re-list" });
     expect(log.lines.some((l) => l.msg === "re-plans work again")).toBe(true);
