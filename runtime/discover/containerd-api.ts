@@ -4,9 +4,10 @@
  * container list (runtime/standalone/local-containers.ts).
  *
  * The proto subset is a protobufjs JSON descriptor holding only the messages and fields Hive
- * reads, with the field numbers of containerd's api/services/{namespaces,containers,tasks}/v1
- * and api/types/task, and of cri-api's runtime/v1 (ContainerStatus, for CRI runtimes that are
- * not containerd).
+ * reads, with the field numbers of containerd's api/services/{namespaces,containers,tasks,events}/v1,
+ * api/types/task, api/types/event (Envelope) and api/events (the task and container events
+ * standalone mode follows), of google/protobuf's Any and Timestamp, and of cri-api's runtime/v1
+ * (ContainerStatus, for CRI runtimes that are not containerd).
  */
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
@@ -43,6 +44,25 @@ const descriptor = {
                 },
               },
             },
+            events: {
+              nested: {
+                v1: {
+                  nested: {
+                    Events: {
+                      methods: {
+                        // Events of every namespace, those matching any of `filters`, until the call ends.
+                        Subscribe: {
+                          requestType: "SubscribeRequest",
+                          responseType: "containerd.types.Envelope",
+                          responseStream: true,
+                        },
+                      },
+                    },
+                    SubscribeRequest: { fields: { filters: { rule: "repeated", type: "string", id: 1 } } },
+                  },
+                },
+              },
+            },
             tasks: {
               nested: {
                 v1: {
@@ -67,6 +87,41 @@ const descriptor = {
             },
           },
         },
+        types: {
+          nested: {
+            Envelope: {
+              fields: {
+                timestamp: { type: "google.protobuf.Timestamp", id: 1 },
+                namespace: { type: "string", id: 2 },
+                topic: { type: "string", id: 3 },
+                event: { type: "google.protobuf.Any", id: 4 },
+              },
+            },
+          },
+        },
+        // The payloads of the topics standalone mode follows (an exec's exit carries its exec id in `id`).
+        events: {
+          nested: {
+            TaskStart: {
+              fields: { container_id: { type: "string", id: 1 }, pid: { type: "uint32", id: 2 } },
+            },
+            TaskExit: {
+              fields: {
+                container_id: { type: "string", id: 1 },
+                id: { type: "string", id: 2 },
+                pid: { type: "uint32", id: 3 },
+              },
+            },
+            TaskDelete: {
+              fields: {
+                container_id: { type: "string", id: 1 },
+                pid: { type: "uint32", id: 2 },
+                id: { type: "string", id: 5 },
+              },
+            },
+            ContainerDelete: { fields: { id: { type: "string", id: 1 } } },
+          },
+        },
         v1: {
           nested: {
             types: {
@@ -82,6 +137,16 @@ const descriptor = {
                 },
               },
             },
+          },
+        },
+      },
+    },
+    google: {
+      nested: {
+        protobuf: {
+          nested: {
+            Any: { fields: { type_url: { type: "string", id: 1 }, value: { type: "bytes", id: 2 } } },
+            Timestamp: { fields: { seconds: { type: "int64", id: 1 }, nanos: { type: "int32", id: 2 } } },
           },
         },
       },
@@ -132,30 +197,36 @@ interface GrpcPackage {
       namespaces: { v1: { Namespaces: Ctor } };
       containers: { v1: { Containers: Ctor } };
       tasks: { v1: { Tasks: Ctor } };
+      events: { v1: { Events: Ctor } };
     };
   };
   runtime: { v1: { RuntimeService: Ctor } };
 }
 
-/** The services of the subset: containerd's Namespaces, Containers and Tasks, and CRI's RuntimeService. */
-export type RuntimeServiceName = "namespaces" | "containers" | "tasks" | "cri";
+/** The services of the subset: containerd's Namespaces, Containers, Tasks and Events, and CRI's RuntimeService. */
+export type RuntimeServiceName = "namespaces" | "containers" | "tasks" | "events" | "cri";
 
+let definition: protoLoader.PackageDefinition | undefined;
 let loaded: GrpcPackage | undefined;
+
+function packageDefinition(): protoLoader.PackageDefinition {
+  definition ??= protoLoader.fromJSON(descriptor as Parameters<typeof protoLoader.fromJSON>[0], {
+    enums: String,
+    longs: Number,
+    defaults: true,
+  });
+  return definition;
+}
 
 /** A client of one service of the subset on a unix socket (the caller closes it). */
 export function connectRuntimeService(socket: string, service: RuntimeServiceName): grpc.Client {
-  loaded ??= grpc.loadPackageDefinition(
-    protoLoader.fromJSON(descriptor as Parameters<typeof protoLoader.fromJSON>[0], {
-      enums: String,
-      longs: Number,
-      defaults: true,
-    }),
-  ) as unknown as GrpcPackage;
-  const { namespaces, containers, tasks } = loaded.containerd.services;
+  loaded ??= grpc.loadPackageDefinition(packageDefinition()) as unknown as GrpcPackage;
+  const { namespaces, containers, tasks, events } = loaded.containerd.services;
   const constructors: Record<RuntimeServiceName, Ctor> = {
     namespaces: namespaces.v1.Namespaces,
     containers: containers.v1.Containers,
     tasks: tasks.v1.Tasks,
+    events: events.v1.Events,
     cri: loaded.runtime.v1.RuntimeService,
   };
   return new constructors[service](`unix://${socket}`, grpc.credentials.createInsecure());
@@ -183,4 +254,47 @@ export function callRuntime<Res>(
       error ? reject(error) : resolve(res),
     );
   });
+}
+
+/** containerd's event envelope (api/types/event.proto), as the subset decodes it. */
+export interface RuntimeEnvelope {
+  timestamp?: { seconds: number; nanos: number } | null;
+  namespace: string;
+  topic: string;
+  event?: { type_url: string; value: Buffer } | null;
+}
+
+/** The event payloads of the subset, by their protobuf name (what an Any's type URL ends with). */
+export interface RuntimeEventPayloads {
+  "containerd.events.TaskStart": { container_id: string; pid: number };
+  "containerd.events.TaskExit": { container_id: string; id: string; pid: number };
+  "containerd.events.TaskDelete": { container_id: string; id: string; pid: number };
+  "containerd.events.ContainerDelete": { id: string };
+}
+export type RuntimeEventType = keyof RuntimeEventPayloads;
+
+/**
+ * The payload of an envelope whose Any holds `type`; undefined when it holds another type.
+ * Throws when the bytes do not decode (the caller turns that into a logged value).
+ */
+export function decodeRuntimeEvent<T extends RuntimeEventType>(
+  envelope: RuntimeEnvelope,
+  type: T,
+): RuntimeEventPayloads[T] | undefined {
+  const any = envelope.event;
+  // Type URLs are `containerd.events.TaskStart` or `<host>/containerd.events.TaskStart`.
+  if (!any || any.type_url.slice(any.type_url.lastIndexOf("/") + 1) !== type) return undefined;
+  const message = packageDefinition()[type] as protoLoader.MessageTypeDefinition<object, object>;
+  return message.deserialize(any.value) as RuntimeEventPayloads[T];
+}
+
+/** Opens containerd's event stream (Events/Subscribe) with `filters`; the caller cancels it. */
+export function subscribeRuntimeEvents(
+  client: grpc.Client,
+  filters: readonly string[],
+): grpc.ClientReadableStream<RuntimeEnvelope> {
+  const subscribe = (
+    client as unknown as Record<string, (req: object) => grpc.ClientReadableStream<RuntimeEnvelope>>
+  ).Subscribe as (req: object) => grpc.ClientReadableStream<RuntimeEnvelope>;
+  return subscribe.call(client, { filters: [...filters] });
 }

@@ -5,17 +5,68 @@
  * its tasks (the running PID, whose /proc/PID/root is the container's root). The path
  * inside each container is then resolved by runtime/discover's in-root walker.
  *
+ * Its event stream (which containers start and stop) is read through `events()`: the
+ * envelopes are decoded here, followed by container-events.ts.
+ *
  * The gRPC subset of containerd's API is defined once in runtime/discover/containerd-api.ts.
  */
 import { existsSync } from "node:fs";
+import type { RuntimeEnvelope } from "../discover/containerd-api.ts";
 import { HiveError } from "../errors.ts";
+import type { ContainerChange, ContainerEventSource } from "./container-events.ts";
 import type { LocalContainer } from "./watch-plan.ts";
 
 export const CONTAINERD_SOCKET = "/run/containerd/containerd.sock";
 
 export interface ContainerLister {
   list(): Promise<LocalContainer[]>;
+  /** containerd's event stream on the same socket (one client, closed with the lister). */
+  events(): ContainerEventSource;
   close(): void;
+}
+
+/** When containerd stamped the envelope (its clock is this machine's), in ms since the epoch. */
+function envelopeTimeMs(envelope: RuntimeEnvelope): number {
+  const t = envelope.timestamp;
+  return t ? t.seconds * 1000 + t.nanos / 1e6 : Date.now();
+}
+
+/**
+ * The change a followed event means. A task's exit or deletion concerns its container only
+ * when it is the task's init process: an exec'd process carries its exec id in `id`.
+ */
+export function interpretContainerEvent(
+  envelope: RuntimeEnvelope,
+  decode: typeof import("../discover/containerd-api.ts").decodeRuntimeEvent,
+): ContainerChange | undefined {
+  const ns = envelope.namespace;
+  switch (envelope.topic) {
+    case "/tasks/start": {
+      const e = decode(envelope, "containerd.events.TaskStart");
+      if (!e) break;
+      const container = `${ns}/${e.container_id}`;
+      return { reason: `task started: ${container}`, started: { container, atMs: envelopeTimeMs(envelope) } };
+    }
+    case "/tasks/exit": {
+      const e = decode(envelope, "containerd.events.TaskExit");
+      if (!e) break;
+      if (e.id !== "" && e.id !== e.container_id) return undefined;
+      return { reason: `task exited: ${ns}/${e.container_id}` };
+    }
+    case "/tasks/delete": {
+      const e = decode(envelope, "containerd.events.TaskDelete");
+      if (!e) break;
+      if (e.id !== "" && e.id !== e.container_id) return undefined;
+      return { reason: `task deleted: ${ns}/${e.container_id}` };
+    }
+    case "/containers/delete": {
+      const e = decode(envelope, "containerd.events.ContainerDelete");
+      if (!e) break;
+      return { reason: `container deleted: ${ns}/${e.id}` };
+    }
+  }
+  // A payload of another type than the topic's: still a change, found by the re-list.
+  return { reason: envelope.topic };
 }
 
 /**
@@ -27,13 +78,16 @@ export async function openContainerLister(
 ): Promise<ContainerLister | undefined> {
   const socket = options.socket ?? CONTAINERD_SOCKET;
   if (!existsSync(socket)) return undefined;
-  const { callRuntime, connectRuntimeService } = await import("../discover/containerd-api.ts");
+  const { callRuntime, connectRuntimeService, decodeRuntimeEvent, subscribeRuntimeEvents } = await import(
+    "../discover/containerd-api.ts"
+  );
   const timeoutMs = options.timeoutMs ?? 3000;
   const clients = {
     namespaces: connectRuntimeService(socket, "namespaces"),
     containers: connectRuntimeService(socket, "containers"),
     tasks: connectRuntimeService(socket, "tasks"),
   };
+  let events: ContainerEventSource | undefined;
   return {
     async list() {
       try {
@@ -81,8 +135,19 @@ export async function openContainerLister(
         });
       }
     },
+    events() {
+      if (events) return events;
+      const client = connectRuntimeService(socket, "events");
+      events = {
+        client,
+        subscribe: (filters) => subscribeRuntimeEvents(client, filters),
+        interpret: (envelope) => interpretContainerEvent(envelope, decodeRuntimeEvent),
+      };
+      return events;
+    },
     close() {
       for (const client of Object.values(clients)) client.close();
+      events?.client.close();
     },
   };
 }

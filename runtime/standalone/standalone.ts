@@ -2,8 +2,10 @@
  * Standalone mode: the agent's kernel path and alert pipeline, with policies read from
  * files instead of from Kubernetes. Plans the watches (watch-plan.ts), keeps the kernel map
  * equal to the plan, turns kernel events into alerts, and re-plans when the kernel reports
- * that a trapped file's directory changed (the file was replaced or re-created) or when
- * asked to (SIGHUP in `hive watch`).
+ * that a trapped file's directory changed (the file was replaced or re-created), when a
+ * container starts or stops (containerd's event stream, container-events.ts) or when asked
+ * to (SIGHUP in `hive watch`). Re-plans run one at a time; requests that arrive meanwhile are
+ * coalesced into the next one.
  */
 
 import type { AlertSource } from "../alerts/alert-source.ts";
@@ -11,6 +13,14 @@ import { HiveError } from "../errors.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
 import { proveWith } from "../kernel/trap-proof.ts";
 import type { Logger } from "../log.ts";
+import {
+  type ContainerChange,
+  type ContainerEventSource,
+  type ContainerFollower,
+  type ContainerFollowState,
+  type FollowOptions,
+  followContainers,
+} from "./container-events.ts";
 import type { PolicyDocument } from "./policy-files.ts";
 import {
   buildWatchTable,
@@ -50,20 +60,45 @@ export interface StandaloneOptions {
   watchTableFile?: string;
   /** Delay that collects a burst of directory changes into one re-plan. */
   replanDelayMs?: number;
+  /** containerd's event stream: containers are followed as they start and stop (with listContainers). */
+  containerEvents?: ContainerEventSource;
+  /** Resubscription backoff and polling period of the follower (container-events.ts defaults). */
+  follow?: Pick<FollowOptions, "backoff" | "pollIntervalMs" | "connectTimeoutMs">;
 }
 
 export interface Standalone {
   /** The current plan and table (for tests and status). */
   readonly plan: WatchPlan;
   readonly table: WatchTable;
+  /** How container starts and stops are followed; undefined without an event stream. */
+  readonly following: ContainerFollowState | undefined;
   /** Re-lists containers, re-resolves every trap and re-syncs the kernel map. */
   replan(reason: string): Promise<void>;
+  /** Re-lists containers and re-plans only if they differ from the plan's (a container started or stopped). */
+  containersChanged(change: ContainerChange): Promise<void>;
   /** Stops reacting to events and removes the watch-table file; the watcher is the caller's. */
   close(): Promise<void>;
 }
 
 function describeTarget(target: WatchTarget): string {
   return target.kind === "host" ? "host" : `container ${containerLabel(target.container)}`;
+}
+
+/** `namespace/id`, as container events name a container. */
+const containerKey = (c: LocalContainer) => `${c.runtimeNamespace}/${c.id}`;
+
+/** What a plan depends on in a container list: which containers run, with which init PID. */
+function fingerprint(containers: readonly LocalContainer[]): string {
+  return containers
+    .map((c) => `${containerKey(c)}:${c.pid}`)
+    .sort()
+    .join(",");
+}
+
+/** Reasons of coalesced requests, bounded for the log. */
+function joinReasons(reasons: readonly string[]): string {
+  const [first, ...rest] = [...new Set(reasons)];
+  return rest.length === 0 ? (first ?? "") : `${first} (+${rest.length} more)`;
 }
 
 export async function startStandalone(options: StandaloneOptions): Promise<Standalone> {
@@ -74,11 +109,40 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
   let plan: WatchPlan = { files: [], unresolved: [], unmatched: [] };
   let table: WatchTable = { entries: [], slots: new Map() };
   let closed = false;
-  let previous = new Set<string>();
+  let previous = new Map<string, WatchTarget>();
   let previousMissing = new Set<string>();
+  let previousUnmatched = new Set<string>();
+  let listed = "";
+  let follower: ContainerFollower | undefined;
+  /** Task start times of containers not yet armed (from their start events), by `namespace/id`. */
+  const taskStarts = new Map<string, number>();
 
-  const apply = async (reason: string) => {
-    const containers = options.listContainers ? await options.listContainers() : [];
+  // Writes one at a time, so that close() can wait for the last before removing the file.
+  let tableWrite: Promise<void> = Promise.resolve();
+  const writeTable = () => {
+    const file = options.watchTableFile;
+    if (file === undefined || closed) return tableWrite;
+    tableWrite = tableWrite.catch(() => undefined).then(() => writeTableTo(file));
+    return tableWrite;
+  };
+  const writeTableTo = async (file: string) => {
+    await writeWatchTableFile(file, {
+      writer: "standalone",
+      pid: process.pid,
+      startedAt,
+      updatedAt: new Date().toISOString(),
+      attachMode: watcher.attachMode,
+      ...(watcher.attachReason ? { attachReason: watcher.attachReason } : {}),
+      kernelId: options.kernelId,
+      slots: tableRecords(table),
+      unarmed: unarmedRecords(plan.unresolved),
+      ...(follower ? { containers: follower.state() } : {}),
+    });
+  };
+
+  const apply = async (reason: string, current?: readonly LocalContainer[]) => {
+    const containers = current ?? (options.listContainers ? await options.listContainers() : []);
+    listed = fingerprint(containers);
     const context = {
       kernelId: options.kernelId,
       containers,
@@ -90,13 +154,16 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
     plan = planWatches(refs, context);
     table = buildWatchTable(plan, slotFor);
     watcher.sync(table.entries);
+    const armedAtMs = Date.now();
     // Log what changed, not the whole table again on every re-plan.
-    const now = new Set<string>();
+    const now = new Map<string, WatchTarget>();
     for (const file of plan.files) {
       const { key } = file.resolved;
       const id = `${file.ref.trapId}|${describeTarget(file.target)}|${key.major}:${key.minor}:${key.ino}`;
-      now.add(id);
+      now.set(id, file.target);
       if (previous.has(id)) continue;
+      const started = file.target.kind === "container" ? containerKey(file.target.container) : "";
+      const startMs = taskStarts.get(started);
       logger.info("watching", {
         policy: file.ref.policy.metadata.name,
         path: file.ref.trap.path,
@@ -106,9 +173,19 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
         inode: key.ino.toString(),
         created: file.resolved.created,
         reason,
+        // From containerd's task start event to this trap armed in the kernel map.
+        ...(startMs === undefined ? {} : { sinceTaskStartMs: Math.round(armedAtMs - startMs) }),
       });
     }
+    for (const [id, target] of previous) {
+      if (now.has(id) || target.kind === "host") continue;
+      logger.info("not watching any more", { target: describeTarget(target), reason });
+    }
     previous = now;
+    // A start is measured once, by the first plan that lists its container; starts that came
+    // while this plan ran wait for the next. Bounded: a start no list ever shows is dropped.
+    for (const c of containers) taskStarts.delete(containerKey(c));
+    for (const [key, atMs] of taskStarts) if (armedAtMs - atMs > 60_000) taskStarts.delete(key);
     const missing = new Set<string>();
     for (const miss of plan.unresolved) {
       const id = `${miss.ref.trapId}|${describeTarget(miss.target)}|${miss.error.code}`;
@@ -127,33 +204,28 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
       });
     }
     previousMissing = missing;
+    const unmatched = new Set(plan.unmatched.map((ref) => ref.trapId));
     for (const ref of plan.unmatched) {
+      if (previousUnmatched.has(ref.trapId)) continue;
       logger.warn("trap matches no container", {
         policy: ref.policy.metadata.name,
         origin: ref.origin,
         path: ref.trap.path,
-        hint: options.listContainers
-          ? "start a matching container, then send SIGHUP to re-scan"
-          : "no container runtime is reachable; traps with `match` apply to containers only",
+        hint: !options.listContainers
+          ? "no container runtime is reachable; traps with `match` apply to containers only"
+          : options.containerEvents
+            ? "it is armed as soon as a matching container starts"
+            : "start a matching container, then send SIGHUP to re-scan",
       });
     }
-    if (options.watchTableFile !== undefined) {
-      await writeWatchTableFile(options.watchTableFile, {
-        writer: "standalone",
-        pid: process.pid,
-        startedAt,
-        updatedAt: new Date().toISOString(),
-        attachMode: watcher.attachMode,
-        ...(watcher.attachReason ? { attachReason: watcher.attachReason } : {}),
-        kernelId: options.kernelId,
-        slots: tableRecords(table),
-        unarmed: unarmedRecords(plan.unresolved),
-      });
-    }
+    previousUnmatched = unmatched;
+    await writeTable();
   };
 
   await apply("start");
-  if (plan.files.length === 0) {
+  // With containers followed, a trap that matches none yet waits for one to start.
+  const waiting = options.containerEvents !== undefined && plan.unmatched.length > 0;
+  if (plan.files.length === 0 && !waiting) {
     const first = plan.unresolved[0]?.error;
     throw new HiveError(
       first?.code ?? "ContainerNotFound",
@@ -169,14 +241,64 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
 
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
-  const replan = (reason: string): Promise<void> => {
-    running = running
-      .then(() => (closed ? undefined : apply(reason)))
-      .catch((error: unknown) =>
-        logger.error("re-plan failed; the previous watches stay", { reason, error }),
+  /** The request not started yet: later requests join it (a burst of events is one re-plan). */
+  let queued: { full: boolean; reasons: string[]; done: Promise<void> } | undefined;
+  /** The message of the last re-plan's failure, while re-plans fail. */
+  let failure: string | undefined;
+  const schedule = (reason: string, full: boolean): Promise<void> => {
+    if (queued) {
+      queued.full ||= full;
+      queued.reasons.push(reason);
+      return queued.done;
+    }
+    const job = { full, reasons: [reason], done: Promise.resolve() };
+    queued = job;
+    job.done = running = running
+      .then(async () => {
+        queued = undefined;
+        if (closed) return;
+        const why = joinReasons(job.reasons);
+        if (job.full) return apply(why);
+        // A container started or stopped: re-plan only if the running containers differ.
+        const containers = options.listContainers ? await options.listContainers() : [];
+        if (fingerprint(containers) !== listed) await apply(why, containers);
+      })
+      .then(
+        () => {
+          if (failure !== undefined) logger.info("re-plans work again", { after: failure });
+          failure = undefined;
+        },
+        (error: unknown) => {
+          // Said once per cause: a runtime that keeps failing is re-listed every event or period.
+          const message = error instanceof Error ? error.message : String(error);
+          const level = failure === message ? "debug" : "error";
+          failure = message;
+          logger[level]("re-plan failed; the previous watches stay", {
+            reason: joinReasons(job.reasons),
+            error,
+          });
+        },
       );
-    return running;
+    return job.done;
   };
+  const replan = (reason: string) => schedule(reason, true);
+  const containersChanged = (change: ContainerChange) => {
+    if (change.started) taskStarts.set(change.started.container, change.started.atMs);
+    return schedule(change.reason, false);
+  };
+  if (options.containerEvents && options.listContainers) {
+    follower = followContainers({
+      source: options.containerEvents,
+      logger,
+      ...options.follow,
+      onChange: (change) => void containersChanged(change),
+      // `hive status` shows whether the stream is connected.
+      onState: () =>
+        void writeTable().catch((error: unknown) =>
+          logger.warn("cannot record the container event stream's state", { error }),
+        ),
+    });
+  }
 
   watcher.onEvent((event) => {
     if (closed) return;
@@ -207,11 +329,17 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
     get table() {
       return table;
     },
+    get following() {
+      return follower?.state();
+    },
     replan,
+    containersChanged,
     async close() {
       closed = true;
+      follower?.close();
       if (timer !== undefined) clearTimeout(timer);
       await running;
+      await tableWrite.catch(() => undefined);
       if (options.watchTableFile !== undefined) await removeWatchTableFile(options.watchTableFile);
     },
   };

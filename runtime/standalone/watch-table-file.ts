@@ -11,6 +11,7 @@ import { HiveError } from "../errors.ts";
 import type { AttachMode } from "../kernel/contract.ts";
 import { readFileIfPresent, writePrivateJsonFile } from "../private-file.ts";
 import { displaySafe } from "../text.ts";
+import type { ContainerFollowState } from "./container-events.ts";
 import { containerLabel, trapAccesses, type UnresolvedTrap, type WatchTable } from "./watch-plan.ts";
 
 const UNARMED_MESSAGE_MAX = 512;
@@ -64,6 +65,8 @@ export interface WatchTableFile {
   slots: WatchTableRecord[];
   /** Traps not armed at all (absent in tables of older writers). */
   unarmed?: WatchTableMiss[];
+  /** How `hive watch` follows container starts and stops (absent without a container runtime). */
+  containers?: ContainerFollowState;
 }
 
 function tableTrap(f: Pick<UnresolvedTrap, "ref" | "target">): WatchTableTrap {

@@ -43,6 +43,10 @@ export interface Containerd {
   start(id: string, rootfs: string, args?: string[]): Promise<void>;
   exec(id: string, args: string[]): Promise<string>;
   remove(id: string): Promise<void>;
+  /** Kills the daemon (its containers' shims keep running) and waits for it to exit. */
+  kill(): Promise<void>;
+  /** Starts the daemon again on the same state and socket (after `kill`). */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -79,19 +83,30 @@ export async function startContainerd(
   const dir = mkdtempSync(join(tmpdir(), "hive-containerd-"));
   const socket = join(dir, "containerd.sock");
   const config = writeContainerdConfig(dir, socket);
-  const daemon: ChildProcess = spawn("/usr/bin/containerd", ["--config", config], {
-    stdio: ["ignore", "ignore", "pipe"],
-  });
   let log = "";
-  daemon.stderr?.on("data", (b: Buffer) => {
-    log = (log + b.toString()).slice(-4000);
-  });
-  const deadline = Date.now() + (options.startTimeoutMs ?? 15_000);
-  while (!existsSync(socket)) {
-    if (daemon.exitCode !== null || Date.now() > deadline)
-      throw new Error(`containerd did not start: ${log}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const launch = async (): Promise<ChildProcess> => {
+    const child: ChildProcess = spawn("/usr/bin/containerd", ["--config", config], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    child.stderr?.on("data", (b: Buffer) => {
+      log = (log + b.toString()).slice(-4000);
+    });
+    const deadline = Date.now() + (options.startTimeoutMs ?? 15_000);
+    while (!existsSync(socket)) {
+      if (child.exitCode !== null || Date.now() > deadline)
+        throw new Error(`containerd did not start: ${log}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return child;
+  };
+  let daemon = await launch();
+  const killDaemon = async () => {
+    if (daemon.exitCode !== null || daemon.signalCode !== null) return;
+    daemon.kill("SIGKILL");
+    await new Promise((r) => daemon.once("exit", r));
+    // A killed containerd leaves its socket behind; the next one must not be taken as up before it listens.
+    rmSync(socket, { force: true });
+  };
   const namespace = options.namespace ?? "default";
   const ctr = (args: string[]) =>
     run("/usr/bin/ctr", ["--address", socket, "--namespace", namespace, ...args]);
@@ -142,10 +157,17 @@ export async function startContainerd(
       return stdout;
     },
     remove,
+    kill: killDaemon,
+    async restart() {
+      await killDaemon();
+      daemon = await launch();
+    },
     async stop() {
       for (const id of [...ids]) await remove(id);
       daemon.kill("SIGTERM");
-      await new Promise((r) => (daemon.exitCode !== null ? r(null) : daemon.once("exit", r)));
+      await new Promise((r) =>
+        daemon.exitCode !== null || daemon.signalCode !== null ? r(null) : daemon.once("exit", r),
+      );
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -14,6 +14,7 @@ import type { AttachMode } from "../../kernel/contract.ts";
 import { DEFAULT_PIN_ROOT, type PinnedState, readPinnedState } from "../../kernel/index.ts";
 import { accessesFromMask } from "../../kernel/layout.ts";
 import { linkPinName } from "../../kernel/loader.ts";
+import type { ContainerFollowState } from "../../standalone/container-events.ts";
 import {
   readWatchTableFile,
   STANDALONE_PIN_ROOT,
@@ -138,6 +139,7 @@ function render(root: RootStatus): string {
     lines.push(`  version   ${prog.tag}${prog.misses ? ` · ${prog.misses} runs skipped by the kernel` : ""}`);
   if (table?.attachReason) lines.push(`  why       ${table.attachReason}`);
   if (prog?.loadedAt !== undefined) lines.push(`  loaded    ${new Date(prog.loadedAt * 1000).toISOString()}`);
+  if (table?.containers) lines.push(renderFollowing(table.containers));
   if (prog?.runCount) {
     // run_time_ns/run_cnt are only counted while kernel.bpf_stats_enabled=1.
     lines.push(
@@ -184,6 +186,19 @@ function render(root: RootStatus): string {
   lines.push(...renderUnarmed(table?.unarmed ?? []));
   lines.push(...renderAllowed(root.allowed));
   return lines.join("\n");
+}
+
+/** How `hive watch` learns of container starts and stops, and whether that works right now. */
+export function renderFollowing(state: ContainerFollowState): string {
+  if (state.mode === "polling") {
+    return `  containers re-listed every ${(state.pollIntervalMs ?? 0) / 1000} s (the runtime has no event service)`;
+  }
+  if (!state.connected) {
+    const why = state.lastError ? ` (${displaySafe(state.lastError, 200)})` : "";
+    return `  containers event stream DISCONNECTED since ${state.since}${why}: resubscribing`;
+  }
+  const again = state.resubscribes > 0 ? ` · resubscribed ${state.resubscribes} times` : "";
+  return `  containers followed on containerd's event stream, connected since ${state.since}${again}`;
 }
 
 /** Traps the writer could not arm (the watch table's `unarmed`), one row each with the reason. */
@@ -247,6 +262,7 @@ function toJson(root: RootStatus): unknown {
       traps: r.traps,
     })),
     unarmed: root.table?.unarmed ?? [],
+    containers: root.table?.containers ?? null,
     allowed: root.allowed
       ? {
           pid: root.allowed.pid,

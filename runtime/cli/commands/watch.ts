@@ -39,6 +39,11 @@ resolved again. With create: true a missing file is created (empty, with mode).
 Alerts are printed on stdout, one JSON document per line, and POSTed to the trap's callback
 or to --callback. An alert the callback has not acknowledged waits in the spool directory
 (bounded, 64 MiB) and is delivered after a restart when the callback was down meanwhile.
+Containers are followed as they start and stop (containerd's event stream): a container
+that starts later has its traps armed at once, one that stops is forgotten. If the stream
+ends (containerd restarts), it is resubscribed and the containers re-listed; a runtime
+without an event service is re-listed every 2 s. \`hive status\` shows which is in use.
+
 Logs are JSON lines on stderr; the line {"msg":"ready",…} says the traps
 are armed. Ctrl-C or SIGTERM detaches cleanly; SIGHUP re-scans containers and paths.
 Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE) and a kernel with BTF.
@@ -59,7 +64,8 @@ Options:
 
 Exit codes: 0 detached after Ctrl-C/SIGTERM · 1 invalid policy file · 2 usage ·
 3 this kernel cannot run the program (not root, no BTF, no way to attach) ·
-4 no trapped file could be resolved · 5 a policy file could not be read.`;
+4 no trapped file could be resolved (and no trap waits for a container to start) ·
+5 a policy file could not be read.`;
 
 function readBootId(): string {
   try {
@@ -221,7 +227,7 @@ export const watchCommand: Command = {
         logger,
         kernelId,
         ...(pinned ? { watchTableFile: watchTableFileFor(pinRoot) } : {}),
-        ...(lister ? { listContainers: () => lister.list() } : {}),
+        ...(lister ? { listContainers: () => lister.list(), containerEvents: lister.events() } : {}),
         ...(values["node-name"] === undefined ? {} : { nodeName: values["node-name"] }),
         ...(defaultCallback === undefined ? {} : { defaultCallback }),
       });

@@ -32,6 +32,7 @@ import { capacityCases } from "./capacity-cases.ts";
 import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseName, type KernelCaseResult } from "./case-names.ts";
 import { durabilityCases } from "./durability-cases.ts";
 import { floodCases } from "./flood-cases.ts";
+import { followCases } from "./follow-cases.ts";
 import { layerCases } from "./layer-cases.ts";
 import { type GuestHarness, processCases } from "./process-cases.ts";
 import { proofCases } from "./proof-cases.ts";
@@ -110,6 +111,7 @@ const harness: GuestHarness = {
 const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | undefined>> = {
   ...processCases(harness),
   ...allowCases(harness),
+  ...followCases(harness),
   ...floodCases(harness),
   ...proofCases(harness, PIN_ROOT),
   ...restartCases(harness, PIN_ROOT),
