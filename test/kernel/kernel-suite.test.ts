@@ -70,6 +70,8 @@ for (const series of SERIES) {
             ...allowImageEnv(),
             ...variantEnv(),
             ...(process.env.HIVE_CASES ? { HIVE_CASES: process.env.HIVE_CASES } : {}),
+            // How many containers the image-layer case starts (its create-to-armed measurement).
+            ...(process.env.HIVE_LAYER_READERS ? { HIVE_LAYER_READERS: process.env.HIVE_LAYER_READERS } : {}),
           },
           timeoutMs: 600_000,
         });

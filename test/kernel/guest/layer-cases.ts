@@ -40,11 +40,19 @@ const APPS = "apps";
  * (the overlay's check of the layer's inode, the cgroup id) is the same for every container and a
  * container start costs seconds of emulated time.
  */
-const READERS = process.env.HIVE_VM_KERNEL === "6.12" ? 20 : 5;
+const READERS = Number(process.env.HIVE_LAYER_READERS ?? (process.env.HIVE_VM_KERNEL === "6.12" ? 20 : 5));
+
+/** p50, p90 and max of `ms`, rounded. */
+function spread(ms: number[]): { n: number; p50: number; p90: number; max: number } {
+  const sorted = [...ms].sort((a, b) => a - b);
+  const at = (q: number) =>
+    Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN);
+  return { n: sorted.length, p50: at(0.5), p90: at(0.9), max: Math.round(sorted.at(-1) ?? Number.NaN) };
+}
 const base = "/tmp/hive-layers";
 
 /** A container id as the CRI plugin makes them (64 hex digits). */
-const containerId = (n: number) => n.toString(16).padStart(64, "c");
+const containerId = (n: number) => `${n.toString(16).padStart(12, "0")}${"c".repeat(52)}`;
 
 export function layerCases(): Record<LayerCaseName, () => Promise<Record<string, unknown>>> {
   return {
@@ -154,7 +162,6 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
         const uids: string[] = [];
         for (let i = 0; i < READERS; i++) uids.push(await createPod(`reader-${i}`, "reader", i === 0));
         const bystander = await createPod("bystander", "other");
-        const resident = await createPod("resident", "reader");
         mark("podsCreated");
         // Armed in the image's layer once the node has a pod the trap applies to: before any container exists.
         const layerKey = await waitFor(
@@ -177,10 +184,17 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
         );
         mark("layerArmed");
 
-        // Entrypoints that read the file at once and exit; the init container of reader-0 too.
+        // Entrypoints that read the file at once (and stay); the init container of reader-0 reads and exits.
         launch(uids[0] as string, containerId(1000), "setup", ["/bin/cat", "/etc/secret"]);
-        for (let i = 0; i < READERS; i++)
-          launch(uids[i] as string, containerId(i), "main", ["/bin/cat", "/etc/secret"]);
+        const launchedAt: number[] = [];
+        for (let i = 0; i < READERS; i++) {
+          launchedAt.push(performance.now());
+          launch(uids[i] as string, containerId(i), "main", [
+            "/bin/sh",
+            "-c",
+            "cat /etc/secret; exec sleep 1000",
+          ]);
+        }
         launch(bystander, containerId(2000), "main", ["/bin/cat", "/etc/secret"]);
         mark("containersLaunched");
         await receiver.waitForDistinct(READERS + 1, 120_000);
@@ -199,44 +213,68 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
         }
         assert.equal(byContainer.get(containerId(1000))?.[0]?.pod?.container.name, "setup");
 
-        // A container the trap applies to, resolved by discover once running: each read is one alert.
-        const residentId = containerId(3000);
-        launch(resident, residentId, "main", ["/bin/sleep", "1000"]);
-        await setPodRunning(core, APPS, "resident", { containerIds: { main: `containerd://${residentId}` } });
-        await waitFor(
-          async () => {
-            const table = JSON.parse(
-              readFileSync(watchTableFileFor(pinRoot, tableDir), "utf8"),
-            ) as WatchTableFile;
-            return table.slots.some(
-              (s) => s.kind === "file" && s.traps.some((t) => t.target.includes(residentId.slice(0, 12))),
-            )
-              ? true
-              : undefined;
-          },
-          { timeoutMs: 60_000, intervalMs: 100, what: "the resident container resolved" },
+        // The path before image layers, for comparison: the kubelet reports each container running
+        // (at once here; a real kubelet takes its next status sync), then discover resolves it in
+        // its root and arms its overlay inode through a HiveData. Report to armed, per container:
+        const table = () =>
+          JSON.parse(readFileSync(watchTableFileFor(pinRoot, tableDir), "utf8")) as WatchTableFile;
+        const armedIds = () =>
+          new Set(
+            table()
+              .slots.flatMap((s) => (s.kind === "file" ? s.traps.map((t) => t.target) : []))
+              .join(" ")
+              .match(/\(([0-9a-f]{12})\)/g) ?? [],
+          );
+        const reportedAt: number[] = [];
+        await Promise.all(
+          uids.map(async (_uid, i) => {
+            await setPodRunning(core, APPS, `reader-${i}`, {
+              containerIds: { main: `containerd://${containerId(i)}` },
+            });
+            reportedAt[i] = performance.now();
+          }),
         );
-        mark("residentResolved");
+        const armedAt: number[] = [];
+        await waitFor(
+          () => {
+            const ids = armedIds();
+            const now = performance.now();
+            for (let i = 0; i < READERS; i++)
+              if (armedAt[i] === undefined && ids.has(`(${containerId(i).slice(0, 12)})`)) armedAt[i] = now;
+            return armedAt.filter((t) => t !== undefined).length === READERS ? true : undefined;
+          },
+          { timeoutMs: 180_000, intervalMs: 25, what: "every reader's own overlay inode armed" },
+        );
+        mark("containersResolved");
+        const layerArmedAt = timings.layerArmed ?? 0;
+        const arming = {
+          // Negative: armed that long before the container was created.
+          imageLayerCreateToArmedMs: spread(launchedAt.map((t) => layerArmedAt + t0 - t)),
+          perContainerReportToArmedMs: spread(armedAt.map((t, i) => t - (reportedAt[i] ?? t))),
+        };
+
+        // A resolved container: its overlay inode and the layer's are checked by each read; one alert each.
+        const resident = containerId(1);
         const before = receiver.accepted.length;
         for (let i = 0; i < 3; i++) {
-          const r = cd.exec(residentId, `read-${i}`, ["/bin/cat", "/etc/secret"]);
+          const r = cd.exec(resident, `read-${i}`, ["/bin/cat", "/etc/secret"]);
           assert.equal(r.status, 0, r.stderr);
         }
         await receiver.waitForDistinct(before + 3, 60_000);
         // Anything more would come within the burst gap and the ring's read; give it a second.
         await new Promise((r) => setTimeout(r, 1000));
-        const residentAlerts = alerts().filter((a) => a.pod?.name === "resident");
-        assert.equal(residentAlerts.length, 3, JSON.stringify(residentAlerts.map((a) => a.metadata)));
+        const residentAlerts = alerts().filter((a) => a.pod?.name === "reader-1");
+        assert.equal(residentAlerts.length, 4, JSON.stringify(residentAlerts.map((a) => a.metadata)));
         assert.ok(
-          residentAlerts.every((a) => a.pod?.container.id === `containerd://${residentId}`),
-          "the resident's reads are named after its container",
+          residentAlerts.every((a) => a.pod?.container.id === `containerd://${resident}`),
+          "the reads are named after their container",
         );
         // The bystander (no trap applies to its pod) raised nothing, and was counted as such.
         assert.equal(byContainer.get(containerId(2000)), undefined);
         const metrics = await (await fetch(`${metricsUrl}/metrics`)).text();
         assert.match(metrics, /hive_kernel_events_dropped_total\{reason="unselected"\} [1-9]/);
         assert.doesNotMatch(metrics, /hive_kernel_events_dropped_total\{reason="unattributed"\} [1-9]/);
-        return { timings, layerKey, alerts: receiver.accepted.length };
+        return { timings, layerKey, alerts: receiver.accepted.length, readers: READERS, arming };
       } finally {
         stop();
         await exited?.catch(() => undefined);
