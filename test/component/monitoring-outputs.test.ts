@@ -230,6 +230,12 @@ describe("promtool", () => {
             // A spool at 90% of its bound from the start.
             { series: `hive_spool_bytes{${agent}}`, values: "900x30" },
             { series: `hive_spool_capacity_bytes{${agent}}`, values: "1000x30" },
+            // Image-layer accesses by containers no trap selects (expected), then one that no container claims.
+            { series: `hive_kernel_events_dropped_total{${agent},reason="unselected"}`, values: "0+5x30" },
+            {
+              series: `hive_kernel_events_dropped_total{${agent},reason="unattributed"}`,
+              values: "0x20 1x10",
+            },
           ],
           alert_rule_test: [
             { eval_time: "15m", alertname: "HiveKernelEventsLost", exp_alerts: [] },
@@ -249,6 +255,23 @@ describe("promtool", () => {
               alertname: "HiveAgentNotReady",
               exp_alerts: [
                 expected("HiveAgentNotReady", "Hive agent hive-system/hive-agent-x1 is not ready"),
+              ],
+            },
+            { eval_time: "15m", alertname: "HiveKernelEventsDropped", exp_alerts: [] },
+            {
+              eval_time: "25m",
+              alertname: "HiveKernelEventsDropped",
+              exp_alerts: [
+                {
+                  ...expected(
+                    "HiveKernelEventsDropped",
+                    "Hive agent hive-system/hive-agent-x1 dropped kernel events before alerting (unattributed)",
+                  ),
+                  exp_labels: {
+                    ...expected("HiveKernelEventsDropped", "").exp_labels,
+                    reason: "unattributed",
+                  },
+                },
               ],
             },
             { eval_time: "10m", alertname: "HiveSpoolFilling", exp_alerts: [] },
