@@ -248,6 +248,8 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
         mark("containersResolved");
         const layerArmedAt = timings.layerArmed ?? 0;
         const arming = {
+          // The image layer's file armed after the pods were created (the last of them), before any container.
+          podsCreatedToLayerArmedMs: (timings.layerArmed ?? 0) - (timings.podsCreated ?? 0),
           // Negative: armed that long before the container was created.
           imageLayerCreateToArmedMs: spread(launchedAt.map((t) => layerArmedAt + t0 - t)),
           perContainerReportToArmedMs: spread(armedAt.map((t, i) => t - (reportedAt[i] ?? t))),
