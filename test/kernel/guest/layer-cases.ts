@@ -36,11 +36,11 @@ const NODE = "node-layers";
 const NS = "hive-system";
 const APPS = "apps";
 /**
- * Containers that read at once: 20 on 6.12; 5 on the other kernels, where what is kernel-specific
+ * Containers that read at once: 20 on 6.12; 3 on the other kernels, where what is kernel-specific
  * (the overlay's check of the layer's inode, the cgroup id) is the same for every container and a
  * container start costs seconds of emulated time.
  */
-const READERS = Number(process.env.HIVE_LAYER_READERS ?? (process.env.HIVE_VM_KERNEL === "6.12" ? 20 : 5));
+const READERS = Number(process.env.HIVE_LAYER_READERS ?? (process.env.HIVE_VM_KERNEL === "6.12" ? 20 : 3));
 
 /** p50, p90 and max of `ms`, rounded. */
 function spread(ms: number[]): { n: number; p50: number; p90: number; max: number } {
