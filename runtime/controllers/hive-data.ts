@@ -113,6 +113,18 @@ export function fileIdentity(key: FileKey): { "inode-no": string; device: { majo
   return { "inode-no": key.ino.toString(), device: { major: key.major, minor: key.minor } };
 }
 
+/** The labels every HiveData carries: its trap, kernel, node and policy (the loader's and pods role's selectors). */
+function dataLabels(input: { policy: HivePolicy; trapId: string; kernelId: string; nodeName: string }) {
+  return {
+    [LABEL_TRAP_ID]: input.trapId,
+    [LABEL_KERNEL_ID]: input.kernelId,
+    [LABEL_NODE]: input.nodeName,
+    [LABEL_POLICY]: input.policy.metadata.name ?? "",
+    [LABEL_POLICY_NAMESPACE]: input.policy.metadata.namespace ?? "default",
+    [LABEL_MANAGED_BY]: MANAGED_BY,
+  };
+}
+
 export function buildHiveData(input: DataInput): HiveData {
   const { policy, trap, pod, container } = input;
   const podName = pod.metadata?.name ?? "";
@@ -140,14 +152,7 @@ export function buildHiveData(input: DataInput): HiveData {
       // pods, and the Node owns it for when the node itself is gone.
       namespace: input.namespace,
       ...(input.owner ? { ownerReferences: [{ ...input.owner }] } : {}),
-      labels: {
-        [LABEL_TRAP_ID]: input.trapId,
-        [LABEL_KERNEL_ID]: input.kernelId,
-        [LABEL_NODE]: input.nodeName,
-        [LABEL_POLICY]: policy.metadata.name ?? "",
-        [LABEL_POLICY_NAMESPACE]: policy.metadata.namespace ?? "default",
-        [LABEL_MANAGED_BY]: MANAGED_BY,
-      },
+      labels: dataLabels(input),
       annotations,
     },
     spec: {
@@ -183,14 +188,7 @@ export function buildLayerData(input: LayerDataInput): HiveData {
       name: dataName(input.trapId, `image-layer:${keyText(input.file)}`, `layer-${input.nodeName}`),
       namespace: input.namespace,
       ...(input.owner ? { ownerReferences: [{ ...input.owner }] } : {}),
-      labels: {
-        [LABEL_TRAP_ID]: input.trapId,
-        [LABEL_KERNEL_ID]: input.kernelId,
-        [LABEL_NODE]: input.nodeName,
-        [LABEL_POLICY]: policy.metadata.name ?? "",
-        [LABEL_POLICY_NAMESPACE]: policy.metadata.namespace ?? "default",
-        [LABEL_MANAGED_BY]: MANAGED_BY,
-      },
+      labels: dataLabels(input),
       annotations: {
         [ANNOTATION_IMAGE_LAYER]: "true",
         hive_policy_name: policy.metadata.name ?? "",
