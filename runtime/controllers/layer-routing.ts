@@ -12,7 +12,7 @@ import type { HiveData } from "../../api/data.ts";
 import { LABEL_KERNEL_ID, LABEL_NODE } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import type { KernelEvent, WatchEntry } from "../kernel/contract.ts";
-import { buildHiveData, isLayerData, keyText, parseKeyText } from "./hive-data.ts";
+import { buildHiveData, isLayerData } from "./hive-data.ts";
 import type { ArmedData } from "./live-traps.ts";
 import { compileMatch, policyReachesPod, selectsContainer } from "./match.ts";
 
@@ -70,7 +70,7 @@ function containerData(armed: ArmedData, origin: AccessOrigin, name: string, eve
   const d = armed.data;
   const labels = d.metadata.labels ?? {};
   const { policy, trap, trapId } = armed.trap;
-  const key = parseKeyText(keyText(event.key)) ?? event.key;
+  const key = event.key;
   return buildHiveData({
     policy: { metadata: { namespace: policy.namespace, name: policy.name } } as HivePolicy,
     trap,
