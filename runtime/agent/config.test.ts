@@ -27,9 +27,23 @@ describe("agent configuration", () => {
       [["--callback", "ftp://x"], { NODE_NAME: "n" }],
       [["--bogus"], { NODE_NAME: "n" }],
       [["--metrics-port", "-1"], { NODE_NAME: "n" }],
+      [["--burst-gap", "0"], { NODE_NAME: "n" }],
+      [["--burst-gap", "5000"], { NODE_NAME: "n" }],
     ] as [string[], NodeJS.ProcessEnv][]) {
       expect(() => parseAgentConfig(argv, env)).toThrow(expect.objectContaining({ code: "ConfigInvalid" }));
     }
+  });
+  it("takes the burst gap and the image layers from flags or environment", () => {
+    expect(parseAgentConfig([], { NODE_NAME: "n" })).toMatchObject({ cgroupRoot: "/sys/fs/cgroup" });
+    expect(parseAgentConfig([], { NODE_NAME: "n" }).burstGapMs).toBeUndefined();
+    expect(parseAgentConfig([], { NODE_NAME: "n" }).imageLayers).toBeUndefined();
+    expect(
+      parseAgentConfig(["--burst-gap", "20", "--image-layers", "/l"], {
+        NODE_NAME: "n",
+        HIVE_CGROUP_ROOT: "/c",
+        HIVE_RUNTIME_STATE_DIR: "/s",
+      }),
+    ).toMatchObject({ burstGapMs: 20, imageLayers: "/l", cgroupRoot: "/c", runtimeStateDir: "/s" });
   });
   it("takes where the pinned maps and the watch table live from flags or environment", () => {
     const defaults = parseAgentConfig([], { NODE_NAME: "n" });

@@ -46,6 +46,8 @@ export interface AgentConfig {
   bpfObject?: string;
   /** Entries of the kernel watch map (default: the program's, 65,536). */
   watchCapacity?: number;
+  /** Checks of one file by one thread fold into one access while each follows the previous within this (ms; default 5). */
+  burstGapMs?: number;
   /** bpffs directory of the pinned maps (default: the kernel loader's, /sys/fs/bpf/hive). */
   pinRoot?: string;
   /** Directory of the watch table `hive status` reads (default /run/hive). */
@@ -92,6 +94,8 @@ Options (environment in brackets):
   --attach MODE             auto | kprobe.multi | fentry | kprobe [HIVE_ATTACH] (default: auto, the least-privileged mode the kernel can attach)
   --bpf-object FILE         compiled program [HIVE_BPF_OBJECT]
   --watch-capacity N        files (and their directories) the kernel watch map holds [HIVE_WATCH_CAPACITY] (default: 65536)
+  --burst-gap MS            one access's permission checks fold into one alert while each follows the
+                            previous within MS [HIVE_BURST_GAP_MS] (default: 5; raise it on emulated or overloaded nodes)
   --pin-root DIR            bpffs directory of the pinned maps [HIVE_PIN_ROOT] (default: /sys/fs/bpf/hive)
   --table-dir DIR           where the watch table for \`hive status\` is written [HIVE_TABLE_DIR] (default: /run/hive)
   --image-layers DIR        containerd's overlayfs snapshots directory: traps are armed on the image's
@@ -147,6 +151,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
         attach: { type: "string" },
         "bpf-object": { type: "string" },
         "watch-capacity": { type: "string" },
+        "burst-gap": { type: "string" },
         "pin-root": { type: "string" },
         "table-dir": { type: "string" },
         "no-loader": { type: "boolean" },
@@ -269,6 +274,12 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     ["runtimeStateDir", str("runtime-state-dir", "HIVE_RUNTIME_STATE_DIR")],
   ];
   for (const [k, v] of optional) if (v !== undefined) (config as unknown as Record<string, unknown>)[k] = v;
+  const gap = str("burst-gap", "HIVE_BURST_GAP_MS");
+  if (gap !== undefined) {
+    config.burstGapMs = positiveInt("--burst-gap", gap, 5);
+    if (config.burstGapMs < 1 || config.burstGapMs > 1000)
+      throw new HiveError("ConfigInvalid", "--burst-gap must be from 1 to 1000 ms", { object: gap });
+  }
   const capacity = str("watch-capacity", "HIVE_WATCH_CAPACITY");
   if (capacity !== undefined) {
     config.watchCapacity = positiveInt("--watch-capacity", capacity, 65_536);

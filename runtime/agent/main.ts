@@ -181,6 +181,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
         ...(config.pinRoot ? { pinRoot: config.pinRoot } : {}),
         ...(config.bpfObject ? { objectPath: config.bpfObject } : {}),
         ...(config.watchCapacity ? { watchCapacity: config.watchCapacity } : {}),
+        ...(config.burstGapMs ? { burstGapMs: config.burstGapMs } : {}),
       }));
   // The same for every event; callback, allow list and policy namespace come from each live trap.
   const sourceContext = {
