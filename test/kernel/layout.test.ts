@@ -6,6 +6,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { ARCHITECTURES, type Architecture } from "../../runtime/kernel/architecture.ts";
 import {
   COUNTERS_LAYOUT,
   decodeBurstTimes,
@@ -23,7 +24,6 @@ import {
   PROOF_LAYOUT,
   VALUE_LAYOUT,
 } from "../../runtime/kernel/layout.ts";
-import { ARCHITECTURES, type Architecture } from "../../runtime/kernel/architecture.ts";
 import { objectPathFor } from "../../runtime/kernel/object-path.ts";
 
 interface BtfMember {
