@@ -637,11 +637,11 @@ async function main(): Promise<void> {
       inputsHash,
     };
     writeFileSync(infoPath, `${JSON.stringify(info, null, 2)}\n`);
-    await alsoArm64(info);
     const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
     say(
       `built ${IMAGE} in ${buildSeconds} s (image ${mib(info.imageBytes)}, archive ${mib(info.archiveBytes)}); total ${seconds(started)} s`,
     );
+    await alsoArm64(info);
   } finally {
     release();
     log?.end();
