@@ -104,14 +104,17 @@ async function baseTree(suite: string): Promise<string> {
   const sources = debianSources(suite);
   const options = [...slimDebianOptions("chrootless"), "--arch=arm64", "--include=libbpf1"];
   const key = sha256(JSON.stringify({ suite, sources, options }));
-  if (existsSync(join(dir, ".hive-key")) && readFileSync(join(dir, ".hive-key"), "utf8") === key) return dir;
+  // Beside the tree, not in it: the tree becomes the image's root as it is.
+  const keyFile = `${dir}.key`;
+  if (existsSync(dir) && existsSync(keyFile) && readFileSync(keyFile, "utf8") === key) return dir;
+  rmSync(keyFile, { force: true });
   rmSync(dir, { recursive: true, force: true });
   await run("mmdebstrap", [...options, suite, dir, ...sources]);
   // As the amd64 image: no device nodes in a layer, no apt lists (the Dockerfile removes them).
   for (const entry of readdirSync(join(dir, "dev"))) rmSync(join(dir, "dev", entry), { recursive: true });
   rmSync(join(dir, "var/lib/apt/lists"), { recursive: true, force: true });
   mkdirSync(join(dir, "var/lib/apt/lists/partial"), { recursive: true });
-  writeFileSync(join(dir, ".hive-key"), key);
+  writeFileSync(keyFile, key);
   return dir;
 }
 
