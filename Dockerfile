@@ -1,5 +1,5 @@
-# The Hive agent image. Three stages: the CO-RE BPF object (compiled once, loaded unchanged
-# on every kernel with BTF), the TypeScript compiled to JavaScript with production
+# The Hive agent image. Three stages: the CO-RE BPF objects (compiled once per architecture,
+# loaded unchanged on every kernel with BTF), the TypeScript compiled to JavaScript with production
 # dependencies only, and a slim Node 24 runtime with Debian's libbpf, which the loader
 # drives through koffi. Build from the repository root:
 #   docker build -t registry.example.com/hive:0.1.0 .
@@ -45,11 +45,13 @@ RUN apt-get update \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 ENV NODE_ENV=production
-# The package's own layout (as `npm install` lays it out): dist/, bpf/hive.bpf.o, package.json.
+# The package's own layout (as `npm install` lays it out): dist/, the program's objects (one per
+# architecture; the agent loads its own, so the same /app serves the arm64 image, which
+# scripts/build-image.ts assembles from this one), package.json.
 COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules/ node_modules/
 COPY --from=build /src/dist/ dist/
-COPY --from=bpf /src/bpf/hive.bpf.o bpf/hive.bpf.o
+COPY --from=bpf /src/bpf/hive.bpf.o /src/bpf/hive.arm64.bpf.o bpf/
 # Root in the container, but with only the capabilities the DaemonSet adds (never privileged).
 USER 0
 ENTRYPOINT ["node", "dist/runtime/cli/main.js"]

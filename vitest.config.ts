@@ -26,7 +26,8 @@ class EmulatedFirst extends BaseSequencer {
 export default defineConfig({
   test: {
     include: ["**/*.test.ts"],
-    exclude: ["node_modules/**", "dist/**", ".tmp/**"],
+    // test/arm64 runs by `npm run test:arm64` only (vitest.arm64.config.ts).
+    exclude: ["node_modules/**", "dist/**", ".tmp/**", "test/arm64/**"],
     testTimeout: 30_000,
     hookTimeout: 600_000,
     // Vitest's default (CPUs − 1) is one worker on a two-CPU machine: the emulated suites would

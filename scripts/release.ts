@@ -36,6 +36,7 @@ const version = manifest.version;
 export const RELEASE_FILES = {
   package: `${manifest.name.replace(/^@/, "").replace("/", "-")}-${version}.tgz`,
   image: `hive-agent-${version}-linux-amd64.tar`,
+  imageArm64: `hive-agent-${version}-linux-arm64.tar`,
   crds: "crds.yaml",
   install: "hive.yaml",
   config: "hive-config.yaml",
@@ -65,10 +66,13 @@ Builds, from the files a clean clone of this repository holds, everything a user
 Hive from, into release/ (or DIR):
 
   ${RELEASE_FILES.package.padEnd(36)}the npm package (\`npm pack\`): compiled JavaScript and .d.ts,
-  ${"".padEnd(36)}the compiled BPF program bpf/hive.bpf.o, the \`hive\` command,
+  ${"".padEnd(36)}the compiled BPF program (bpf/hive.bpf.o for amd64,
+  ${"".padEnd(36)}bpf/hive.arm64.bpf.o for arm64), the \`hive\` command,
   ${"".padEnd(36)}the JSON Schemas and the Pulumi plugin (plugin/)
   ${RELEASE_FILES.image.padEnd(36)}the agent image for linux/amd64, an OCI archive whose image
   ${"".padEnd(36)}is named ${RELEASE_IMAGE} (built by scripts/build-image.ts)
+  ${RELEASE_FILES.imageArm64.padEnd(36)}the same for linux/arm64, under the same name (assembled from the
+  ${"".padEnd(36)}amd64 one by scripts/image-arm64.ts)
   ${RELEASE_FILES.crds.padEnd(36)}the HivePolicy and HiveData CRDs (\`hive render --only crds\`)
   ${RELEASE_FILES.install.padEnd(36)}everything else (\`hive render --skip-crds\`) for ${RELEASE_FILES.config}
   ${RELEASE_FILES.config.padEnd(36)}that configuration: image ${RELEASE_IMAGE}, /etc/shadow
@@ -79,16 +83,18 @@ Hive from, into release/ (or DIR):
 Install from them:
   sha256sum -c SHA256SUMS
   npm install ./${RELEASE_FILES.package} @pulumi/pulumi @pulumi/kubernetes   # Pulumi (TypeScript)
-  ctr -n k8s.io images import ${RELEASE_FILES.image}     # on every node; or push it to a registry
+  ctr -n k8s.io images import ${RELEASE_FILES.image}     # on every amd64 node; or push it to a registry
+  ctr -n k8s.io images import ${RELEASE_FILES.imageArm64}     # on every arm64 node
   kubectl apply -f ${RELEASE_FILES.crds}
   kubectl wait --for=condition=Established crd/hivepolicies.hive-operator.com crd/hivedata.hive-operator.com
   kubectl apply -f ${RELEASE_FILES.install}
 
 Options:
   --out DIR      write the files to DIR instead of release/ (its earlier release files are replaced)
-  --skip-image   leave the image out (it needs root, buildah and mmdebstrap: see \`npm run image\`)
+  --skip-image   leave the images out (they need root, buildah and mmdebstrap: see \`npm run image\`)
 
-Needs: git, npm, clang (bpf/build.sh); for the image also what \`npm run image\` needs. amd64 only.`;
+Needs: git, npm, clang (bpf/build.sh); for the images also what \`npm run image\` needs, on an
+amd64 machine (the arm64 image is assembled there without running arm64 code).`;
 
 function say(message: string): void {
   process.stderr.write(`hive-release: ${message}\n`);
@@ -120,27 +126,29 @@ function sha256(path: string): string {
   return createHash("sha256").update(readFileSync(path)).digest("hex");
 }
 
-/** The agent image from scripts/build-image.ts, pushed to `archive` under RELEASE_IMAGE. */
-async function imageArchive(archive: string): Promise<void> {
-  if (process.arch !== "x64")
-    throw new Error(`the image is built for linux/amd64 only, on amd64 (this is ${process.arch})`);
+/** The agent images from scripts/build-image.ts (amd64, and arm64 from it), each pushed to its archive under RELEASE_IMAGE. */
+async function imageArchives(archives: { amd64: string; arm64: string }): Promise<void> {
+  if (process.arch !== "x64") throw new Error(`the images are built on amd64 (this is ${process.arch})`);
   await new Promise<void>((done, fail) => {
-    const child = spawn(process.execPath, [join(root, "scripts/build-image.ts")], {
+    const child = spawn(process.execPath, [join(root, "scripts/build-image.ts"), "--arm64"], {
       cwd: root,
       stdio: "inherit",
     });
     child.on("error", fail);
     child.on("close", (code) => (code === 0 ? done() : fail(new Error(`npm run image exited with ${code}`))));
   });
-  const info = JSON.parse(readFileSync(join(root, ".tmp/image/hive-agent.json"), "utf8")) as {
-    image: string;
-    storage: BuildahStorage;
-  };
-  await run(
-    "buildah",
-    [...buildahStorageFlags(info.storage), "push", info.image, `oci-archive:${archive}:${RELEASE_IMAGE}`],
-    root,
-  );
+  for (const [arch, archive] of Object.entries(archives)) {
+    const infoFile = arch === "arm64" ? "hive-agent-arm64.json" : "hive-agent.json";
+    const info = JSON.parse(readFileSync(join(root, ".tmp/image", infoFile), "utf8")) as {
+      image: string;
+      storage: BuildahStorage;
+    };
+    await run(
+      "buildah",
+      [...buildahStorageFlags(info.storage), "push", info.image, `oci-archive:${archive}:${RELEASE_IMAGE}`],
+      root,
+    );
+  }
 }
 
 export interface ReleaseOptions {
@@ -160,7 +168,7 @@ export async function release({ out, skipImage }: ReleaseOptions): Promise<strin
     await stageClone(stage);
     step("staged the clone");
     await run("sh", ["bpf/build.sh"], stage);
-    step("compiled bpf/hive.bpf.o");
+    step("compiled bpf/hive.bpf.o and bpf/hive.arm64.bpf.o");
     // `npm pack` runs prepack (`npm run build`): dist/ made afresh from the staged sources.
     const packed = JSON.parse(
       await run("npm", ["pack", "--json", "--loglevel=error", "--pack-destination", resolve(out)], stage),
@@ -192,8 +200,11 @@ export async function release({ out, skipImage }: ReleaseOptions): Promise<strin
     );
     step("wrote the SBOM");
     if (!skipImage) {
-      await imageArchive(join(out, RELEASE_FILES.image));
-      step(`exported ${RELEASE_FILES.image}`);
+      await imageArchives({
+        amd64: join(out, RELEASE_FILES.image),
+        arm64: join(out, RELEASE_FILES.imageArm64),
+      });
+      step(`exported ${RELEASE_FILES.image} and ${RELEASE_FILES.imageArm64}`);
     }
     const files = Object.values(RELEASE_FILES).filter(
       (f) => f !== RELEASE_FILES.sums && existsSync(join(out, f)),

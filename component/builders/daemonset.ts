@@ -19,6 +19,7 @@
  * owner's mode forbids to root's uid (user-namespaced pods); the trap reports that in its status.
  */
 import { AGENT_SELECTOR } from "../../api/meta.ts";
+import { ARCHITECTURES } from "../../runtime/kernel/architecture.ts";
 import type { HiveConfig } from "../config.ts";
 import { CALLBACK_CHECKSUM_ANNOTATION, callbackChecksum, callbackSecretRef } from "./callback-secret.ts";
 import { AGENT_NAME, hiveLabels, type KubernetesObject } from "./objects.ts";
@@ -53,8 +54,47 @@ export const MOUNTS = {
 /** containerd's overlayfs snapshots under its root. */
 export const OVERLAYFS_SNAPSHOTS = "io.containerd.snapshotter.v1.overlayfs/snapshots";
 
-/** Nodes the agent can run on: Linux, and x86-64 until the program is built for another architecture. */
-export const AGENT_NODE_SELECTOR = { "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64" } as const;
+/** Nodes the agent can run on: Linux (and one of AGENT_ARCHITECTURES, by node affinity). */
+export const AGENT_NODE_SELECTOR = { "kubernetes.io/os": "linux" } as const;
+
+/**
+ * The node architectures the image and the kernel program are built for (one object each,
+ * runtime/kernel/architecture.ts): elsewhere the kprobe would read the wrong registers, and the
+ * image has no build to pull.
+ */
+export const AGENT_ARCHITECTURES: readonly string[] = Object.values(ARCHITECTURES).map((a) => a.kubernetes);
+
+type Affinity = NonNullable<HiveConfig["affinity"]>;
+type NodeSelectorTerm = NonNullable<
+  NonNullable<
+    NonNullable<Affinity["nodeAffinity"]>["requiredDuringSchedulingIgnoredDuringExecution"]
+  >["nodeSelectorTerms"]
+>[number];
+
+/**
+ * The given affinity with `kubernetes.io/arch In AGENT_ARCHITECTURES` added to every required
+ * node selector term (terms are alternatives: each must carry it), or as the only term. A
+ * nodeSelector cannot say "one of".
+ */
+export function agentAffinity(given: HiveConfig["affinity"]): Affinity {
+  const archRequirement = { key: "kubernetes.io/arch", operator: "In", values: [...AGENT_ARCHITECTURES] };
+  const nodeAffinity = given?.nodeAffinity ?? {};
+  const required = nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution;
+  const terms: NodeSelectorTerm[] = required?.nodeSelectorTerms?.length ? required.nodeSelectorTerms : [{}];
+  return {
+    ...given,
+    nodeAffinity: {
+      ...nodeAffinity,
+      requiredDuringSchedulingIgnoredDuringExecution: {
+        ...required,
+        nodeSelectorTerms: terms.map((term) => ({
+          ...term,
+          matchExpressions: [...(term.matchExpressions ?? []), archRequirement],
+        })),
+      },
+    },
+  };
+}
 
 /** The DaemonSet's selector (api/meta.ts: the pods role selects the agent's pods by it too). */
 export { AGENT_SELECTOR };
@@ -181,10 +221,11 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
     automountServiceAccountToken: true,
     // /proc/PID/root of every container's processes: the trap paths are resolved there.
     hostPID: true,
-    // The program reads x86-64 registers; the agent refuses to start elsewhere (config.ts rejects another arch).
+    // Linux nodes of an architecture the program is built for; the agent refuses to start
+    // elsewhere (config.ts rejects a nodeSelector for another).
     nodeSelector: { ...config.nodeSelector, ...AGENT_NODE_SELECTOR },
+    affinity: agentAffinity(config.affinity),
     tolerations: config.tolerations,
-    ...(config.affinity ? { affinity: config.affinity } : {}),
     ...(config.priorityClassName ? { priorityClassName: config.priorityClassName } : {}),
     ...(config.imagePullSecrets.length > 0
       ? { imagePullSecrets: config.imagePullSecrets.map((name) => ({ name })) }

@@ -8,6 +8,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join, posix } from "node:path";
 import { describe, expect, it } from "vitest";
 import { renderManifests } from "../../component/index.ts";
+import { ARCHITECTURES } from "../../runtime/kernel/architecture.ts";
 import { MINIMAL } from "./configs.ts";
 
 const root = join(import.meta.dirname, "../..");
@@ -78,7 +79,8 @@ function provided(stage: Stage): string[] {
   const out: string[] = [];
   let workdir = "/";
   const buildOutDir = JSON.parse(read("tsconfig.build.json")).compilerOptions.outDir as string;
-  const bpfOut = /^out=(\S+)$/m.exec(read("bpf/build.sh"))?.[1];
+  // bpf/build.sh writes one object per architecture (object-path.test.ts holds it to that list).
+  const bpfOuts = Object.values(ARCHITECTURES).map((a) => a.object);
   for (const i of stage.instructions) {
     if (i.op === "WORKDIR") workdir = posix.resolve(workdir, i.args);
     if (i.op === "COPY") {
@@ -89,7 +91,7 @@ function provided(stage: Stage): string[] {
     if (i.op === "RUN") {
       if (/\bnpm (ci|install)\b/.test(i.args)) out.push(posix.join(workdir, "node_modules"));
       if (/\bnpm run build\b/.test(i.args)) out.push(posix.join(workdir, buildOutDir));
-      if (/\bbpf\/build\.sh\b/.test(i.args) && bpfOut) out.push(posix.join(workdir, "bpf", bpfOut));
+      if (/\bbpf\/build\.sh\b/.test(i.args)) out.push(...bpfOuts.map((o) => posix.join(workdir, "bpf", o)));
     }
   }
   return out;

@@ -401,8 +401,17 @@ describe("HiveMonitor with every option set", () => {
     const pod = find(result.resources, "kubernetes:apps/v1:DaemonSet").spec.template.spec;
     expect(pod.nodeSelector).toEqual({
       "kubernetes.io/os": "linux",
-      "kubernetes.io/arch": "amd64",
       "hive.example.com/monitored": "true",
+    });
+    // Nodes of either architecture the program and image are built for.
+    expect(pod.affinity).toEqual({
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [
+            { matchExpressions: [{ key: "kubernetes.io/arch", operator: "In", values: ["amd64", "arm64"] }] },
+          ],
+        },
+      },
     });
     expect(pod.tolerations).toEqual([{ operator: "Exists" }]);
     expect(pod.priorityClassName).toBe("system-node-critical");
@@ -728,7 +737,21 @@ describe("HiveMonitor's Kubernetes conventions", () => {
       tolerations: [{ key: "dedicated", operator: "Equal", value: "monitoring", effect: "NoSchedule" }],
     });
     const ds = find(resources, "kubernetes:apps/v1:DaemonSet");
-    expect(ds.spec.template.spec.affinity).toEqual(affinity);
+    // The architecture requirement joins the given term (terms are alternatives: each carries it).
+    expect(ds.spec.template.spec.affinity).toEqual({
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [
+            {
+              matchExpressions: [
+                { key: "pool", operator: "NotIn", values: ["gpu"] },
+                { key: "kubernetes.io/arch", operator: "In", values: ["amd64", "arm64"] },
+              ],
+            },
+          ],
+        },
+      },
+    });
     expect(ds.spec.template.spec.tolerations).toEqual([
       { key: "dedicated", operator: "Equal", value: "monitoring", effect: "NoSchedule" },
     ]);
@@ -744,7 +767,13 @@ describe("HiveMonitor's Kubernetes conventions", () => {
       type: "RollingUpdate",
       rollingUpdate: { maxUnavailable: 1 },
     });
-    expect(plain.spec.template.spec.affinity).toBeUndefined();
+    expect(
+      plain.spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution,
+    ).toEqual({
+      nodeSelectorTerms: [
+        { matchExpressions: [{ key: "kubernetes.io/arch", operator: "In", values: ["amd64", "arm64"] }] },
+      ],
+    });
     expect(plain.spec.template.metadata.annotations).toBeUndefined();
   });
 });

@@ -15,6 +15,8 @@ export type { AgentImageInfo };
 const root = join(import.meta.dirname, "../..");
 const SCRIPT = join(root, "scripts/build-image.ts");
 export const AGENT_IMAGE_INFO = join(root, ".tmp/image/hive-agent.json");
+/** The linux/arm64 image's (`npm run image -- --arm64`, scripts/image-arm64.ts). */
+export const ARM64_IMAGE_INFO = join(root, ".tmp/image/hive-agent-arm64.json");
 
 export function imageBuildAvailable(): Availability {
   return rootWithBinaries(
@@ -28,15 +30,20 @@ export function imageSuiteGate(): boolean {
   return suiteGate("AGENT IMAGE TESTS", imageBuildAvailable());
 }
 
-let pending: Promise<AgentImageInfo> | undefined;
+const pending = new Map<string, Promise<AgentImageInfo>>();
 
 /**
  * Builds the image (or finds it up to date) and returns what .tmp/image/hive-agent.json says
- * about it. The script's progress goes to stderr; a failure carries its last lines.
+ * about it (hive-agent-arm64.json for the arm64 image, which needs the amd64 one built first:
+ * the script builds both). The script's progress goes to stderr; a failure carries its last lines.
  */
-export function ensureAgentImage(): Promise<AgentImageInfo> {
-  pending ??= new Promise<AgentImageInfo>((resolve, reject) => {
-    const child = spawn(process.execPath, [SCRIPT], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+export function ensureAgentImage(arch: "amd64" | "arm64" = "amd64"): Promise<AgentImageInfo> {
+  const infoPath = arch === "arm64" ? ARM64_IMAGE_INFO : AGENT_IMAGE_INFO;
+  const args = arch === "arm64" ? [SCRIPT, "--arm64"] : [SCRIPT];
+  const known = pending.get(arch);
+  if (known) return known;
+  const building = new Promise<AgentImageInfo>((resolve, reject) => {
+    const child = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
     let tail = "";
     const forward = (b: Buffer) => {
       process.stderr.write(b);
@@ -51,13 +58,12 @@ export function ensureAgentImage(): Promise<AgentImageInfo> {
         return;
       }
       try {
-        resolve(JSON.parse(readFileSync(AGENT_IMAGE_INFO, "utf8")) as AgentImageInfo);
+        resolve(JSON.parse(readFileSync(infoPath, "utf8")) as AgentImageInfo);
       } catch (e) {
-        reject(
-          new Error(`the build succeeded but ${AGENT_IMAGE_INFO} is unreadable: ${(e as Error).message}`),
-        );
+        reject(new Error(`the build succeeded but ${infoPath} is unreadable: ${(e as Error).message}`));
       }
     });
   });
-  return pending;
+  pending.set(arch, building);
+  return building;
 }

@@ -15,12 +15,13 @@ export interface BuiltImage {
   storage: { root: string; runroot: string; driver: string };
 }
 
-export function agentRootfs(info: BuiltImage): string {
+/** `prefix` keeps one unpacked tree per image kind: "rootfs-" (amd64), "arm64-rootfs-". */
+export function agentRootfs(info: BuiltImage, prefix = "rootfs-"): string {
   const parent = join(REPO_ROOT, ".tmp", "image");
-  const name = `rootfs-${info.imageId.slice(0, 12)}`;
+  const name = `${prefix}${info.imageId.slice(0, 12)}`;
   const dir = join(parent, name);
   if (existsSync(join(dir, ".hive-complete"))) return dir;
-  for (const old of readdirSync(parent).filter((d) => d.startsWith("rootfs-"))) {
+  for (const old of readdirSync(parent).filter((d) => d.startsWith(prefix))) {
     rmSync(join(parent, old), { recursive: true, force: true });
   }
   mkdirSync(dir, { recursive: true });

@@ -11,6 +11,31 @@ series_list="6.12:bookworm-backports 5.10:bullseye"
 
 log() { printf 'hive-kernels: %s\n' "$*" >&2; }
 
+# `fetch-kernels.sh arm64` (npm run test:arm64): bookworm's linux-image-arm64 (6.1) and the arm64
+# busybox-static for its initramfs, into $HIVE_KERNEL_CACHE/arm64-6.1/. mmdebstrap only
+# extracts the packages: no arm64 binary runs, and this machine's dpkg gains no architecture.
+if [ "${1:-}" = arm64 ]; then
+  dir=$cache/arm64-6.1
+  for dep in "$dir"/lib/modules/*/modules.dep; do
+    [ -f "$dep" ] && [ -x "$dir/bin/busybox" ] && exit 0
+  done
+  [ "$(id -u)" = 0 ] || { log "the arm64 kernel is missing; run as root: sudo sh test/kernel/fetch-kernels.sh arm64"; exit 1; }
+  command -v mmdebstrap >/dev/null || { log "mmdebstrap is missing (apt-get install mmdebstrap)"; exit 1; }
+  mirror=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -n1)
+  [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+  log "fetching linux-image-arm64 and busybox-static (arm64) from bookworm at $mirror"
+  rm -rf "$dir.partial"
+  mmdebstrap --quiet --arch=arm64 --variant=extract --mode=root --format=directory \
+    --include=linux-image-arm64,busybox-static bookworm "$dir.partial" \
+    "deb $mirror bookworm main" "deb $mirror bookworm-updates main"
+  version=$(ls "$dir.partial/lib/modules" | head -n1)
+  depmod -b "$dir.partial" "$version"
+  rm -rf "$dir"
+  mv "$dir.partial" "$dir"
+  log "arm64 kernel $version ready in $dir"
+  exit 0
+fi
+
 ready() { # series -> 0 when unpacked and indexed
   for dep in "$cache/$1"/lib/modules/*/modules.dep; do
     [ -f "$dep" ] && ls "$cache/$1"/boot/vmlinuz-* >/dev/null 2>&1 && return 0

@@ -1,10 +1,12 @@
 /**
  * The TypeScript layouts (runtime/kernel/layout.ts) must equal the C structs of
- * bpf/hive.h as compiled into bpf/hive.bpf.o: read every struct from the object's BTF.
+ * bpf/hive.h as compiled into each architecture's object (bpf/hive.bpf.o, bpf/hive.arm64.bpf.o):
+ * read every struct from each object's BTF.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { ARCHITECTURES, type Architecture } from "../../runtime/kernel/architecture.ts";
 import {
   COUNTERS_LAYOUT,
   decodeBurstTimes,
@@ -22,7 +24,7 @@ import {
   PROOF_LAYOUT,
   VALUE_LAYOUT,
 } from "../../runtime/kernel/layout.ts";
-import { DEFAULT_OBJECT_PATH } from "../../runtime/kernel/loader.ts";
+import { objectPathFor } from "../../runtime/kernel/object-path.ts";
 
 interface BtfMember {
   name: string;
@@ -38,23 +40,12 @@ interface BtfType {
   members?: BtfMember[];
 }
 
-function btfTypes(): BtfType[] {
-  if (!existsSync(DEFAULT_OBJECT_PATH)) execFileSync("sh", ["bpf/build.sh"]);
-  const json = execFileSync("bpftool", ["btf", "dump", "file", DEFAULT_OBJECT_PATH, "format", "raw", "-j"], {
+function btfTypes(objectPath: string): BtfType[] {
+  if (!existsSync(objectPath)) execFileSync("sh", ["bpf/build.sh"]);
+  const json = execFileSync("bpftool", ["btf", "dump", "file", objectPath, "format", "raw", "-j"], {
     encoding: "utf8",
   });
   return (JSON.parse(json) as { types: BtfType[] }).types;
-}
-
-const types = btfTypes();
-const structs = new Map(types.filter((t) => t.kind === "STRUCT" && t.name).map((t) => [t.name as string, t]));
-
-function offsets(name: string): { size: number; fields: Record<string, number> } {
-  const t = structs.get(name);
-  if (!t) throw new Error(`struct ${name} is not in the object's BTF`);
-  const fields: Record<string, number> = {};
-  for (const m of t.members ?? []) if (!m.name.startsWith("_")) fields[m.name] = m.bits_offset / 8;
-  return { size: t.size ?? -1, fields };
 }
 
 function tsFields(layout: Record<string, number>, skip: string[] = []): Record<string, number> {
@@ -75,251 +66,266 @@ function define(name: string): number {
   return value;
 }
 
-describe("kernel struct layouts match the compiled object's BTF", () => {
-  it("hive_key", () => {
-    const btf = offsets("hive_key");
-    expect(KEY_LAYOUT.size).toBe(btf.size);
-    expect(tsFields(KEY_LAYOUT)).toEqual(btf.fields);
-  });
+for (const arch of Object.keys(ARCHITECTURES) as Architecture[]) {
+  const types = btfTypes(objectPathFor(arch));
+  const structs = new Map(
+    types.filter((t) => t.kind === "STRUCT" && t.name).map((t) => [t.name as string, t]),
+  );
 
-  it("hive_value", () => {
-    const btf = offsets("hive_value");
-    expect(VALUE_LAYOUT.size).toBe(btf.size);
-    expect(tsFields(VALUE_LAYOUT)).toEqual(btf.fields);
-  });
+  const offsets = (name: string): { size: number; fields: Record<string, number> } => {
+    const t = structs.get(name);
+    if (!t) throw new Error(`struct ${name} is not in the object's BTF`);
+    const fields: Record<string, number> = {};
+    for (const m of t.members ?? []) if (!m.name.startsWith("_")) fields[m.name] = m.bits_offset / 8;
+    return { size: t.size ?? -1, fields };
+  };
 
-  it("hive_event", () => {
-    const btf = offsets("hive_event");
-    expect(EVENT_LAYOUT.size).toBe(btf.size);
-    expect(tsFields(EVENT_LAYOUT, ["commSize"])).toEqual(btf.fields);
-  });
+  describe(`kernel struct layouts match the BTF of bpf/${ARCHITECTURES[arch].object}`, () => {
+    it("hive_key", () => {
+      const btf = offsets("hive_key");
+      expect(KEY_LAYOUT.size).toBe(btf.size);
+      expect(tsFields(KEY_LAYOUT)).toEqual(btf.fields);
+    });
 
-  it("hive_proof", () => {
-    const btf = offsets("hive_proof");
-    expect(PROOF_LAYOUT.size).toBe(btf.size);
-    expect(tsFields(PROOF_LAYOUT, ["idsCount"])).toEqual(btf.fields);
-    const ids = structs.get("hive_proof")?.members?.find((m) => m.name === "ids");
-    expect(types.find((t) => t.id === ids?.type_id)?.nr_elems).toBe(PROOF_LAYOUT.idsCount);
-  });
+    it("hive_value", () => {
+      const btf = offsets("hive_value");
+      expect(VALUE_LAYOUT.size).toBe(btf.size);
+      expect(tsFields(VALUE_LAYOUT)).toEqual(btf.fields);
+    });
 
-  it("hive_flood_key and hive_flood", () => {
-    for (const [name, layout] of [
-      ["hive_flood_key", FLOOD_KEY_LAYOUT],
-      ["hive_flood", FLOOD_LAYOUT],
-    ] as const) {
-      const btf = offsets(name);
-      expect(layout.size, name).toBe(btf.size);
-      expect(tsFields(layout), name).toEqual(btf.fields);
-    }
-  });
+    it("hive_event", () => {
+      const btf = offsets("hive_event");
+      expect(EVENT_LAYOUT.size).toBe(btf.size);
+      expect(tsFields(EVENT_LAYOUT, ["commSize"])).toEqual(btf.fields);
+    });
 
-  it("hive_counters", () => {
-    const btf = offsets("hive_counters");
-    expect(COUNTERS_LAYOUT.size).toBe(btf.size);
-    expect(tsFields(COUNTERS_LAYOUT)).toEqual(btf.fields);
-  });
+    it("hive_proof", () => {
+      const btf = offsets("hive_proof");
+      expect(PROOF_LAYOUT.size).toBe(btf.size);
+      expect(tsFields(PROOF_LAYOUT, ["idsCount"])).toEqual(btf.fields);
+      const ids = structs.get("hive_proof")?.members?.find((m) => m.name === "ids");
+      expect(types.find((t) => t.id === ids?.type_id)?.nr_elems).toBe(PROOF_LAYOUT.idsCount);
+    });
 
-  it("decodes an event written at the BTF's offsets", () => {
-    const { size, fields } = offsets("hive_event");
-    const buf = Buffer.alloc(size);
-    const at = (name: string) => {
-      const offset = fields[name];
-      if (offset === undefined) throw new Error(`no field ${name}`);
-      return offset;
-    };
-    buf.writeBigUInt64LE(111n, at("ktime_ns"));
-    buf.writeBigUInt64LE(222n, at("last_ns"));
-    buf.writeBigUInt64LE(0x1_0000_0001n, at("ino"));
-    buf.writeBigUInt64LE(777n, at("cgroup_id"));
-    buf.writeUInt32LE((259 << 20) | 3, at("dev"));
-    buf.writeUInt32LE(0x24, at("mask")); // MAY_OPEN | MAY_READ
-    buf.writeUInt32LE(1001, at("pid"));
-    buf.writeUInt32LE(1000, at("tgid"));
-    buf.writeUInt32LE(65534, at("uid"));
-    buf.writeUInt32LE(65533, at("gid"));
-    buf.writeUInt32LE(9, at("slot"));
-    buf.writeUInt32LE(3, at("count"));
-    buf.writeUInt32LE(1, at("kind"));
-    buf.write("cat", at("comm"));
-    buf.writeBigUInt64LE(90n, at("exec_ns"));
-    buf.writeBigUInt64LE(80n, at("grandparent_start_ns"));
-    buf.writeUInt32LE(77, at("grandparent_pid"));
-    buf.writeUInt32LE(999, at("ppid"));
-    buf.writeUInt32LE(5, at("ns_pid"));
-    // Recorded at exec, truncated, an image layer's file, run with LD_PRELOAD set.
-    const exeFlags =
-      define("HIVE_EXE_EXEC") |
-      define("HIVE_EXE_TRUNCATED") |
-      define("HIVE_EXE_IMAGE") |
-      define("HIVE_EXE_LD_PRELOAD");
-    expect(exeFlags).toBe(0x11101);
-    buf.writeUInt32LE(exeFlags, at("exe_flags"));
-    buf.writeUInt32LE(0, at("parent_flags")); // unknown: the path bytes below are ignored
-    buf.write("bash", at("parent_comm"));
-    buf.write("/usr/bin/cat", at("exe"));
-    buf.write("/stale/path", at("parent_exe"));
-    buf.writeUInt32LE(define("HIVE_REL_CHROOT") | define("HIVE_REL_PARENT_EXECED"), at("relation"));
-    buf.writeBigUInt64LE(0x2_0000_0007n, at("exe_ino"));
-    buf.writeBigUInt64LE(55n, at("parent_exe_ino"));
-    buf.writeUInt32LE((0 << 20) | 40, at("exe_dev"));
-    buf.writeUInt32LE((8 << 20) | 1, at("parent_exe_dev"));
-    buf.writeUInt32LE((0 << 20) | 41, at("root_dev"));
-    buf.writeBigUInt64LE(12n, at("held_bursts"));
-    buf.writeBigUInt64LE(36n, at("held_checks"));
-    const event = decodeEvent(buf);
-    expect(event).toEqual({
-      ktimeNs: 111n,
-      key: { major: 259, minor: 3, ino: 0x1_0000_0001n },
-      mask: 0x24,
-      accesses: ["read", "open"],
-      kind: "parent",
-      slot: 9,
-      pid: 1001,
-      tgid: 1000,
-      uid: 65534,
-      gid: 65533,
-      comm: "cat",
-      cgroupId: 777n,
-      count: 3,
-      heldTotal: { bursts: 12n, checks: 36n },
-      process: {
-        exe: { exe: "/usr/bin/cat", source: "exec", truncated: true },
-        provenance: {
-          file: { major: 0, minor: 40, ino: 0x2_0000_0007n },
-          layer: "image",
-          loaderEnv: ["LD_PRELOAD"],
-          envUnread: false,
-          traced: false,
-          forkUnseen: false,
-        },
-        chroot: true,
-        rootDev: { major: 0, minor: 41 },
-        execNs: 90n,
-        nsPid: 5,
-        ppid: 999,
-        parent: {
-          pid: 999,
-          comm: "bash",
-          exe: { source: "unknown" },
+    it("hive_flood_key and hive_flood", () => {
+      for (const [name, layout] of [
+        ["hive_flood_key", FLOOD_KEY_LAYOUT],
+        ["hive_flood", FLOOD_LAYOUT],
+      ] as const) {
+        const btf = offsets(name);
+        expect(layout.size, name).toBe(btf.size);
+        expect(tsFields(layout), name).toEqual(btf.fields);
+      }
+    });
+
+    it("hive_counters", () => {
+      const btf = offsets("hive_counters");
+      expect(COUNTERS_LAYOUT.size).toBe(btf.size);
+      expect(tsFields(COUNTERS_LAYOUT)).toEqual(btf.fields);
+    });
+
+    it("decodes an event written at the BTF's offsets", () => {
+      const { size, fields } = offsets("hive_event");
+      const buf = Buffer.alloc(size);
+      const at = (name: string) => {
+        const offset = fields[name];
+        if (offset === undefined) throw new Error(`no field ${name}`);
+        return offset;
+      };
+      buf.writeBigUInt64LE(111n, at("ktime_ns"));
+      buf.writeBigUInt64LE(222n, at("last_ns"));
+      buf.writeBigUInt64LE(0x1_0000_0001n, at("ino"));
+      buf.writeBigUInt64LE(777n, at("cgroup_id"));
+      buf.writeUInt32LE((259 << 20) | 3, at("dev"));
+      buf.writeUInt32LE(0x24, at("mask")); // MAY_OPEN | MAY_READ
+      buf.writeUInt32LE(1001, at("pid"));
+      buf.writeUInt32LE(1000, at("tgid"));
+      buf.writeUInt32LE(65534, at("uid"));
+      buf.writeUInt32LE(65533, at("gid"));
+      buf.writeUInt32LE(9, at("slot"));
+      buf.writeUInt32LE(3, at("count"));
+      buf.writeUInt32LE(1, at("kind"));
+      buf.write("cat", at("comm"));
+      buf.writeBigUInt64LE(90n, at("exec_ns"));
+      buf.writeBigUInt64LE(80n, at("grandparent_start_ns"));
+      buf.writeUInt32LE(77, at("grandparent_pid"));
+      buf.writeUInt32LE(999, at("ppid"));
+      buf.writeUInt32LE(5, at("ns_pid"));
+      // Recorded at exec, truncated, an image layer's file, run with LD_PRELOAD set.
+      const exeFlags =
+        define("HIVE_EXE_EXEC") |
+        define("HIVE_EXE_TRUNCATED") |
+        define("HIVE_EXE_IMAGE") |
+        define("HIVE_EXE_LD_PRELOAD");
+      expect(exeFlags).toBe(0x11101);
+      buf.writeUInt32LE(exeFlags, at("exe_flags"));
+      buf.writeUInt32LE(0, at("parent_flags")); // unknown: the path bytes below are ignored
+      buf.write("bash", at("parent_comm"));
+      buf.write("/usr/bin/cat", at("exe"));
+      buf.write("/stale/path", at("parent_exe"));
+      buf.writeUInt32LE(define("HIVE_REL_CHROOT") | define("HIVE_REL_PARENT_EXECED"), at("relation"));
+      buf.writeBigUInt64LE(0x2_0000_0007n, at("exe_ino"));
+      buf.writeBigUInt64LE(55n, at("parent_exe_ino"));
+      buf.writeUInt32LE((0 << 20) | 40, at("exe_dev"));
+      buf.writeUInt32LE((8 << 20) | 1, at("parent_exe_dev"));
+      buf.writeUInt32LE((0 << 20) | 41, at("root_dev"));
+      buf.writeBigUInt64LE(12n, at("held_bursts"));
+      buf.writeBigUInt64LE(36n, at("held_checks"));
+      const event = decodeEvent(buf);
+      expect(event).toEqual({
+        ktimeNs: 111n,
+        key: { major: 259, minor: 3, ino: 0x1_0000_0001n },
+        mask: 0x24,
+        accesses: ["read", "open"],
+        kind: "parent",
+        slot: 9,
+        pid: 1001,
+        tgid: 1000,
+        uid: 65534,
+        gid: 65533,
+        comm: "cat",
+        cgroupId: 777n,
+        count: 3,
+        heldTotal: { bursts: 12n, checks: 36n },
+        process: {
+          exe: { exe: "/usr/bin/cat", source: "exec", truncated: true },
           provenance: {
-            file: { major: 8, minor: 1, ino: 55n },
-            layer: "other",
-            loaderEnv: [],
+            file: { major: 0, minor: 40, ino: 0x2_0000_0007n },
+            layer: "image",
+            loaderEnv: ["LD_PRELOAD"],
             envUnread: false,
             traced: false,
             forkUnseen: false,
           },
-          chroot: false,
-          execedSinceFork: true,
-          reparented: false,
+          chroot: true,
+          rootDev: { major: 0, minor: 41 },
+          execNs: 90n,
+          nsPid: 5,
+          ppid: 999,
+          parent: {
+            pid: 999,
+            comm: "bash",
+            exe: { source: "unknown" },
+            provenance: {
+              file: { major: 8, minor: 1, ino: 55n },
+              layer: "other",
+              loaderEnv: [],
+              envUnread: false,
+              traced: false,
+              forkUnseen: false,
+            },
+            chroot: false,
+            execedSinceFork: true,
+            reparented: false,
+          },
+          grandparent: { pid: 77, startNs: 80n },
         },
-        grandparent: { pid: 77, startNs: 80n },
-      },
-    });
-    expect(event.process.provenance).toEqual(
-      decodeProvenance(exeFlags, { major: 0, minor: 40, ino: 0x2_0000_0007n }),
-    );
+      });
+      expect(event.process.provenance).toEqual(
+        decodeProvenance(exeFlags, { major: 0, minor: 40, ino: 0x2_0000_0007n }),
+      );
 
-    // The other relation bits, each on its own field.
-    buf.writeUInt32LE(define("HIVE_REL_PARENT_CHROOT") | define("HIVE_REL_REPARENTED"), at("relation"));
-    expect(decodeEvent(buf).process).toMatchObject({
-      chroot: false,
-      parent: { chroot: true, execedSinceFork: false, reparented: true },
+      // The other relation bits, each on its own field.
+      buf.writeUInt32LE(define("HIVE_REL_PARENT_CHROOT") | define("HIVE_REL_REPARENTED"), at("relation"));
+      expect(decodeEvent(buf).process).toMatchObject({
+        chroot: false,
+        parent: { chroot: true, execedSinceFork: false, reparented: true },
+      });
+    });
+
+    it("decodes every provenance flag of bpf/hive.h", () => {
+      const file = { major: 0, minor: 40, ino: 7n };
+      const honest = {
+        file,
+        layer: "image",
+        loaderEnv: [],
+        envUnread: false,
+        traced: false,
+        forkUnseen: false,
+      };
+      const image = define("HIVE_EXE_EXEC") | define("HIVE_EXE_IMAGE");
+      expect(decodeProvenance(image, file)).toEqual(honest);
+      expect(decodeProvenance(define("HIVE_EXE_EXEC"), file)).toEqual({ ...honest, layer: "other" });
+      expect(decodeProvenance(define("HIVE_EXE_WRITTEN"), file)).toEqual({ ...honest, layer: "container" });
+      expect(decodeProvenance(define("HIVE_EXE_UNLINKED"), file)).toEqual({ ...honest, layer: "unlinked" });
+      // An unlinked file wins over where it was; a written one over the image.
+      expect(
+        decodeProvenance(image | define("HIVE_EXE_WRITTEN") | define("HIVE_EXE_UNLINKED"), file).layer,
+      ).toBe("unlinked");
+      expect(decodeProvenance(image | define("HIVE_EXE_WRITTEN"), file).layer).toBe("container");
+      const all =
+        image |
+        define("HIVE_EXE_LD_PRELOAD") |
+        define("HIVE_EXE_LD_AUDIT") |
+        define("HIVE_EXE_LD_LIBRARY_PATH");
+      expect(decodeProvenance(all, file).loaderEnv).toEqual(["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH"]);
+      expect(decodeProvenance(image | define("HIVE_EXE_LD_AUDIT"), file).loaderEnv).toEqual(["LD_AUDIT"]);
+      expect(decodeProvenance(image | define("HIVE_EXE_LD_LIBRARY_PATH"), file).loaderEnv).toEqual([
+        "LD_LIBRARY_PATH",
+      ]);
+      expect(decodeProvenance(image | define("HIVE_EXE_ENV_UNREAD"), file)).toEqual({
+        ...honest,
+        envUnread: true,
+      });
+      expect(decodeProvenance(image | define("HIVE_EXE_TRACED"), file)).toEqual({ ...honest, traced: true });
+      expect(decodeProvenance(image | define("HIVE_EXE_FORK_UNSEEN"), file)).toEqual({
+        ...honest,
+        forkUnseen: true,
+      });
+      // The path's flags and the source say nothing of the file.
+      const path = define("HIVE_EXE_SEED") | define("HIVE_EXE_TRUNCATED") | define("HIVE_EXE_UNREACHABLE");
+      expect(decodeProvenance(image | path, file)).toEqual(honest);
+    });
+
+    it("hive_proc, and decodes a process entry written at the BTF's offsets", () => {
+      const { size, fields } = offsets("hive_proc");
+      expect(PROC_LAYOUT.size).toBe(size);
+      expect(tsFields(PROC_LAYOUT)).toEqual(fields);
+      const buf = Buffer.alloc(size);
+      buf.writeBigUInt64LE(10n, fields.start_ns ?? -1);
+      buf.writeBigUInt64LE(20n, fields.exec_ns ?? -1);
+      buf.writeBigUInt64LE(5n, fields.parent_start_ns ?? -1);
+      buf.writeUInt32LE(1, fields.ppid ?? -1);
+      buf.writeUInt32LE(1, fields.ns_pid ?? -1);
+      buf.writeUInt32LE(1000, fields.uid ?? -1);
+      buf.writeUInt32LE(2, fields.flags ?? -1); // seeded
+      buf.write("/usr/sbin/sshd", fields.exe ?? -1);
+      expect(decodeProc(buf)).toEqual({
+        startNs: 10n,
+        execNs: 20n,
+        parentStartNs: 5n,
+        ppid: 1,
+        nsPid: 1,
+        uid: 1000,
+        exe: { exe: "/usr/sbin/sshd", source: "seed" },
+      });
+    });
+
+    it("reads a burst's identity and times at the BTF's offsets", () => {
+      const { size, fields } = offsets("hive_event");
+      const buf = Buffer.alloc(size);
+      buf.writeBigUInt64LE(111n, fields.ktime_ns ?? -1);
+      buf.writeBigUInt64LE(222n, fields.last_ns ?? -1);
+      buf.writeUInt32LE(1001, fields.pid ?? -1);
+      expect(decodeBurstTimes(buf)).toEqual({ pid: 1001, ktimeNs: 111n, lastNs: 222n });
+    });
+
+    it("encodes keys and values at the BTF's offsets", () => {
+      const key = encodeKey({ major: 8, minor: 17, ino: 42n });
+      const k = offsets("hive_key").fields;
+      expect(key.readBigUInt64LE(k.ino)).toBe(42n);
+      expect(key.readUInt32LE(k.dev)).toBe((8 << 20) | 17);
+      expect(decodeKey(key)).toEqual({ major: 8, minor: 17, ino: 42n });
+      const value = encodeValue({
+        key: { major: 8, minor: 17, ino: 42n },
+        slot: 5,
+        accesses: ["write", "exec"],
+        kind: "file",
+      });
+      const v = offsets("hive_value").fields;
+      expect(value.readUInt32LE(v.slot)).toBe(5);
+      expect(value.readUInt32LE(v.mask)).toBe(0x03);
+      expect(value.readUInt32LE(v.kind)).toBe(0);
     });
   });
-
-  it("decodes every provenance flag of bpf/hive.h", () => {
-    const file = { major: 0, minor: 40, ino: 7n };
-    const honest = {
-      file,
-      layer: "image",
-      loaderEnv: [],
-      envUnread: false,
-      traced: false,
-      forkUnseen: false,
-    };
-    const image = define("HIVE_EXE_EXEC") | define("HIVE_EXE_IMAGE");
-    expect(decodeProvenance(image, file)).toEqual(honest);
-    expect(decodeProvenance(define("HIVE_EXE_EXEC"), file)).toEqual({ ...honest, layer: "other" });
-    expect(decodeProvenance(define("HIVE_EXE_WRITTEN"), file)).toEqual({ ...honest, layer: "container" });
-    expect(decodeProvenance(define("HIVE_EXE_UNLINKED"), file)).toEqual({ ...honest, layer: "unlinked" });
-    // An unlinked file wins over where it was; a written one over the image.
-    expect(
-      decodeProvenance(image | define("HIVE_EXE_WRITTEN") | define("HIVE_EXE_UNLINKED"), file).layer,
-    ).toBe("unlinked");
-    expect(decodeProvenance(image | define("HIVE_EXE_WRITTEN"), file).layer).toBe("container");
-    const all =
-      image |
-      define("HIVE_EXE_LD_PRELOAD") |
-      define("HIVE_EXE_LD_AUDIT") |
-      define("HIVE_EXE_LD_LIBRARY_PATH");
-    expect(decodeProvenance(all, file).loaderEnv).toEqual(["LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH"]);
-    expect(decodeProvenance(image | define("HIVE_EXE_LD_AUDIT"), file).loaderEnv).toEqual(["LD_AUDIT"]);
-    expect(decodeProvenance(image | define("HIVE_EXE_LD_LIBRARY_PATH"), file).loaderEnv).toEqual([
-      "LD_LIBRARY_PATH",
-    ]);
-    expect(decodeProvenance(image | define("HIVE_EXE_ENV_UNREAD"), file)).toEqual({
-      ...honest,
-      envUnread: true,
-    });
-    expect(decodeProvenance(image | define("HIVE_EXE_TRACED"), file)).toEqual({ ...honest, traced: true });
-    expect(decodeProvenance(image | define("HIVE_EXE_FORK_UNSEEN"), file)).toEqual({
-      ...honest,
-      forkUnseen: true,
-    });
-    // The path's flags and the source say nothing of the file.
-    const path = define("HIVE_EXE_SEED") | define("HIVE_EXE_TRUNCATED") | define("HIVE_EXE_UNREACHABLE");
-    expect(decodeProvenance(image | path, file)).toEqual(honest);
-  });
-
-  it("hive_proc, and decodes a process entry written at the BTF's offsets", () => {
-    const { size, fields } = offsets("hive_proc");
-    expect(PROC_LAYOUT.size).toBe(size);
-    expect(tsFields(PROC_LAYOUT)).toEqual(fields);
-    const buf = Buffer.alloc(size);
-    buf.writeBigUInt64LE(10n, fields.start_ns ?? -1);
-    buf.writeBigUInt64LE(20n, fields.exec_ns ?? -1);
-    buf.writeBigUInt64LE(5n, fields.parent_start_ns ?? -1);
-    buf.writeUInt32LE(1, fields.ppid ?? -1);
-    buf.writeUInt32LE(1, fields.ns_pid ?? -1);
-    buf.writeUInt32LE(1000, fields.uid ?? -1);
-    buf.writeUInt32LE(2, fields.flags ?? -1); // seeded
-    buf.write("/usr/sbin/sshd", fields.exe ?? -1);
-    expect(decodeProc(buf)).toEqual({
-      startNs: 10n,
-      execNs: 20n,
-      parentStartNs: 5n,
-      ppid: 1,
-      nsPid: 1,
-      uid: 1000,
-      exe: { exe: "/usr/sbin/sshd", source: "seed" },
-    });
-  });
-
-  it("reads a burst's identity and times at the BTF's offsets", () => {
-    const { size, fields } = offsets("hive_event");
-    const buf = Buffer.alloc(size);
-    buf.writeBigUInt64LE(111n, fields.ktime_ns ?? -1);
-    buf.writeBigUInt64LE(222n, fields.last_ns ?? -1);
-    buf.writeUInt32LE(1001, fields.pid ?? -1);
-    expect(decodeBurstTimes(buf)).toEqual({ pid: 1001, ktimeNs: 111n, lastNs: 222n });
-  });
-
-  it("encodes keys and values at the BTF's offsets", () => {
-    const key = encodeKey({ major: 8, minor: 17, ino: 42n });
-    const k = offsets("hive_key").fields;
-    expect(key.readBigUInt64LE(k.ino)).toBe(42n);
-    expect(key.readUInt32LE(k.dev)).toBe((8 << 20) | 17);
-    expect(decodeKey(key)).toEqual({ major: 8, minor: 17, ino: 42n });
-    const value = encodeValue({
-      key: { major: 8, minor: 17, ino: 42n },
-      slot: 5,
-      accesses: ["write", "exec"],
-      kind: "file",
-    });
-    const v = offsets("hive_value").fields;
-    expect(value.readUInt32LE(v.slot)).toBe(5);
-    expect(value.readUInt32LE(v.mask)).toBe(0x03);
-    expect(value.readUInt32LE(v.kind)).toBe(0);
-  });
-});
+}

@@ -1,12 +1,14 @@
 /**
- * Boots a stock Debian kernel in qemu-system-x86_64 (TCG, no KVM needed) with the host's
- * root filesystem shared read-only over 9p and a tmpfs-backed overlay on top, runs one
- * shell command inside, and returns what it printed. Reusable by any suite or demo that
- * needs a real kernel: `bootVm({ kernel, command, env, timeoutMs })`.
+ * Boots a stock Debian kernel under QEMU (TCG, no KVM needed): amd64 kernels in
+ * qemu-system-x86_64 with the host's root filesystem shared read-only over 9p, arm64 kernels in
+ * qemu-system-aarch64 (`-M virt`) with an arm64 tree of the host's shared instead (`rootfs`);
+ * a tmpfs-backed overlay on top. Runs one shell command inside and returns what it printed.
+ * Reusable by any suite or demo that needs a real kernel: `bootVm({ kernel, command, env, timeoutMs })`.
  *
- * Boot: an initramfs per kernel (busybox + the modules 9p and overlay need, resolved from
- * modules.dep) mounts the share, switches root, mounts proc/sys/bpffs/tracefs/cgroup2, and
- * runs the command from a second, writable 9p share that also receives its output.
+ * Boot: an initramfs per kernel (the kernel's architecture's static busybox + the modules 9p
+ * and overlay need, resolved from modules.dep) mounts the share, switches root, mounts
+ * proc/sys/bpffs/tracefs/cgroup2, and runs the command from a second, writable 9p share that
+ * also receives its output.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -19,9 +21,32 @@ export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url)).replac
 export const WORK_DIR = join(REPO_ROOT, ".tmp", "vm");
 export const KERNEL_CACHE = process.env.HIVE_KERNEL_CACHE ?? "/var/cache/hive-kernels";
 
+/** How QEMU runs each guest architecture (TCG: the host is amd64). */
+export const GUEST_ARCHES = {
+  amd64: {
+    qemu: "qemu-system-x86_64",
+    debianPackage: "qemu-system-x86",
+    machine: ["-machine", "accel=tcg", "-cpu", "max"],
+    console: "ttyS0",
+  },
+  arm64: {
+    qemu: "qemu-system-aarch64",
+    debianPackage: "qemu-system-arm",
+    // pauth-impdef: QEMU's own pointer-authentication hash; the architected one (QARMA) is
+    // several times slower to emulate, and the guest cannot tell.
+    machine: ["-machine", "virt,accel=tcg", "-cpu", "max,pauth-impdef=on"],
+    console: "ttyAMA0",
+  },
+} as const;
+export type GuestArch = keyof typeof GUEST_ARCHES;
+
 export interface KernelImage {
   /** "6.1", "6.12", "5.10" */
   series: string;
+  /** Default amd64. */
+  arch?: GuestArch;
+  /** The static busybox of the kernel's architecture for its initramfs (default /bin/busybox, the host's). */
+  busybox?: string;
   /** uname -r of the kernel */
   version: string;
   vmlinuz: string;
@@ -49,11 +74,30 @@ export function findKernels(): { found: KernelImage[]; missing: string[] } {
   return { found, missing };
 }
 
+/**
+ * The arm64 kernel (bookworm's linux-image-arm64, 6.1) and arm64 busybox that
+ * `sh test/kernel/fetch-kernels.sh arm64` unpacked, or why it is not there.
+ */
+export function findArm64Kernel(): KernelImage | string {
+  const root = join(KERNEL_CACHE, "arm64-6.1");
+  const boot = join(root, "boot");
+  const image = existsSync(boot)
+    ? readdirSync(boot).find((f) => /^vmlinuz-6\.1\..*-arm64$/.test(f))
+    : undefined;
+  const version = image?.replace(/^vmlinuz-/, "");
+  if (!image || !version || !existsSync(join(root, "lib/modules", version, "modules.dep")))
+    return `no arm64 kernel in ${root} (sh test/kernel/fetch-kernels.sh arm64)`;
+  const busybox = join(root, "bin/busybox");
+  if (!existsSync(busybox)) return `no arm64 busybox in ${root} (sh test/kernel/fetch-kernels.sh arm64)`;
+  return { series: "6.1", arch: "arm64", busybox, version, vmlinuz: join(boot, image), root };
+}
+
 /** Why the harness cannot run here, or null when it can. */
-export function vmUnavailable(): string | null {
+export function vmUnavailable(arch: GuestArch = "amd64"): string | null {
   if (process.getuid?.() !== 0) return "not root (9p export of / and BPF in the guest need root)";
-  const qemu = spawnSync("qemu-system-x86_64", ["--version"], { encoding: "utf8" });
-  if (qemu.status !== 0) return "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)";
+  const { qemu, debianPackage } = GUEST_ARCHES[arch];
+  if (spawnSync(qemu, ["--version"], { encoding: "utf8" }).status !== 0)
+    return `${qemu} is not installed (apt-get install ${debianPackage})`;
   if (!existsSync("/bin/busybox")) return "busybox-static is not installed";
   return null;
 }
@@ -100,6 +144,8 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose,ro hiveroo
 mount -t tmpfs -o size=75% tmpfs /rw
 mkdir -p /rw/upper /rw/work
 mount -t overlay overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work /newroot || { echo "hive-vm: overlay failed"; poweroff -f; }
+# A root without busybox (an image's tree) gets this one, for stage 2.
+[ -e /newroot/bin/busybox ] || cp /bin/busybox /newroot/bin/busybox
 cp /stage2.sh /newroot/hive-stage2.sh
 umount /proc /sys
 mount --move /dev /newroot/dev
@@ -143,6 +189,7 @@ $bb poweroff -f
 /** Builds (or reuses) the initramfs for one kernel. */
 export function buildInitramfs(kernel: KernelImage): string {
   const out = join(WORK_DIR, `initramfs-${kernel.version}.cpio.gz`);
+  const busybox = kernel.busybox ?? "/bin/busybox";
   const self = fileURLToPath(import.meta.url);
   if (existsSync(out) && statSync(out).mtimeMs > statSync(self).mtimeMs) return out;
   const modulesDir = join(kernel.root, "lib/modules", kernel.version);
@@ -162,7 +209,7 @@ export function buildInitramfs(kernel: KernelImage): string {
     order.push(base.replace(/\.ko\.\w+$/, ".ko"));
   }
   writeFileSync(join(staging, "modules.order"), `${order.join("\n")}\n`);
-  spawnSyncChecked("cp", ["/bin/busybox", join(staging, "bin/busybox")]);
+  spawnSyncChecked("cp", [busybox, join(staging, "bin/busybox")]);
   writeFileSync(join(staging, "init"), INIT, { mode: 0o755 });
   writeFileSync(join(staging, "stage2.sh"), STAGE2, { mode: 0o755 });
   spawnSyncChecked("sh", [
@@ -184,6 +231,12 @@ function spawnSyncChecked(cmd: string, args: string[]): void {
 
 export interface BootOptions {
   kernel: KernelImage;
+  /**
+   * The tree shared read-only as the guest's root (default "/", the host's; an arm64 kernel
+   * needs an arm64 tree). Another tree holds neither the repository nor the kernel's modules:
+   * the command runs from its root directory.
+   */
+  rootfs?: string;
   /** Shell command run inside the guest (as root, cwd = repository root). */
   command: string;
   env?: Record<string, string>;
@@ -211,31 +264,33 @@ let bootCounter = 0;
 
 export async function bootVm(options: BootOptions): Promise<BootResult> {
   const { kernel } = options;
+  const arch = GUEST_ARCHES[kernel.arch ?? "amd64"];
+  const rootfs = options.rootfs ?? "/";
+  const hostRoot = rootfs === "/";
   const initramfs = buildInitramfs(kernel);
-  const outDir = join(WORK_DIR, `run-${process.pid}-${++bootCounter}-${kernel.series}`);
+  const suffix = kernel.arch && kernel.arch !== "amd64" ? `-${kernel.arch}` : "";
+  const outDir = join(WORK_DIR, `run-${process.pid}-${++bootCounter}-${kernel.series}${suffix}`);
   rmSync(outDir, { recursive: true, force: true });
   mkdirSync(outDir, { recursive: true });
   const env = { HOME: "/root", HIVE_VM_KERNEL: kernel.series, ...options.env };
   const modulesLink =
-    kernel.root === "/"
+    kernel.root === "/" || !hostRoot
       ? ""
       : `mkdir -p /lib/modules && ln -sfn '${join(kernel.root, "lib/modules", kernel.version)}' '/lib/modules/${kernel.version}'\n`;
   const exports = Object.entries(env)
     .map(([k, v]) => `export ${k}='${v.replace(/'/g, `'\\''`)}'`)
     .join("\n");
-  const repoUnderTmp = REPO_ROOT.startsWith("/tmp/")
-    ? `mkdir -p '${REPO_ROOT}' && mount --bind '/run/hive-host-tmp/${REPO_ROOT.slice("/tmp/".length)}' '${REPO_ROOT}'\n`
-    : "";
+  const repoUnderTmp =
+    hostRoot && REPO_ROOT.startsWith("/tmp/")
+      ? `mkdir -p '${REPO_ROOT}' && mount --bind '/run/hive-host-tmp/${REPO_ROOT.slice("/tmp/".length)}' '${REPO_ROOT}'\n`
+      : "";
   writeFileSync(
     join(outDir, "run.sh"),
-    `${modulesLink}${repoUnderTmp}${exports}\ncd '${REPO_ROOT}'\n${options.command}\n`,
+    `${modulesLink}${repoUnderTmp}${exports}\ncd '${hostRoot ? REPO_ROOT : "/"}'\n${options.command}\n`,
   );
 
   const args = [
-    "-machine",
-    "accel=tcg",
-    "-cpu",
-    "max",
+    ...arch.machine,
     "-smp",
     "1",
     "-m",
@@ -248,14 +303,14 @@ export async function bootVm(options: BootOptions): Promise<BootResult> {
     "-initrd",
     initramfs,
     "-append",
-    "console=ttyS0 quiet panic=-1 rdinit=/init",
+    `console=${arch.console} quiet panic=-1 rdinit=/init`,
     "-virtfs",
-    "local,path=/,mount_tag=hiveroot,security_model=passthrough,readonly=on,multidevs=remap",
+    `local,path=${rootfs},mount_tag=hiveroot,security_model=passthrough,readonly=on,multidevs=remap`,
     "-virtfs",
     `local,path=${outDir},mount_tag=hiveout,security_model=passthrough`,
   ];
   const started = Date.now();
-  const child = spawn("qemu-system-x86_64", args, { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(arch.qemu, args, { stdio: ["ignore", "pipe", "pipe"] });
   let consoleText = "";
   const collect = (chunk: Buffer) => {
     const text = chunk.toString("utf8");

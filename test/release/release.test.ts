@@ -65,6 +65,7 @@ describe("npm run release", () => {
     expect(stdout).toContain(`kubectl apply -f ${RELEASE_FILES.crds}`);
     expect(stdout).toContain(`npm install ./${RELEASE_FILES.package}`);
     expect(stdout).toContain(`ctr -n k8s.io images import ${RELEASE_FILES.image}`);
+    expect(stdout).toContain(`ctr -n k8s.io images import ${RELEASE_FILES.imageArm64}`);
   });
 
   it("writes SHA256SUMS over every other file, which sha256sum -c accepts", async () => {
@@ -72,7 +73,7 @@ describe("npm run release", () => {
       .trim()
       .split("\n")
       .map((line) => line.split("  ")[1]);
-    const { image, sums, ...built } = RELEASE_FILES;
+    const { image, imageArm64, sums, ...built } = RELEASE_FILES;
     expect(listed).toEqual(Object.values(built).sort());
     const { stdout } = await sh("sha256sum", ["-c", RELEASE_FILES.sums], out);
     expect(stdout.trim().split("\n")).toHaveLength(listed.length);
@@ -84,10 +85,12 @@ describe("npm run release", () => {
     rmSync(join(out, "tampered"));
   });
 
-  it("packs the compiled package with the BPF object and the Pulumi plugin", () => {
-    const obj = readFileSync(join(installed, "bpf/hive.bpf.o"));
-    expect(obj.subarray(0, 4).toString("latin1")).toBe("\x7fELF");
-    expect(obj.readUInt16LE(18)).toBe(247); // e_machine EM_BPF
+  it("packs the compiled package with the BPF objects of both architectures and the Pulumi plugin", () => {
+    for (const object of ["bpf/hive.bpf.o", "bpf/hive.arm64.bpf.o"]) {
+      const obj = readFileSync(join(installed, object));
+      expect(obj.subarray(0, 4).toString("latin1")).toBe("\x7fELF");
+      expect(obj.readUInt16LE(18)).toBe(247); // e_machine EM_BPF
+    }
     for (const file of ["dist/component/index.js", "dist/runtime/cli/main.js", "plugin/index.js"])
       expect(readFileSync(join(installed, file)).length, file).toBeGreaterThan(0);
     const plugin = JSON.parse(readFileSync(join(installed, "plugin/package.json"), "utf8"));
