@@ -295,9 +295,9 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
           failure = message;
           failures += 1;
           const delayMs = Math.min(30_000, retryMs * 2 ** (failures - 1));
-          logger[level]("re-plan failed; the previous watches stay, and it is tried again", {
+          logger[level]("re-plan failed; the previous watches stay", {
             reason: joinReasons(job.reasons),
-            delayMs,
+            retryInMs: delayMs,
             error,
           });
           // A file that changed must be followed even if the runtime failed this once.
