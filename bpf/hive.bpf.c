@@ -136,9 +136,11 @@ struct {
 } hive_proofs SEC(".maps");
 
 /* Entries the rename hook armed (HIVE_KIND_FOLLOWED), key → slot: user space looks here, not
- * through all of hive_watch, for entries it did not write, and removes those it does not want. */
+ * through all of hive_watch, for entries it did not write, and removes those it does not want. A
+ * plain hash, listed before it is armed: no followed entry goes unlisted (when this is full, the
+ * rename hook arms nothing until user space has reconciled). */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
 	__type(key, struct hive_key);
 	__type(value, __u32);
@@ -455,9 +457,10 @@ static __always_inline void hive_follow(struct dentry *from, struct dentry *onto
 	struct hive_key follower = { ._pad = 0 };
 	follower.ino = direct ? next->i_ino : BPF_CORE_READ(next, i_ino);
 	follower.dev = direct ? next->i_sb->s_dev : BPF_CORE_READ(next, i_sb, s_dev);
+	if (bpf_map_update_elem(&hive_followed, &follower, &armed.slot, BPF_ANY))
+		return; /* full: arming it unlisted could leave it behind */
 	if (bpf_map_update_elem(&hive_watch, &follower, &armed, BPF_NOEXIST))
 		return; /* watched already (user space's entry wins), or the map is full */
-	bpf_map_update_elem(&hive_followed, &follower, &armed.slot, BPF_ANY);
 	__u32 word = (follower.ino & HIVE_BITMAP_MASK) >> 6;
 	__u64 *bits = bpf_map_lookup_elem(&hive_bitmap, &word);
 	/* A plain or: atomic or needs 5.12. A race with another CPU's write of the same word can only
