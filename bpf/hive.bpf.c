@@ -488,13 +488,13 @@ static __always_inline int hive_rename(struct dentry *old, struct dentry *new, _
 SEC("kprobe/security_inode_unlink")
 int handle_inode_unlink(struct pt_regs *ctx)
 {
-	return hive_change((struct dentry *)ctx->si, HIVE_CHANGE_DELETED, 0);
+	return hive_change((struct dentry *)PT_REGS_PARM2(ctx), HIVE_CHANGE_DELETED, 0);
 }
 
 SEC("kprobe.multi/security_inode_unlink")
 int handle_inode_unlink_multi(struct pt_regs *ctx)
 {
-	return hive_change((struct dentry *)ctx->si, HIVE_CHANGE_DELETED, 0);
+	return hive_change((struct dentry *)PT_REGS_PARM2(ctx), HIVE_CHANGE_DELETED, 0);
 }
 
 SEC("fentry/security_inode_unlink")
@@ -506,13 +506,13 @@ int handle_inode_unlink_fentry(__u64 *ctx)
 SEC("kprobe/security_inode_rename")
 int handle_inode_rename(struct pt_regs *ctx)
 {
-	return hive_rename((struct dentry *)ctx->si, (struct dentry *)ctx->cx, ctx->r8, 0);
+	return hive_rename((struct dentry *)PT_REGS_PARM2(ctx), (struct dentry *)PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), 0);
 }
 
 SEC("kprobe.multi/security_inode_rename")
 int handle_inode_rename_multi(struct pt_regs *ctx)
 {
-	return hive_rename((struct dentry *)ctx->si, (struct dentry *)ctx->cx, ctx->r8, 0);
+	return hive_rename((struct dentry *)PT_REGS_PARM2(ctx), (struct dentry *)PT_REGS_PARM4(ctx), PT_REGS_PARM5(ctx), 0);
 }
 
 SEC("fentry/security_inode_rename")
@@ -528,8 +528,9 @@ int handle_inode_rename_fentry(__u64 *ctx)
  * 6.2, which call security_file_truncate instead.) */
 static __always_inline int hive_truncate_kprobe(struct pt_regs *ctx)
 {
-	unsigned long di = ctx->di, si = ctx->si;
-	return hive_change((struct dentry *)(hive_truncate_arg == 0 ? di : si), HIVE_CHANGE_TRUNCATED, 0);
+	/* Both read unconditionally, then selected (a select between context addresses is refused). */
+	unsigned long a0 = PT_REGS_PARM1(ctx), a1 = PT_REGS_PARM2(ctx);
+	return hive_change((struct dentry *)(hive_truncate_arg == 0 ? a0 : a1), HIVE_CHANGE_TRUNCATED, 0);
 }
 
 SEC("kprobe/do_truncate")
