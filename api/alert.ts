@@ -18,6 +18,13 @@ export const ALERT_SCHEMA_ID = "https://hive-operator.com/schemas/alert.schema.j
 export const CALLBACK_FORMATS = ["json", "cloudevents", "alertmanager", "slack"] as const;
 export type CallbackFormat = (typeof CALLBACK_FORMATS)[number];
 
+/**
+ * Changes of a trapped file an alert can name (`metadata.change`): its name unlinked, renamed
+ * away, another file renamed over it, or its size set.
+ */
+export const FILE_CHANGES = ["deleted", "renamed", "replaced", "truncated"] as const;
+export type FileChange = (typeof FILE_CHANGES)[number];
+
 /** How far up `process.ancestors` goes beyond the parent. */
 export const MAX_ANCESTORS = 8;
 
@@ -153,6 +160,15 @@ export const AlertSchema = Type.Object(
           description: "Union of the kernel MAY_* masks seen in this access burst.",
         }),
         accesses: Type.Array(AccessKindSchema, { description: "The mask decoded into access kinds." }),
+        change: Type.Optional(
+          Type.Union(
+            FILE_CHANGES.map((c) => Type.Literal(c)),
+            {
+              description:
+                "The file was changed, not only accessed: `deleted` (its name unlinked), `renamed` (renamed away), `replaced` (another file renamed over it: `inode` is the replaced file's), `truncated` (its size set by truncate, ftruncate or an open with O_TRUNC). Reported whatever the trap's `accesses` say, unless the trap sets `changes: false`.",
+            },
+          ),
+        ),
         count: Type.Integer({
           minimum: 1,
           description: "inode_permission checks collapsed into this one access.",
@@ -294,7 +310,7 @@ export const AlertSchema = Type.Object(
   {
     $id: ALERT_SCHEMA_ID,
     title: "Hive alert",
-    description: "One access to a trapped file.",
+    description: "One access to a trapped file, or one change of it.",
     additionalProperties: false,
   },
 );

@@ -264,6 +264,12 @@ export const HiveTrapSchema = Type.Object(
         "x-kubernetes-list-type": "set",
       }),
     ),
+    changes: Type.Optional(
+      Type.Boolean({
+        description:
+          "Alert on changes of the file (deleted, renamed away, replaced by a rename, truncated) whatever `accesses` says (default true). With false they raise no alert; the trap still follows the file to its new identity.",
+      }),
+    ),
     match: Type.Optional(TrapMatchSchema),
     allow: Type.Optional(AllowListSchema),
     severity: Type.Optional(

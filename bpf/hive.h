@@ -13,10 +13,24 @@
 #define HIVE_MAY_ACCESS 0x10
 #define HIVE_MAY_OPEN 0x20
 
+/* Changes of a trapped file, from the unlink, rename and truncate hooks: carried above the
+ * MAY_* bits, in hive_value.mask (wanted) and hive_event.mask (seen). A change joins its
+ * thread's pending burst of the same file (open(O_TRUNC): one event, write + truncated) and is
+ * never held by flood summaries. */
+#define HIVE_CHANGE_DELETED 0x10000   /* its name unlinked */
+#define HIVE_CHANGE_RENAMED 0x20000   /* renamed away (or exchanged) */
+#define HIVE_CHANGE_REPLACED 0x40000  /* another file renamed over it */
+#define HIVE_CHANGE_TRUNCATED 0x80000 /* its size set (truncate, ftruncate, open with O_TRUNC) */
+#define HIVE_CHANGES 0xf0000
+
 /* Watch entry kinds: a trapped file, or the directory holding one (entry changes there
  * are control events telling user space to re-resolve the path). */
 #define HIVE_KIND_FILE 0
 #define HIVE_KIND_PARENT 1
+/* A file the kernel armed itself: renamed over a trapped file, it took the trapped name, and the
+ * rename hook copied the trap's entry to it (slot and mask) so that no access goes unseen until
+ * user space re-resolves the path. Listed in hive_followed until user space has reconciled it. */
+#define HIVE_KIND_FOLLOWED 2
 
 /* Pre-filter bitmap: one bit per (i_ino & HIVE_BITMAP_MASK), stored as u64 words in an
  * array map (whose lookups the verifier inlines). */

@@ -29,6 +29,7 @@ struct dentry {
 	struct dentry *d_parent;
 	struct qstr d_name;
 	struct super_block *d_sb;
+	struct inode *d_inode; /* the changed file (hive.bpf.c hive_change) */
 } __attribute__((preserve_access_index));
 
 struct vfsmount {

@@ -76,6 +76,11 @@ export interface TrapArgs {
   callback?: Input<string>;
   /** Access kinds that raise an alert. Default: all (read, write, exec, append, open). */
   accesses?: Input<Input<AccessKind>[]>;
+  /**
+   * Alert on changes of the file (deleted, renamed away, replaced by a rename, truncated) whatever
+   * `accesses` says. Default: true; false still follows the file to its new identity.
+   */
+  changes?: Input<boolean>;
   match?: TrapMatchArgs;
   /** Expected accessors, counted and not alerted (at most 64). Default: none, every access alerts. */
   allow?: AllowArgs[];

@@ -70,6 +70,8 @@ export interface Trap {
   callback?: Input<string>;
   /** Access kinds that raise an alert: read, write, exec, append, open. Default: all. */
   accesses?: Input<Input<string>[]>;
+  /** Alert on changes of the file (deleted, renamed, replaced, truncated) whatever `accesses` says. Default: true. */
+  changes?: Input<boolean>;
   /** Which pods and containers; default: every pod. */
   match?: TrapMatch;
   /** Expected accessors, counted and not alerted (at most 64). Default: none. */

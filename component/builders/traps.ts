@@ -19,6 +19,7 @@ export const TRAP_KEYS = [
   "mode",
   "callback",
   "accesses",
+  "changes",
   "match",
   "allow",
   "severity",
@@ -57,6 +58,7 @@ export function toHiveTrap(trap: TrapValues): HiveTrap {
   if (trap.mode !== undefined) out.mode = typeof trap.mode === "number" ? formatMode(trap.mode) : trap.mode;
   if (trap.callback !== undefined) out.callback = trap.callback;
   if (trap.accesses !== undefined) out.accesses = [...trap.accesses];
+  if (trap.changes !== undefined) out.changes = trap.changes;
   if (trap.match !== undefined) {
     const m = trap.match;
     const match: TrapMatch = {};

@@ -6,7 +6,7 @@
  * main.ts adds flags, signals and the HTTP endpoints; tests and the benchmark start several
  * of these in one process, one per simulated node.
  */
-import { LABEL_MANAGED_BY, LABEL_POLICY, MANAGED_BY } from "../../api/meta.ts";
+import { LABEL_MANAGED_BY, LABEL_NODE, LABEL_POLICY, MANAGED_BY } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { watchCoverage } from "../controllers/coverage-feeds.ts";
 import {
@@ -166,6 +166,9 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     ...(options.observeReconcile ? { observeReconcile: reconcileObserver("discover") } : {}),
     ...(options.retryBaseMs ? { retryBaseMs: options.retryBaseMs } : {}),
     ...(options.notReadyReportMs !== undefined ? { notReadyReportMs: options.notReadyReportMs } : {}),
+    // A file re-resolved here is armed by this agent's loader (when it is the kernel's) at once:
+    // the watch of the written HiveData brings the same object again later.
+    onDesired: (d) => leading.loader?.onData("MODIFIED", d),
   });
   // One policy watch per node, shared by every role: a role subscribes while it runs.
   const policySinks = new Set<(type: WatchEventType, policy: HivePolicy) => void>();
@@ -302,6 +305,13 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
         writer,
         log: log.child({ controller: "loader" }),
         onAccess: options.onAccess,
+        // This node's HiveData is re-resolved by this agent's discover, in memory; other nodes'
+        // (sharing this kernel) through the API server.
+        resolveLocally: (d) => {
+          if (d.metadata.labels?.[LABEL_NODE] !== nodeName) return false;
+          discover.resolveNow(`${d.metadata.name} changed`);
+          return true;
+        },
         ...(options.onKernelSynced ? { onSynced: options.onKernelSynced } : {}),
         ...(options.onEventDropped ? { onEventDropped: options.onEventDropped } : {}),
         ...(options.observeReconcile ? { observeReconcile: reconcileObserver("loader") } : {}),

@@ -127,6 +127,7 @@ export function buildAlert(
       device: `${event.key.major}:${event.key.minor}`,
       mask: event.mask,
       accesses: [...event.accesses],
+      ...(event.change ? { change: event.change } : {}),
       count: Math.max(1, event.count),
       kernel_id: source.kernelId,
     },

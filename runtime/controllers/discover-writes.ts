@@ -31,6 +31,8 @@ export interface ApplyOptions {
   retries: ObjectRetries;
   /** Asks for another pass in `delayMs`. */
   retry: (delayMs: number) => void;
+  /** Each object about to be created or replaced (discover.ts DiscoverOptions.onDesired). */
+  onWrite?: (d: HiveData) => void;
   stats: { created: number; updated: number; deleted: number };
 }
 
@@ -44,6 +46,8 @@ export async function applyDataChanges(changes: DataChanges, o: ApplyOptions): P
       o.retries.forget(key);
       continue;
     }
+    // Armed by this agent's loader before (and whether or not) the write goes through.
+    o.onWrite?.(want);
     if (!o.retries.due(key, now)) continue;
     writes.push(async () => {
       try {

@@ -84,6 +84,11 @@ export interface DiscoverOptions {
   concurrency?: number;
   /** Called with each reconcile pass's duration in seconds (hive_reconcile_duration_seconds). */
   observeReconcile?: (seconds: number) => void;
+  /**
+   * Each HiveData this node is about to create or replace, before the write: this agent's own
+   * loader arms it at once, not after a round trip through the API server.
+   */
+  onDesired?: (d: HiveData) => void;
 }
 
 export interface DiscoverStats {
@@ -103,6 +108,11 @@ export interface DiscoverController extends ControllerLifecycle<DiscoverStats> {
   onLayersChanged(): void;
   /** A pod of this node by uid, as its last watch event showed it. */
   podByUid(uid: string): V1Pod | undefined;
+  /**
+   * A trapped file of this node changed (this agent's loader saw it in the kernel): re-resolve.
+   * Never dropped: asked while a pass runs, another pass follows it.
+   */
+  resolveNow(reason: string): void;
 }
 
 export function createDiscoverController(options: DiscoverOptions): DiscoverController {
@@ -240,6 +250,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         stats,
         retries: writeRetries,
         retry: (delayMs) => runner.retryIn(delayMs),
+        ...(options.onDesired ? { onWrite: options.onDesired } : {}),
       },
     );
     const reported = dueReports(errors.list, waitingSince, notReadyReportMs, (ms) => runner.retryIn(ms));
@@ -355,6 +366,10 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
     podByUid(uid) {
       for (const pod of pods.values()) if (pod.metadata?.uid === uid) return pod;
       return undefined;
+    },
+    resolveNow(reason) {
+      log.debug("re-resolving: a trapped file changed", { reason });
+      runner.trigger();
     },
     ...loop.lifecycle,
   };

@@ -41,3 +41,23 @@ export interface ArmedData {
 export function trapAccesses(trap: HiveTrap): readonly AccessKind[] {
   return trap.accesses ?? ACCESS_KINDS;
 }
+
+/** Whether a trap alerts on changes of its file (deleted, renamed, replaced, truncated): unless it opts out. */
+export function trapChanges(trap: HiveTrap): boolean {
+  return trap.changes !== false;
+}
+
+/**
+ * Whether an event on a trap's file alerts that trap: a change when the trap reports changes,
+ * whatever its `accesses`; an access of a kind it reports. An event with neither a change nor a
+ * decoded kind (only MAY_ACCESS) still means the file was touched: it alerts every trap on it.
+ */
+export function trapWantsEvent(
+  trap: HiveTrap,
+  event: { accesses: readonly AccessKind[]; change?: string | undefined },
+): boolean {
+  if (event.change !== undefined && trapChanges(trap)) return true;
+  if (event.accesses.length === 0) return event.change === undefined;
+  const kinds = trapAccesses(trap);
+  return event.accesses.some((a) => kinds.includes(a));
+}

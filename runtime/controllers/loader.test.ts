@@ -295,4 +295,65 @@ describe("loader controller", () => {
     expect(accesses).toEqual([["a"]]);
     loader.stop();
   });
+
+  it("alerts a change to the traps that report changes whatever their accesses, and has the owner re-resolve every replacement at once", async () => {
+    const changes: HivePolicy = {
+      ...policy,
+      metadata: { name: "c", namespace: "hive", generation: 1 },
+      spec: {
+        traps: [
+          { path: "/etc/shadow", accesses: ["read"] },
+          { path: "/etc/shadow", changes: false },
+        ],
+      },
+    };
+    const id = (i: number) => trapId({ namespace: "hive", name: "c" }, changes.spec.traps[i] ?? { path: "" });
+    const kernel = new RecordingKernel();
+    const { writer, annotated } = recordingWriter();
+    const local: string[] = [];
+    const accesses: string[][] = [];
+    const loader = createLoaderController({
+      kernelId: KERNEL,
+      nodeName: NODE,
+      kernel,
+      writer,
+      log: createLogger({}, { level: "error" }),
+      onAccess: (_e, matched) => accesses.push(matched.map((m) => m.data.metadata.name ?? "")),
+      resolveLocally: (d) =>
+        d.metadata.labels?.[LABEL_NODE] === NODE && local.push(d.metadata.name ?? "") > 0,
+      debounceMs: 1,
+    });
+    loader.onPolicy("ADDED", changes);
+    loader.onData("ADDED", data("a", id(0), 100, ["read"]));
+    loader.onData("ADDED", data("b", id(1), 100, ["read"]));
+    loader.onData("ADDED", data("c", id(0), 100, ["read"], KERNEL, "n2")); // a node sharing this kernel
+    loader.markSynced();
+    await loader.idle();
+    const file = kernel.entries.find((e) => e.kind === "file");
+    expect(file?.changes).toBe(true);
+    const slot = file?.slot ?? -1;
+    // Two replacements in a row: both reach the owners, none is dropped.
+    kernel.emit({ slot, kind: "file", accesses: [], mask: 0, change: "replaced" });
+    kernel.emit({ slot, kind: "file", accesses: [], mask: 0, change: "replaced" });
+    expect(accesses).toEqual([
+      ["a", "c"],
+      ["a", "c"],
+    ]);
+    expect(local).toEqual(["a", "b", "a", "b"]);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(annotated.map(([n]) => n)).toEqual(["c", "c"]);
+    // A truncation keeps the inode: alerted, nothing to re-resolve.
+    kernel.emit({ slot, kind: "file", accesses: [], mask: 0, change: "truncated" });
+    expect(accesses.at(-1)).toEqual(["a", "c"]);
+    expect(local).toHaveLength(4);
+    // The file the kernel armed itself (renamed over the trapped one) is routed by the slot it copied...
+    const followedKey = { major: 8, minor: 1, ino: 999n };
+    kernel.emit({ slot, kind: "file", followed: true, key: followedKey, ktimeNs: process.hrtime.bigint() });
+    expect(accesses.at(-1)).toEqual(["a", "b", "c"]);
+    // ...but never a slot numbered before this loader's first sync (a previous agent's).
+    const before = accesses.length;
+    kernel.emit({ slot, kind: "file", followed: true, key: followedKey, ktimeNs: 1n });
+    expect(accesses).toHaveLength(before);
+    loader.stop();
+  });
 });

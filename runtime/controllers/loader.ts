@@ -3,8 +3,11 @@
  * HiveData of its kernel whose trap a live HivePolicy holds, drops HiveData whose trap no longer
  * exists in any HivePolicy (the reference's HiveData reconciliation), and routes kernel events:
  * accesses go to the alert pipeline with the HiveData they matched and its live trap (an
- * in-memory index by the file's identity, no API call per event); parent-directory changes ask
- * the owning node's discover to re-resolve.
+ * in-memory index by the file's identity, no API call per event); a change of the file (deleted,
+ * renamed, replaced, truncated: the kernel's change hooks) is alerted to the traps that report
+ * changes; a change of its name or of its directory's entries asks the owning node's discover to
+ * re-resolve (resolve-requests.ts: coalesced, never dropped, retried, and in memory when that
+ * discover runs in this agent).
  *
  * A HiveData is trusted for its file only: the accesses watched, and the callback, allow list
  * and tenancy an alert gets, are the live trap's (live-traps.ts). An event for a file whose
@@ -25,12 +28,21 @@ import type { HivePolicy } from "../../api/policy.ts";
 import type { KernelEvent, KernelWatcher, WatchEntry } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
+import { EventRoutes } from "./event-routes.ts";
 import { ANNOTATION_PARENT, isLayerData, isMissing, keyText, parseKeyText } from "./hive-data.ts";
 import { type AttributeAccess, foldGroups, routeLayerAccess } from "./layer-routing.ts";
-import { type ArmedData, indexLiveTraps, type LiveTrap, trapAccesses } from "./live-traps.ts";
+import {
+  type ArmedData,
+  indexLiveTraps,
+  type LiveTrap,
+  trapAccesses,
+  trapChanges,
+  trapWantsEvent,
+} from "./live-traps.ts";
 import { createObjectRetries } from "./object-retries.ts";
 import { type DataWriter, isForbidden, objectKey, specProblems, type WatchEventType } from "./ports.ts";
 import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
+import { createResolveRequests } from "./resolve-requests.ts";
 import type { RoutingSnapshotStore } from "./routing-snapshot.ts";
 
 export interface LoaderOptions {
@@ -54,8 +66,15 @@ export interface LoaderOptions {
    * node may have seen a new policy before this loader's watch did.
    */
   orphanGraceMs?: number;
-  /** Re-resolve requests for one HiveData are sent at most this often. */
-  resolveRequestIntervalMs?: number;
+  /**
+   * Hands a re-resolve request to this agent's own discover when it owns the HiveData (true when
+   * it did): no round trip through the API server. Otherwise the request is an annotation.
+   */
+  resolveLocally?: (d: HiveData) => boolean;
+  /** How long a key a pass removed still routes the events raised before (default 30 s). */
+  retiredKeyMs?: number;
+  /** Backoff of re-resolve requests that failed (resolve-requests.ts). */
+  resolveRetry?: { baseMs: number; maxMs: number };
   debounceMs?: number;
   /** Called with each reconcile pass's duration in seconds (hive_reconcile_duration_seconds). */
   observeReconcile?: (seconds: number) => void;
@@ -116,7 +135,6 @@ export interface LoaderController extends ControllerLifecycle<LoaderStats> {
 export function createLoaderController(options: LoaderOptions): LoaderController {
   const { kernelId, kernel, writer, log } = options;
   const orphanGraceMs = options.orphanGraceMs ?? 10_000;
-  const resolveIntervalMs = options.resolveRequestIntervalMs ?? 250;
   const policies = new Map<string, HivePolicy>();
   /** The live traps by id, rebuilt after a policy change (undefined until then). */
   let traps: Map<string, LiveTrap> | undefined;
@@ -128,7 +146,6 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     liveTraps().get(d.metadata.labels?.[LABEL_TRAP_ID] ?? "");
   const data = new Map<string, HiveData>();
   const orphanSince = new Map<string, number>();
-  const lastRequest = new Map<string, number>();
   /** Orphan deletes that failed, each on its own backoff. */
   const deletes = createObjectRetries();
   /** Stable slots per watched key, so events in flight during a resync still map correctly. */
@@ -136,8 +153,10 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   const freeSlots: number[] = [];
   let nextSlot = 1;
   /** `kind:major:minor:ino` → its kernel entry and the HiveData behind it: the event path's one lookup. */
-  let byKeyId = new Map<string, { entry: WatchEntry; data: HiveData[] }>();
-  let bySlot = new Map<number, { entry: WatchEntry; data: HiveData[] }>();
+  const routes = new EventRoutes({
+    retiredMs: options.retiredKeyMs ?? 30_000,
+    exists: (d) => data.has(objectKey(d)),
+  });
   let stopped = false;
   /** Objects known only from the snapshot: gone at the first pass after the lists, unless listed again. */
   const provisional = new Set<string>();
@@ -226,8 +245,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     // A full map takes what fits (the kernel watcher logs it; readiness, metrics and
     // `hive status` report it) and takes the rest as soon as entries go.
     stats.notWatched = kernel.sync(entries).notWatched.length;
-    byKeyId = byKey;
-    bySlot = new Map([...byKey.values()].map((v) => [v.entry.slot, v]));
+    routes.replace(byKey, true, now);
     stats.syncs += 1;
     stats.entries = entries.length;
     options.onSynced?.(entries, lookup);
@@ -243,7 +261,13 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   /** One entry per distinct key; traps sharing a file share its slot (accesses united). */
   function indexByKey(valid: readonly ArmedData[]): Map<string, { entry: WatchEntry; data: HiveData[] }> {
     const byKey = new Map<string, { entry: WatchEntry; data: HiveData[] }>();
-    const add = (text: string, kind: "file" | "parent", d: HiveData, accesses: readonly string[]) => {
+    const add = (
+      text: string,
+      kind: "file" | "parent",
+      d: HiveData,
+      accesses: readonly string[],
+      changes = false,
+    ) => {
       const key = parseKeyText(text);
       if (!key) return;
       const id = `${kind}:${text}`;
@@ -258,10 +282,17 @@ export function createLoaderController(options: LoaderOptions): LoaderController
         have.entry = {
           ...have.entry,
           accesses: [...new Set([...have.entry.accesses, ...accesses])] as WatchEntry["accesses"],
+          ...(changes || have.entry.changes ? { changes: true } : {}),
         };
       } else {
         byKey.set(id, {
-          entry: { key, slot, accesses: accesses as WatchEntry["accesses"], kind },
+          entry: {
+            key,
+            slot,
+            accesses: accesses as WatchEntry["accesses"],
+            kind,
+            ...(changes ? { changes: true } : {}),
+          },
           data: [d],
         });
       }
@@ -270,7 +301,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       const { major, minor } = d.spec.device;
       const ino = inodeOf(d.spec);
       if (!isMissing(d) && ino !== undefined)
-        add(keyText({ major, minor, ino }), "file", d, trapAccesses(trap.trap));
+        add(keyText({ major, minor, ino }), "file", d, trapAccesses(trap.trap), trapChanges(trap.trap));
       const parent = d.metadata.annotations?.[ANNOTATION_PARENT];
       if (parent) add(parent, "parent", d, ["write"]);
     }
@@ -295,31 +326,29 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   });
   const { runner } = loop;
 
+  const resolves = createResolveRequests({
+    send: (d, requestId) =>
+      writer
+        .annotate(d.metadata.namespace ?? "default", d.metadata.name ?? "", {
+          [ANNOTATION_RESOLVE_REQUEST]: requestId,
+        })
+        .then(() => undefined),
+    ...(options.resolveLocally ? { local: options.resolveLocally } : {}),
+    // Admission allows this one annotation on another node's HiveData (nodes sharing a kernel);
+    // Forbidden means an admission policy from before that exception: no retry changes it.
+    isPermanent: isForbidden,
+    log,
+    ...(options.resolveRetry ? { backoff: options.resolveRetry } : {}),
+  });
   function requestResolve(d: HiveData): void {
-    const key = objectKey(d);
-    const now = Date.now();
-    if (now - (lastRequest.get(key) ?? 0) < resolveIntervalMs) return;
-    lastRequest.set(key, now);
     stats.resolveRequests += 1;
-    writer
-      .annotate(d.metadata.namespace ?? "default", d.metadata.name ?? "", {
-        [ANNOTATION_RESOLVE_REQUEST]: `${now}`,
-      })
-      .catch((error: unknown) =>
-        // Admission allows this one annotation on another node's HiveData (nodes sharing a kernel);
-        // Forbidden means an admission policy from before that exception: the request is dropped.
-        isForbidden(error)
-          ? log.debug("re-resolve request not allowed", { name: key })
-          : log.warn("re-resolve request failed", { name: key, error }),
-      );
+    resolves.request(d);
   }
 
-  const lookup = (slot: number): readonly HiveData[] => bySlot.get(slot)?.data ?? [];
+  const lookup = (slot: number): readonly HiveData[] => routes.lookup(slot);
 
   function route(event: KernelEvent): void {
-    const text = keyText(event.key);
-    const other = event.kind === "parent" ? "file" : "parent";
-    const watched = byKeyId.get(`${event.kind}:${text}`) ?? byKeyId.get(`${other}:${text}`);
+    const watched = routes.find(event);
     if (!watched) {
       stats.unmatchedEvents += 1;
       options.onEventDropped?.("unmatched");
@@ -329,6 +358,9 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       for (const d of watched.data) requestResolve(d);
       return;
     }
+    // The name now names another file, or none: the trap follows it (truncation keeps the inode).
+    if (event.change !== undefined && event.change !== "truncated")
+      for (const d of watched.data) requestResolve(d);
     // The traps as they are now: one removed since the last sync alerts nobody.
     const armed: ArmedData[] = [];
     for (const d of watched.data) {
@@ -357,10 +389,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       }
     }
     stats.accessEvents += 1;
-    const wanted = armed.filter(
-      ({ trap }) =>
-        event.accesses.length === 0 || event.accesses.some((a) => trapAccesses(trap.trap).includes(a)),
-    );
+    const wanted = armed.filter(({ trap }) => trapWantsEvent(trap.trap, event));
     if (wanted.length > 0) options.onAccess(event, wanted);
   }
 
@@ -371,12 +400,11 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       const trap = trapOf(d);
       if (trap) valid.push({ data: d, trap });
     }
-    byKeyId = indexByKey(valid);
-    bySlot = new Map([...byKeyId.values()].map((v) => [v.entry.slot, v]));
+    routes.replace(indexByKey(valid), false);
     // Fresh maps (an upgrade to another map layout replaced them): watched from the snapshot now,
     // not from the first list; pinned maps of this layout are left as they are.
-    if (kernel.counters().watched === 0 && byKeyId.size > 0)
-      stats.notWatched = kernel.sync([...byKeyId.values()].map((v) => v.entry)).notWatched.length;
+    if (kernel.counters().watched === 0 && routes.size > 0)
+      stats.notWatched = kernel.sync([...routes.routes()].map((v) => v.entry)).notWatched.length;
     log.info("routing events from the last synced state until the lists are in", {
       policies: seed.policies.length,
       traps: valid.length,
@@ -414,7 +442,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
         const key = objectKey(d);
         data.delete(key);
         orphanSince.delete(key);
-        lastRequest.delete(key);
+        resolves.forget(key);
         deletes.forget(key);
       } else data.set(objectKey(d), d);
       runner.trigger();
@@ -424,6 +452,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     ...loop.lifecycle,
     stop() {
       stopped = true;
+      resolves.stop();
       loop.lifecycle.stop();
     },
   };

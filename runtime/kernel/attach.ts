@@ -26,6 +26,46 @@ export const ATTACH_PROGRAMS: Record<AttachMode, { trap: string; parent: string 
   kprobe: { trap: "handle_inode_permission", parent: "handle_security_inode_permission" },
 };
 
+/**
+ * The change hooks (bpf/hive.bpf.c hive_change), attached on every kernel in the trap's mode: a
+ * trapped file unlinked, renamed away, replaced by a rename, or truncated is reported on the
+ * file's own slot. Each runs only for those (rare) operations.
+ */
+export const CHANGE_HOOKS = [
+  {
+    name: "unlink",
+    symbol: "security_inode_unlink",
+    programs: {
+      "kprobe.multi": "handle_inode_unlink_multi",
+      fentry: "handle_inode_unlink_fentry",
+      kprobe: "handle_inode_unlink",
+    },
+  },
+  {
+    name: "rename",
+    symbol: "security_inode_rename",
+    programs: {
+      "kprobe.multi": "handle_inode_rename_multi",
+      fentry: "handle_inode_rename_fentry",
+      kprobe: "handle_inode_rename",
+    },
+  },
+  {
+    name: "truncate",
+    symbol: "do_truncate",
+    programs: {
+      "kprobe.multi": "handle_truncate_multi",
+      fentry: "handle_truncate_fentry",
+      kprobe: "handle_truncate",
+    },
+  },
+] as const satisfies ReadonlyArray<{ name: string; symbol: string; programs: Record<AttachMode, string> }>;
+export type ChangeHook = (typeof CHANGE_HOOKS)[number];
+
+/** A change hook's link (link_change_unlink_fentry, …). */
+export const changeLinkPinName = (hook: ChangeHook, mode: AttachMode) =>
+  `link_change_${hook.name}_${mode.replace(".", "_")}`;
+
 /** File name of a mode's pinned link under the pin root (link_kprobe, link_fentry, link_kprobe_multi). */
 export const linkPinName = (mode: AttachMode) => `link_${mode.replace(".", "_")}`;
 /** The parent-directory hook's link (kernels whose inode_permission is split). */

@@ -4,7 +4,7 @@
  * mode consume it. Kept small so controllers can be exercised against any implementation
  * of the same contract (e.g. a loader running in a test VM) without reaching into libbpf.
  */
-import type { ExeSource } from "../../api/alert.ts";
+import type { ExeSource, FileChange } from "../../api/alert.ts";
 import type { AccessKind } from "../../api/meta.ts";
 import type { ProofMaps } from "./trap-proof.ts";
 
@@ -42,6 +42,11 @@ export interface WatchEntry {
    * a container's overlay inode and the image layer's file beneath it, which one access checks both.
    */
   group?: number;
+  /**
+   * A file entry also reports its changes (deleted, renamed away, replaced, truncated) on its
+   * slot, whatever `accesses` says (bpf/hive.h HIVE_CHANGE_*). Off when absent.
+   */
+  changes?: boolean;
 }
 
 /**
@@ -129,7 +134,18 @@ export interface KernelEvent {
   /** Union of the MAY_* masks seen in the burst. */
   mask: number;
   accesses: AccessKind[];
+  /**
+   * A change of the file seen in the burst (the unlink, rename and truncate hooks): the file's
+   * name is gone or now names another file (deleted, renamed, replaced: its trap must be resolved
+   * again), or its data was cut (truncated).
+   */
+  change?: FileChange;
   kind: "file" | "parent";
+  /**
+   * On a file the kernel armed itself when it was renamed over a trapped file (it took the
+   * trapped name): its key is not one user space armed; `slot` is the replaced file's.
+   */
+  followed?: boolean;
   slot: number;
   pid: number;
   tgid: number;

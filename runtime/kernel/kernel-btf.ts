@@ -27,6 +27,11 @@ export interface InodePermissionSignature {
   inodeArg: 0 | 1;
   /** Names of the parameters' pointee types, e.g. ["mnt_idmap", "inode", "int"]. */
   params: string[];
+  /**
+   * Index of do_truncate's `struct dentry *` (0 before 5.12, 1 after): where the truncate hook
+   * finds the file (bpf/hive.bpf.c hive_truncate_arg).
+   */
+  truncateDentryArg: 0 | 1;
 }
 
 interface BtfType {
@@ -78,6 +83,15 @@ function pointeeName(btf: bigint, id: number): string {
   return t.kind === BTF_KIND_STRUCT || t.nameOff ? (lib.btf__name_by_offset(btf, t.nameOff) as string) : "?";
 }
 
+/** The pointee type names of a function's parameters. */
+function paramPointees(btf: bigint, funcId: number): string[] {
+  const proto = readType(btf, readType(btf, funcId).type);
+  const raw = entryWords(proto, 2); // btf_param {name_off, type}
+  const params: string[] = [];
+  for (let i = 0; i < proto.vlen; i++) params.push(pointeeName(btf, raw[i * 2 + 1] ?? 0));
+  return params;
+}
+
 export function inodePermissionSignature(): InodePermissionSignature {
   if (!existsSync(VMLINUX_BTF)) {
     throw new HiveError("BtfMissing", "the kernel exposes no BTF", {
@@ -101,10 +115,7 @@ export function inodePermissionSignature(): InodePermissionSignature {
         hint: "this kernel is not supported: inode_permission must exist and be traceable",
       });
     }
-    const proto = readType(btf, readType(btf, funcId).type);
-    const raw = entryWords(proto, 2); // btf_param {name_off, type}
-    const params: string[] = [];
-    for (let i = 0; i < proto.vlen; i++) params.push(pointeeName(btf, raw[i * 2 + 1] ?? 0));
+    const params = paramPointees(btf, funcId);
     const inodeArg = params.indexOf("inode");
     if (inodeArg !== 0 && inodeArg !== 1) {
       throw new HiveError("BtfMissing", `unexpected inode_permission signature (${params.join(", ")})`, {
@@ -112,7 +123,19 @@ export function inodePermissionSignature(): InodePermissionSignature {
         hint: "this kernel's inode_permission has a signature Hive does not know",
       });
     }
-    return { inodeArg, params };
+    const truncateId = lib.btf__find_by_name_kind(btf, "do_truncate", BTF_KIND_FUNC) as number;
+    const truncateDentryArg = truncateId < 0 ? -1 : paramPointees(btf, truncateId).indexOf("dentry");
+    if (truncateDentryArg !== 0 && truncateDentryArg !== 1) {
+      throw new HiveError(
+        "BtfMissing",
+        "do_truncate is not in the kernel's BTF, or has an unknown signature",
+        {
+          object: "do_truncate",
+          hint: "this kernel is not supported: do_truncate(…, struct dentry *, …) must exist and be traceable",
+        },
+      );
+    }
+    return { inodeArg, params, truncateDentryArg };
   } finally {
     lib.btf__free(btf);
   }

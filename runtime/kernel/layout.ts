@@ -4,6 +4,7 @@
  * st_dev encoding and the kernel's s_dev. test/kernel/layout.test.ts checks every offset
  * here against the compiled object's BTF.
  */
+import type { FileChange } from "../../api/alert.ts";
 import type { AccessKind } from "../../api/meta.ts";
 import type {
   ExecIdentity,
@@ -36,8 +37,29 @@ export function accessesFromMask(mask: number): AccessKind[] {
   return ACCESS_BITS.filter(([, bit]) => (mask & bit) !== 0).map(([kind]) => kind);
 }
 
+/**
+ * HIVE_CHANGE_* (bpf/hive.h): changes of the file, above the MAY_* bits of a mask. Listed most
+ * telling first: a burst that saw several is named by the first (a truncate then a delete is a
+ * deletion).
+ */
+const CHANGE_BITS: ReadonlyArray<readonly [FileChange, number]> = [
+  ["deleted", 0x10000],
+  ["replaced", 0x40000],
+  ["renamed", 0x20000],
+  ["truncated", 0x80000],
+];
+/** Every change bit: what a watch entry wants when its trap reports changes. */
+export const CHANGE_MASK = 0xf0000;
+
+/** The change a mask names, if any (changeFromMask(0x40000) === "replaced"). */
+export function changeFromMask(mask: number): FileChange | undefined {
+  return CHANGE_BITS.find(([, bit]) => (mask & bit) !== 0)?.[0];
+}
+
 const KIND_FILE = 0;
 const KIND_PARENT = 1;
+/** An entry the kernel armed for a file renamed over a trapped one (bpf/hive.h HIVE_KIND_FOLLOWED). */
+const KIND_FOLLOWED = 2;
 
 /** Byte offsets, sizes: struct hive_key. */
 export const KEY_LAYOUT = { size: 16, ino: 0, dev: 8 } as const;
@@ -194,7 +216,8 @@ export function decodeKey(buf: Buffer): FileKey {
 
 /** The kernel mask a watch entry wants: its access kinds, or entry changes for a parent. */
 function entryMask(entry: WatchEntry): number {
-  return entry.kind === "parent" ? MAY.write : maskFromAccesses(entry.accesses);
+  if (entry.kind === "parent") return MAY.write;
+  return maskFromAccesses(entry.accesses) | (entry.changes ? CHANGE_MASK : 0);
 }
 
 export function encodeValue(entry: WatchEntry): Buffer {
@@ -320,7 +343,10 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
   const bytes = asBuffer(buf);
   const L = EVENT_LAYOUT;
   const u32 = (offset: number) => view.getUint32(offset, true);
-  const mask = u32(L.mask);
+  const rawMask = u32(L.mask);
+  // The MAY_* bits alone are the access mask; the bits above name a change of the file.
+  const mask = rawMask & ~CHANGE_MASK;
+  const change = changeFromMask(rawMask);
   const ppid = u32(L.ppid);
   const nsPid = u32(L.ns_pid);
   const relation = u32(L.relation);
@@ -360,6 +386,7 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
     mask,
     accesses: accessesFromMask(mask),
     kind: u32(L.kind) === KIND_PARENT ? "parent" : "file",
+    ...(u32(L.kind) === KIND_FOLLOWED ? { followed: true } : {}),
     slot: u32(L.slot),
     pid: u32(L.pid),
     tgid: u32(L.tgid),
@@ -373,5 +400,6 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
       bursts: view.getBigUint64(L.held_bursts, true),
       checks: view.getBigUint64(L.held_checks, true),
     },
+    ...(change ? { change } : {}),
   };
 }

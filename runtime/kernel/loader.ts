@@ -10,7 +10,7 @@ import { closeSync, existsSync, readdirSync, rmdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { ATTACH_PROGRAMS, type KernelFacts, PROGRAM_PIN } from "./attach.ts";
+import { ATTACH_PROGRAMS, CHANGE_HOOKS, type KernelFacts, PROGRAM_PIN } from "./attach.ts";
 import { DEFAULT_PIN_ROOT, ensureBpffsDir } from "./bpffs.ts";
 import {
   type Ancestor,
@@ -33,7 +33,7 @@ import { ProcessTracking } from "./process-tracking.ts";
 import { programInfo } from "./program-info.ts";
 import { RingConsumer } from "./ring-consumer.ts";
 import { setRodata } from "./rodata.ts";
-import { attachParentLink, attachTrapLink } from "./trap-link.ts";
+import { attachChangeLink, attachParentLink, attachTrapLink } from "./trap-link.ts";
 import type { ProofMaps } from "./trap-proof.ts";
 import { WatchMap } from "./watch-map.ts";
 import type { KernelWatcherOptions, LibbpfCounters } from "./watcher-options.ts";
@@ -55,6 +55,7 @@ const PINNED_MAPS = [
   "hive_provers",
   "hive_proofs",
   "hive_flood",
+  "hive_followed",
 ] as const;
 
 export type { KernelWatcherOptions, LibbpfCounters } from "./watcher-options.ts";
@@ -81,6 +82,12 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   /** The parent hook this kernel needs did not attach (readiness says so). */
   private parentHookMissing = false;
   private parentLink: Pointer | null = null;
+  /**
+   * The change hooks attached (attach.ts CHANGE_HOOKS), by hook name: a trapped file deleted,
+   * renamed, replaced or truncated is reported on its own slot. A missing one makes readiness fail.
+   */
+  private readonly changeLinks = new Map<string, Pointer>();
+  private changeHooksMissing: string[] = [];
   private tracking: ProcessTracking | null = null;
   /** hive_watch's max_entries. */
   readonly watchCapacity: number;
@@ -160,9 +167,11 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         const { trap, parent } = ATTACH_PROGRAMS[mode];
         this.setAutoload(trap, mode === this.attachMode);
         this.setAutoload(parent, mode === this.attachMode && loadParentHook);
+        for (const hook of CHANGE_HOOKS) this.setAutoload(hook.programs[mode], mode === this.attachMode);
       }
       setRodata(this.obj, {
         hive_inode_arg: this.signature.inodeArg,
+        hive_truncate_arg: this.signature.truncateDentryArg,
         hive_burst_gap_ns: this.burstGapNs,
         hive_burst_max_ns: this.burstMaxNs,
         hive_ovl_upper_off: overlayUpperOffset(),
@@ -208,7 +217,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       this.fds = fds;
       this.watchMap = new WatchMap(
         this.lib,
-        { watch: fds.hive_watch, bitmap: fds.hive_bitmap },
+        { watch: fds.hive_watch, bitmap: fds.hive_bitmap, followed: fds.hive_followed },
         this.watchCapacity,
         this.logger,
       );
@@ -238,6 +247,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       }
       this.adopted = options.attach === false ? false : this.attach(prog);
       if (options.attach !== false && split && loadParentHook) this.attachParentHook();
+      if (options.attach !== false) this.attachChangeHooks();
       this.parentEvents = !split || this.parentLink !== null;
       this.parentHookMissing =
         options.attach !== false && split && loadParentHook && this.parentLink === null;
@@ -249,6 +259,10 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     } catch (error) {
       // A link attached before a later step failed must not stay behind, reporting into
       // maps nobody reads (and, with another mode attached next, reporting twice).
+      for (const link of this.changeLinks.values()) {
+        if (this.pinRoot) this.lib.bpf_link__unpin(link);
+        this.lib.bpf_link__destroy(link);
+      }
       if (this.link && this.ownsLink) {
         if (this.pinRoot) this.lib.bpf_link__unpin(this.link);
         this.lib.bpf_link__destroy(this.link);
@@ -312,6 +326,28 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     });
   }
 
+  private attachChangeHooks(): void {
+    for (const hook of CHANGE_HOOKS) {
+      const link = attachChangeLink(
+        {
+          lib: this.lib,
+          mode: this.attachMode,
+          pinRoot: this.pinRoot,
+          prog: this.program(hook.programs[this.attachMode]),
+          logger: this.logger,
+        },
+        hook,
+      );
+      if (link) this.changeLinks.set(hook.name, link);
+      else this.changeHooksMissing.push(hook.symbol);
+    }
+  }
+
+  /** True when every change hook is attached: deletions, renames and truncations are reported. */
+  get changeEvents(): boolean {
+    return this.changeLinks.size === CHANGE_HOOKS.length;
+  }
+
   /** The trap-proof maps (trap-proof.ts), owned by this watcher: valid until close(). */
   proofMaps(): ProofMaps {
     return { provers: this.fds.hive_provers, proofs: this.fds.hive_proofs };
@@ -364,6 +400,11 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       const fd = this.lib.bpf_program__fd(this.program(ATTACH_PROGRAMS[this.attachMode].parent)) as number;
       total += programInfo(fd).misses ?? 0n;
     }
+    for (const hook of CHANGE_HOOKS) {
+      if (!this.changeLinks.has(hook.name)) continue;
+      const fd = this.lib.bpf_program__fd(this.program(hook.programs[this.attachMode])) as number;
+      total += programInfo(fd).misses ?? 0n;
+    }
     return total;
   }
 
@@ -408,6 +449,11 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         message:
           "the parent-directory hook did not attach: a trapped file replaced or renamed is noticed only when its trap is resolved again",
       };
+    if (this.changeHooksMissing.length > 0)
+      return {
+        ok: false,
+        message: `the change hooks on ${this.changeHooksMissing.join(", ")} did not attach: those changes of a trapped file raise no alert`,
+      };
     return this.consumer?.health() ?? { ok: true };
   }
 
@@ -444,6 +490,12 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         this.lib.bpf_link__disconnect(this.parentLink); // its pin keeps it attached
       else if (this.pinRoot) this.lib.bpf_link__unpin(this.parentLink);
       this.lib.bpf_link__destroy(this.parentLink);
+    }
+    for (const link of this.changeLinks.values()) {
+      if (keep)
+        this.lib.bpf_link__disconnect(link); // its pin keeps it attached
+      else if (this.pinRoot) this.lib.bpf_link__unpin(link);
+      this.lib.bpf_link__destroy(link);
     }
     if (this.link) {
       if (keep)

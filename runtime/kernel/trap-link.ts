@@ -13,6 +13,8 @@ import type { Logger } from "../log.ts";
 import {
   ATTACH_SYMBOLS,
   attachError,
+  type ChangeHook,
+  changeLinkPinName,
   type KernelFacts,
   linkPinName,
   PROGRAM_PIN,
@@ -148,24 +150,48 @@ function pinLink(
 export function attachParentLink(
   ctx: Pick<TrapLinkContext, "lib" | "mode" | "pinRoot" | "prog" | "logger">,
 ): Pointer | null {
+  return attachHookLink(ctx, {
+    what: "the parent-directory hook",
+    symbol: ATTACH_SYMBOLS.parent,
+    pinName: parentLinkPinName,
+  });
+}
+
+/**
+ * A change hook (attach.ts CHANGE_HOOKS), attached and pinned like the parent-directory hook: a
+ * trapped file deleted or replaced while no agent runs is reported to the next one.
+ */
+export function attachChangeLink(
+  ctx: Pick<TrapLinkContext, "lib" | "mode" | "pinRoot" | "prog" | "logger">,
+  hook: ChangeHook,
+): Pointer | null {
+  return attachHookLink(ctx, {
+    what: `the ${hook.name} hook`,
+    symbol: hook.symbol,
+    pinName: (mode) => changeLinkPinName(hook, mode),
+  });
+}
+
+/** Attaches `prog` to `hook.symbol`, then detaches what earlier agents pinned for it (no gap), and pins it. */
+function attachHookLink(
+  ctx: Pick<TrapLinkContext, "lib" | "mode" | "pinRoot" | "prog" | "logger">,
+  hook: { what: string; symbol: string; pinName: (mode: AttachMode) => string },
+): Pointer | null {
   const { lib, mode, pinRoot, logger } = ctx;
-  const link = attachProgram(lib, mode, ctx.prog, ATTACH_SYMBOLS.parent);
+  const link = attachProgram(lib, mode, ctx.prog, hook.symbol);
   if (!link) {
-    logger?.warn("cannot attach the parent-directory hook", {
-      symbol: ATTACH_SYMBOLS.parent,
-      errno: errnoName(koffi.errno()),
-    });
+    logger?.warn(`cannot attach ${hook.what}`, { symbol: hook.symbol, errno: errnoName(koffi.errno()) });
     return null;
   }
   if (!pinRoot) return link;
   // An earlier agent's, in this mode or another (which would report every change twice).
   for (const other of ATTACH_MODES) {
-    const earlier = openPinnedLink(join(pinRoot, parentLinkPinName(other)));
+    const earlier = openPinnedLink(join(pinRoot, hook.pinName(other)));
     if (earlier) detachLink(lib, earlier);
   }
-  const pinned = lib.bpf_link__pin(link, join(pinRoot, parentLinkPinName(mode))) as number;
+  const pinned = lib.bpf_link__pin(link, join(pinRoot, hook.pinName(mode))) as number;
   if (pinned < 0)
-    logger?.warn("the parent-directory hook cannot be pinned on this kernel: it ends with the agent", {
+    logger?.warn(`${hook.what} cannot be pinned on this kernel: it ends with the agent`, {
       errno: errnoName(pinned),
     });
   return link;

@@ -40,12 +40,17 @@ export class WatchMap {
   private readonly current = new Map<string, Stored>();
   private bitmap: BigUint64Array = new BigUint64Array(BITMAP_WORDS);
   private readonly lib: Libbpf;
-  private readonly fds: { watch: number; bitmap: number };
+  private readonly fds: { watch: number; bitmap: number; followed?: number };
   private readonly capacity: number;
   private readonly logger: Logger | undefined;
 
   /** Loads what the map holds already (an adopted map, or nothing) and rewrites the bitmap. */
-  constructor(lib: Libbpf, fds: { watch: number; bitmap: number }, capacity: number, logger?: Logger) {
+  constructor(
+    lib: Libbpf,
+    fds: { watch: number; bitmap: number; followed?: number },
+    capacity: number,
+    logger?: Logger,
+  ) {
     this.lib = lib;
     this.fds = fds;
     this.capacity = capacity;
@@ -78,6 +83,7 @@ export class WatchMap {
       }
       desired.set(id, { key: encodeKey(entry.key), value: encodeValue(entry), ino: entry.key.ino, entry });
     }
+    const previous = this.reconcileFollowed(desired);
     // Deletes first: a full map must make room for what replaces the entries that go. The
     // bitmap is written once at the end, exact for what the map then holds (until then it is
     // a superset for the deleted entries, and the added ones wait for their bits).
@@ -99,7 +105,7 @@ export class WatchMap {
       check(rc, "updating the watch map", { object: id });
       this.current.set(id, want);
     }
-    this.writeBitmap(this.bitmap);
+    this.writeBitmap(previous);
     if (notWatched.length !== this.notWatched) {
       if (notWatched.length > 0)
         this.logger?.warn("the kernel watch map is full: files not watched", {
@@ -112,6 +118,30 @@ export class WatchMap {
     }
     this.notWatched = notWatched.length;
     return { notWatched };
+  }
+
+  /**
+   * Entries the kernel armed itself (a file renamed over a trapped one: HIVE_KIND_FOLLOWED, listed
+   * in hive_followed) until user space re-resolved the path: each goes now unless this sync wants
+   * that file (then the sync writes user space's entry over it). Returns the bitmap as it may be in
+   * the kernel: the words of those entries' bits are written again.
+   */
+  private reconcileFollowed(desired: ReadonlyMap<string, unknown>): BigUint64Array {
+    const previous = this.bitmap.slice();
+    if (this.fds.followed === undefined) return previous;
+    const keys: Buffer[] = [];
+    forEachMapEntry(this.fds.followed, KEY_LAYOUT.size, 4, (key) => keys.push(Buffer.from(key)));
+    for (const key of keys) {
+      this.lib.bpf_map_delete_elem(this.fds.followed, key);
+      const fileKey = decodeKey(key);
+      const id = fileKeyId(fileKey);
+      const word = Number((fileKey.ino & BITMAP_MASK) >> 6n);
+      previous[word] = ~(this.bitmap[word] ?? 0n); // differs: rewritten
+      if (this.current.has(id) || desired.has(id)) continue;
+      const rc = this.lib.bpf_map_delete_elem(this.fds.watch, key) as number;
+      if (rc < 0 && rc !== -2 /* ENOENT */) check(rc, "deleting a followed entry", { object: id });
+    }
+    return previous;
   }
 
   /** Makes the bitmap exact for the map's entries, writing only the words that differ from `previous`. */

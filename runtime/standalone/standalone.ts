@@ -1,11 +1,12 @@
 /**
  * Standalone mode: the agent's kernel path and alert pipeline, with policies read from
  * files instead of from Kubernetes. Plans the watches (watch-plan.ts), keeps the kernel map
- * equal to the plan, turns kernel events into alerts, and re-plans when the kernel reports
- * that a trapped file's directory changed (the file was replaced or re-created), when a
- * container starts or stops (containerd's event stream, container-events.ts) or when asked
- * to (SIGHUP in `hive watch`). Re-plans run one at a time; requests that arrive meanwhile are
- * coalesced into the next one.
+ * equal to the plan, turns kernel events into alerts (a change of the file too: deleted, renamed,
+ * replaced, truncated), and re-plans when the kernel reports that a trapped file's name now names
+ * another file or none, or that its directory's entries changed (re-created), when a container
+ * starts or stops (containerd's event stream, container-events.ts) or when asked to (SIGHUP in
+ * `hive watch`). Re-plans start at once and run one at a time; requests that arrive meanwhile are
+ * coalesced into the next one, never dropped; a failed one is tried again.
  */
 
 import type { AlertSource } from "../alerts/alert-source.ts";
@@ -28,6 +29,7 @@ import {
   counterSlots,
   type LocalContainer,
   planWatches,
+  type SlotInfo,
   sourcesFor,
   trapRefs,
   type WatchPlan,
@@ -58,8 +60,8 @@ export interface StandaloneOptions {
   listContainers?: () => Promise<readonly LocalContainer[]>;
   /** Watch-table file for `hive status`; omitted to write none. */
   watchTableFile?: string;
-  /** Delay that collects a burst of directory changes into one re-plan. */
-  replanDelayMs?: number;
+  /** Delay before a failed re-plan is tried again (doubling up to 30 s); default 500 ms. */
+  replanRetryMs?: number;
   /** containerd's event stream: containers are followed as they start and stop (with listContainers). */
   containerEvents?: ContainerEventSource;
   /** Resubscription backoff and polling period of the follower (container-events.ts defaults). */
@@ -79,6 +81,9 @@ export interface Standalone {
   /** Stops reacting to events and removes the watch-table file; the watcher is the caller's. */
   close(): Promise<void>;
 }
+
+/** How long a slot a re-plan removed still routes the events raised before (ms). */
+const RETIRED_SLOT_MS = 30_000;
 
 function describeTarget(target: WatchTarget): string {
   return target.kind === "host" ? "host" : `container ${containerLabel(target.container)}`;
@@ -110,6 +115,12 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
   let table: WatchTable = { entries: [], slots: new Map() };
   let closed = false;
   let previous = new Map<string, WatchTarget>();
+  /**
+   * Slots a re-plan removed, kept a while for the events raised before it: a file's deletion or
+   * replacement reaches user space after its directory's change, which may have re-planned
+   * already. Slots stay with their file (counterSlots), so a retired slot names only that file.
+   */
+  const retired = new Map<number, { info: SlotInfo; until: number }>();
   let previousMissing = new Set<string>();
   let previousUnmatched = new Set<string>();
   let listed = "";
@@ -152,7 +163,12 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
       ...(options.defaultCallback === undefined ? {} : { defaultCallback: options.defaultCallback }),
     };
     plan = planWatches(refs, context);
+    const before = table;
     table = buildWatchTable(plan, slotFor);
+    const at = Date.now();
+    for (const [slot, held] of retired) if (held.until <= at || table.slots.has(slot)) retired.delete(slot);
+    for (const [slot, info] of before.slots)
+      if (!table.slots.has(slot)) retired.set(slot, { info, until: at + RETIRED_SLOT_MS });
     watcher.sync(table.entries);
     const armedAtMs = Date.now();
     // Log what changed, not the whole table again on every re-plan.
@@ -245,6 +261,9 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
   let queued: { full: boolean; reasons: string[]; done: Promise<void> } | undefined;
   /** The message of the last re-plan's failure, while re-plans fail. */
   let failure: string | undefined;
+  /** Consecutive failed re-plans: each is tried again after a doubling delay. */
+  let failures = 0;
+  const retryMs = options.replanRetryMs ?? 500;
   const schedule = (reason: string, full: boolean): Promise<void> => {
     if (queued) {
       queued.full ||= full;
@@ -267,16 +286,26 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
         () => {
           if (failure !== undefined) logger.info("re-plans work again", { after: failure });
           failure = undefined;
+          failures = 0;
         },
         (error: unknown) => {
           // Said once per cause: a runtime that keeps failing is re-listed every event or period.
           const message = error instanceof Error ? error.message : String(error);
           const level = failure === message ? "debug" : "error";
           failure = message;
+          failures += 1;
+          const delayMs = Math.min(30_000, retryMs * 2 ** (failures - 1));
           logger[level]("re-plan failed; the previous watches stay", {
             reason: joinReasons(job.reasons),
+            retryInMs: delayMs,
             error,
           });
+          // A file that changed must be followed even if the runtime failed this once.
+          if (!closed && timer === undefined)
+            timer = setTimeout(() => {
+              timer = undefined;
+              void schedule(joinReasons(job.reasons), job.full);
+            }, delayMs);
         },
       );
     return job.done;
@@ -302,24 +331,21 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
 
   watcher.onEvent((event) => {
     if (closed) return;
-    const info = table.slots.get(event.slot);
+    const info = table.slots.get(event.slot) ?? retired.get(event.slot)?.info;
     if (info === undefined) {
       // Raised before a re-plan removed the slot: the file is no longer watched.
       logger.debug("event for a slot no longer watched", { slot: event.slot });
       return;
     }
     if (event.kind === "parent" || info.kind === "parent") {
-      // A trapped file's directory changed: the file may have been replaced (rename over,
-      // delete + create), so its inode may be new. Collect a burst, then re-resolve.
-      if (timer === undefined) {
-        timer = setTimeout(() => {
-          timer = undefined;
-          void replan("directory changed");
-        }, options.replanDelayMs ?? 100);
-      }
+      // A trapped file's directory changed: the file may have been re-created, so its inode may be
+      // new. At once: a burst of changes joins the queued re-plan.
+      void replan("directory changed");
       return;
     }
-    for (const file of sourcesFor(info, event.accesses)) options.alerts.handle(event, file.source);
+    // The trapped name now names another file or none: follow it (a truncation keeps the inode).
+    if (event.change !== undefined && event.change !== "truncated") void replan(`file ${event.change}`);
+    for (const file of sourcesFor(info, event)) options.alerts.handle(event, file.source);
   });
 
   return {

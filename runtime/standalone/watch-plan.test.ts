@@ -128,8 +128,12 @@ describe("host traps", () => {
     expect(file?.accesses).toEqual(["read", "write"]);
     expect(table.entries.filter((e) => e.kind === "parent")).toHaveLength(1);
     const info = table.slots.get(file?.slot ?? -1);
-    expect(info && sourcesFor(info, ["read"]).map((f) => f.ref.policy.metadata.name)).toEqual(["a"]);
-    expect(info && sourcesFor(info, ["write", "open"]).map((f) => f.ref.policy.metadata.name)).toEqual(["b"]);
+    expect(info && sourcesFor(info, { accesses: ["read"] }).map((f) => f.ref.policy.metadata.name)).toEqual([
+      "a",
+    ]);
+    expect(
+      info && sourcesFor(info, { accesses: ["write", "open"] }).map((f) => f.ref.policy.metadata.name),
+    ).toEqual(["b"]);
   });
 
   it("watches the directory of a missing file, so that its creation re-arms the trap", () => {

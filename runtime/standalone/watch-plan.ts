@@ -23,6 +23,7 @@ import {
 } from "../../api/index.ts";
 import type { AlertSource } from "../alerts/alert-source.ts";
 import { type AllowFiles, exactAllowPaths } from "../alerts/allowlist.ts";
+import { trapAccesses, trapChanges, trapWantsEvent } from "../controllers/live-traps.ts";
 import { podMatches } from "../controllers/match.ts";
 import { openContainerProcess } from "../discover/container-process.ts";
 import { resolveInProcessRoot } from "../discover/file-resolver.ts";
@@ -293,10 +294,7 @@ export interface WatchTable {
   slots: Map<number, SlotInfo>;
 }
 
-/** The access kinds a trap reports: its `accesses`, or every kind when it names none. */
-export function trapAccesses(trap: HiveTrap): readonly AccessKind[] {
-  return trap.accesses ?? ACCESS_KINDS;
-}
+export { trapAccesses } from "../controllers/live-traps.ts";
 
 /**
  * The kernel map's content for a plan: one `file` entry per distinct file (the union of its
@@ -332,7 +330,8 @@ export function buildWatchTable(
       info.kind === "parent"
         ? ["write"]
         : ACCESS_KINDS.filter((kind) => info.files.some((f) => trapAccesses(f.ref.trap).includes(kind)));
-    entries.push({ key: info.key, slot, accesses, kind: info.kind });
+    const changes = info.kind === "file" && info.files.some((f) => trapChanges(f.ref.trap));
+    entries.push({ key: info.key, slot, accesses, kind: info.kind, ...(changes ? { changes } : {}) });
   }
   return { entries, slots };
 }
@@ -353,10 +352,13 @@ export function counterSlots(): (id: string) => number {
   };
 }
 
-/** The sources an event on a file slot alerts: the traps on that file that want one of its access kinds. */
-export function sourcesFor(info: SlotInfo, accesses: readonly AccessKind[]): WatchedFile[] {
-  // The kernel already dropped kinds nobody wants; an event with no decoded kind (e.g. only
-  // MAY_ACCESS) still means the file was touched, so it alerts every trap on the file.
-  if (accesses.length === 0) return info.files;
-  return info.files.filter((f) => trapAccesses(f.ref.trap).some((kind) => accesses.includes(kind)));
+/**
+ * The sources an event on a file slot alerts: the traps on that file that want one of its access
+ * kinds, or its change (live-traps.ts trapWantsEvent).
+ */
+export function sourcesFor(
+  info: SlotInfo,
+  event: { accesses: readonly AccessKind[]; change?: string | undefined },
+): WatchedFile[] {
+  return info.files.filter((f) => trapWantsEvent(f.ref.trap, event));
 }

@@ -63,8 +63,15 @@ describe.runIf(kernel !== undefined)(`hive watch and hive status on Linux ${kern
       .split("\n")
       .filter(Boolean)
       .map((l) => JSON.parse(l) as Record<string, unknown>);
-    // The first read, the read after a rename over, the read after delete + create; none for other.txt.
-    expect(alerts).toHaveLength(3);
+    // The first read, the rename over (a change), the read after it, the delete (a change), the
+    // read after re-creation; none for other.txt.
+    expect(alerts.map((a) => (a as { metadata: { change?: string } }).metadata.change ?? "read")).toEqual([
+      "read",
+      "replaced",
+      "read",
+      "deleted",
+      "read",
+    ]);
     const alert = alerts[0] as {
       hive_policy_name: string;
       metadata: { path: string; accesses: string[] };
@@ -86,10 +93,20 @@ describe.runIf(kernel !== undefined)(`hive watch and hive status on Linux ${kern
   it("keeps watching the path when the file is replaced by a rename over it", () => {
     expect(s.rewatched, s.watch.stderr).toBe(true);
     expect(s.deliveredAgain).toBe(true);
-    const [first, second] = s.watch.stdout
+    const [first, replaced, second] = s.watch.stdout
       .split("\n")
       .filter(Boolean)
-      .map((l) => JSON.parse(l) as { metadata: { path: string; inode: number }; process: { tgid: number } });
+      .map(
+        (l) =>
+          JSON.parse(l) as {
+            metadata: { path: string; inode: number; change?: string };
+            process: { tgid: number; comm: string };
+          },
+      );
+    // The replacement itself: the file that was trapped, replaced by mv.
+    expect(replaced?.metadata.change).toBe("replaced");
+    expect(replaced?.metadata.inode).toBe(first?.metadata.inode);
+    expect(replaced?.process.comm).toBe("mv");
     expect(second?.metadata.path).toBe(s.trapped);
     expect(second?.process.tgid).toBe(s.replacedReaderPid);
     expect(second?.metadata.inode).not.toBe(first?.metadata.inode);
@@ -99,7 +116,7 @@ describe.runIf(kernel !== undefined)(`hive watch and hive status on Linux ${kern
     expect(s.noticedMissing, s.watch.stderr).toBe(true);
     expect(s.rearmed, s.watch.stderr).toBe(true);
     expect(s.deliveredThird).toBe(true);
-    const third = JSON.parse(s.watch.stdout.split("\n").filter(Boolean)[2] ?? "{}") as {
+    const third = JSON.parse(s.watch.stdout.split("\n").filter(Boolean)[4] ?? "{}") as {
       metadata: { path: string };
       process: { tgid: number };
     };
@@ -109,7 +126,7 @@ describe.runIf(kernel !== undefined)(`hive watch and hive status on Linux ${kern
 
   it("posts the same alerts to the callback", () => {
     expect(s.delivered).toBe(true);
-    expect(s.received).toHaveLength(3);
+    expect(s.received).toHaveLength(5);
     const posted = JSON.parse(s.received[0]?.body ?? "{}") as { id: string; process: { tgid: number } };
     const printed = JSON.parse(s.watch.stdout.split("\n")[0] ?? "{}") as { id: string };
     expect(posted.id).toBe(printed.id);

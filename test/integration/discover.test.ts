@@ -279,6 +279,29 @@ describe("discover through the API server", () => {
     );
   });
 
+  it("follows two replacements reported on the file itself at once, in memory: no request through the API server, even while its HiveData writes fail", async () => {
+    const { c, before, kernel, id } = await trapShadowInWeb("file");
+    const file = kernel.entries.find((e) => e.kind === "file");
+    expect(file?.changes).toBe(true);
+    // The API server refuses every HiveData write meanwhile: arming must not wait for it.
+    c.api.inject({ verb: "update", resource: "hivedata", status: 503 });
+    const path = join(c.containers.rootOf(id), "etc/shadow");
+    const patchesBefore = c.api.countRequests({ verb: "patch", resource: "hivedata" });
+    for (const n of [1, 2]) {
+      // Two replacements milliseconds apart, each reported by the kernel on the file it replaced.
+      const replaced = kernel.entries.find((e) => e.kind === "file");
+      c.containers.replaceByRename(id, "etc/shadow", `version ${n}\n`);
+      kernel.emit({ slot: replaced?.slot ?? -1, kind: "file", accesses: [], mask: 0, change: "replaced" });
+    }
+    const last = fileKeyFromStat(statSync(path, { bigint: true }));
+    await eventually(
+      () => kernel.entries.some((e) => e.kind === "file" && e.key.ino === last.ino),
+      "the kernel map follows the last file",
+    );
+    expect((await c.data())[0]?.spec["inode-no"]).toBe(before?.spec["inode-no"]);
+    expect(c.api.countRequests({ verb: "patch", resource: "hivedata" })).toBe(patchesBefore);
+  });
+
   it("keeps the directory watched while a trapped file is deleted, and follows its re-creation", async () => {
     const { c, kernel, id } = await trapShadowInWeb("file");
     const file = join(c.containers.rootOf(id), "etc/shadow");

@@ -23,6 +23,8 @@ export const KERNEL_CASES = [
   "allow in a container: an executable run from a memfd or from a deleted file alerts, its provenance shown",
   "standalone follows containers without SIGHUP: each container started later is armed from containerd's event stream and its read alerted with its name; a stopped one's entries leave the kernel map",
   "entry changes in a watched file's directory are reported as control events",
+  "changes of a trapped file are alerted with the change named, and the trap follows the file: two renames over it 100 ms apart, sed -i, a truncate, a read and a delete",
+  "a trap on a projected volume's file (the kubelet's atomic writer swaps ..data) stays armed: a read after each of three updates is alerted",
   "removing an entry from the map stops its events",
   "a trap is proven when armed: a file on an overlay is watched by the identity the kernel checks, and proving never alerts",
   "in a root that is an overlay of layers on two filesystems, the agent's resolver threads arm lower and upper files as the kernel checks them",

@@ -30,6 +30,7 @@ import { openKernelWatcher } from "../../../runtime/kernel/open-watcher.ts";
 import { allowCases } from "./allow-cases.ts";
 import { capacityCases } from "./capacity-cases.ts";
 import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseName, type KernelCaseResult } from "./case-names.ts";
+import { changeCases } from "./change-cases.ts";
 import { durabilityCases } from "./durability-cases.ts";
 import { floodCases } from "./flood-cases.ts";
 import { followCases } from "./follow-cases.ts";
@@ -119,6 +120,7 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
   ...upgradeCases(harness, PIN_ROOT),
   ...capacityCases(harness),
   ...layerCases(),
+  ...changeCases(harness),
   async "a read of a watched file gives exactly one event with the reader's pid, tgid, uid, gid, comm and mask"() {
     const path = file("read.txt");
     const key = fileKeyFromStat(statSync(path));
@@ -448,7 +450,17 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
         await other.flush();
         assert.equal(seenHere.length, 1, `${mode}: ${JSON.stringify(seenHere, replacer)}`);
         assert.equal(seenHere[0]?.comm, "cat", mode);
-        details[mode] = seenHere[0]?.accesses;
+        // The change hooks attach in the same mode: a rename over the file is named on its slot.
+        assert.equal(other.changeEvents, true, `${mode}: ${JSON.stringify(other.health())}`);
+        const read = seenHere[0]?.accesses;
+        other.sync([{ ...entry(path, 40), changes: true }]);
+        seenHere.length = 0;
+        writeFileSync(`${path}.new`, "v2\n");
+        run("mv", [`${path}.new`, path]);
+        await other.flush();
+        const replaced = seenHere.filter((e) => e.slot === 40 && e.change === "replaced");
+        assert.equal(replaced.length, 1, `${mode}: ${JSON.stringify(seenHere, replacer)}`);
+        details[mode] = { read, change: replaced[0]?.change };
       } finally {
         await other.close();
       }
