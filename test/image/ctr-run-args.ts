@@ -123,6 +123,8 @@ const PROBES = new Set(["startupProbe", "livenessProbe", "readinessProbe"]);
 const POD_FIELDS_NOT_RUN = new Set([
   "serviceAccountName",
   "nodeSelector",
+  // Where the scheduler may place the pod (the node's architecture): nothing the container runs with.
+  "affinity",
   "tolerations",
   "priorityClassName",
   "imagePullSecrets",
