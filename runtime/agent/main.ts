@@ -20,7 +20,7 @@ import { EXIT } from "../cli/exit-codes.ts";
 import type { ArmedData } from "../controllers/live-traps.ts";
 import type { NodeTrapError } from "../controllers/ports.ts";
 import { createRoutingSnapshotStore, routingSnapshotFileFor } from "../controllers/routing-snapshot.ts";
-import { createOriginOf } from "../discover/cgroup-containers.ts";
+import { createOriginOf, isCgroupV2Root } from "../discover/cgroup-containers.ts";
 import { createContainerRuntime } from "../discover/container-runtime.ts";
 import { createFileResolver } from "../discover/file-resolver.ts";
 import { createLayerFinder } from "../discover/layer-finder.ts";
@@ -210,15 +210,22 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   );
   // Traps armed on image layers' files before containers start; accesses named by their cgroup.
   let onLayersChanged = () => {};
-  const layers = config.imageLayers
+  const imageLayers =
+    config.imageLayers && isCgroupV2Root(config.cgroupRoot) ? config.imageLayers : undefined;
+  if (config.imageLayers && !imageLayers)
+    log.warn("traps are not armed in the image layers: the node's cgroups are not cgroup v2", {
+      cgroupRoot: config.cgroupRoot,
+      hint: "an access to a layer's file could not be told to a container; traps are armed per running container",
+    });
+  const layers = imageLayers
     ? createLayerFinder({
-        snapshotsDir: config.imageLayers,
+        snapshotsDir: imageLayers,
         ...(hooks.openKernel || !config.trapProof ? {} : { proofs: new PinnedProofMaps(pinRoot) }),
         log: log.child({ component: "image-layers" }),
         onChange: () => onLayersChanged(),
       })
     : undefined;
-  const originOf = config.imageLayers
+  const originOf = imageLayers
     ? createOriginOf({
         cgroupRoot: config.cgroupRoot,
         runtimeStateDir: config.runtimeStateDir ?? dirname(config.runtimeSocket),

@@ -6,6 +6,7 @@ import {
   CgroupIndex,
   containerNameFromBundle,
   createOriginOf,
+  isCgroupV2Root,
   parseKubeletCgroup,
 } from "./cgroup-containers.ts";
 
@@ -80,6 +81,14 @@ describe("a container by its cgroup", () => {
     expect(containerNameFromBundle(dir, ["moby", "k8s.io"], { ...c, containerId: ID })).toBe("main");
     expect(containerNameFromBundle(dir, ["k8s.io"], { ...c, containerId: OTHER })).toBeUndefined();
     expect(containerNameFromBundle(dir, ["k8s.io"], { ...c, containerId: "ef".repeat(32) })).toBeUndefined();
+  });
+
+  it("knows a cgroup v2 root from a v1 hierarchy, where ids name no directory", () => {
+    mkdirSync(join(dir, "v1/cpu"), { recursive: true });
+    mkdirSync(join(dir, "v2"));
+    writeFileSync(join(dir, "v2/cgroup.controllers"), "cpu memory pids\n");
+    expect(isCgroupV2Root(join(dir, "v2"))).toBe(true);
+    expect(isCgroupV2Root(join(dir, "v1"))).toBe(false);
   });
 
   it("tells a pod's container from the host and from a cgroup that is gone", () => {

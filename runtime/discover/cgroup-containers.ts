@@ -10,7 +10,7 @@
  * that makes cgroups of its own below its container's (and names them after another container)
  * is still its own container's.
  */
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 
 /** Directories walked at most per walk (a node has a few per container). */
@@ -45,6 +45,14 @@ export function parseKubeletCgroup(path: string): CgroupContainer | undefined {
       ? "docker"
       : "containerd";
   return { podUid: uid, containerId: level[1] as string, scheme };
+}
+
+/**
+ * Whether `root` is a cgroup v2 (unified) root: only there is a task's cgroup id its directory's
+ * inode. On cgroup v1 the kernel's id names no directory here, and no access could be attributed.
+ */
+export function isCgroupV2Root(root: string): boolean {
+  return existsSync(join(root, "cgroup.controllers"));
 }
 
 /** cgroup id → path under the cgroup v2 root, learnt by walking it. */
