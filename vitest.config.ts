@@ -4,10 +4,16 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 /**
  * The suites that boot stock kernels under QEMU run for minutes, each keeping one CPU busy
- * with emulation. They start first, on workers of their own, so that everything else runs
+ * with emulation. They start first, longest first, on workers of their own (one file per kernel,
+ * so that no worker waits while another runs three guests in a row), and everything else runs
  * beside them instead of after them.
  */
-const EMULATED = [/test\/image\/agent-on-kernels\.test\.ts$/, /test\/kernel\/kernel-suite\.test\.ts$/];
+const EMULATED = [
+  /test\/kernel\/kernel-6\.1\.test\.ts$/,
+  /test\/image\/agent-on-kernels\.test\.ts$/,
+  /test\/kernel\/kernel-6\.12\.test\.ts$/,
+  /test\/kernel\/kernel-5\.10\.test\.ts$/,
+];
 const rank = (file: TestSpecification) => {
   const i = EMULATED.findIndex((re) => re.test(file.moduleId));
   return i === -1 ? EMULATED.length : i;

@@ -36,7 +36,7 @@ function pinnedLinkProgram(path: string): number {
   }
 }
 
-/** The earlier build's object, built on the host (kernel-suite.test.ts). */
+/** The earlier build's object, built on the host (kernel-suite.ts). */
 function variant(name: "HIVE_VARIANT_PROGRAM" | "HIVE_VARIANT_LAYOUT"): string {
   const path = process.env[name];
   assert.ok(path, `${name} is not set: the host suite builds the earlier version's object`);

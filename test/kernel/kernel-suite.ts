@@ -1,10 +1,10 @@
 /**
- * The kernel suite: boots each stock Debian kernel once (test/kernel/vm.ts), runs every
- * case of test/kernel/guest/cases.ts inside against the real program and loader, and
- * reports each case here as its own test. 6.1, 6.12 and 5.10 cover the three
- * inode_permission signatures. Needs root and qemu; kernels come from
- * test/kernel/fetch-kernels.sh. Locally a missing prerequisite skips loudly; under
- * CI=true it fails.
+ * The kernel suite: boots a stock Debian kernel once (test/kernel/vm.ts), runs every case of
+ * test/kernel/guest/cases.ts inside against the real program and loader, and reports each case
+ * here as its own test. One test file per kernel (kernel-6.1.test.ts, kernel-6.12.test.ts,
+ * kernel-5.10.test.ts: 6.1, 6.12 and 5.10 cover the three inode_permission signatures), so that
+ * their guests run on as many workers as there are cores. Needs root and qemu; kernels come from
+ * test/kernel/fetch-kernels.sh. Locally a missing prerequisite skips loudly; under CI=true it fails.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -14,38 +14,39 @@ import { buildAllowImage } from "../fixtures/allow-image.ts";
 import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseResult } from "./guest/case-names.ts";
 import { type BootResult, bootVm, findKernels, REPO_ROOT, vmUnavailable, WORK_DIR } from "./vm.ts";
 
-const SERIES = ["6.1", "6.12", "5.10"] as const;
 const isCI = process.env.CI === "true";
 const unavailable = vmUnavailable();
 const { found } = findKernels();
-const wanted = process.env.HIVE_KERNELS?.split(",") ?? [...SERIES];
+const wanted = process.env.HIVE_KERNELS?.split(",");
+
 /**
- * The allow cases' container image and the static hive-attacker (the flood case's decoy), built
- * once on the host: the guest sees them through the shared root.
+ * The allow cases' container image and the static hive-attacker (the flood case's decoy), built on
+ * the host: the guest sees them through the shared root. Each kernel's file builds its own, in a
+ * directory of its own, as the files run side by side.
  */
-let allowImage: ReturnType<typeof buildAllowImage> | undefined;
-const allowImageEnv = () => {
-  allowImage ??= buildAllowImage(join(WORK_DIR, "allow-image"));
+const allowImageEnv = (series: string) => {
+  const allowImage = buildAllowImage(join(WORK_DIR, `allow-image-${series}`));
   return { HIVE_ALLOW_IMAGE: allowImage.archive, HIVE_ATTACKER: allowImage.attackerPath };
 };
-/** The upgrade cases' "earlier versions" of the program (bpf/build.sh HIVE_BPF_VARIANT), built once. */
-let variants: { HIVE_VARIANT_PROGRAM: string; HIVE_VARIANT_LAYOUT: string } | undefined;
-const variantEnv = () => {
-  if (variants) return variants;
+/** The upgrade cases' "earlier versions" of the program (bpf/build.sh HIVE_BPF_VARIANT). */
+const variantEnv = (series: string) => {
   const build = (variant: string) => {
-    const out = join(WORK_DIR, `hive-${variant}-variant.bpf.o`);
+    const out = join(WORK_DIR, `hive-${variant}-variant-${series}.bpf.o`);
     execFileSync("sh", [join(REPO_ROOT, "bpf/build.sh")], {
       env: { ...process.env, HIVE_BPF_VARIANT: variant, HIVE_BPF_OUT: out },
       stdio: "pipe",
     });
     return out;
   };
-  variants = { HIVE_VARIANT_PROGRAM: build("program"), HIVE_VARIANT_LAYOUT: build("layout") };
-  return variants;
+  return { HIVE_VARIANT_PROGRAM: build("program"), HIVE_VARIANT_LAYOUT: build("layout") };
 };
 
-for (const series of SERIES) {
-  if (!wanted.includes(series)) continue;
+/** Defines the suite of one kernel series (a no-op when HIVE_KERNELS names others). */
+export function kernelSuite(series: "6.1" | "6.12" | "5.10"): void {
+  if (wanted && !wanted.includes(series)) {
+    it.skip(`Linux ${series} not in HIVE_KERNELS`, () => undefined);
+    return;
+  }
   const kernel = found.find((k) => k.series === series);
   const reason =
     unavailable ?? (kernel ? null : `kernel ${series} not fetched (sh test/kernel/fetch-kernels.sh)`);
@@ -67,8 +68,8 @@ for (const series of SERIES) {
           command: `export PATH='${join(REPO_ROOT, "node_modules/.bin")}':$PATH\nnode test/kernel/guest/cases.ts`,
           // HIVE_CASES="name|name" runs only those cases (while developing one; the rest then fail as not run).
           env: {
-            ...allowImageEnv(),
-            ...variantEnv(),
+            ...allowImageEnv(series),
+            ...variantEnv(series),
             ...(process.env.HIVE_CASES ? { HIVE_CASES: process.env.HIVE_CASES } : {}),
             // How many containers the image-layer case starts (its create-to-armed measurement).
             ...(process.env.HIVE_LAYER_READERS ? { HIVE_LAYER_READERS: process.env.HIVE_LAYER_READERS } : {}),
