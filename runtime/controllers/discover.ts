@@ -122,6 +122,8 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
   const concurrency = options.concurrency ?? 16;
   const policies = new Map<string, HivePolicy>();
   const pods = new Map<string, V1Pod>();
+  /** The same pods by uid: what an access attributed by cgroup names (looked up per event). */
+  const podsByUid = new Map<string, V1Pod>();
   const data = new Map<string, HiveData>();
   const resolveRequests = new Map<string, string>();
   /** Consecutive transient failures per item, for the backoff. */
@@ -339,8 +341,14 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
     },
     onPod(type, pod) {
       if (pod.spec?.nodeName !== nodeName && type !== "DELETED") return; // defence: the watch is node-scoped already
-      if (type === "DELETED") pods.delete(objectKey(pod));
-      else pods.set(objectKey(pod), pod);
+      const uid = pod.metadata?.uid;
+      if (type === "DELETED") {
+        pods.delete(objectKey(pod));
+        if (uid) podsByUid.delete(uid);
+      } else {
+        pods.set(objectKey(pod), pod);
+        if (uid) podsByUid.set(uid, pod);
+      }
       runner.trigger();
     },
     onData(type, d) {
@@ -364,8 +372,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
       runner.trigger();
     },
     podByUid(uid) {
-      for (const pod of pods.values()) if (pod.metadata?.uid === uid) return pod;
-      return undefined;
+      return podsByUid.get(uid);
     },
     resolveNow(reason) {
       log.debug("re-resolving: a trapped file changed", { reason });
