@@ -39,7 +39,14 @@ const descriptor = {
                     Containers: { methods: listMethod },
                     ListRequest: { fields: { filters: { rule: "repeated", type: "string", id: 1 } } },
                     ListResponse: { fields: { containers: { rule: "repeated", type: "Container", id: 1 } } },
-                    Container: { fields: { id: { type: "string", id: 1 }, labels } },
+                    // spec: the OCI runtime spec, JSON in an Any (its cgroupsPath names the container's cgroup).
+                    Container: {
+                      fields: {
+                        id: { type: "string", id: 1 },
+                        labels,
+                        spec: { type: "google.protobuf.Any", id: 5 },
+                      },
+                    },
                   },
                 },
               },

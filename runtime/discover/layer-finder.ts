@@ -15,7 +15,7 @@ export interface LayerFinderOptions {
   /** The snapshotter's `snapshots` directory as the agent sees it. */
   snapshotsDir: string;
   /** The kernel program's proof maps (none: stat's identities are armed unproven). */
-  proofs?: PinnedProofMaps;
+  proofs?: Pick<PinnedProofMaps, "current">;
   log: Logger;
   /** Called (coalesced by the caller) when the layers may have changed. */
   onChange: () => void;
@@ -27,7 +27,7 @@ export interface NodeLayerFinder extends LayerFinder {
   close(): void;
 }
 
-function proverOf(proofs: PinnedProofMaps): LayerProve {
+function proverOf(proofs: Pick<PinnedProofMaps, "current">): LayerProve {
   return (fd, statKey, what) => {
     const maps = proofs.current();
     if (!maps)

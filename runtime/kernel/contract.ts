@@ -227,6 +227,13 @@ export interface KernelWatcher {
   ancestors?(process: ProcessIdentity): Ancestor[];
   counters(): KernelCounters;
   /**
+   * Accesses from cgroup `cgroupId` to the image layer file of group `group` alert nobody (no trap
+   * selects that container): the kernel drops them without an event until clearQuiet().
+   */
+  quiet?(cgroupId: bigint, group: number): void;
+  /** Forgets every quiet entry: what selects a container may have changed. */
+  clearQuiet?(): void;
+  /**
    * Descriptors of the maps a resolving thread proves traps with (runtime/kernel/trap-proof.ts);
    * absent where no kernel program is loaded.
    */

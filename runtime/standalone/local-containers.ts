@@ -14,12 +14,38 @@ import { existsSync } from "node:fs";
 import type { RuntimeEnvelope } from "../discover/containerd-api.ts";
 import { HiveError } from "../errors.ts";
 import type { ContainerChange, ContainerEventSource } from "./container-events.ts";
-import type { LocalContainer } from "./watch-plan.ts";
+import type { ContainerRecord, LocalContainer } from "./watch-plan.ts";
+
+/** containerd's container message, as far as Hive reads it. */
+interface ContainerMessage {
+  id: string;
+  labels: Record<string, string>;
+  spec?: { type_url: string; value: Uint8Array } | null;
+}
+
+/** A runtime spec is a few KiB; more is not one Hive reads. */
+const MAX_SPEC_BYTES = 1 << 20;
+
+/** The cgroupsPath of a container's OCI spec (JSON in an Any); undefined when it has none or it does not parse. */
+export function cgroupsPathOf(spec: ContainerMessage["spec"]): string | undefined {
+  if (!spec || spec.value.length === 0 || spec.value.length > MAX_SPEC_BYTES) return undefined;
+  try {
+    const path = (
+      JSON.parse(Buffer.from(spec.value).toString("utf8")) as { linux?: { cgroupsPath?: unknown } }
+    ).linux?.cgroupsPath;
+    return typeof path === "string" && path !== "" ? path : undefined;
+  } catch {
+    return undefined; // not JSON: a spec type this code does not read; the container cannot be told by cgroup
+  }
+}
 
 export const CONTAINERD_SOCKET = "/run/containerd/containerd.sock";
 
 export interface ContainerLister {
+  /** The running containers (a task in RUNNING state). */
   list(): Promise<LocalContainer[]>;
+  /** Every container, running or not: whom an access by cgroup may come from (layer-alerts.ts). */
+  records(): Promise<ContainerRecord[]>;
   /** containerd's event stream on the same socket (one client, closed with the lister). */
   events(): ContainerEventSource;
   close(): void;
@@ -88,52 +114,65 @@ export async function openContainerLister(
     tasks: connectRuntimeService(socket, "tasks"),
   };
   let events: ContainerEventSource | undefined;
+  /** Every container of every namespace, with its task's pid when it has one (any status). */
+  const scan = async (): Promise<{ record: ContainerRecord; running: boolean }[]> => {
+    try {
+      const out: { record: ContainerRecord; running: boolean }[] = [];
+      const ns = await callRuntime<{ namespaces: { name: string }[] }>(
+        clients.namespaces,
+        "List",
+        {},
+        { timeoutMs },
+      );
+      for (const { name: namespace } of ns.namespaces) {
+        const [cs, ts] = await Promise.all([
+          callRuntime<{ containers: ContainerMessage[] }>(
+            clients.containers,
+            "List",
+            {},
+            { namespace, timeoutMs },
+          ),
+          callRuntime<{ tasks: { container_id: string; id: string; pid: number; status: string }[] }>(
+            clients.tasks,
+            "List",
+            {},
+            { namespace, timeoutMs },
+          ),
+        ]);
+        // A task's `id` is its container's id (containerd leaves `container_id` empty in List).
+        const tasks = new Map(ts.tasks.filter((t) => t.pid > 0).map((t) => [t.container_id || t.id, t]));
+        for (const c of cs.containers) {
+          const task = tasks.get(c.id);
+          const record: ContainerRecord = {
+            id: c.id,
+            name: c.id,
+            runtimeNamespace: namespace,
+            labels: c.labels ?? {},
+          };
+          const cgroupsPath = cgroupsPathOf(c.spec);
+          if (cgroupsPath !== undefined) record.cgroupsPath = cgroupsPath;
+          if (task) record.pid = task.pid;
+          out.push({ record, running: task?.status === "RUNNING" });
+        }
+      }
+      return out;
+    } catch (cause) {
+      throw new HiveError("RuntimeUnavailable", "listing the containers of containerd failed", {
+        object: socket,
+        hint: "check that containerd runs and that this user may use its socket (root)",
+        cause,
+      });
+    }
+  };
   return {
     async list() {
-      try {
-        const out: LocalContainer[] = [];
-        const ns = await callRuntime<{ namespaces: { name: string }[] }>(
-          clients.namespaces,
-          "List",
-          {},
-          { timeoutMs },
-        );
-        for (const { name: namespace } of ns.namespaces) {
-          const [cs, ts] = await Promise.all([
-            callRuntime<{ containers: { id: string; labels: Record<string, string> }[] }>(
-              clients.containers,
-              "List",
-              {},
-              { namespace, timeoutMs },
-            ),
-            callRuntime<{ tasks: { container_id: string; id: string; pid: number; status: string }[] }>(
-              clients.tasks,
-              "List",
-              {},
-              { namespace, timeoutMs },
-            ),
-          ]);
-          // A task's `id` is its container's id (containerd leaves `container_id` empty in List).
-          const running = new Map(
-            ts.tasks
-              .filter((t) => t.status === "RUNNING" && t.pid > 0)
-              .map((t) => [t.container_id || t.id, t.pid]),
-          );
-          for (const c of cs.containers) {
-            const pid = running.get(c.id);
-            // A container without a running task has no root to resolve in; it is not watched.
-            if (pid === undefined) continue;
-            out.push({ id: c.id, name: c.id, pid, runtimeNamespace: namespace, labels: c.labels ?? {} });
-          }
-        }
-        return out;
-      } catch (cause) {
-        throw new HiveError("RuntimeUnavailable", "listing the containers of containerd failed", {
-          object: socket,
-          hint: "check that containerd runs and that this user may use its socket (root)",
-          cause,
-        });
-      }
+      // A container without a running task has no root to resolve in; it is not watched.
+      return (await scan()).flatMap(({ record, running }) =>
+        running && record.pid !== undefined ? [{ ...record, pid: record.pid }] : [],
+      );
+    },
+    async records() {
+      return (await scan()).map(({ record }) => record);
     },
     events() {
       if (events) return events;

@@ -6,7 +6,9 @@
  * another file or none, or that its directory's entries changed (re-created), when a container
  * starts or stops (containerd's event stream, container-events.ts) or when asked to (SIGHUP in
  * `hive watch`). Re-plans start at once and run one at a time; requests that arrive meanwhile are
- * coalesced into the next one, never dropped; a failed one is tried again.
+ * coalesced into the next one, never dropped; a failed one is tried again. With the node's image
+ * layers, traps with `match` are armed on the image's file before any container runs, and an
+ * access to it is told to its container by cgroup (layer-plan.ts, layer-alerts.ts).
  */
 
 import type { AlertSource } from "../alerts/alert-source.ts";
@@ -14,6 +16,7 @@ import { HiveError } from "../errors.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
 import { proveWith } from "../kernel/trap-proof.ts";
 import type { Logger } from "../log.ts";
+import type { ContainerAttribution } from "./container-cgroups.ts";
 import {
   type ContainerChange,
   type ContainerEventSource,
@@ -22,12 +25,16 @@ import {
   type FollowOptions,
   followContainers,
 } from "./container-events.ts";
+import { createLayerAlerts, type LayerDrop } from "./layer-alerts.ts";
+import type { LayerSource } from "./layer-plan.ts";
 import type { PolicyDocument } from "./policy-files.ts";
 import {
+  alertSource,
   buildWatchTable,
   containerLabel,
   counterSlots,
   type LocalContainer,
+  type PlanContext,
   planWatches,
   type SlotInfo,
   sourcesFor,
@@ -66,6 +73,10 @@ export interface StandaloneOptions {
   containerEvents?: ContainerEventSource;
   /** Resubscription backoff and polling period of the follower (container-events.ts defaults). */
   follow?: Pick<FollowOptions, "backoff" | "pollIntervalMs" | "connectTimeoutMs">;
+  /** The node's image layers and who their accesses come from: traps armed before containers start. */
+  imageLayers?: { layers: LayerSource; attribution: ContainerAttribution };
+  /** An event dropped before alerting (hive_kernel_events_dropped_total). */
+  onEventDropped?: (reason: LayerDrop) => void;
 }
 
 export interface Standalone {
@@ -127,6 +138,18 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
   let follower: ContainerFollower | undefined;
   /** Task start times of containers not yet armed (from their start events), by `namespace/id`. */
   const taskStarts = new Map<string, number>();
+  let context: PlanContext = { kernelId: options.kernelId };
+  const layerAlerts = options.imageLayers
+    ? createLayerAlerts({
+        attribution: options.imageLayers.attribution,
+        watcher,
+        sourceOf: (ref, target) => alertSource(ref, target, context),
+        alert: (event, source) => options.alerts.handle(event, source),
+        ...(options.onEventDropped ? { onDropped: options.onEventDropped } : {}),
+        logger,
+      })
+    : undefined;
+  let previousLayerMisses = new Set<string>();
 
   // Writes one at a time, so that close() can wait for the last before removing the file.
   let tableWrite: Promise<void> = Promise.resolve();
@@ -154,15 +177,18 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
   const apply = async (reason: string, current?: readonly LocalContainer[]) => {
     const containers = current ?? (options.listContainers ? await options.listContainers() : []);
     listed = fingerprint(containers);
-    const context = {
+    context = {
       kernelId: options.kernelId,
       containers,
       // Each trap armed on the identity the kernel checks, proven once per plan (trap-proof.ts).
       ...(watcher.proofMaps ? { prove: proveWith(watcher.proofMaps()) } : {}),
       ...(options.nodeName === undefined ? {} : { nodeName: options.nodeName }),
       ...(options.defaultCallback === undefined ? {} : { defaultCallback: options.defaultCallback }),
+      ...(options.imageLayers ? { layers: options.imageLayers.layers } : {}),
     };
     plan = planWatches(refs, context);
+    // Which containers a trap selects may have changed (one started, one relabelled): quiet no more.
+    watcher.clearQuiet?.();
     const before = table;
     table = buildWatchTable(plan, slotFor);
     const at = Date.now();
@@ -220,6 +246,18 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
       });
     }
     previousMissing = missing;
+    const layerMisses = new Set<string>();
+    for (const miss of plan.layerMisses ?? []) {
+      const id = `${miss.ref.trapId}|${miss.error.code}`;
+      layerMisses.add(id);
+      if (previousLayerMisses.has(id)) continue;
+      logger.warn("trap not armed in the image layers: containers are watched once they run", {
+        policy: miss.ref.policy.metadata.name,
+        path: miss.ref.trap.path,
+        error: miss.error.describe(),
+      });
+    }
+    previousLayerMisses = layerMisses;
     const unmatched = new Set(plan.unmatched.map((ref) => ref.trapId));
     for (const ref of plan.unmatched) {
       if (previousUnmatched.has(ref.trapId)) continue;
@@ -229,9 +267,11 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
         path: ref.trap.path,
         hint: !options.listContainers
           ? "no container runtime is reachable; traps with `match` apply to containers only"
-          : options.containerEvents
-            ? "it is armed as soon as a matching container starts"
-            : "start a matching container, then send SIGHUP to re-scan",
+          : plan.layers?.some((l) => l.refs.includes(ref))
+            ? "it is armed in the image layers: a container that starts is watched from its first instruction"
+            : options.containerEvents
+              ? "it is armed as soon as a matching container starts"
+              : "start a matching container, then send SIGHUP to re-scan",
       });
     }
     previousUnmatched = unmatched;
@@ -239,8 +279,10 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
   };
 
   await apply("start");
-  // With containers followed, a trap that matches none yet waits for one to start.
-  const waiting = options.containerEvents !== undefined && plan.unmatched.length > 0;
+  // With containers followed, a trap that matches none yet waits for one to start; one armed in the
+  // image layers already watches the containers to come.
+  const waiting =
+    (options.containerEvents !== undefined && plan.unmatched.length > 0) || (plan.layers?.length ?? 0) > 0;
   if (plan.files.length === 0 && !waiting) {
     const first = plan.unresolved[0]?.error;
     throw new HiveError(
@@ -313,6 +355,8 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
   const replan = (reason: string) => schedule(reason, true);
   const containersChanged = (change: ContainerChange) => {
     if (change.started) taskStarts.set(change.started.container, change.started.atMs);
+    // A container deleted may come back with other labels: who an access's cgroup is, is asked again.
+    options.imageLayers?.attribution.invalidate();
     return schedule(change.reason, false);
   };
   if (options.containerEvents && options.listContainers) {
@@ -335,6 +379,10 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
     if (info === undefined) {
       // Raised before a re-plan removed the slot: the file is no longer watched.
       logger.debug("event for a slot no longer watched", { slot: event.slot });
+      return;
+    }
+    if (info.kind === "layer") {
+      layerAlerts?.handle(event, info.refs);
       return;
     }
     if (event.kind === "parent" || info.kind === "parent") {
@@ -365,6 +413,7 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
       follower?.close();
       if (timer !== undefined) clearTimeout(timer);
       await running;
+      await layerAlerts?.idle();
       await tableWrite.catch(() => undefined);
       if (options.watchTableFile !== undefined) await removeWatchTableFile(options.watchTableFile);
     },

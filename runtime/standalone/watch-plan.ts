@@ -31,16 +31,25 @@ import { type ResolvedFile, type ResolveOptions, resolveInRoot } from "../discov
 import { HiveError, isHiveError } from "../errors.ts";
 import type { FileKey, WatchEntry } from "../kernel/contract.ts";
 import type { ProveHook } from "../kernel/trap-proof.ts";
+import { fileKeyId, type LayerFile, type LayerMiss, type LayerSource, planLayers } from "./layer-plan.ts";
 
-/** A container of the local runtime, as standalone mode needs it. */
-export interface LocalContainer {
+/** A container of the local runtime as its metadata names it, running or not. */
+export interface ContainerRecord {
   id: string;
   name: string;
-  /** PID of the container's init process on the host: its root is /proc/PID/root. */
-  pid: number;
   /** The runtime's namespace (containerd's, e.g. "default" or "k8s.io"). */
   runtimeNamespace: string;
   labels: Readonly<Record<string, string>>;
+  /** Its OCI spec's `linux.cgroupsPath`, as the runtime was told (absent: the spec gives none). */
+  cgroupsPath?: string;
+  /** PID of its task's init process on the host, when it has a task. */
+  pid?: number;
+}
+
+/** A running container of the local runtime, as standalone mode resolves paths in it. */
+export interface LocalContainer extends ContainerRecord {
+  /** PID of the container's init process on the host: its root is /proc/PID/root. */
+  pid: number;
 }
 
 /** CRI labels containerd puts on the containers of Kubernetes pods. */
@@ -81,6 +90,9 @@ export interface WatchPlan {
   unresolved: UnresolvedTrap[];
   /** Traps with a `match` that matched no running container (nothing to resolve yet). */
   unmatched: TrapRef[];
+  /** The image layers' files of traps with a `match`, armed before any container runs (layer-plan.ts). */
+  layers?: LayerFile[];
+  layerMisses?: LayerMiss[];
 }
 
 export interface PlanContext {
@@ -96,6 +108,8 @@ export interface PlanContext {
   procRoot?: string;
   /** Proves each resolved file with the kernel program (trap-proof.ts); absent: stat()'s identity is armed. */
   prove?: ProveHook;
+  /** The node's image layers; absent: traps are armed in running containers only. */
+  layers?: LayerSource;
 }
 
 export function trapRefs(
@@ -115,12 +129,12 @@ export function trapRefs(
   );
 }
 
-function containerName(c: LocalContainer): string {
+function containerName(c: ContainerRecord): string {
   return c.labels[CONTAINER_NAME] ?? c.name;
 }
 
 /** A container as logs and `hive status` name it: `name (first 12 characters of the id)`. */
-export function containerLabel(c: LocalContainer): string {
+export function containerLabel(c: ContainerRecord): string {
   return `${c.name} (${c.id.slice(0, 12)})`;
 }
 
@@ -128,7 +142,7 @@ export function containerLabel(c: LocalContainer): string {
  * The pod a local container stands for, as far as its CRI labels tell. It has no IPs: a pod
  * IP is not something a standalone container has, so traps with an `ip` filter match nothing here.
  */
-function podOf(c: LocalContainer): V1Pod {
+function podOf(c: ContainerRecord): V1Pod {
   return {
     metadata: {
       name: c.labels[POD_NAME],
@@ -139,7 +153,7 @@ function podOf(c: LocalContainer): V1Pod {
 }
 
 /** The reference design's filters, applied to a local container (all given filters must hold). */
-export function containerMatches(trap: HiveTrap, c: LocalContainer): boolean {
+export function containerMatches(trap: HiveTrap, c: ContainerRecord): boolean {
   if (!podMatches(trap.match, podOf(c))) return false;
   const pattern = trap.match?.["container-name"];
   if (pattern === undefined) return true;
@@ -148,7 +162,7 @@ export function containerMatches(trap: HiveTrap, c: LocalContainer): boolean {
   return matcher.ok && matcher.matches(containerName(c));
 }
 
-function alertSource(ref: TrapRef, target: WatchTarget, context: PlanContext): AlertSource {
+export function alertSource(ref: TrapRef, target: WatchTarget, context: PlanContext): AlertSource {
   const callback = ref.trap.callback ?? context.defaultCallback;
   const annotations: AlertSource["annotations"] = {
     hive_policy_name: ref.policy.metadata.name ?? "",
@@ -272,21 +286,25 @@ export function planWatches(refs: readonly TrapRef[], context: PlanContext): Wat
       }
     }
   }
+  if (context.layers) {
+    const layers = planLayers(refs, context.layers);
+    plan.layers = layers.files;
+    plan.layerMisses = layers.misses;
+  }
   return plan;
-}
-
-function keyId(key: FileKey): string {
-  return `${key.major}:${key.minor}:${key.ino}`;
 }
 
 /** What one slot of the kernel map stands for. */
 export interface SlotInfo {
-  kind: "file" | "parent";
+  /** `layer`: an image layer's file, which every container of the image reaches (layer-alerts.ts). */
+  kind: "file" | "parent" | "layer";
   key: FileKey;
   /** The trap × target pairs on this file (several traps may watch one file), or whose parent this is. */
   files: WatchedFile[];
   /** For a parent: traps whose file is missing from it, re-resolved when an entry appears. */
   waiting: UnresolvedTrap[];
+  /** For a layer file: the traps on its path, each alerting the containers it selects. */
+  refs: TrapRef[];
 }
 
 export interface WatchTable {
@@ -299,7 +317,9 @@ export { trapAccesses } from "../controllers/live-traps.ts";
 /**
  * The kernel map's content for a plan: one `file` entry per distinct file (the union of its
  * traps' access kinds) and one `parent` entry per distinct directory holding a trapped file,
- * so that a rename over the file or its re-creation is reported and the trap re-resolved.
+ * so that a rename over the file or its re-creation is reported and the trap re-resolved. An
+ * image layer's file is an entry of its own group, and a container's file over it (the proof's
+ * `lower`) joins that group: one access checks both, and the kernel folds them into one burst.
  */
 export function buildWatchTable(
   plan: WatchPlan,
@@ -307,31 +327,55 @@ export function buildWatchTable(
 ): WatchTable {
   const byKey = new Map<string, SlotInfo>();
   const slotInfo = (kind: SlotInfo["kind"], key: FileKey): SlotInfo => {
-    const id = `${kind}:${keyId(key)}`;
-    const info = byKey.get(id) ?? { kind, key, files: [], waiting: [] };
+    const id = `${kind}:${fileKeyId(key)}`;
+    const info = byKey.get(id) ?? { kind, key, files: [], waiting: [], refs: [] };
     byKey.set(id, info);
     return info;
   };
   for (const file of plan.files) slotInfo("file", file.resolved.key).files.push(file);
   // A directory that is itself trapped as a file keeps its file entry; the map holds one value per key.
-  const isFile = (key: FileKey) => byKey.has(`file:${keyId(key)}`);
+  const isFile = (key: FileKey) => byKey.has(`file:${fileKeyId(key)}`);
   for (const file of plan.files) {
     if (!isFile(file.resolved.parent)) slotInfo("parent", file.resolved.parent).files.push(file);
   }
   for (const miss of plan.unresolved) {
     if (miss.parent !== undefined && !isFile(miss.parent)) slotInfo("parent", miss.parent).waiting.push(miss);
   }
+  // The kernel map holds one value per key: a layer file some trap watches as a file keeps that entry.
+  const taken = (key: FileKey) => isFile(key) || byKey.has(`parent:${fileKeyId(key)}`);
+  for (const layer of plan.layers ?? [])
+    if (!taken(layer.key)) slotInfo("layer", layer.key).refs.push(...layer.refs);
   const entries: WatchEntry[] = [];
   const slots = new Map<number, SlotInfo>();
+  const layerSlot = (key: FileKey | undefined) =>
+    key === undefined || !byKey.has(`layer:${fileKeyId(key)}`)
+      ? undefined
+      : slotFor(`layer:${fileKeyId(key)}`);
   for (const [id, info] of byKey) {
     const slot = slotFor(id);
     slots.set(slot, info);
+    if (info.kind === "layer") {
+      const accesses = ACCESS_KINDS.filter((kind) =>
+        info.refs.some((r) => trapAccesses(r.trap).includes(kind)),
+      );
+      // An image layer is read-only: no change of it is reported (the container's copy-up is its own file).
+      entries.push({ key: info.key, slot, accesses, kind: "file", group: slot });
+      continue;
+    }
     const accesses: AccessKind[] =
       info.kind === "parent"
         ? ["write"]
         : ACCESS_KINDS.filter((kind) => info.files.some((f) => trapAccesses(f.ref.trap).includes(kind)));
     const changes = info.kind === "file" && info.files.some((f) => trapChanges(f.ref.trap));
-    entries.push({ key: info.key, slot, accesses, kind: info.kind, ...(changes ? { changes } : {}) });
+    const group = info.kind === "file" ? layerSlot(info.files[0]?.resolved.lower) : undefined;
+    entries.push({
+      key: info.key,
+      slot,
+      accesses,
+      kind: info.kind,
+      ...(changes ? { changes } : {}),
+      ...(group === undefined ? {} : { group }),
+    });
   }
   return { entries, slots };
 }

@@ -84,10 +84,14 @@ function tableTrap(f: Pick<UnresolvedTrap, "ref" | "target">): WatchTableTrap {
 export function tableRecords(table: WatchTable): WatchTableRecord[] {
   return [...table.slots].map(([slot, info]) => ({
     slot,
-    kind: info.kind,
+    // An image layer's file is a file entry to the kernel; its traps say "image layer".
+    kind: info.kind === "parent" ? "parent" : "file",
     device: `${info.key.major}:${info.key.minor}`,
     inode: info.key.ino.toString(),
-    traps: [...info.files, ...info.waiting].map(tableTrap),
+    traps: [
+      ...[...info.files, ...info.waiting].map(tableTrap),
+      ...info.refs.map((ref) => ({ ...tableTrap({ ref, target: { kind: "host" } }), target: "image layer" })),
+    ],
   }));
 }
 

@@ -17,6 +17,11 @@ import { createHiveMetrics } from "../../metrics/index.ts";
 import { CONTAINERD_SOCKET, openContainerLister } from "../../standalone/local-containers.ts";
 import { assertNoProblems, readPolicyFiles } from "../../standalone/policy-files.ts";
 import { startStandalone } from "../../standalone/standalone.ts";
+import {
+  CGROUP_ROOT,
+  CONTAINERD_SNAPSHOTS,
+  openStandaloneLayers,
+} from "../../standalone/standalone-layers.ts";
 import { liveWriterOf, STANDALONE_PIN_ROOT, watchTableFileFor } from "../../standalone/watch-table-file.ts";
 import { type Command, parseCommandArgs, UsageError } from "../command.ts";
 import { EXIT } from "../exit-codes.ts";
@@ -43,6 +48,9 @@ Containers are followed as they start and stop (containerd's event stream): a co
 that starts later has its traps armed at once, one that stops is forgotten. If the stream
 ends (containerd restarts), it is resubscribed and the containers re-listed; a runtime
 without an event service is re-listed every 2 s. \`hive status\` shows which is in use.
+A trap with \`match\` is also armed on the file in containerd's image layers (overlayfs
+snapshotter, cgroup v2), so that a container is watched from its first instruction; an access
+there is told to its container by cgroup, and one no trap selects is not alerted.
 
 Logs are JSON lines on stderr; the line {"msg":"ready",…} says the traps
 are armed. Ctrl-C or SIGTERM detaches cleanly; SIGHUP re-scans containers and paths.
@@ -59,6 +67,10 @@ Options:
                       kernel.perf_event_paranoid > 2, as on Debian and Ubuntu)
   --containerd SOCKET containerd socket for traps with match (default ${CONTAINERD_SOCKET})
   --no-containers     watch host paths only; do not ask containerd
+  --image-layers DIR  containerd's overlayfs snapshots directory (default
+                      ${CONTAINERD_SNAPSHOTS})
+  --no-image-layers   arm traps with match in running containers only
+  --cgroup-root DIR   the cgroup v2 filesystem (default ${CGROUP_ROOT})
   --pin-root DIR      bpffs directory for the maps (default ${STANDALONE_PIN_ROOT})
   --node-name NAME    alert node.name (default: this host's name)
 
@@ -155,6 +167,9 @@ export const watchCommand: Command = {
         attach: { type: "string" },
         containerd: { type: "string" },
         "no-containers": { type: "boolean" },
+        "image-layers": { type: "string" },
+        "no-image-layers": { type: "boolean" },
+        "cgroup-root": { type: "string" },
         "pin-root": { type: "string" },
         "node-name": { type: "string" },
       },
@@ -212,7 +227,19 @@ export const watchCommand: Command = {
     if (values.containerd !== undefined && lister === undefined) {
       logger.warn("no containerd socket; traps with match will match nothing", { socket: values.containerd });
     }
+    const layers =
+      lister && !values["no-image-layers"]
+        ? openStandaloneLayers({
+            snapshotsDir: values["image-layers"] ?? CONTAINERD_SNAPSHOTS,
+            cgroupRoot: values["cgroup-root"] ?? CGROUP_ROOT,
+            records: () => lister.records(),
+            watcher,
+            logger,
+            explicit: values["image-layers"] !== undefined,
+          })
+        : undefined;
     const stopAll = async () => {
+      layers?.close();
       lister?.close();
       await alerts.close({ drainMs: 5000 });
       await watcher.close();
@@ -228,6 +255,8 @@ export const watchCommand: Command = {
         kernelId,
         ...(pinned ? { watchTableFile: watchTableFileFor(pinRoot) } : {}),
         ...(lister ? { listContainers: () => lister.list(), containerEvents: lister.events() } : {}),
+        ...(layers ? { imageLayers: layers } : {}),
+        onEventDropped: (reason) => metrics.kernelEventsDropped.inc({ reason }),
         ...(values["node-name"] === undefined ? {} : { nodeName: values["node-name"] }),
         ...(defaultCallback === undefined ? {} : { defaultCallback }),
       });
@@ -236,6 +265,7 @@ export const watchCommand: Command = {
       throw error;
     }
     const signal = untilSignal(() => void standalone.replan("SIGHUP"));
+    layers?.onChange(() => void standalone.replan("image layers changed"));
     logger.info("ready", {
       attachMode: watcher.attachMode,
       attachReason: watcher.attachReason,

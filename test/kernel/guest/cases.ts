@@ -119,7 +119,7 @@ const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | unde
   ...durabilityCases(harness, PIN_ROOT),
   ...upgradeCases(harness, PIN_ROOT),
   ...capacityCases(harness),
-  ...layerCases(),
+  ...layerCases(harness),
   ...changeCases(harness),
   async "a read of a watched file gives exactly one event with the reader's pid, tgid, uid, gid, comm and mask"() {
     const path = file("read.txt");

@@ -5,6 +5,8 @@
  * private containerd with the overlayfs snapshotter (the allow image, imported from its OCI
  * archive), in the cgroups and with the annotations a kubelet's CRI plugin gives them. The pods
  * stay Pending in the API: as in a cluster, the kubelet reports a container only after it ran.
+ * `hive watch` (layer-standalone.ts) watches the same containers at the same time, on the guest's
+ * own program, selecting them by their containerd labels: it must give the same alerts.
  */
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -26,6 +28,8 @@ import { seedNode, setPodRunning, waitFor } from "../../apiserver/testing.ts";
 import { ALLOW_IMAGE_REF } from "../../fixtures/allow-image.ts";
 import { startImageContainerd } from "../../fixtures/image-containers.ts";
 import type { KernelCaseName } from "./case-names.ts";
+import { type StandaloneOnLayers, startStandaloneOnLayers } from "./layer-standalone.ts";
+import type { GuestHarness } from "./process-cases.ts";
 
 type LayerCaseName = Extract<
   KernelCaseName,
@@ -54,7 +58,7 @@ const base = "/tmp/hive-layers";
 /** A container id as the CRI plugin makes them (64 hex digits). */
 const containerId = (n: number) => `${n.toString(16).padStart(12, "0")}${"c".repeat(52)}`;
 
-export function layerCases(): Record<LayerCaseName, () => Promise<Record<string, unknown>>> {
+export function layerCases(h: GuestHarness): Record<LayerCaseName, () => Promise<Record<string, unknown>>> {
   return {
     async "a trap on an image's file holds from each container's first instruction: 20 containers and an init container that read it at once alert, each named; a container no trap selects does not; a resolved container's read alerts once"() {
       const archive = process.env.HIVE_ALLOW_IMAGE ?? "";
@@ -73,6 +77,7 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
         stop = () => resolve("done");
       });
       let exited: Promise<number> | undefined;
+      let watch: StandaloneOnLayers | undefined;
       const timings: Record<string, number> = {};
       const t0 = performance.now();
       const mark = (name: string) => {
@@ -81,6 +86,11 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
       try {
         cd.importImage(archive);
         mark("imageImported");
+        const snapshotsDir = join(base, "containerd/root/io.containerd.snapshotter.v1.overlayfs/snapshots");
+        watch = await startStandaloneOnLayers(h, cd, snapshotsDir);
+        const standalone = watch;
+        assert.ok(standalone.layerArmed(), "hive watch armed the image layer's file at its start");
+        mark("standaloneArmed");
         const installed = installHive(api, {
           image: "hive:test",
           namespace: NS,
@@ -116,7 +126,7 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
             "--runtime-state-dir",
             cd.stateDir,
             "--image-layers",
-            join(base, "containerd/root/io.containerd.snapshotter.v1.overlayfs/snapshots"),
+            snapshotsDir,
             "--cgroup-root",
             "/sys/fs/cgroup",
             "--metrics-port",
@@ -155,11 +165,15 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
           });
           return pod.metadata?.uid ?? "";
         };
-        /** Starts a container of `uid`'s pod as a kubelet would, its entrypoint `args`. */
-        const launch = (uid: string, id: string, name: string, args: string[]) =>
+        /**
+         * Starts a container of `uid`'s pod as a kubelet would, its entrypoint `args`; its containerd
+         * labels (what hive watch selects by) say its app and name.
+         */
+        const launch = (uid: string, id: string, name: string, args: string[], app = "reader") =>
           cd.launch(id, ALLOW_IMAGE_REF, args, {
             cgroup: `/kubepods/besteffort/pod${uid}/${id}`,
             annotations: { "io.kubernetes.cri.container-name": name, "io.kubernetes.cri.sandbox-uid": uid },
+            labels: { app, "io.kubernetes.container.name": name },
           });
 
         const uids: string[] = [];
@@ -198,7 +212,7 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
             "cat /etc/secret; exec sleep 1000",
           ]);
         }
-        launch(bystander, containerId(2000), "main", ["/bin/cat", "/etc/secret"]);
+        launch(bystander, containerId(2000), "main", ["/bin/cat", "/etc/secret"], "other");
         mark("containersLaunched");
         await receiver.waitForDistinct(READERS + 1, 120_000);
         mark("alertsReceived");
@@ -215,6 +229,22 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
           assert.equal(got[0]?.pod?.container.name, "main");
         }
         assert.equal(byContainer.get(containerId(1000))?.[0]?.pod?.container.name, "setup");
+        // hive watch: the same first reads, each named by its container, none for the bystander.
+        await waitFor(() => (standalone.alerts.length >= READERS + 1 ? true : undefined), {
+          timeoutMs: 60_000,
+          intervalMs: 50,
+          what: `hive watch's ${READERS + 1} alerts (got ${standalone.alerts.length})`,
+        });
+        for (const id of [...Array.from({ length: READERS }, (_, i) => containerId(i)), containerId(1000)]) {
+          const got = standalone.of(id);
+          assert.equal(
+            got.length,
+            1,
+            `hive watch, ${id}: ${JSON.stringify(standalone.alerts.map((a) => a.pod))}`,
+          );
+          assert.equal(got[0]?.pod?.container.name, id === containerId(1000) ? "setup" : "main");
+        }
+        mark("standaloneAlerts");
 
         // The path before image layers, for comparison: the kubelet reports each container running
         // (at once here; a real kubelet takes its next status sync), then discover resolves it in
@@ -260,6 +290,11 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
 
         // A resolved container: its overlay inode and the layer's are checked by each read; one alert each.
         const resident = containerId(1);
+        await waitFor(() => (standalone.containerArmed(resident) ? true : undefined), {
+          timeoutMs: 60_000,
+          intervalMs: 50,
+          what: "hive watch armed the running container's own file",
+        });
         const before = receiver.accepted.length;
         for (let i = 0; i < 3; i++) {
           const r = cd.exec(resident, `read-${i}`, ["/bin/cat", "/etc/secret"]);
@@ -279,8 +314,30 @@ export function layerCases(): Record<LayerCaseName, () => Promise<Record<string,
         const metrics = await (await fetch(`${metricsUrl}/metrics`)).text();
         assert.match(metrics, /hive_kernel_events_dropped_total\{reason="unselected"\} [1-9]/);
         assert.doesNotMatch(metrics, /hive_kernel_events_dropped_total\{reason="unattributed"\} [1-9]/);
-        return { timings, layerKey, alerts: receiver.accepted.length, readers: READERS, arming };
+        // hive watch likewise: the resident's reads once each, the bystander counted, never alerted.
+        await waitFor(() => (standalone.of(resident).length >= 4 ? true : undefined), {
+          timeoutMs: 30_000,
+          intervalMs: 50,
+          what: "hive watch's alerts for the resident's reads",
+        });
+        assert.equal(
+          standalone.of(resident).length,
+          4,
+          JSON.stringify(standalone.of(resident).map((a) => a.metadata)),
+        );
+        assert.deepEqual(standalone.of(containerId(2000)), []);
+        assert.ok((standalone.dropped.unselected ?? 0) >= 1, JSON.stringify(standalone.dropped));
+        assert.equal(standalone.dropped.unattributed, undefined, JSON.stringify(standalone.dropped));
+        return {
+          timings,
+          layerKey,
+          alerts: receiver.accepted.length,
+          readers: READERS,
+          arming,
+          standalone: { alerts: watch.alerts.length, dropped: watch.dropped },
+        };
       } finally {
+        await watch?.close();
         stop();
         await exited?.catch(() => undefined);
         await cd.stop();
