@@ -162,4 +162,60 @@ describe("attribution by cgroup id", () => {
     expect(alerted).toEqual([{ trap: refs[0]?.trapId, container: "reader" }]);
     expect(dropped.sort()).toEqual(["unattributed", "unselected", "unselected"]);
   });
+
+  it("quiets in the kernel a container no trap selects, unless the containers changed while it was looked up", async () => {
+    const other = dir("default/other");
+    let release: () => void = () => undefined;
+    let gate: Promise<void> | undefined;
+    const attribution = createContainerAttribution({
+      cgroupRoot: root,
+      records: async () => {
+        await gate;
+        return [record("other", "/default/other", { app: "other" })];
+      },
+    });
+    const quieted: string[] = [];
+    const [ref] = trapRefs([
+      {
+        file: "f.yaml",
+        index: 1,
+        policy: {
+          apiVersion: "hive-operator.com/v1alpha1",
+          kind: "HivePolicy",
+          metadata: { name: "p" },
+          spec: { traps: [{ path: "/etc/secret", match: { matchLabels: { app: "reader" } } }] },
+        },
+      },
+    ]);
+    const layerAlerts = createLayerAlerts({
+      attribution,
+      watcher: { quiet: (cgroupId, group) => quieted.push(`${cgroupId}/${group}`) },
+      sourceOf: () => {
+        throw new Error("nothing selects it");
+      },
+      alert: () => undefined,
+      logger: captureLogger().logger,
+    });
+    const event = {
+      cgroupId: other,
+      ktimeNs: process.hrtime.bigint(),
+      slot: 9,
+      accesses: ["read"],
+      kind: "file",
+    };
+    layerAlerts.handle(event as KernelEvent, ref ? [ref] : []);
+    await layerAlerts.idle();
+    expect(quieted).toEqual([`${other}/9`]);
+    // Relabelled while its access was being looked up: it may be selected now, so it is not quieted.
+    gate = new Promise((r) => {
+      release = r;
+    });
+    attribution.invalidate();
+    layerAlerts.handle({ ...event, ktimeNs: process.hrtime.bigint() } as KernelEvent, ref ? [ref] : []);
+    await new Promise((r) => setTimeout(r, 10));
+    attribution.invalidate();
+    release();
+    await layerAlerts.idle();
+    expect(quieted).toHaveLength(1);
+  });
 });

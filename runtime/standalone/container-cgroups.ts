@@ -65,6 +65,8 @@ export interface ContainerAttribution {
   invalidate(): void;
   /** Lists made so far (for tests and status). */
   readonly lists: number;
+  /** Bumped by every invalidate(): an answer begun under an older one may be stale. */
+  readonly generation: number;
 }
 
 export function createContainerAttribution(options: {
@@ -115,6 +117,9 @@ export function createContainerAttribution(options: {
     },
     get lists() {
       return lists;
+    },
+    get generation() {
+      return generation;
     },
   };
 }

@@ -38,6 +38,7 @@ export function createLayerAlerts(options: LayerAlertsOptions): LayerAlerts {
   const { attribution, watcher, logger } = options;
   const pending = new Set<Promise<void>>();
   const route = async (event: KernelEvent, refs: readonly TrapRef[]) => {
+    const generation = attribution.generation;
     const container = await attribution.containerOf(event.cgroupId, event.ktimeNs);
     if (container === undefined) {
       options.onDropped?.("unattributed");
@@ -46,8 +47,9 @@ export function createLayerAlerts(options: LayerAlertsOptions): LayerAlerts {
     const selecting = container === null ? [] : refs.filter((ref) => containerMatches(ref.trap, container));
     if (container === null || selecting.length === 0) {
       options.onDropped?.("unselected");
-      // Its next accesses cost the kernel one more lookup, not an event (until selection may change).
-      watcher.quiet?.(event.cgroupId, event.slot);
+      // Its next accesses cost the kernel one more lookup, not an event, until selection may change;
+      // not when the containers changed while this one was looked up (it may be selected now).
+      if (attribution.generation === generation) watcher.quiet?.(event.cgroupId, event.slot);
       return;
     }
     // The pid is the task's init process (allow lists resolve in its root); none: no allow file holds.
