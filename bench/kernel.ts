@@ -17,7 +17,9 @@
  *      the kernel after the lookup (a lower bound for an in-kernel allow check), and the user
  *      space cost of an allowed event (decode + allow match + counting in the real alert
  *      pipeline) in the guest and on the host, with the conclusion the figures give;
- *   3. ring buffer → decoded events per second.
+ *   3. a container no trap selects reading an image layer's file: a plain miss, the event path
+ *      (each access an event dropped in user space) and the quiet map (skipped in the kernel);
+ *   4. ring buffer → decoded events per second.
  * HIVE_BENCH_SCALE=0.1 for a quick look; HIVE_BENCH_KERNEL=6.12|5.10 for another kernel.
  */
 import { execFileSync } from "node:child_process";
@@ -44,6 +46,11 @@ interface GuestResults {
     alertsRaised: number;
   };
   allowCost: AllowCost;
+  bystander: {
+    miss: ReaderCost & { events: number };
+    event: ReaderCost & { events: number };
+    quiet: ReaderCost & { events: number; quietChecks: number };
+  };
   ring: {
     events: number;
     lost: number;
@@ -172,6 +179,33 @@ function printAllow(r: GuestResults, host: AllowCost): void {
   );
 }
 
+/**
+ * A container no trap selects, reading an image layer's file: the same reader as the allowlist
+ * comparison (a new burst on every access), per access, as ratios to no program.
+ */
+function printBystander(r: GuestResults): void {
+  const base = r.allow.none.cpu;
+  const b = r.bystander;
+  console.log(
+    "\nA container no trap selects reading an image layer's file (open+read+close alternating between two files, guest instructions per access, ratio to no program):",
+  );
+  const row = (what: string, c: ReaderCost & { events: number }, note = "") =>
+    console.log(
+      `  ${what.padEnd(52)} ${fmt(c.cpu).padStart(8)} (${(c.cpu / base).toFixed(3)})  ${fmt(c.events)} events${note}`,
+    );
+  row("no program", { ...r.allow.none, events: 0 });
+  row("a plain miss (the files unwatched)", b.miss);
+  row("armed, each access an event (no quiet map)", b.event);
+  row(
+    "armed, its cgroup quiet (skipped in the kernel)",
+    b.quiet,
+    `, ${fmt(b.quiet.quietChecks)} checks skipped`,
+  );
+  console.log(
+    `  quiet over a plain miss: ${(b.quiet.cpu / b.miss.cpu).toFixed(3)}; the event path over a plain miss: ${(b.event.cpu / b.miss.cpu).toFixed(3)}`,
+  );
+}
+
 export async function run(): Promise<void> {
   const reason = vmUnavailable();
   if (reason) throw new Error(`kernel bench cannot run: ${reason}`);
@@ -238,6 +272,7 @@ export async function run(): Promise<void> {
   printAims(r);
   const host = await measureAllowCost(Math.round(200_000 * Math.max(scale, 0.1)));
   printAllow(r, host);
+  printBystander(r);
   const ring = r.ring;
   console.log(
     `\nRing buffer → decoded events: ${ring.events} events (${ring.lost} lost, ${ring.bursts} bursts) in ${ring.totalSeconds.toFixed(2)} s guest time` +

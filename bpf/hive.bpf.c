@@ -11,7 +11,9 @@
  * Miss path, cheapest test first (it runs for every path component of every lookup):
  *   1. the mask, a register: pure MAY_EXEC checks (directory traversal) are dropped;
  *   2. one bit of i_ino in an array-map bitmap (lookup inlined by the verifier);
- *   3. the (dev, ino) hash lookup, then the wanted-mask test.
+ *   3. the (dev, ino) hash lookup, then the wanted-mask test;
+ *   4. for an image layer's entry only, the (cgroup, group) lookup in hive_quiet: a container no
+ *      trap selects costs no burst and no event.
  * access(2) checks (MAY_ACCESS, rare) first ask whether the thread is proving a trap.
  *
  * Bursts: one user action calls inode_permission several times. Checks of one file by
@@ -146,6 +148,16 @@ struct {
 	__type(value, __u32);
 } hive_followed SEC(".maps");
 
+/* Cgroups whose accesses to an image layer's file alert nobody (struct hive_quiet_key → 1).
+ * An LRU: a flood of cgroups can never fill it; an evicted entry costs one more event, after
+ * which user space writes it again. Never a reason to skip anything but a layer entry's check. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct hive_quiet_key);
+	__type(value, __u8);
+} hive_quiet SEC(".maps");
+
 #include "process.bpf.h"
 
 static __always_inline int hive_bitmap_hit(__u64 ino)
@@ -221,6 +233,17 @@ static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask, int pare
 	struct hive_counters *counters = bpf_map_lookup_elem(&hive_counters, &zero);
 	if (!counters)
 		return 0;
+	/* An image layer's own entry (group == slot: bpf/hive.h), for an access, not a change (a
+	 * change asks user space to re-resolve, whoever makes it): a cgroup quieted for the group is
+	 * skipped before its burst is touched, so a pending burst of that thread stays as it was.
+	 * Other entries never pay this lookup. */
+	if (watch->group == watch->slot && watch->group && !(mask & HIVE_CHANGES)) {
+		struct hive_quiet_key quiet = { .cgroup_id = bpf_get_current_cgroup_id(), .group = watch->group, ._pad = 0 };
+		if (bpf_map_lookup_elem(&hive_quiet, &quiet)) {
+			counters->quiet++;
+			return 0;
+		}
+	}
 	counters->checks++;
 
 	__u64 now = bpf_ktime_get_ns();

@@ -82,8 +82,21 @@ struct hive_value {
 	__u32 mask;  /* wanted HIVE_MAY_* bits; other checks are dropped in the kernel */
 	__u32 kind;  /* HIVE_KIND_* */
 	/* Non-zero: checks of entries with the same group continue one burst. An image layer's file
-	 * and a container's overlay inode over it are checked one after the other by one access. */
+	 * and a container's overlay inode over it are checked one after the other by one access.
+	 * The contract: an image layer's own entry has group == slot (the group is named after it);
+	 * an overlay entry over it has the layer's slot as group, never its own. Only the layer's
+	 * entry is reached by every container of the image, so only it is looked up in hive_quiet. */
 	__u32 group;
+};
+
+/* hive_quiet's key: a cgroup (container) whose accesses to an image layer's group alert nobody.
+ * User space writes it when it drops such an access as unselected and clears the whole map
+ * whenever what selects could have changed; the kernel then skips that cgroup's checks of the
+ * layer's entry (no burst, no event), counting them in hive_counters.quiet. */
+struct hive_quiet_key {
+	__u64 cgroup_id;
+	__u32 group;
+	__u32 _pad;
 };
 
 /* A process (thread group), keyed by tgid in hive_procs. */
@@ -189,13 +202,15 @@ struct hive_counters {
 	__u64 unfolded; /* bursts emitted at once, not folded with later checks: hive_bursts was full */
 	__u64 held;     /* bursts held by flood summarisation (reported as counts, not one by one) */
 	__u64 flood_full; /* bursts emitted without a flood budget: hive_flood was full */
+	__u64 quiet;      /* checks of an image layer's entry skipped: hive_quiet holds their cgroup and group */
 };
 
 _Static_assert(sizeof(struct hive_key) == 16, "hive_key layout");
 _Static_assert(sizeof(struct hive_value) == 16, "hive_value layout");
 _Static_assert(sizeof(struct hive_proc) == 320, "hive_proc layout");
 _Static_assert(sizeof(struct hive_event) == 704, "hive_event layout");
-_Static_assert(sizeof(struct hive_counters) == 56, "hive_counters layout");
+_Static_assert(sizeof(struct hive_counters) == 64, "hive_counters layout");
+_Static_assert(sizeof(struct hive_quiet_key) == 16, "hive_quiet_key layout");
 _Static_assert(sizeof(struct hive_flood_key) == 24, "hive_flood_key layout");
 _Static_assert(sizeof(struct hive_flood) == 40, "hive_flood layout");
 _Static_assert(sizeof(struct hive_proof) == 72, "hive_proof layout");

@@ -230,8 +230,10 @@ results.trackers = trackers;
     allowFiles: new Map([[loop, [resolveInRoot("/", loop, {}, proveWith(watcher.proofMaps())).key]]]),
   };
   let received = 0;
+  let lastCgroup = 0n;
   watcher.onEvent((event) => {
     received++;
+    lastCgroup = event.cgroupId;
     pipeline.handle(event, source);
   });
   await watcher.whenReady();
@@ -267,6 +269,24 @@ results.trackers = trackers;
   // A real CPU does more accesses in burstMaxMs than the emulated one: fewer events per access.
   const oneCount = Math.ceil((3 * BURST_MAX_MS * 1e6) / noneOne.wall);
   const loopOne = await bestRun(["openread", a], oneCount, 2);
+  // A container no trap selects, reading an image layer's file (layer entries: group == slot):
+  //   miss   the files unwatched (what any unwatched file costs);
+  //   event  armed, each access an event, dropped in user space (before the quiet map);
+  //   quiet  armed, the reader's cgroup in the quiet map for both groups: skipped in the kernel.
+  watcher.sync([]);
+  const bystanderMiss = await bestRun(["openread2", a, b], count);
+  watcher.sync(entries(["read", "open"]).map((e) => ({ ...e, group: e.slot })));
+  const bystanderEvent = await bestRun(["openread2", a, b], count);
+  watcher.quiet(lastCgroup, 1);
+  watcher.quiet(lastCgroup, 2);
+  const quietBefore = watcher.counters().quiet;
+  const bystanderQuiet = await bestRun(["openread2", a, b], count);
+  results.bystander = {
+    miss: bystanderMiss,
+    event: bystanderEvent,
+    quiet: { ...bystanderQuiet, quietChecks: Number(watcher.counters().quiet - quietBefore) },
+  };
+  watcher.clearQuiet();
   const allowedCount = pipeline.allowed().reduce((sum, r) => sum + r.count, 0);
   results.allow = {
     attachMode: watcher.attachMode,

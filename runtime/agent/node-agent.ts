@@ -169,6 +169,8 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     // A file re-resolved here is armed by this agent's loader (when it is the kernel's) at once:
     // the watch of the written HiveData brings the same object again later.
     onDesired: (d) => leading.loader?.onData("MODIFIED", d),
+    // Accesses an image layer's file attributes to a pod are selected by what the pod cache shows.
+    onPodChanged: () => leading.loader?.selectionChanged(),
   });
   // One policy watch per node, shared by every role: a role subscribes while it runs.
   const policySinks = new Set<(type: WatchEventType, policy: HivePolicy) => void>();

@@ -89,6 +89,11 @@ export interface DiscoverOptions {
    * loader arms it at once, not after a round trip through the API server.
    */
   onDesired?: (d: HiveData) => void;
+  /**
+   * After each pod event of this node, once the pod cache shows it: labels, names and namespaces
+   * decide which traps select an access (the loader's quiet map is cleared).
+   */
+  onPodChanged?: () => void;
 }
 
 export interface DiscoverStats {
@@ -349,6 +354,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         pods.set(objectKey(pod), pod);
         if (uid) podsByUid.set(uid, pod);
       }
+      options.onPodChanged?.();
       runner.trigger();
     },
     onData(type, d) {

@@ -52,6 +52,15 @@ export class EventRoutes {
     this.bySlot = new Map([...byKey.values()].map((v) => [v.entry.slot, v]));
   }
 
+  /**
+   * The file entry the last sync wrote for the event's key; undefined before any sync (the kernel
+   * map may still be an earlier agent's, numbered its own way) or when the key is gone.
+   */
+  synced(event: KernelEvent): WatchEntry | undefined {
+    if (this.ownSlotsSinceNs === undefined) return undefined;
+    return this.byKeyId.get(`file:${keyText(event.key)}`)?.entry;
+  }
+
   /** The HiveData behind a slot of the last sync. */
   lookup(slot: number): readonly HiveData[] {
     return this.bySlot.get(slot)?.data ?? [];

@@ -9,7 +9,7 @@ import type { KernelEvent } from "../kernel/contract.ts";
 import { createLogger } from "../log.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
 import { buildHiveData, buildLayerData } from "./hive-data.ts";
-import type { AccessOrigin } from "./layer-routing.ts";
+import { type AccessOrigin, quietKey } from "./layer-routing.ts";
 import { createLoaderController } from "./loader.ts";
 
 const KERNEL = "eeeeeeee-5555-4555-8555-555555555555";
@@ -194,5 +194,53 @@ describe("accesses to an image layer's file", () => {
     expect(overlay?.group).toBe(layer?.group);
     expect(overlay?.slot).not.toBe(layer?.slot);
     loader.stop();
+  });
+});
+
+describe("the quiet-map key of an access to an image layer's file", () => {
+  const layerEntry = { key: LAYER, slot: 4, group: 4, accesses: ["read"], kind: "file" } as const;
+  const access: KernelEvent = {
+    ktimeNs: 1n,
+    key: LAYER,
+    mask: 0x24,
+    accesses: ["read", "open"],
+    kind: "file",
+    slot: 4,
+    group: 4,
+    pid: 1,
+    tgid: 1,
+    uid: 0,
+    gid: 0,
+    comm: "cat",
+    cgroupId: 42n,
+    count: 1,
+    process: { exe: { source: "unknown" }, execNs: 0n },
+  };
+  const unselected = { dropped: "unselected" } as const;
+
+  it("is the access's cgroup and the layer's group, for an access no trap selects", () => {
+    expect(quietKey(access, unselected, layerEntry)).toEqual({ cgroupId: 42n, group: 4 });
+  });
+
+  it("is none for an access not yet attributable, or one that alerts", () => {
+    expect(quietKey(access, { dropped: "unattributed" }, layerEntry)).toBeUndefined();
+    expect(quietKey(access, { matched: [] }, layerEntry)).toBeUndefined();
+  });
+
+  it("is none for a change of the file: re-resolution needs every one", () => {
+    expect(quietKey({ ...access, change: "deleted" }, unselected, layerEntry)).toBeUndefined();
+  });
+
+  it("is none unless the event and the last sync both name the layer's own entry with that group", () => {
+    // Before any sync (the kernel map may be an earlier agent's), or the key gone since.
+    expect(quietKey(access, unselected, undefined)).toBeUndefined();
+    // The group renumbered since the event was raised: 4 may now be another layer's.
+    expect(quietKey(access, unselected, { ...layerEntry, slot: 9, group: 9 })).toBeUndefined();
+    // An overlay entry folded into the layer's group (its own slot): not the entry every container reaches.
+    expect(quietKey({ ...access, slot: 7 }, unselected, { ...layerEntry, slot: 7 })).toBeUndefined();
+    // No group, a parent entry, a file the kernel armed itself.
+    expect(quietKey({ ...access, group: undefined }, unselected, layerEntry)).toBeUndefined();
+    expect(quietKey({ ...access, kind: "parent" }, unselected, layerEntry)).toBeUndefined();
+    expect(quietKey({ ...access, followed: true }, unselected, layerEntry)).toBeUndefined();
   });
 });

@@ -9,7 +9,7 @@
  */
 import type { V1Pod } from "@kubernetes/client-node";
 import type { HiveData } from "../../api/data.ts";
-import { LABEL_KERNEL_ID, LABEL_NODE } from "../../api/meta.ts";
+import { LABEL_KERNEL_ID, LABEL_NODE, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import type { KernelEvent, WatchEntry } from "../kernel/contract.ts";
 import { buildHiveData, isLayerData } from "./hive-data.ts";
@@ -87,6 +87,27 @@ function containerData(armed: ArmedData, origin: AccessOrigin, name: string, eve
 }
 
 /**
+ * The quiet-map key (KernelWatcher.quiet) an access to an image layer's file earns, or undefined.
+ * Only a drop as `unselected` (no trap selects that container, or the cgroup is no pod's): one
+ * `unattributed` may be attributable a moment later. Only an access raised on the layer's own
+ * entry (group == slot) as this process last synced it (`synced`: undefined before the first
+ * sync, or once the key is gone), so that a group number the kernel read before a renumbering
+ * never quiets another layer; never a change of the file, which re-resolves whoever makes it.
+ */
+export function quietKey(
+  event: KernelEvent,
+  route: LayerRoute,
+  synced: WatchEntry | undefined,
+): { cgroupId: bigint; group: number } | undefined {
+  if (!("dropped" in route) || route.dropped !== "unselected") return undefined;
+  if (event.kind !== "file" || event.change !== undefined || event.followed) return undefined;
+  const group = event.group;
+  if (group === undefined || group === 0 || event.slot !== group) return undefined;
+  if (synced?.kind !== "file" || synced.slot !== group || synced.group !== group) return undefined;
+  return { cgroupId: event.cgroupId, group };
+}
+
+/**
  * An image layer's file and the overlay inodes of containers over it are checked in turn by one
  * access: they get one group (the layer entry's slot), and the kernel folds them into one burst.
  * `byKey` is the loader's index (`kind:major:minor:ino` → entry and HiveData), updated in place.
@@ -101,4 +122,24 @@ export function foldGroups(byKey: Map<string, { entry: WatchEntry; data: HiveDat
       if (layer?.data.some(isLayerData)) v.entry = { ...v.entry, group: layer.entry.slot };
     }
   }
+}
+
+/**
+ * What decides whether an access to an image layer's file is selected, as far as the kernel map
+ * goes: each layer entry (group == slot) with its group and the HiveData behind it (by name, kind
+ * and trap). Trap contents are the policies' (onPolicy clears on those).
+ */
+export function layerFingerprint(
+  byKey: ReadonlyMap<string, { entry: WatchEntry; data: HiveData[] }>,
+): string {
+  const parts: string[] = [];
+  for (const [id, { entry, data }] of byKey) {
+    if (!entry.group || entry.group !== entry.slot) continue;
+    const behind = data.map(
+      (d) =>
+        `${d.metadata.namespace}/${d.metadata.name}:${isLayerData(d) ? "layer" : "file"}:${d.metadata.labels?.[LABEL_TRAP_ID] ?? ""}`,
+    );
+    parts.push(`${id}@${entry.slot}=${behind.sort().join(",")}`);
+  }
+  return parts.sort().join(";");
 }

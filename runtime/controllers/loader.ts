@@ -30,7 +30,13 @@ import type { Logger } from "../log.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
 import { EventRoutes } from "./event-routes.ts";
 import { ANNOTATION_PARENT, isLayerData, isMissing, keyText, parseKeyText } from "./hive-data.ts";
-import { type AttributeAccess, foldGroups, routeLayerAccess } from "./layer-routing.ts";
+import {
+  type AttributeAccess,
+  foldGroups,
+  layerFingerprint,
+  quietKey,
+  routeLayerAccess,
+} from "./layer-routing.ts";
 import {
   type ArmedData,
   indexLiveTraps,
@@ -130,6 +136,12 @@ export interface LoaderController extends ControllerLifecycle<LoaderStats> {
   lookup(slot: number): readonly HiveData[];
   /** True while events are held unrouted (before the first sync, without a routing snapshot). */
   holding(): boolean;
+  /**
+   * What selects an access to an image layer could have changed (a pod of this node added,
+   * changed or gone): the kernel forgets every quieted cgroup. Call after the change is visible
+   * to `attribute`.
+   */
+  selectionChanged(): void;
 }
 
 export function createLoaderController(options: LoaderOptions): LoaderController {
@@ -158,6 +170,8 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     exists: (d) => data.has(objectKey(d)),
   });
   let stopped = false;
+  /** The layer entries the quiet map was last cleared for (layerFingerprint). */
+  let quietFor: string | undefined;
   /** Objects known only from the snapshot: gone at the first pass after the lists, unless listed again. */
   const provisional = new Set<string>();
   const seed = options.snapshot?.load();
@@ -242,6 +256,14 @@ export function createLoaderController(options: LoaderOptions): LoaderController
 
     const byKey = indexByKey(valid);
     const entries = [...byKey.values()].map((v) => v.entry);
+    // Another layer entry, group number or HiveData behind one: what selects may have changed, or a
+    // group number gone to another layer. Every quieted cgroup is forgotten before the sync; only
+    // route() quiets again, against the routes written below.
+    const layers = layerFingerprint(byKey);
+    if (layers !== quietFor) {
+      kernel.clearQuiet?.();
+      quietFor = layers;
+    }
     // A full map takes what fits (the kernel watcher logs it; readiness, metrics and
     // `hive status` report it) and takes the rest as soon as entries go.
     stats.notWatched = kernel.sync(entries).notWatched.length;
@@ -385,6 +407,9 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       else if (armed.length === 0) {
         stats.layerDropped += 1;
         options.onEventDropped?.(routed.dropped);
+        // The container's next accesses to this layer alert nobody either: not events any more.
+        const quiet = quietKey(event, routed, routes.synced(event));
+        if (quiet) kernel.quiet?.(quiet.cgroupId, quiet.group);
         return;
       }
     }
@@ -430,9 +455,18 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   return {
     onPolicy(type, policy) {
       provisional.delete(`policy:${objectKey(policy)}`);
+      const had = policies.get(objectKey(policy));
       if (type === "DELETED" || specProblems(policy)) policies.delete(objectKey(policy));
       else policies.set(objectKey(policy), policy);
       traps = undefined;
+      // Routed by the new traps from now on, before the next sync: nothing quieted may outlive them.
+      // A status write (the same spec) changes no trap.
+      const now = policies.get(objectKey(policy));
+      if (
+        (had === undefined) !== (now === undefined) ||
+        JSON.stringify(had?.spec) !== JSON.stringify(now?.spec)
+      )
+        kernel.clearQuiet?.();
       runner.trigger();
     },
     onData(type, d) {
@@ -449,6 +483,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     },
     lookup,
     holding: () => held !== undefined,
+    selectionChanged: () => kernel.clearQuiet?.(),
     ...loop.lifecycle,
     stop() {
       stopped = true;

@@ -147,6 +147,11 @@ export interface KernelEvent {
    */
   followed?: boolean;
   slot: number;
+  /**
+   * The first check's entry group (WatchEntry.group), absent when 0. On an image layer's own
+   * entry it equals `slot`: what KernelWatcher.quiet is keyed by.
+   */
+  group?: number;
   pid: number;
   tgid: number;
   uid: number;
@@ -227,11 +232,12 @@ export interface KernelWatcher {
   ancestors?(process: ProcessIdentity): Ancestor[];
   counters(): KernelCounters;
   /**
-   * Accesses from cgroup `cgroupId` to the image layer file of group `group` alert nobody (no trap
-   * selects that container): the kernel drops them without an event until clearQuiet().
+   * Accesses from cgroup `cgroupId` to the image layer's entry of `group` alert nobody: the kernel
+   * skips them from now on (no burst, no event; counted) until clearQuiet. Only for an access
+   * dropped because no trap selects its container, never for one not yet attributable.
    */
   quiet?(cgroupId: bigint, group: number): void;
-  /** Forgets every quiet entry: what selects a container may have changed. */
+  /** Forgets every quieted cgroup: called whenever what selects an access could have changed. */
   clearQuiet?(): void;
   /**
    * Descriptors of the maps a resolving thread proves traps with (runtime/kernel/trap-proof.ts);

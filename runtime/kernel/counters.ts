@@ -13,6 +13,7 @@ export function readCounters(
   unfolded: bigint;
   held: bigint;
   floodFull: bigint;
+  quiet: bigint;
 } {
   const lib = libbpf();
   const buf = Buffer.alloc(ncpus * COUNTERS_LAYOUT.size);
@@ -31,5 +32,6 @@ export function readCounters(
     unfolded: sum(COUNTERS_LAYOUT.unfolded),
     held: sum(COUNTERS_LAYOUT.held),
     floodFull: sum(COUNTERS_LAYOUT.flood_full),
+    quiet: sum(COUNTERS_LAYOUT.quiet),
   };
 }

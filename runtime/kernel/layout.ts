@@ -151,7 +151,7 @@ const EXE = {
 const REL = { chroot: 0x1, parentChroot: 0x2, parentExeced: 0x4, reparented: 0x8 } as const;
 /** struct hive_counters (one per CPU in hive_counters). */
 export const COUNTERS_LAYOUT = {
-  size: 56,
+  size: 64,
   events: 0,
   lost: 8,
   checks: 16,
@@ -159,7 +159,25 @@ export const COUNTERS_LAYOUT = {
   unfolded: 32,
   held: 40,
   flood_full: 48,
+  quiet: 56,
 } as const;
+
+/** struct hive_quiet_key (hive_quiet's keys; the value is one byte). */
+export const QUIET_KEY_LAYOUT = { size: 16, cgroup_id: 0, group: 8 } as const;
+
+export function encodeQuietKey(cgroupId: bigint, group: number): Buffer {
+  const buf = Buffer.alloc(QUIET_KEY_LAYOUT.size);
+  buf.writeBigUInt64LE(cgroupId, QUIET_KEY_LAYOUT.cgroup_id);
+  buf.writeUInt32LE(group >>> 0, QUIET_KEY_LAYOUT.group);
+  return buf;
+}
+
+export function decodeQuietKey(buf: Buffer): { cgroupId: bigint; group: number } {
+  return {
+    cgroupId: buf.readBigUInt64LE(QUIET_KEY_LAYOUT.cgroup_id),
+    group: buf.readUInt32LE(QUIET_KEY_LAYOUT.group),
+  };
+}
 
 /** struct hive_proof (values of hive_proofs, keyed by thread id); `ids` holds HIVE_PROOF_IDS hive_keys. */
 export const PROOF_LAYOUT = { size: 72, count: 0, ids: 8, idsCount: 4 } as const;
@@ -388,6 +406,7 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
     kind: u32(L.kind) === KIND_PARENT ? "parent" : "file",
     ...(u32(L.kind) === KIND_FOLLOWED ? { followed: true } : {}),
     slot: u32(L.slot),
+    ...(u32(L.group) !== 0 ? { group: u32(L.group) } : {}),
     pid: u32(L.pid),
     tgid: u32(L.tgid),
     uid: u32(L.uid),

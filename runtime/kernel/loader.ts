@@ -31,6 +31,7 @@ import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import { DEFAULT_OBJECT_PATH } from "./object-path.ts";
 import { ProcessTracking } from "./process-tracking.ts";
 import { programInfo } from "./program-info.ts";
+import { QuietMap } from "./quiet-map.ts";
 import { RingConsumer } from "./ring-consumer.ts";
 import { setRodata } from "./rodata.ts";
 import { attachChangeLink, attachParentLink, attachTrapLink } from "./trap-link.ts";
@@ -56,6 +57,7 @@ const PINNED_MAPS = [
   "hive_proofs",
   "hive_flood",
   "hive_followed",
+  "hive_quiet",
 ] as const;
 
 export type { KernelWatcherOptions, LibbpfCounters } from "./watcher-options.ts";
@@ -108,6 +110,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   private readonly fds: Record<(typeof PINNED_MAPS)[number], number>;
   private readonly maps: Record<(typeof PINNED_MAPS)[number], Pointer>;
   private watchMap!: WatchMap;
+  private quietMap!: QuietMap;
   private readonly listeners: Array<(event: KernelEvent) => void> = [];
   /** The ring worker's main-thread side; null when loaded without attaching. */
   consumer: RingConsumer | null = null;
@@ -221,6 +224,9 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         this.watchCapacity,
         this.logger,
       );
+      this.quietMap = new QuietMap(this.lib, fds.hive_quiet, this.logger);
+      // Keyed by groups of the previous agent's slot numbering, if adopted: none may outlive it.
+      this.quietMap.clear();
       const before = readCounters(this.fds.hive_counters, this.ncpus);
       this.deliveredBase = before.bursts - before.lost - before.held;
       // Read after the counters: a burst opened in between counts as backlog, so flush() may
@@ -355,6 +361,19 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   sync(entries: readonly WatchEntry[]): SyncResult {
     return this.watchMap.sync(entries);
+  }
+
+  quiet(cgroupId: bigint, group: number): void {
+    this.quietMap.quiet(cgroupId, group);
+  }
+
+  clearQuiet(): void {
+    this.quietMap.clear();
+  }
+
+  /** The quieted (cgroup, group) pairs (quiet-map.ts). */
+  quieted(): Array<{ cgroupId: bigint; group: number }> {
+    return this.quietMap.entries();
   }
 
   ancestors(process: ProcessIdentity): Ancestor[] {

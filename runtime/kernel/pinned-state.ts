@@ -18,7 +18,15 @@ export interface PinnedState {
   attachMode: AttachMode | null;
   maps: string[];
   watched: Array<{ key: FileKey } & DecodedValue>;
-  counters: { events: bigint; lost: bigint; checks: bigint; bursts: bigint; unfolded: bigint } | null;
+  counters: {
+    events: bigint;
+    lost: bigint;
+    checks: bigint;
+    bursts: bigint;
+    unfolded: bigint;
+    /** Checks of an image layer's file skipped for a quieted cgroup (quiet-map.ts). */
+    quiet: bigint;
+  } | null;
 }
 
 /** null when nothing is pinned. */

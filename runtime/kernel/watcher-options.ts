@@ -88,4 +88,6 @@ export interface LibbpfCounters extends KernelCounters {
   held: bigint;
   /** Bursts emitted without a flood budget because the flood map was full. */
   floodFull: bigint;
+  /** Checks of an image layer's file skipped in the kernel: their cgroup was quieted for its group. */
+  quiet: bigint;
 }

@@ -63,6 +63,7 @@ export type KernelCountersSource = () => {
   unfolded?: bigint;
   held?: bigint;
   floodFull?: bigint;
+  quiet?: bigint;
   programMisses?: bigint;
   upgradeDiscarded?: bigint;
   /** The running trap program's tag and attach mode (runtime/kernel/program-info.ts). */
@@ -214,6 +215,11 @@ export function createHiveMetrics(options: HiveMetricsOptions = {}): HiveMetrics
     "hive_kernel_flood_table_full_total",
     "Bursts emitted without a flood budget because the kernel's flood table (16,384 keys) was full.",
     (c) => c.floodFull ?? 0n,
+  );
+  kernelCounter(
+    "hive_kernel_checks_quiet_total",
+    "Checks of an image layer's file by a container no trap selects, skipped in the kernel (its cgroup is in the quiet map): no burst, no event. The first access of such a container is an event, dropped as unselected.",
+    (c) => c.quiet ?? 0n,
   );
   kernelCounter(
     "hive_kernel_bursts_unfolded_total",

@@ -22,6 +22,7 @@ import {
   KEY_LAYOUT,
   PROC_LAYOUT,
   PROOF_LAYOUT,
+  QUIET_KEY_LAYOUT,
   VALUE_LAYOUT,
 } from "../../runtime/kernel/layout.ts";
 import { objectPathFor } from "../../runtime/kernel/object-path.ts";
@@ -118,6 +119,12 @@ for (const arch of Object.keys(ARCHITECTURES) as Architecture[]) {
       }
     });
 
+    it("hive_quiet_key", () => {
+      const btf = offsets("hive_quiet_key");
+      expect(QUIET_KEY_LAYOUT.size).toBe(btf.size);
+      expect(tsFields(QUIET_KEY_LAYOUT)).toEqual(btf.fields);
+    });
+
     it("hive_counters", () => {
       const btf = offsets("hive_counters");
       expect(COUNTERS_LAYOUT.size).toBe(btf.size);
@@ -145,6 +152,7 @@ for (const arch of Object.keys(ARCHITECTURES) as Architecture[]) {
       buf.writeUInt32LE(9, at("slot"));
       buf.writeUInt32LE(3, at("count"));
       buf.writeUInt32LE(1, at("kind"));
+      buf.writeUInt32LE(9, at("group"));
       buf.write("cat", at("comm"));
       buf.writeBigUInt64LE(90n, at("exec_ns"));
       buf.writeBigUInt64LE(80n, at("grandparent_start_ns"));
@@ -179,6 +187,7 @@ for (const arch of Object.keys(ARCHITECTURES) as Architecture[]) {
         accesses: ["read", "open"],
         kind: "parent",
         slot: 9,
+        group: 9,
         pid: 1001,
         tgid: 1000,
         uid: 65534,

@@ -149,7 +149,9 @@ function render(root: RootStatus): string {
   lines.push(`  maps      ${state.maps.join(", ") || "(none)"}`);
   if (state.counters) {
     const c = state.counters;
-    lines.push(`  counters  events ${c.events} · lost ${c.lost} · checks ${c.checks} · bursts ${c.bursts}`);
+    lines.push(
+      `  counters  events ${c.events} · lost ${c.lost} · checks ${c.checks} · bursts ${c.bursts} · quiet ${c.quiet}`,
+    );
   } else {
     lines.push("  counters  (not pinned)");
   }

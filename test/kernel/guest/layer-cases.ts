@@ -212,7 +212,14 @@ export function layerCases(h: GuestHarness): Record<LayerCaseName, () => Promise
             "cat /etc/secret; exec sleep 1000",
           ]);
         }
-        launch(bystander, containerId(2000), "main", ["/bin/cat", "/etc/secret"], "other");
+        // The bystander stays (its later reads are exec'd into it: the quiet map's part below).
+        launch(
+          bystander,
+          containerId(2000),
+          "main",
+          ["/bin/sh", "-c", "cat /etc/secret; exec sleep 1000"],
+          "other",
+        );
         mark("containersLaunched");
         await receiver.waitForDistinct(READERS + 1, 120_000);
         mark("alertsReceived");
@@ -328,6 +335,73 @@ export function layerCases(h: GuestHarness): Record<LayerCaseName, () => Promise
         assert.deepEqual(standalone.of(containerId(2000)), []);
         assert.ok((standalone.dropped.unselected ?? 0) >= 1, JSON.stringify(standalone.dropped));
         assert.equal(standalone.dropped.unattributed, undefined, JSON.stringify(standalone.dropped));
+
+        // The quiet map: a container no trap selects costs one event, then none. Pods and HiveData
+        // changed since its entrypoint's read (each change forgets what was quiet): one read first.
+        const counts = async () => {
+          const text = await (await fetch(`${metricsUrl}/metrics`)).text();
+          const pick = (name: string) => Number(new RegExp(`^${name} (\\d+)`, "m").exec(text)?.[1] ?? 0);
+          return {
+            quiet: pick("hive_kernel_checks_quiet_total"),
+            unselected: pick('hive_kernel_events_dropped_total\\{reason="unselected"\\}'),
+            events: pick("hive_kernel_events_total"),
+          };
+        };
+        const read = (id: string, execId: string) => {
+          const r = cd.exec(id, execId, ["/bin/cat", "/etc/secret"]);
+          assert.equal(r.status, 0, r.stderr);
+        };
+        const quietT0 = performance.now();
+        const before0 = await counts();
+        read(containerId(2000), "quiet-0");
+        const quieted = await waitFor(
+          async () => {
+            const c = await counts();
+            return c.unselected > before0.unselected || c.quiet > before0.quiet ? c : undefined;
+          },
+          { timeoutMs: 30_000, intervalMs: 50, what: "the bystander's read dropped (or quiet already)" },
+        );
+        const selectedBefore = alerts().filter((a) => a.pod?.name === "reader-1").length;
+        for (let i = 1; i <= 2; i++) read(containerId(2000), `quiet-${i}`);
+        // The selected container's read meanwhile: its cgroup is never quiet.
+        read(resident, "selected-0");
+        await waitFor(async () => ((await counts()).quiet >= quieted.quiet + 2 ? true : undefined), {
+          timeoutMs: 30_000,
+          intervalMs: 50,
+          what: "the bystander's reads skipped in the kernel",
+        });
+        await receiver.waitForDistinct(before + 4, 60_000);
+        await new Promise((r) => setTimeout(r, 500)); // a burst's gap and the ring's read
+        const after = await counts();
+        assert.equal(after.unselected, quieted.unselected, "no more bystander events dropped in user space");
+        // The selected read's event at most (a swept burst is not counted there), none of the bystander's.
+        assert.ok(after.events - quieted.events <= 1, JSON.stringify({ quieted, after }));
+        assert.equal(alerts().filter((a) => a.pod?.name === "reader-1").length, selectedBefore + 1);
+        assert.equal(alerts().filter((a) => a.pod?.name === "bystander").length, 0);
+
+        // What selects changes: the bystander's pod is relabelled so that the trap selects it. Its
+        // cgroup is forgotten as soon as this node's pod cache shows the change; a read then alerts.
+        const current = await core.readNamespacedPod({ namespace: APPS, name: "bystander" });
+        await core.replaceNamespacedPod({
+          namespace: APPS,
+          name: "bystander",
+          body: { ...current, metadata: { ...current.metadata, labels: { app: "reader" } } },
+        });
+        let readsUntilAlert = 0;
+        await waitFor(
+          async () => {
+            readsUntilAlert += 1;
+            read(containerId(2000), `selected-now-${readsUntilAlert}`);
+            await new Promise((r) => setTimeout(r, 300));
+            return alerts().some((a) => a.pod?.name === "bystander") ? true : undefined;
+          },
+          { timeoutMs: 30_000, intervalMs: 1, what: "the relabelled bystander's read alerted" },
+        );
+        const quiet = {
+          ...after,
+          readsUntilAlert,
+          seconds: Math.round((performance.now() - quietT0) / 100) / 10,
+        };
         return {
           timings,
           layerKey,
@@ -335,6 +409,7 @@ export function layerCases(h: GuestHarness): Record<LayerCaseName, () => Promise
           readers: READERS,
           arming,
           standalone: { alerts: watch.alerts.length, dropped: watch.dropped },
+          quiet,
         };
       } finally {
         await watch?.close();
