@@ -5,6 +5,8 @@
  * private containerd with the overlayfs snapshotter (the allow image, imported from its OCI
  * archive), in the cgroups and with the annotations a kubelet's CRI plugin gives them. The pods
  * stay Pending in the API: as in a cluster, the kubelet reports a container only after it ran.
+ * A container no trap selects costs one event, then none (the kernel's quiet map) until what
+ * selects changes.
  * `hive watch` (layer-standalone.ts) watches the same containers at the same time, on the guest's
  * own program, selecting them by their containerd labels: it must give the same alerts.
  */
@@ -381,22 +383,25 @@ export function layerCases(h: GuestHarness): Record<LayerCaseName, () => Promise
 
         // What selects changes: the bystander's pod is relabelled so that the trap selects it. Its
         // cgroup is forgotten as soon as this node's pod cache shows the change; a read then alerts.
-        const current = await core.readNamespacedPod({ namespace: APPS, name: "bystander" });
-        await core.replaceNamespacedPod({
-          namespace: APPS,
-          name: "bystander",
-          body: { ...current, metadata: { ...current.metadata, labels: { app: "reader" } } },
-        });
+        // User space over the same kernel behaviour as above: on 6.12 only.
         let readsUntilAlert = 0;
-        await waitFor(
-          async () => {
-            readsUntilAlert += 1;
-            read(containerId(2000), `selected-now-${readsUntilAlert}`);
-            await new Promise((r) => setTimeout(r, 300));
-            return alerts().some((a) => a.pod?.name === "bystander") ? true : undefined;
-          },
-          { timeoutMs: 30_000, intervalMs: 1, what: "the relabelled bystander's read alerted" },
-        );
+        if (process.env.HIVE_VM_KERNEL === "6.12") {
+          const current = await core.readNamespacedPod({ namespace: APPS, name: "bystander" });
+          await core.replaceNamespacedPod({
+            namespace: APPS,
+            name: "bystander",
+            body: { ...current, metadata: { ...current.metadata, labels: { app: "reader" } } },
+          });
+          await waitFor(
+            async () => {
+              readsUntilAlert += 1;
+              read(containerId(2000), `selected-now-${readsUntilAlert}`);
+              await new Promise((r) => setTimeout(r, 300));
+              return alerts().some((a) => a.pod?.name === "bystander") ? true : undefined;
+            },
+            { timeoutMs: 30_000, intervalMs: 1, what: "the relabelled bystander's read alerted" },
+          );
+        }
         const quiet = {
           ...after,
           readsUntilAlert,
