@@ -42,7 +42,7 @@ export const KERNEL_CASES = [
   "an upgrade to another build replaces the running program without a gap: every access across it is delivered, and the new build runs",
   "an upgrade to another map layout counts what the earlier version left unread, and watches with fresh maps",
   "every attach mode the kernel offers reports reads, and auto picks the least-privileged one",
-  "a trap on an image's file holds from each container's first instruction: 20 containers and an init container that read it at once alert, each named; a container no trap selects does not; a resolved container's read alerts once",
+  "a trap on an image's file holds from each container's first instruction, for the agent and hive watch alike: 20 containers and an init container that read it at once alert, each named; a container no trap selects does not, and is then quieted in the kernel; a resolved container's read alerts once",
 ] as const;
 
 export type KernelCaseName = (typeof KERNEL_CASES)[number];

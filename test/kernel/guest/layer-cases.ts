@@ -35,7 +35,7 @@ import type { GuestHarness } from "./process-cases.ts";
 
 type LayerCaseName = Extract<
   KernelCaseName,
-  "a trap on an image's file holds from each container's first instruction: 20 containers and an init container that read it at once alert, each named; a container no trap selects does not; a resolved container's read alerts once"
+  "a trap on an image's file holds from each container's first instruction, for the agent and hive watch alike: 20 containers and an init container that read it at once alert, each named; a container no trap selects does not, and is then quieted in the kernel; a resolved container's read alerts once"
 >;
 
 const NODE = "node-layers";
@@ -62,7 +62,7 @@ const containerId = (n: number) => `${n.toString(16).padStart(12, "0")}${"c".rep
 
 export function layerCases(h: GuestHarness): Record<LayerCaseName, () => Promise<Record<string, unknown>>> {
   return {
-    async "a trap on an image's file holds from each container's first instruction: 20 containers and an init container that read it at once alert, each named; a container no trap selects does not; a resolved container's read alerts once"() {
+    async "a trap on an image's file holds from each container's first instruction, for the agent and hive watch alike: 20 containers and an init container that read it at once alert, each named; a container no trap selects does not, and is then quieted in the kernel; a resolved container's read alerts once"() {
       const archive = process.env.HIVE_ALLOW_IMAGE ?? "";
       assert.ok(
         archive,
