@@ -226,8 +226,11 @@ describe("elections a compromised node cannot win", () => {
         body: { ...lease, spec: { ...lease.spec, holderIdentity: holder, renewTime: now, acquireTime: now } },
       });
     };
-    // Posing as node-1's agent: refused.
-    const posing = await rejection(takeAs("node-1/hive-agent-node-1"));
+    // Posing as node-1's agent: refused. A 409 means node-1 renewed between the read and the write
+    // (a real server checks the resourceVersion before admission too): the attacker reads again.
+    let posing = await rejection(takeAs("node-1/hive-agent-node-1"));
+    for (let i = 0; i < 20 && statusOf(posing).code === 409; i++)
+      posing = await rejection(takeAs("node-1/hive-agent-node-1"));
     expect(statusOf(posing)).toMatchObject({ code: 403 });
     expect(statusOf(posing).message).toContain("may hold a Lease only as node-2/hive-agent-node-2");
     // As itself, renewing faster than any candidate: node-1's loader must not step down.
