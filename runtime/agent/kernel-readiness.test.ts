@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { echoDataWriter } from "../../test/fixtures/data-writer.ts";
 import { RecordingKernel } from "../../test/integration/harness.ts";
 import { createLoaderController } from "../controllers/loader.ts";
 import { createLogger } from "../log.ts";
@@ -39,12 +40,7 @@ describe("the kernel's readiness checks", () => {
       kernelId: KERNEL,
       nodeName: "n1",
       kernel,
-      writer: {
-        create: async (d) => d,
-        replace: async (d) => d,
-        remove: async () => {},
-        annotate: async () => {},
-      },
+      writer: echoDataWriter(),
       log: createLogger({}, { level: "error" }),
       onAccess: () => {},
       debounceMs: 1,

@@ -5,6 +5,7 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import type { HiveData } from "../../api/data.ts";
 import type { HivePolicy } from "../../api/policy.ts";
+import { echoDataWriter } from "../../test/fixtures/data-writer.ts";
 import { FakeContainers } from "../../test/integration/harness.ts";
 import { createFileResolver, type FileResolver } from "../discover/file-resolver.ts";
 import { HiveError } from "../errors.ts";
@@ -105,12 +106,7 @@ describe("discover controller", () => {
       platformNamespace: "hive",
       kernelId: "eeeeeeee-5555-4555-8555-555555555555",
       resolver: createFileResolver(containers, containers.proc),
-      writer: {
-        create: async (d) => d,
-        replace: async (d) => d,
-        remove: async () => undefined,
-        annotate: async () => undefined,
-      },
+      writer: echoDataWriter(),
       reporter: { sync: async (e) => void reports.push(e.map((r) => r.reason)) },
       log: createLogger({}, { level: "error" }),
       debounceMs: 1,

@@ -4,6 +4,7 @@ import type { HiveData } from "../../api/data.ts";
 import { trapId } from "../../api/ids.ts";
 import { LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
+import { echoDataWriter } from "../../test/fixtures/data-writer.ts";
 import { RecordingKernel } from "../../test/integration/harness.ts";
 import type { KernelEvent } from "../kernel/contract.ts";
 import { createLogger } from "../log.ts";
@@ -88,12 +89,7 @@ function loaderWith(attribute: (e: KernelEvent) => AccessOrigin | null | undefin
     kernelId: KERNEL,
     nodeName: NODE,
     kernel,
-    writer: {
-      create: async (d) => d,
-      replace: async (d) => d,
-      remove: async () => {},
-      annotate: async () => {},
-    },
+    writer: echoDataWriter(),
     log: createLogger({}, { level: "error" }),
     onAccess: (_e, matched) => routed.push(matched.map((m) => m.data)),
     onEventDropped: (reason) => dropped.push(reason),

@@ -22,6 +22,21 @@ const record = (
   ...(cgroupsPath === undefined ? {} : { cgroupsPath }),
 });
 
+/** The trap references of one policy file holding `traps`. */
+const refsOf = (traps: HiveTrap[]) =>
+  trapRefs([
+    {
+      file: "f.yaml",
+      index: 1,
+      policy: {
+        apiVersion: "hive-operator.com/v1alpha1",
+        kind: "HivePolicy",
+        metadata: { name: "p" },
+        spec: { traps },
+      },
+    },
+  ]);
+
 describe("a runtime spec's cgroupsPath", () => {
   it("is the cgroupfs driver's path as it is, and the systemd driver's slices and scope", () => {
     expect(cgroupDirOf("/default/web")).toBe("/default/web");
@@ -118,18 +133,7 @@ describe("attribution by cgroup id", () => {
       { path: "/etc/secret", accesses: ["read"], match: { matchLabels: { app: "reader" } } },
       { path: "/etc/secret", accesses: ["write"], match: { matchLabels: { app: "reader" } } },
     ];
-    const refs = trapRefs([
-      {
-        file: "f.yaml",
-        index: 1,
-        policy: {
-          apiVersion: "hive-operator.com/v1alpha1",
-          kind: "HivePolicy",
-          metadata: { name: "p" },
-          spec: { traps },
-        },
-      },
-    ]);
+    const refs = refsOf(traps);
     const alerted: { trap: string; container: string | undefined }[] = [];
     const dropped: string[] = [];
     const layerAlerts = createLayerAlerts({
@@ -175,18 +179,7 @@ describe("attribution by cgroup id", () => {
       },
     });
     const quieted: string[] = [];
-    const [ref] = trapRefs([
-      {
-        file: "f.yaml",
-        index: 1,
-        policy: {
-          apiVersion: "hive-operator.com/v1alpha1",
-          kind: "HivePolicy",
-          metadata: { name: "p" },
-          spec: { traps: [{ path: "/etc/secret", match: { matchLabels: { app: "reader" } } }] },
-        },
-      },
-    ]);
+    const [ref] = refsOf([{ path: "/etc/secret", match: { matchLabels: { app: "reader" } } }]);
     const layerAlerts = createLayerAlerts({
       attribution,
       watcher: { quiet: (cgroupId, group) => quieted.push(`${cgroupId}/${group}`) },

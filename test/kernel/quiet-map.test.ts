@@ -18,6 +18,7 @@ import { createLoaderController } from "../../runtime/controllers/loader.ts";
 import type { KernelEvent, KernelWatcher } from "../../runtime/kernel/contract.ts";
 import { openKernelWatcher } from "../../runtime/kernel/open-watcher.ts";
 import { createLogger } from "../../runtime/log.ts";
+import { echoDataWriter } from "../fixtures/data-writer.ts";
 
 const isRoot = process.getuid?.() === 0;
 if (!isRoot) console.warn("!!! test/kernel/quiet-map.test.ts: not root, cannot load BPF programs — SKIPPED");
@@ -53,12 +54,7 @@ describe("the quiet map on the host kernel", () => {
         kernelId: KERNEL,
         nodeName: "n1",
         kernel,
-        writer: {
-          create: async (d) => d,
-          replace: async (d) => d,
-          remove: async () => {},
-          annotate: async () => {},
-        },
+        writer: echoDataWriter(),
         log: createLogger({}, { level: "error" }),
         onAccess: () => undefined,
         attribute: () => origin,
