@@ -18,11 +18,15 @@ import { type BackoffOptions, backoffDelay } from "../backoff.ts";
 import type { RuntimeEnvelope } from "../discover/containerd-api.ts";
 import type { Logger } from "../log.ts";
 
-/** The topics that change which containers have a running task (containerd's api/events). */
+/**
+ * The topics that change which containers have a running task, or what selects one (its labels:
+ * `/containers/update`), in containerd's api/events.
+ */
 export const FOLLOWED_TOPICS = [
   "/tasks/start",
   "/tasks/exit",
   "/tasks/delete",
+  "/containers/update",
   "/containers/delete",
 ] as const;
 

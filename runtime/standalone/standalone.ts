@@ -85,8 +85,10 @@ export interface Standalone {
   readonly table: WatchTable;
   /** How container starts and stops are followed; undefined without an event stream. */
   readonly following: ContainerFollowState | undefined;
-  /** Re-lists containers, re-resolves every trap and re-syncs the kernel map. */
+  /** Re-lists containers (their labels too), re-resolves every trap and re-syncs the kernel map. */
   replan(reason: string): Promise<void>;
+  /** Re-plans for new or removed image layers (which containers a trap selects is unchanged). */
+  layersChanged(): Promise<void>;
   /** Re-lists containers and re-plans only if they differ from the plan's (a container started or stopped). */
   containersChanged(change: ContainerChange): Promise<void>;
   /** Stops reacting to events and removes the watch-table file; the watcher is the caller's. */
@@ -187,8 +189,6 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
       ...(options.imageLayers ? { layers: options.imageLayers.layers } : {}),
     };
     plan = planWatches(refs, context);
-    // Which containers a trap selects may have changed (one started, one relabelled): quiet no more.
-    watcher.clearQuiet?.();
     const before = table;
     table = buildWatchTable(plan, slotFor);
     const at = Date.now();
@@ -352,11 +352,24 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
       );
     return job.done;
   };
-  const replan = (reason: string) => schedule(reason, true);
+  /**
+   * Which containers a trap selects may have changed (one started, relabelled, or deleted and made
+   * again with other labels): who an access's cgroup is, is asked again, and no cgroup stays quiet.
+   * Traps come from the policy files, so nothing else changes selection.
+   */
+  const selectionChanged = () => {
+    options.imageLayers?.attribution.invalidate();
+    watcher.clearQuiet?.();
+  };
+  /** A re-plan for a changed file or directory (selection unchanged). */
+  const follow = (reason: string) => schedule(reason, true);
+  const replan = (reason: string) => {
+    selectionChanged();
+    return schedule(reason, true);
+  };
   const containersChanged = (change: ContainerChange) => {
     if (change.started) taskStarts.set(change.started.container, change.started.atMs);
-    // A container deleted may come back with other labels: who an access's cgroup is, is asked again.
-    options.imageLayers?.attribution.invalidate();
+    selectionChanged();
     return schedule(change.reason, false);
   };
   if (options.containerEvents && options.listContainers) {
@@ -388,11 +401,11 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
     if (event.kind === "parent" || info.kind === "parent") {
       // A trapped file's directory changed: the file may have been re-created, so its inode may be
       // new. At once: a burst of changes joins the queued re-plan.
-      void replan("directory changed");
+      void follow("directory changed");
       return;
     }
     // The trapped name now names another file or none: follow it (a truncation keeps the inode).
-    if (event.change !== undefined && event.change !== "truncated") void replan(`file ${event.change}`);
+    if (event.change !== undefined && event.change !== "truncated") void follow(`file ${event.change}`);
     for (const file of sourcesFor(info, event)) options.alerts.handle(event, file.source);
   });
 
@@ -407,6 +420,7 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
       return follower?.state();
     },
     replan,
+    layersChanged: () => follow("image layers changed"),
     containersChanged,
     async close() {
       closed = true;

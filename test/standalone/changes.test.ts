@@ -9,35 +9,17 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
-import type { KernelEvent, KernelWatcher, WatchEntry } from "../../runtime/kernel/contract.ts";
 import { fileKeyFromStat, fileKeyId } from "../../runtime/kernel/layout.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { parsePolicyText } from "../../runtime/standalone/policy-files.ts";
 import { startStandalone } from "../../runtime/standalone/standalone.ts";
 import { captureLogger, makeEvent } from "../alerts/fixtures.ts";
+import { standInWatcher } from "./stand-in-watcher.ts";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
-
-function standInWatcher() {
-  let listener: ((event: KernelEvent) => void) | undefined;
-  let entries: readonly WatchEntry[] = [];
-  const watcher = {
-    attachMode: "kprobe",
-    sync: (next: readonly WatchEntry[]) => {
-      entries = next;
-    },
-    onEvent: (l: (event: KernelEvent) => void) => {
-      listener = l;
-    },
-    counters: () => ({ events: 0n, lost: 0n, watched: entries.length }),
-    ancestors: () => [],
-    close: async () => undefined,
-  } as unknown as KernelWatcher;
-  return { watcher, entries: () => entries, emit: (event: KernelEvent) => listener?.(event) };
-}
 
 async function until(what: string, done: () => boolean): Promise<void> {
   const deadline = Date.now() + 5000;

@@ -265,7 +265,7 @@ export const watchCommand: Command = {
       throw error;
     }
     const signal = untilSignal(() => void standalone.replan("SIGHUP"));
-    layers?.onChange(() => void standalone.replan("image layers changed"));
+    layers?.onChange(() => void standalone.layersChanged());
     logger.info("ready", {
       attachMode: watcher.attachMode,
       attachReason: watcher.attachReason,

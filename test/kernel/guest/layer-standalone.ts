@@ -83,7 +83,7 @@ export async function startStandaloneOnLayers(
       dropped[reason] = (dropped[reason] ?? 0) + 1;
     },
   });
-  layers.onChange(() => void standalone.replan("image layers changed"));
+  layers.onChange(() => void standalone.layersChanged());
   return {
     standalone,
     alerts,
