@@ -27,7 +27,7 @@ export const ATTACH_PROGRAMS: Record<AttachMode, { trap: string; parent: string 
 };
 
 /**
- * The change hooks (bpf/hive.bpf.c hive_change), attached on every kernel in the trap's mode: a
+ * The change hooks (bpf/change.bpf.h hive_change), attached on every kernel in the trap's mode: a
  * trapped file unlinked, renamed away, replaced by a rename, or truncated is reported on the
  * file's own slot. Each runs only for those (rare) operations.
  */
