@@ -13,20 +13,8 @@ import { parsePolicyText } from "../../runtime/standalone/policy-files.ts";
 import { startStandalone } from "../../runtime/standalone/standalone.ts";
 import type { ContainerRecord } from "../../runtime/standalone/watch-plan.ts";
 import { captureLogger, makeEvent } from "../alerts/fixtures.ts";
+import { LAYER_POLICY } from "../fixtures/layer-policy.ts";
 import { standInWatcher } from "./stand-in-watcher.ts";
-
-const POLICY = `apiVersion: hive-operator.com/v1alpha1
-kind: HivePolicy
-metadata:
-  name: layer-secret
-spec:
-  traps:
-    - path: /etc/secret
-      accesses: [read]
-      match:
-        matchLabels:
-          app: reader
-`;
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -45,7 +33,7 @@ describe("hive watch on image layers", () => {
     ];
     const kernel = standInWatcher();
     const alerted: AlertSource[] = [];
-    const documents = parsePolicyText("layers.yaml", POLICY).documents;
+    const documents = parsePolicyText("layers.yaml", LAYER_POLICY).documents;
     const layerKey = { major: 254, minor: 1, ino: 77n };
     const standalone = await startStandalone({
       documents,

@@ -13,20 +13,8 @@ import { type Standalone, startStandalone } from "../../../runtime/standalone/st
 import { openStandaloneLayers } from "../../../runtime/standalone/standalone-layers.ts";
 import { captureLogger } from "../../alerts/fixtures.ts";
 import type { ImageContainerd } from "../../fixtures/image-containers.ts";
+import { LAYER_POLICY } from "../../fixtures/layer-policy.ts";
 import type { GuestHarness } from "./process-cases.ts";
-
-const POLICY = `apiVersion: hive-operator.com/v1alpha1
-kind: HivePolicy
-metadata:
-  name: layer-secret
-spec:
-  traps:
-    - path: /etc/secret
-      accesses: [read]
-      match:
-        matchLabels:
-          app: reader
-`;
 
 export interface StandaloneOnLayers {
   standalone: Standalone;
@@ -68,7 +56,7 @@ export async function startStandaloneOnLayers(
     explicit: true,
   });
   if (!layers) throw new Error(`no image layers for hive watch: ${JSON.stringify(log.lines)}`);
-  const { documents, problems } = parsePolicyText("layers.yaml", POLICY);
+  const { documents, problems } = parsePolicyText("layers.yaml", LAYER_POLICY);
   if (problems.length > 0) throw new Error(JSON.stringify(problems));
   const standalone = await startStandalone({
     documents,
