@@ -1,0 +1,8 @@
+//go:build tools
+
+package tools
+
+import (
+	_ "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"
+	_ "github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml"
+)
