@@ -13,7 +13,13 @@ export interface AuditEvent {
   user: { username: string; groups?: string[]; extra?: Record<string, string[]> };
   impersonatedUser?: { username: string; groups?: string[]; extra?: Record<string, string[]> };
   userAgent?: string;
-  objectRef?: { resource?: string; subresource?: string; namespace?: string; name?: string; apiGroup?: string };
+  objectRef?: {
+    resource?: string;
+    subresource?: string;
+    namespace?: string;
+    name?: string;
+    apiGroup?: string;
+  };
   responseStatus?: { code?: number; reason?: string; message?: string };
   annotations?: Record<string, string>;
   requestReceivedTimestamp: string;
@@ -39,7 +45,9 @@ export function actingUser(e: AuditEvent): string {
 
 export function matchesAudit(e: AuditEvent, f: AuditFilter): boolean {
   const user = actingUser(e);
-  const resource = e.objectRef?.subresource ? `${e.objectRef.resource}/${e.objectRef.subresource}` : e.objectRef?.resource;
+  const resource = e.objectRef?.subresource
+    ? `${e.objectRef.resource}/${e.objectRef.subresource}`
+    : e.objectRef?.resource;
   return (
     (f.verb === undefined || e.verb === f.verb) &&
     (f.resource === undefined || resource === f.resource) &&

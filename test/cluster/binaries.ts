@@ -70,7 +70,10 @@ export const BINARY_SETS: BinarySet[] = [
   {
     name: "pulumi",
     module: "github.com/pulumi/pulumi/pkg/v3",
-    packages: ["github.com/pulumi/pulumi/pkg/v3/cmd/pulumi", "github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml"],
+    packages: [
+      "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",
+      "github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml",
+    ],
     binaries: ["pulumi", "pulumi-language-yaml"],
     versionVars: { "github.com/pulumi/pulumi/sdk/v3/go/common/version.Version": "$VERSION" },
   },
@@ -87,7 +90,9 @@ export const BINARY_SETS: BinarySet[] = [
   {
     name: "containerd",
     module: "github.com/containerd/containerd/v2",
-    packages: ["containerd", "containerd-shim-runc-v2", "ctr"].map((c) => `github.com/containerd/containerd/v2/cmd/${c}`),
+    packages: ["containerd", "containerd-shim-runc-v2", "ctr"].map(
+      (c) => `github.com/containerd/containerd/v2/cmd/${c}`,
+    ),
     binaries: ["containerd", "containerd-shim-runc-v2", "ctr"],
     versionVars: { "github.com/containerd/containerd/v2/version.Version": "$VERSION" },
   },
@@ -99,7 +104,9 @@ export const RENAMES: Record<string, string> = { server: "etcd" };
 /** The version of `module` the set's go.mod requires. */
 export function pinnedVersion(set: BinarySet): string {
   const gomod = readFileSync(join(GO_MODULES_DIR, set.name, "go.mod"), "utf8");
-  const m = gomod.match(new RegExp(`^\\s*(?:require\\s+)?${set.module.replaceAll(".", "\\.")}\\s+(v\\S+)`, "m"));
+  const m = gomod.match(
+    new RegExp(`^\\s*(?:require\\s+)?${set.module.replaceAll(".", "\\.")}\\s+(v\\S+)`, "m"),
+  );
   if (!m) throw new Error(`test/cluster/go/${set.name}/go.mod requires no ${set.module}`);
   return m[1] as string;
 }
@@ -113,7 +120,8 @@ export function cacheRoot(): string {
 /** The set's cache directory: `<set>-<version>-<hash of its module files>`. */
 export function setDir(set: BinarySet): string {
   const hash = createHash("sha256");
-  for (const f of ["go.mod", "go.sum", "tools.go"]) hash.update(readFileSync(join(GO_MODULES_DIR, set.name, f)));
+  for (const f of ["go.mod", "go.sum", "tools.go"])
+    hash.update(readFileSync(join(GO_MODULES_DIR, set.name, f)));
   hash.update(JSON.stringify({ tags: set.tags, vars: set.versionVars }));
   return join(cacheRoot(), `${set.name}-${pinnedVersion(set)}-${hash.digest("hex").slice(0, 12)}`);
 }
@@ -129,7 +137,9 @@ export function binaryPath(program: string): string {
     if (!names.includes(program)) continue;
     const path = join(setDir(set), program);
     if (!existsSync(path)) {
-      throw new Error(`${program} is not built (${path}); build it with: node test/cluster/build-binaries.ts ${set.name}`);
+      throw new Error(
+        `${program} is not built (${path}); build it with: node test/cluster/build-binaries.ts ${set.name}`,
+      );
     }
     return path;
   }

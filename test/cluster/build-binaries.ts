@@ -69,13 +69,14 @@ function overlayFor(set: BinarySet, version: string, work: string): string[] {
 
 /** Runs `go build -v` and reports how many of the set's packages have compiled, every 20 s. */
 async function buildSet(set: BinarySet): Promise<void> {
-  const dir = GO_MODULES_DIR + "/" + set.name;
+  const dir = join(GO_MODULES_DIR, set.name);
   const version = pinnedVersion(set);
   const started = Date.now();
   log(`${set.name} ${version}: downloading modules`);
   go(["mod", "download"], dir);
   const tagArgs = set.tags?.length ? ["-tags", set.tags.join(",")] : [];
-  const total = go(["list", ...tagArgs, "-deps", "-f", "{{.ImportPath}}", ...set.packages], dir).split("\n").length - 1;
+  const total =
+    go(["list", ...tagArgs, "-deps", "-f", "{{.ImportPath}}", ...set.packages], dir).split("\n").length - 1;
   mkdirSync(cacheRoot(), { recursive: true });
   const work = mkdtempSync(join(cacheRoot(), `.build-${set.name}-`));
   const out = join(work, "bin");
@@ -112,10 +113,14 @@ async function buildSet(set: BinarySet): Promise<void> {
 
 async function main(names: string[]) {
   const unknown = names.filter((n) => !BINARY_SETS.some((s) => s.name === n));
-  if (unknown.length) throw new Error(`unknown binary set(s) ${unknown.join(", ")}; known: ${BINARY_SETS.map((s) => s.name).join(", ")}`);
+  if (unknown.length)
+    throw new Error(
+      `unknown binary set(s) ${unknown.join(", ")}; known: ${BINARY_SETS.map((s) => s.name).join(", ")}`,
+    );
   const sets = BINARY_SETS.filter((s) => names.length === 0 || names.includes(s.name));
   const todo = sets.filter((s) => !isBuilt(s));
-  for (const set of sets) if (!todo.includes(set)) log(`${set.name} ${pinnedVersion(set)}: cached in ${setDir(set)}`);
+  for (const set of sets)
+    if (!todo.includes(set)) log(`${set.name} ${pinnedVersion(set)}: cached in ${setDir(set)}`);
   // One set at a time: `go build` already uses every CPU.
   for (const set of todo) await buildSet(set);
 }

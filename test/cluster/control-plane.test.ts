@@ -20,14 +20,24 @@ describe("a real control plane behind the fault proxy", () => {
   it("serves Hive's rendered CRDs, and a user with no binding is refused by RBAC, as its audit log records", async () => {
     const custom = api.kubeConfig("stranger").makeApiClient(CustomObjectsApi);
     const err = await custom
-      .listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: "default", plural: PLURAL_POLICY })
+      .listNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: "default",
+        plural: PLURAL_POLICY,
+      })
       .catch((e: unknown) => e);
     expect((err as { code?: number }).code).toBe(403);
     const refused = api.cp.audit.refusals({ user: "stranger", resource: PLURAL_POLICY });
     expect(refused).toHaveLength(1);
     expect(refused[0]?.annotations?.["authorization.k8s.io/decision"]).toBe("forbid");
     const admin = api.kubeConfig().makeApiClient(CustomObjectsApi);
-    const list = (await admin.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: "default", plural: PLURAL_POLICY })) as { apiVersion: string };
+    const list = (await admin.listNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: "default",
+      plural: PLURAL_POLICY,
+    })) as { apiVersion: string };
     expect(list.apiVersion).toBe(API_VERSION);
   });
 
@@ -38,7 +48,9 @@ describe("a real control plane behind the fault proxy", () => {
     const review = await api.cp
       .kubeConfig(token)
       .makeApiClient(AuthenticationV1Api)
-      .createSelfSubjectReview({ body: { apiVersion: "authentication.k8s.io/v1", kind: "SelfSubjectReview" } });
+      .createSelfSubjectReview({
+        body: { apiVersion: "authentication.k8s.io/v1", kind: "SelfSubjectReview" },
+      });
     expect(review.status?.userInfo?.username).toBe(hive.agentUser);
     expect(review.status?.userInfo?.extra?.[NODE_NAME_EXTRA]).toEqual(["node-a"]);
   });
@@ -65,10 +77,12 @@ describe("a real control plane behind the fault proxy", () => {
 
   it("answers 410 Expired for a list continued after etcd compacted its snapshot", async () => {
     const core = api.kubeConfig().makeApiClient(CoreV1Api);
-    for (let i = 0; i < 3; i++) await core.createNamespacedConfigMap({ namespace: "default", body: { metadata: { name: `c${i}` } } });
+    for (let i = 0; i < 3; i++)
+      await core.createNamespacedConfigMap({ namespace: "default", body: { metadata: { name: `c${i}` } } });
     const page = await core.listNamespacedConfigMap({ namespace: "default", limit: 1 });
     expect(page.metadata?._continue).toBeTruthy();
-    for (let i = 3; i < 5; i++) await core.createNamespacedConfigMap({ namespace: "default", body: { metadata: { name: `c${i}` } } });
+    for (let i = 3; i < 5; i++)
+      await core.createNamespacedConfigMap({ namespace: "default", body: { metadata: { name: `c${i}` } } });
     await api.compact();
     const err = await core
       .listNamespacedConfigMap({ namespace: "default", limit: 1, _continue: page.metadata?._continue })

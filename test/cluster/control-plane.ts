@@ -100,12 +100,19 @@ async function stopProcess(child: ChildProcess): Promise<void> {
 }
 
 /** Polls until `probe` resolves true; fails naming `what` and its log tail when it exits or times out. */
-async function until(what: string, child: ChildProcess, probe: () => Promise<boolean>, timeoutMs: number, logTail: () => string) {
+async function until(
+  what: string,
+  child: ChildProcess,
+  probe: () => Promise<boolean>,
+  timeoutMs: number,
+  logTail: () => string,
+) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await probe().catch(() => false)) return;
     if (child.exitCode !== null) throw new Error(`${what} exited (${child.exitCode}):\n${logTail()}`);
-    if (Date.now() > deadline) throw new Error(`${what} did not become ready in ${timeoutMs} ms:\n${logTail()}`);
+    if (Date.now() > deadline)
+      throw new Error(`${what} did not become ready in ${timeoutMs} ms:\n${logTail()}`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
@@ -121,7 +128,12 @@ function kubeconfigYaml(server: string, caPem: string, token: string): string {
   return JSON.stringify({
     apiVersion: "v1",
     kind: "Config",
-    clusters: [{ name: "hive-test", cluster: { server, "certificate-authority-data": Buffer.from(caPem).toString("base64") } }],
+    clusters: [
+      {
+        name: "hive-test",
+        cluster: { server, "certificate-authority-data": Buffer.from(caPem).toString("base64") },
+      },
+    ],
     users: [{ name: "user", user: { token } }],
     contexts: [{ name: "hive-test", context: { cluster: "hive-test", user: "user" } }],
     "current-context": "hive-test",
@@ -145,9 +157,20 @@ async function startEtcd(dir: string): Promise<{ child: ChildProcess; url: strin
   return { child, url };
 }
 
-function apiServerArgs(dir: string, pki: Pki, etcdUrl: string, port: number, options: ControlPlaneOptions): string[] {
+function apiServerArgs(
+  dir: string,
+  pki: Pki,
+  etcdUrl: string,
+  port: number,
+  options: ControlPlaneOptions,
+): string[] {
   const f = pki.files;
-  const kubeletClient = issueCertificate(pki.dir, "apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client", { usage: "client" });
+  const kubeletClient = issueCertificate(
+    pki.dir,
+    "apiserver-kubelet-client",
+    "/O=system:masters/CN=kube-apiserver-kubelet-client",
+    { usage: "client" },
+  );
   return [
     `--etcd-servers=${etcdUrl}`,
     `--bind-address=${options.bindAddress ?? "127.0.0.1"}`,
@@ -208,7 +231,11 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   const procs: Record<string, ChildProcess> = {};
   const logOf = (name: string) => {
     try {
-      return readFileSync(join(dir, `${name}.log`), "utf8").split("\n").filter((l) => /^[EF]\d{4}|error|fatal/i.test(l)).slice(-15).join("\n");
+      return readFileSync(join(dir, `${name}.log`), "utf8")
+        .split("\n")
+        .filter((l) => /^[EF]\d{4}|error|fatal/i.test(l))
+        .slice(-15)
+        .join("\n");
     } catch {
       return `(no ${name} log)`;
     }
@@ -223,31 +250,51 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   try {
     const etcd = await startEtcd(dir);
     procs.etcd = etcd.child;
-    await until("etcd", etcd.child, async () => (await fetch(`${etcd.url}/health`)).ok, 30_000, () => logOf("etcd"));
+    await until(
+      "etcd",
+      etcd.child,
+      async () => (await fetch(`${etcd.url}/health`)).ok,
+      30_000,
+      () => logOf("etcd"),
+    );
     const port = await freePort();
     const url = `https://127.0.0.1:${port}`;
-    procs["kube-apiserver"] = startProcess(dir, "kube-apiserver", "kube-apiserver", apiServerArgs(dir, pki, etcd.url, port, options));
+    procs["kube-apiserver"] = startProcess(
+      dir,
+      "kube-apiserver",
+      "kube-apiserver",
+      apiServerArgs(dir, pki, etcd.url, port, options),
+    );
     const readyz = () =>
       new Promise<boolean>((resolve) => {
-        const req = httpsGet(`${url}/readyz`, { ca: caPem, headers: { authorization: `Bearer ${adminToken}` } }, (res) => {
-          res.resume();
-          resolve(res.statusCode === 200);
-        });
+        const req = httpsGet(
+          `${url}/readyz`,
+          { ca: caPem, headers: { authorization: `Bearer ${adminToken}` } },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode === 200);
+          },
+        );
         req.on("error", () => resolve(false));
       });
     await until("kube-apiserver", procs["kube-apiserver"], readyz, 90_000, () => logOf("kube-apiserver"));
     if (options.controllerManager ?? true) {
       const kubeconfig = componentKubeconfig(dir, "kcm", url, caPem, kcmToken);
-      procs["kube-controller-manager"] = startProcess(dir, "kube-controller-manager", "kube-controller-manager", [
-        `--kubeconfig=${kubeconfig}`,
-        "--leader-elect=false",
-        `--service-account-private-key-file=${pki.files.saKey}`,
-        `--root-ca-file=${pki.files.caCert}`,
-        "--secure-port=0",
-        `--controllers=${options.controllers ?? "*,-node-lifecycle-controller"}`,
-        "--concurrent-gc-syncs=5",
-        "--v=1",
-      ]);
+      procs["kube-controller-manager"] = startProcess(
+        dir,
+        "kube-controller-manager",
+        "kube-controller-manager",
+        [
+          `--kubeconfig=${kubeconfig}`,
+          "--leader-elect=false",
+          `--service-account-private-key-file=${pki.files.saKey}`,
+          `--root-ca-file=${pki.files.caCert}`,
+          "--secure-port=0",
+          `--controllers=${options.controllers ?? "*,-node-lifecycle-controller"}`,
+          "--concurrent-gc-syncs=5",
+          "--v=1",
+        ],
+      );
     }
     if (options.scheduler) {
       const kubeconfig = componentKubeconfig(dir, "scheduler", url, caPem, schedToken);
@@ -294,8 +341,11 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
 async function compactEtcd(etcdUrl: string): Promise<number> {
   const key = Buffer.from("compact-probe").toString("base64");
   const range = await fetch(`${etcdUrl}/v3/kv/range`, { method: "POST", body: JSON.stringify({ key }) });
-  const revision = Number((await range.json()).header.revision);
-  const res = await fetch(`${etcdUrl}/v3/kv/compaction`, { method: "POST", body: JSON.stringify({ revision, physical: true }) });
+  const revision = Number(((await range.json()) as { header: { revision: string } }).header.revision);
+  const res = await fetch(`${etcdUrl}/v3/kv/compaction`, {
+    method: "POST",
+    body: JSON.stringify({ revision, physical: true }),
+  });
   if (!res.ok) throw new Error(`etcd compaction at ${revision} failed: ${res.status} ${await res.text()}`);
   return revision;
 }

@@ -19,7 +19,16 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import type { ControlPlane } from "./control-plane.ts";
 import { issueCertificate } from "./pki.ts";
 
-export type Verb = "get" | "list" | "watch" | "create" | "update" | "patch" | "delete" | "deletecollection" | "discovery";
+export type Verb =
+  | "get"
+  | "list"
+  | "watch"
+  | "create"
+  | "update"
+  | "patch"
+  | "delete"
+  | "deletecollection"
+  | "discovery";
 
 /** Who a test acts as: "admin", a plain user name, or a user with groups and extra. */
 export type UserSpec = string | { username: string; groups?: string[]; extra?: Record<string, string[]> };
@@ -92,7 +101,10 @@ export function matchesFilter(r: RequestRecord, f: RequestFilter): boolean {
 }
 
 /** The resource a REST path names, as the server's request-info resolver reads it. */
-export function parseRequest(method: string, rawUrl: string): Pick<RequestRecord, "verb" | "resource" | "group" | "namespace" | "name" | "query"> {
+export function parseRequest(
+  method: string,
+  rawUrl: string,
+): Pick<RequestRecord, "verb" | "resource" | "group" | "namespace" | "name" | "query"> {
   const [path = "", q = ""] = rawUrl.split("?");
   const query = q ? `?${q}` : "";
   const parts = path.split("/").filter(Boolean);
@@ -122,7 +134,14 @@ export function parseRequest(method: string, rawUrl: string): Pick<RequestRecord
   if (method === "GET") verb = isWatch ? "watch" : name ? "get" : "list";
   else if (method === "DELETE") verb = name ? "delete" : "deletecollection";
   else verb = verbs[method] ?? "get";
-  return { verb, resource: sub ? `${resource}/${sub}` : resource, group, ...(namespace ? { namespace } : {}), ...(name ? { name } : {}), query };
+  return {
+    verb,
+    resource: sub ? `${resource}/${sub}` : resource,
+    group,
+    ...(namespace ? { namespace } : {}),
+    ...(name ? { name } : {}),
+    query,
+  };
 }
 
 /** The subject and node claim of a ServiceAccount JWT (read, not verified: the server verifies). */
@@ -139,13 +158,34 @@ function jwtIdentity(token: string): { user: string; node?: string } | undefined
 }
 
 function statusBody(code: number, message: string) {
-  const reasons: Record<number, string> = { 410: "Expired", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout", 403: "Forbidden" };
-  return { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason: reasons[code] ?? "Unknown", code };
+  const reasons: Record<number, string> = {
+    410: "Expired",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+    403: "Forbidden",
+  };
+  return {
+    kind: "Status",
+    apiVersion: "v1",
+    metadata: {},
+    status: "Failure",
+    message,
+    reason: reasons[code] ?? "Unknown",
+    code,
+  };
 }
 
-export async function startFaultProxy(cp: ControlPlane, options: { port?: number } = {}): Promise<FaultProxy> {
+export async function startFaultProxy(
+  cp: ControlPlane,
+  options: { port?: number } = {},
+): Promise<FaultProxy> {
   const upstream = new URL(cp.url);
-  const impersonated = new Map<string, { username: string; groups: string[]; extra: Record<string, string[]> }>();
+  const impersonated = new Map<
+    string,
+    { username: string; groups: string[]; extra: Record<string, string[]> }
+  >();
   const tokensByKey = new Map<string, string>();
   const requests: RequestRecord[] = [];
   const rules: (FaultRule & { used: number })[] = [];
@@ -171,13 +211,18 @@ export async function startFaultProxy(cp: ControlPlane, options: { port?: number
     const tok = auth?.replace(/^Bearer\s+/i, "") ?? "";
     if (tok === cp.adminToken) return { user: "admin" };
     const imp = impersonated.get(tok);
-    if (imp) return { user: imp.username, ...(imp.extra[NODE_NAME_EXTRA]?.[0] ? { node: imp.extra[NODE_NAME_EXTRA][0] } : {}) };
+    if (imp)
+      return {
+        user: imp.username,
+        ...(imp.extra[NODE_NAME_EXTRA]?.[0] ? { node: imp.extra[NODE_NAME_EXTRA][0] } : {}),
+      };
     return jwtIdentity(tok) ?? { user: tok ? "unknown" : "anonymous" };
   };
 
   const upstreamHeaders = (req: IncomingMessage): Record<string, string | string[]> => {
     const headers: Record<string, string | string[]> = {};
-    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && k !== "host" && k !== "connection") headers[k] = v;
+    for (const [k, v] of Object.entries(req.headers))
+      if (v !== undefined && k !== "host" && k !== "connection") headers[k] = v;
     headers.host = upstream.host;
     const tok = req.headers.authorization?.replace(/^Bearer\s+/i, "");
     const imp = tok ? impersonated.get(tok) : undefined;
@@ -185,14 +230,22 @@ export async function startFaultProxy(cp: ControlPlane, options: { port?: number
       headers.authorization = `Bearer ${cp.adminToken}`;
       headers["impersonate-user"] = imp.username;
       if (imp.groups.length) headers["impersonate-group"] = imp.groups;
-      for (const [k, v] of Object.entries(imp.extra)) headers[`impersonate-extra-${encodeURIComponent(k)}`] = v;
+      for (const [k, v] of Object.entries(imp.extra))
+        headers[`impersonate-extra-${encodeURIComponent(k)}`] = v;
     }
     return headers;
   };
 
   const forward = (req: IncomingMessage, res: ServerResponse, record: RequestRecord) => {
     const up = httpsRequest(
-      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: upstreamHeaders(req), ca: cp.caPem },
+      {
+        host: upstream.hostname,
+        port: upstream.port,
+        method: req.method,
+        path: req.url,
+        headers: upstreamHeaders(req),
+        ca: cp.caPem,
+      },
       (upRes) => {
         record.code = upRes.statusCode ?? 0;
         res.writeHead(upRes.statusCode ?? 502, upRes.headers);
@@ -240,7 +293,14 @@ export async function startFaultProxy(cp: ControlPlane, options: { port?: number
         record.injected = true;
         record.code = rule.status;
         res.writeHead(rule.status, { "content-type": "application/json" });
-        res.end(JSON.stringify(statusBody(rule.status, `injected failure (${rule.status}) for ${record.verb} ${record.resource}`)));
+        res.end(
+          JSON.stringify(
+            statusBody(
+              rule.status,
+              `injected failure (${rule.status}) for ${record.verb} ${record.resource}`,
+            ),
+          ),
+        );
         return;
       }
     }

@@ -10,8 +10,8 @@ import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { stringify } from "yaml";
-import { type HiveMonitorArgs, type KubernetesObject, renderManifests } from "../../component/index.ts";
 import { AGENT_SELECTOR } from "../../api/meta.ts";
+import { type HiveMonitorArgs, type KubernetesObject, renderManifests } from "../../component/index.ts";
 import { type AuditEvent, type AuditFilter, AuditLog, actingUser, REFUSAL_CODES } from "./audit-log.ts";
 import { binaryPath } from "./binaries.ts";
 import type { ControlPlane } from "./control-plane.ts";
@@ -39,7 +39,12 @@ export function applyObjects(cp: ControlPlane, objects: KubernetesObject[]): voi
   const rest = objects.filter((o) => o.kind !== "CustomResourceDefinition");
   if (crds.length) {
     kubectl(cp, ["apply", "-f", "-"], yamlOf(crds));
-    kubectl(cp, ["wait", "--for=condition=Established", "--timeout=60s", ...crds.map((c) => `crd/${c.metadata.name}`)]);
+    kubectl(cp, [
+      "wait",
+      "--for=condition=Established",
+      "--timeout=60s",
+      ...crds.map((c) => `crd/${c.metadata.name}`),
+    ]);
   }
   if (rest.length) kubectl(cp, ["apply", "-f", "-"], yamlOf(rest));
 }
@@ -63,11 +68,12 @@ export interface Installed {
 }
 
 async function ensureNode(core: CoreV1Api, name: string): Promise<void> {
-  try {
-    await core.readNode({ name });
-  } catch {
+  const exists = await core.readNode({ name }).then(
+    () => true,
+    () => false,
+  );
+  if (!exists)
     await core.createNode({ body: { metadata: { name, labels: { "kubernetes.io/hostname": name } } } });
-  }
 }
 
 async function ensureAgentPod(core: CoreV1Api, namespace: string, node: string, pod: string) {
@@ -78,14 +84,23 @@ async function ensureAgentPod(core: CoreV1Api, namespace: string, node: string, 
       namespace,
       body: {
         metadata: { name: pod, namespace, labels: { ...AGENT_SELECTOR } },
-        spec: { nodeName: node, serviceAccountName: "hive-agent", containers: [{ name: "agent", image: "hive:test" }] },
+        spec: {
+          nodeName: node,
+          serviceAccountName: "hive-agent",
+          containers: [{ name: "agent", image: "hive:test" }],
+        },
       },
     });
   }
 }
 
 /** A token from the TokenRequest API for `serviceAccount`, bound to `pod` (which names its node). */
-export async function boundToken(kc: KubeConfig, namespace: string, serviceAccount: string, pod: { name: string; uid: string }) {
+export async function boundToken(
+  kc: KubeConfig,
+  namespace: string,
+  serviceAccount: string,
+  pod: { name: string; uid: string },
+) {
   const core = kc.makeApiClient(CoreV1Api);
   const res = await core.createNamespacedServiceAccountToken({
     name: serviceAccount,
@@ -122,14 +137,19 @@ export function installHive(cp: ControlPlane, args: HiveMonitorArgs = { image: "
     async agentToken(node, pod = `hive-agent-${node}`) {
       await ensureNode(core, node);
       const p = await ensureAgentPod(core, namespace, node, pod);
-      return boundToken(cp.adminKubeConfig(), namespace, "hive-agent", { name: pod, uid: p.metadata?.uid ?? "" });
+      return boundToken(cp.adminKubeConfig(), namespace, "hive-agent", {
+        name: pod,
+        uid: p.metadata?.uid ?? "",
+      });
     },
     expectRefusals: (filter) => expected.push(filter),
     refusals,
     assertNoRefusals() {
       const refused = refusals();
       if (refused.length === 0) return;
-      throw new Error(`the API server refused ${refused.length} agent request(s):\n${AuditLog.describe(refused)}`);
+      throw new Error(
+        `the API server refused ${refused.length} agent request(s):\n${AuditLog.describe(refused)}`,
+      );
     },
   };
 }

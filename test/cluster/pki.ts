@@ -45,9 +45,14 @@ export function issueCertificate(
   writeFileSync(ext, `${lines.join("\n")}\n`);
   openssl(["req", ...EC, "-keyout", `${name}.key`, "-out", `${name}.csr`, "-subj", subject], dir);
   openssl(
-    ["x509", "-req", "-in", `${name}.csr`, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial"].concat(
-      ["-out", `${name}.crt`, "-days", "2", "-extfile", ext],
-    ),
+    ["x509", "-req", "-in", `${name}.csr`, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial"].concat([
+      "-out",
+      `${name}.crt`,
+      "-days",
+      "2",
+      "-extfile",
+      ext,
+    ]),
     dir,
   );
   return { cert: join(dir, `${name}.crt`), key: join(dir, `${name}.key`) };
@@ -55,7 +60,10 @@ export function issueCertificate(
 
 /** Everything under `dir`; the serving certificate also names `extraSans` (e.g. "IP:10.0.2.2"). */
 export function makePki(dir: string, extraSans: string[] = []): Pki {
-  openssl(["req", "-x509", ...EC, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=hive-test-ca"], dir);
+  openssl(
+    ["req", "-x509", ...EC, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=hive-test-ca"],
+    dir,
+  );
   const san = [
     "IP:127.0.0.1",
     "IP:10.0.0.1",

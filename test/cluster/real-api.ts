@@ -13,6 +13,7 @@
 import { CoreV1Api } from "@kubernetes/client-node";
 import { type ControlPlane, type ControlPlaneOptions, startControlPlane } from "./control-plane.ts";
 import { type FaultProxy, startFaultProxy } from "./fault-proxy.ts";
+import { seedNode } from "./testing.ts";
 
 export interface RealApi extends FaultProxy {
   readonly cp: ControlPlane;
@@ -35,12 +36,7 @@ export async function startRealApi(options: ControlPlaneOptions = {}): Promise<R
   return Object.assign(Object.create(null), proxy, {
     cp,
     compact: () => cp.compactEtcd(),
-    async seedNode(name: string, bootID: string) {
-      let node = await core.readNode({ name }).catch(() => undefined);
-      node ??= await core.createNode({ body: { metadata: { name, labels: { "kubernetes.io/hostname": name } } } });
-      node.status = { ...node.status, nodeInfo: { ...(node.status?.nodeInfo ?? ({} as never)), bootID } };
-      await core.replaceNodeStatus({ name, body: node });
-    },
+    seedNode: (name: string, bootID: string) => seedNode(core, name, bootID),
     async stop() {
       await proxy.stop();
       await cp.stop();
