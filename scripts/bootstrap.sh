@@ -51,6 +51,14 @@ esac
 # The compiled BPF object is a build product; rebuild it when its sources are newer.
 if [ -f bpf/build.sh ]; then sh bpf/build.sh; fi
 
+# The real Kubernetes control plane, node and Pulumi programs the tests run, built from their Go
+# modules (test/cluster/go/) once per pinned version into a cache outside the repository
+# ($HIVE_BIN_CACHE, default ~/.cache/hive/go-bin). Cold, this takes about half an hour on two cores.
+case "$task" in
+  test) node test/cluster/build-binaries.ts ;;
+  demo) case " $* " in *" --cluster "*) node test/cluster/build-binaries.ts ;; esac ;;
+esac
+
 case "$task" in
   test) exec vitest run "$@" ;;
   # The arm64 image on an arm64 kernel under qemu-system-aarch64 (test/arm64); its own config.

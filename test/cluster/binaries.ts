@@ -24,7 +24,7 @@ export interface BinarySet {
   tags?: string[];
   /** Linker -X settings (the version a program reports of itself). */
   versionVars?: Record<string, string>;
-  /** Files a main package embeds that the module zip lacks, produced before the build. */
+  /** Files a main package embeds that the module zip lacks (paths relative to the module), produced before the build. */
   generated?: (moduleDir: string, version: string) => Record<string, string>;
 }
 
@@ -33,10 +33,10 @@ export const GO_MODULES_DIR = join(here, "go");
 
 /** The pulumi-kubernetes provider embeds its schema with the release version set (its generate.go). */
 function providerEmbeds(moduleDir: string, version: string): Record<string, string> {
-  const cmd = join(moduleDir, "cmd", "pulumi-resource-kubernetes");
-  const schema = JSON.parse(readFileSync(join(cmd, "schema.json"), "utf8"));
+  const cmd = join("cmd", "pulumi-resource-kubernetes");
+  const schema = JSON.parse(readFileSync(join(moduleDir, cmd, "schema.json"), "utf8"));
   schema.version = version;
-  const mapping = JSON.parse(readFileSync(join(cmd, "terraform-mapping.json"), "utf8"));
+  const mapping = JSON.parse(readFileSync(join(moduleDir, cmd, "terraform-mapping.json"), "utf8"));
   return {
     [join(cmd, "schema-embed.json")]: JSON.stringify(schema),
     [join(cmd, "terraform-mapping-embed.json")]: JSON.stringify(mapping),
@@ -70,12 +70,16 @@ export const BINARY_SETS: BinarySet[] = [
   {
     name: "pulumi",
     module: "github.com/pulumi/pulumi/pkg/v3",
-    packages: [
-      "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",
-      "github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml",
-    ],
-    binaries: ["pulumi", "pulumi-language-yaml"],
+    packages: ["github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"],
+    binaries: ["pulumi"],
     versionVars: { "github.com/pulumi/pulumi/sdk/v3/go/common/version.Version": "$VERSION" },
+  },
+  {
+    // Its own module: pulumi-yaml builds against the pulumi/pkg it requires, not the CLI's newer one.
+    name: "pulumi-yaml",
+    module: "github.com/pulumi/pulumi-yaml",
+    packages: ["github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml"],
+    binaries: ["pulumi-language-yaml"],
   },
   {
     name: "pulumi-kubernetes",

@@ -10,7 +10,7 @@
  * into place only when every program of the set is there.
  */
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import {
@@ -52,19 +52,25 @@ function ldflags(set: BinarySet, version: string): string {
   return ["-s", "-w", ...vars].join(" ");
 }
 
-/** An overlay that adds the files a main package embeds but the module zip lacks (go build -overlay). */
-function overlayFor(set: BinarySet, version: string, work: string): string[] {
-  if (!set.generated) return [];
-  const moduleDir = go(["list", "-m", "-f", "{{.Dir}}", set.module], join(GO_MODULES_DIR, set.name)).trim();
-  const replace: Record<string, string> = {};
-  for (const [target, content] of Object.entries(set.generated(moduleDir, version))) {
-    const file = join(work, `gen-${Object.keys(replace).length}`);
-    writeFileSync(file, content);
-    replace[target] = file;
-  }
-  const overlay = join(work, "overlay.json");
-  writeFileSync(overlay, JSON.stringify({ Replace: replace }));
-  return [`-overlay=${overlay}`];
+/**
+ * Where to build: the set's module directory, or — when a main package embeds files the module zip
+ * lacks — a copy of it whose upstream module is replaced by a writable copy with those files added.
+ * (`go build -overlay` may not replace files in the module cache.)
+ */
+function buildDirFor(set: BinarySet, version: string, work: string): string {
+  const dir = join(GO_MODULES_DIR, set.name);
+  if (!set.generated) return dir;
+  const moduleDir = go(["list", "-m", "-f", "{{.Dir}}", set.module], dir).trim();
+  const src = join(work, "src");
+  cpSync(moduleDir, src, { recursive: true });
+  spawnSync("chmod", ["-R", "u+w", src]);
+  for (const [rel, content] of Object.entries(set.generated(src, version)))
+    writeFileSync(join(src, rel), content);
+  const mod = join(work, "mod");
+  mkdirSync(mod);
+  for (const f of ["go.mod", "go.sum", "tools.go"]) cpSync(join(dir, f), join(mod, f));
+  go(["mod", "edit", `-replace=${set.module}=${src}`], mod);
+  return mod;
 }
 
 /** Runs `go build -v` and reports how many of the set's packages have compiled, every 20 s. */
@@ -74,17 +80,18 @@ async function buildSet(set: BinarySet): Promise<void> {
   const started = Date.now();
   log(`${set.name} ${version}: downloading modules`);
   go(["mod", "download"], dir);
-  const tagArgs = set.tags?.length ? ["-tags", set.tags.join(",")] : [];
-  const total =
-    go(["list", ...tagArgs, "-deps", "-f", "{{.ImportPath}}", ...set.packages], dir).split("\n").length - 1;
   mkdirSync(cacheRoot(), { recursive: true });
   const work = mkdtempSync(join(cacheRoot(), `.build-${set.name}-`));
   const out = join(work, "bin");
   mkdirSync(out);
-  const args = ["build", "-v", "-trimpath", ...tagArgs, ...overlayFor(set, version, work)];
+  const cwd = buildDirFor(set, version, work);
+  const flags = set.tags?.length ? ["-tags", set.tags.join(",")] : [];
+  const total =
+    go(["list", ...flags, "-deps", "-f", "{{.ImportPath}}", ...set.packages], cwd).split("\n").length - 1;
+  const args = ["build", "-v", "-trimpath", ...flags];
   args.push(`-ldflags=${ldflags(set, version)}`, "-o", `${out}/`, ...set.packages);
   log(`${set.name} ${version}: compiling ${total} packages (cached ones are skipped)`);
-  const child = spawn(goBinary(), args, { cwd: dir, env: goEnv(), stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(goBinary(), args, { cwd, env: goEnv(), stdio: ["ignore", "ignore", "pipe"] });
   let compiled = 0;
   const errors: string[] = [];
   createInterface({ input: child.stderr }).on("line", (line) => {

@@ -2,7 +2,4 @@
 
 package tools
 
-import (
-	_ "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"
-	_ "github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml"
-)
+import _ "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"
