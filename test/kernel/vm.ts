@@ -246,6 +246,11 @@ export interface BootOptions {
   icount?: boolean;
   /** Called with console output as it arrives (boot progress). */
   onConsole?: (text: string) => void;
+  /**
+   * More QEMU arguments, e.g. a user-mode network restricted to forwarded loopback ports
+   * (`-netdev user,restrict=on,guestfwd=…`); by default the guest has no network device.
+   */
+  qemuArgs?: string[];
 }
 
 export interface BootResult {
@@ -308,6 +313,7 @@ export async function bootVm(options: BootOptions): Promise<BootResult> {
     `local,path=${rootfs},mount_tag=hiveroot,security_model=passthrough,readonly=on,multidevs=remap`,
     "-virtfs",
     `local,path=${outDir},mount_tag=hiveout,security_model=passthrough`,
+    ...(options.qemuArgs ?? []),
   ];
   const started = Date.now();
   const child = spawn(arch.qemu, args, { stdio: ["ignore", "pipe", "pipe"] });
