@@ -1,24 +1,63 @@
-/** Client configuration and connection reuse, against the API stand-in. */
-import type { CoreV1Api } from "@kubernetes/client-node";
+/** Client configuration and connection reuse, against a real kube-apiserver behind the fault proxy. */
+import { AuthenticationV1Api, CoreV1Api, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clusterAdmin } from "../../test/apiserver/authn.ts";
-import { type ApiServer, startApiServer } from "../../test/apiserver/server.ts";
+import { type RealApi, startRealApi } from "../../test/cluster/real-api.ts";
 import { isHiveError } from "../errors.ts";
 import { createKubeClients, loadKubeConfig } from "./kube-client.ts";
 
-let api: ApiServer;
+let api: RealApi;
+/** The cluster CA's certificate file: what verifies the server an https URL names. */
+let caFile: string;
+/** A real ServiceAccount token (TokenRequest) for default/node-7, allowed to list namespaces. */
+let token: string;
+
 beforeAll(async () => {
-  api = await startApiServer();
+  api = await startRealApi({ controllerManager: false });
+  caFile = api.cp.pki.files.caCert;
+  const admin = api.kubeConfig();
+  const core = admin.makeApiClient(CoreV1Api);
+  await core.createNamespacedServiceAccount({ namespace: "default", body: { metadata: { name: "node-7" } } });
+  const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
+  await rbac.createClusterRole({
+    body: {
+      metadata: { name: "list-namespaces" },
+      rules: [{ apiGroups: [""], resources: ["namespaces"], verbs: ["list"] }],
+    },
+  });
+  await rbac.createClusterRoleBinding({
+    body: {
+      metadata: { name: "node-7-lists-namespaces" },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "list-namespaces" },
+      subjects: [{ kind: "ServiceAccount", namespace: "default", name: "node-7" }],
+    },
+  });
+  const issued = await core.createNamespacedServiceAccountToken({
+    namespace: "default",
+    name: "node-7",
+    body: { spec: { audiences: ["https://kubernetes.default.svc.cluster.local"], expirationSeconds: 3600 } },
+  });
+  token = issued.status?.token ?? "";
 });
 afterAll(async () => {
-  await api.stop();
+  await api?.stop();
 });
 
 describe("kube-client", () => {
   it("connects by URL and token; the token is the user the server sees", async () => {
-    const { core } = createKubeClients({ url: api.url, token: api.token(clusterAdmin("node-7")) });
-    await core.listNamespace();
-    expect(api.requests.at(-1)).toMatchObject({ verb: "list", resource: "namespaces", user: "node-7" });
+    const clients = createKubeClients({ url: api.url, token, caFile });
+    await clients.core.listNamespace();
+    const user = "system:serviceaccount:default:node-7";
+    expect(api.requests.at(-1)).toMatchObject({ verb: "list", resource: "namespaces", user, code: 200 });
+    const review = await clients.kubeConfig.makeApiClient(AuthenticationV1Api).createSelfSubjectReview({
+      body: { apiVersion: "authentication.k8s.io/v1", kind: "SelfSubjectReview" },
+    });
+    expect(review.status?.userInfo?.username).toBe(user);
+  });
+
+  it("verifies the server an https URL names: a certificate its CA did not sign is refused", async () => {
+    const { core } = createKubeClients({ url: api.url, token });
+    const err = await core.listNamespace().catch((e: unknown) => e);
+    expect(String((err as { cause?: unknown }).cause ?? err)).toMatch(/certificate/i);
   });
 
   it("reuses connections across requests (client-node alone opens one per request)", async () => {
@@ -27,9 +66,8 @@ describe("kube-client", () => {
       for (let i = 0; i < 10; i++) await core.listNamespace();
       return api.connectionCount() - before;
     };
-    const token = api.token("admin");
-    const plain = createKubeClients({ url: api.url, token, shareConnections: false }).core;
-    const shared = createKubeClients({ url: api.url, token }).core;
+    const plain = createKubeClients({ url: api.url, token, caFile, shareConnections: false }).core;
+    const shared = createKubeClients({ url: api.url, token, caFile }).core;
     expect(await count(plain)).toBe(10);
     expect(await count(shared)).toBeLessThanOrEqual(3);
   });

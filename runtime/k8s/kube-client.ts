@@ -1,7 +1,8 @@
 /**
  * Connection to the Kubernetes API: a KubeConfig from the pod's service account when in a
- * cluster, from a kubeconfig file, or from a URL and token (tests against the stand-in),
- * and the typed clients Hive uses.
+ * cluster, from a kubeconfig file, or from a URL and token (with the CA that signed the server's
+ * certificate when an https server's is not in the system's trust store), and the typed clients
+ * Hive uses.
  */
 import { createHash } from "node:crypto";
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from "@kubernetes/client-node";
@@ -10,9 +11,14 @@ import { HiveError } from "../errors.ts";
 export interface KubeConfigSource {
   /** A ready KubeConfig (wins over everything else). */
   kubeConfig?: KubeConfig;
-  /** API server URL, with an optional bearer token (no TLS verification: test servers only). */
+  /** API server URL, with an optional bearer token. */
   url?: string;
   token?: string;
+  /**
+   * PEM file of the CA that signed an https server's certificate; default: the system's trust
+   * store (and NODE_EXTRA_CA_CERTS). The server is always verified.
+   */
+  caFile?: string;
   /** Path of a kubeconfig file. */
   kubeconfigPath?: string;
   /** Use the pod's service account; default: when KUBERNETES_SERVICE_HOST is set. */
@@ -29,7 +35,14 @@ export function loadKubeConfig(
     if (source.url) {
       const user = { name: "hive", ...(source.token ? { token: source.token } : {}) };
       kc.loadFromOptions({
-        clusters: [{ name: "target", server: source.url, skipTLSVerify: source.url.startsWith("http:") }],
+        clusters: [
+          {
+            name: "target",
+            server: source.url,
+            skipTLSVerify: source.url.startsWith("http:"),
+            ...(source.caFile ? { caFile: source.caFile } : {}),
+          },
+        ],
         users: [user],
         contexts: [{ name: "target", cluster: "target", user: "hive" }],
         currentContext: "target",
