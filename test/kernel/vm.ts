@@ -251,6 +251,8 @@ export interface BootOptions {
    * (`-netdev user,restrict=on,guestfwd=…`); by default the guest has no network device.
    */
   qemuArgs?: string[];
+  /** The directory shared as /hive-out (default: a fresh one under WORK_DIR), known before boot. */
+  outDir?: string;
 }
 
 export interface BootResult {
@@ -274,7 +276,7 @@ export async function bootVm(options: BootOptions): Promise<BootResult> {
   const hostRoot = rootfs === "/";
   const initramfs = buildInitramfs(kernel);
   const suffix = kernel.arch && kernel.arch !== "amd64" ? `-${kernel.arch}` : "";
-  const outDir = join(WORK_DIR, `run-${process.pid}-${++bootCounter}-${kernel.series}${suffix}`);
+  const outDir = options.outDir ?? join(WORK_DIR, `run-${process.pid}-${++bootCounter}-${kernel.series}${suffix}`);
   rmSync(outDir, { recursive: true, force: true });
   mkdirSync(outDir, { recursive: true });
   const env = { HOME: "/root", HIVE_VM_KERNEL: kernel.series, ...options.env };
