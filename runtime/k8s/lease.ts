@@ -115,6 +115,8 @@ export class LeaderElector {
   private readonly lifetime = new AbortController();
   private loop: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
+  /** stop() was called: the loop makes no further attempt and takes no leadership. */
+  private stopRequested = false;
 
   constructor(options: LeaderElectionOptions) {
     const leaseDurationMs = options.leaseDurationMs ?? DEFAULT_LEASE.leaseDurationMs;
@@ -168,6 +170,9 @@ export class LeaderElector {
   stop(options: { release?: boolean } = {}): Promise<void> {
     this.stopping ??= (async () => {
       const wasLeader = this.state === "leader";
+      // Before the role's own stop, which may take a while: the loop must not take the Lease back
+      // meanwhile and start a role that nothing would stop.
+      this.stopRequested = true;
       if (wasLeader) await this.loseLeadership("stopping");
       this.state = "stopped";
       this.lifetime.abort();
@@ -191,11 +196,15 @@ export class LeaderElector {
   }
 
   private async run(): Promise<void> {
-    while (this.state === "candidate" || this.state === "leader") {
+    while (!this.stopRequested && (this.state === "candidate" || this.state === "leader")) {
       const term = this.term;
       const sentAt = performance.now();
       const ok = await this.tryAcquireOrRenew();
-      if (this.term !== term || (this.state !== "candidate" && this.state !== "leader")) {
+      if (
+        this.stopRequested ||
+        this.term !== term ||
+        (this.state !== "candidate" && this.state !== "leader")
+      ) {
         // Leadership changed while the request was in flight (deadline or stop): its answer is stale.
         continue;
       }
