@@ -249,6 +249,9 @@ export async function startFaultProxy(
       (upRes) => {
         record.code = upRes.statusCode ?? 0;
         res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+        // The server flushes a watch's headers before its first event; so does the proxy (a client
+        // waits for them to hold the watch, e.g. to abort it).
+        res.flushHeaders();
         if (record.verb === "watch") {
           watches.set(res, upRes);
           res.once("close", () => watches.delete(res));
