@@ -1,6 +1,6 @@
 /**
  * The agent as `hive agent` runs it (runAgent: flags, clients, runtime socket, elections,
- * metrics server, shutdown) against the API server stand-in, with real containers from a
+ * metrics server, shutdown) against a real kube-apiserver, with real containers from a
  * private containerd. The kernel boundary is the one replaced part (this machine's kernel
  * cannot attach kprobes; the libbpf loader is exercised in the QEMU kernel suite).
  */
@@ -12,7 +12,7 @@ import type { HiveData } from "../../api/data.ts";
 import { API_VERSION, GROUP, PLURAL_DATA, PLURAL_POLICY, VERSION } from "../../api/meta.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { readWatchTableFile } from "../../runtime/standalone/watch-table-file.ts";
-import { setPodRunning } from "../apiserver/testing.ts";
+import { setPodRunning } from "../cluster/testing.ts";
 import { eventually } from "../integration/harness.ts";
 import { type AgentWithContainers, startAgentWithContainers } from "./agent-harness.ts";
 import { containerSuiteGate } from "./containerd-harness.ts";

@@ -1,7 +1,9 @@
 /**
  * `hive agent` as runAgent runs it (flags, clients, runtime socket, elections, metrics server,
- * shutdown) against the API server stand-in, with real containers from a private containerd and
- * a callback receiver on 127.0.0.1. The kernel boundary is the one replaced part: each time the
+ * shutdown) against a real kube-apiserver (test/cluster: etcd, the controller manager, the fault
+ * proxy in front, Hive's rendered manifests applied by kubectl), with real containers from a
+ * private containerd and a callback receiver on 127.0.0.1. The agent authenticates with a
+ * TokenRequest token bound to its Pod on its Node, as a DaemonSet pod does. The kernel boundary is the one replaced part: each time the
  * node becomes its kernel's loader it gets a RecordingKernel (this machine's kernel cannot attach
  * kprobes; the libbpf loader is exercised in the QEMU kernel suite).
  */
@@ -10,13 +12,12 @@ import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
-import { hiveCrds } from "../../api/crd.ts";
 import { runAgent } from "../../runtime/agent/main.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { watchTableFileFor } from "../../runtime/standalone/watch-table-file.ts";
-import { installHive } from "../apiserver/install.ts";
-import { type ApiServer, startApiServer } from "../apiserver/server.ts";
-import { seedNode } from "../apiserver/testing.ts";
+import { retryOnConflict } from "../cluster/conflict.ts";
+import { installHive } from "../cluster/install.ts";
+import { type RealApi, startRealApi } from "../cluster/real-api.ts";
 import { RecordingKernel } from "../integration/harness.ts";
 import { type Containerd, startContainerd } from "./containerd-harness.ts";
 
@@ -27,7 +28,7 @@ export const CALLBACK_TOKEN = "Bearer e2e-token";
 
 export interface AgentWithContainers {
   cd: Containerd;
-  api: ApiServer;
+  api: RealApi;
   core: CoreV1Api;
   custom: CustomObjectsApi;
   /** One per time the node became its kernel's loader, the current one last. */
@@ -42,8 +43,8 @@ export interface AgentWithContainers {
   stop(): void;
   exited: Promise<number>;
   /**
-   * Stops the agent (if still running), the stand-in, containerd and the receiver; removes the
-   * state. Fails when the server refused an agent request (installed.assertNoRefusals).
+   * Stops the agent (if still running), the control plane, containerd and the receiver; removes
+   * the state. Fails when the server refused an agent request (its audit log: assertNoRefusals).
    */
   close(): Promise<void>;
 }
@@ -77,18 +78,25 @@ export async function startAgentWithContainers(
   const stateDir = mkdtempSync(join(tmpdir(), "hive-agent-e2e-"));
   const pinRoot = join(stateDir, "bpf", "hive");
   const cd = await startContainerd();
-  const api = await startApiServer({ crds: hiveCrds() });
+  const api = await startRealApi();
   const kc = api.kubeConfig();
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
   // The agent runs with exactly the RBAC and admission policies the component renders.
-  const installed = installHive(api, {
+  const installed = installHive(api.cp, {
     image: "hive:test",
     namespace: AGENT_NAMESPACE,
     callback: { url: callback, headersSecret: "callback-headers" },
   });
   // The Node as its kubelet reports it: it owns the agent's HiveData.
-  seedNode(api, options.nodeName, options.kernelId);
+  await retryOnConflict(() => api.seedNode(options.nodeName, options.kernelId));
+  const podName = `hive-agent-${options.nodeName}`;
+  // Through the fault proxy, with the cluster CA: the kubeconfig a DaemonSet pod's would equal.
+  const kubeconfig = api.cp.writeKubeconfig(
+    join(stateDir, "agent.kubeconfig"),
+    await installed.agentToken(options.nodeName, podName),
+    api.url,
+  );
   await core.createNamespacedSecret({
     namespace: AGENT_NAMESPACE,
     body: { metadata: { name: "callback-headers" }, stringData: { Authorization: CALLBACK_TOKEN } },
@@ -107,13 +115,11 @@ export async function startAgentWithContainers(
     "--node-name",
     options.nodeName,
     "--pod-name",
-    `hive-agent-${options.nodeName}`,
+    podName,
     "--namespace",
     AGENT_NAMESPACE,
-    "--server",
-    api.url,
-    "--token",
-    api.token(installed.agent(options.nodeName, `hive-agent-${options.nodeName}`)),
+    "--kubeconfig",
+    kubeconfig,
     "--callback",
     callback,
     "--callback-headers-secret",

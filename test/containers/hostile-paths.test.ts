@@ -1,6 +1,6 @@
 /**
  * A container whose trap paths fight back, with `hive agent` watching it (agent-harness.ts: real
- * containerd + runc, the API stand-in, the kernel boundary replaced by a RecordingKernel). Its
+ * containerd + runc, a real kube-apiserver, the kernel boundary replaced by a RecordingKernel). Its
  * root holds a symlink maze (40 symlinks, each pointing 2,000 directories deep), a FUSE mount that
  * never answers (mounted in the root before the container starts, so the container has it too),
  * a FIFO, and an ordinary file; one policy traps all four. While the hostile traps are resolved
@@ -23,7 +23,7 @@ import type { HivePolicy } from "../../api/policy.ts";
 import { LOADER_LEASE_PREFIX, LOADER_LEASE_TIMING } from "../../runtime/agent/loader-election.ts";
 import { PODS_LEASE } from "../../runtime/agent/node-agent.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
-import { setPodRunning } from "../apiserver/testing.ts";
+import { setPodRunning } from "../cluster/testing.ts";
 import { type HungMount, hungFuseAvailable, mountHungFuse } from "../fixtures/hung-fuse.ts";
 import { suiteGate } from "../fixtures/suite-gate.ts";
 import { eventually } from "../integration/harness.ts";
