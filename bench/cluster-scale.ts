@@ -21,7 +21,7 @@ import { DEFAULT_LEASE } from "../runtime/k8s/lease.ts";
 import { installHive } from "../test/apiserver/install.ts";
 import { type ApiServer, type RequestRecord, startApiServer } from "../test/apiserver/server.ts";
 import { waitFor } from "../test/apiserver/testing.ts";
-import { AGENT_NS, Cluster, spawnAgentProcess } from "../test/integration/harness.ts";
+import { AGENT_NS, Cluster, spawnAgentProcess } from "./stand-in-cluster.ts";
 
 const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
 const mibOfKiB = (kib: number) => `${(kib / 1024).toFixed(1)} MiB`;

@@ -27,8 +27,8 @@ import { DEFAULT_LEASE } from "../runtime/k8s/lease.ts";
 import { installHive } from "../test/apiserver/install.ts";
 import { type ApiServer, startApiServer } from "../test/apiserver/server.ts";
 import { seedNode, waitFor } from "../test/apiserver/testing.ts";
-import { Cluster, spawnAgentProcess } from "../test/integration/harness.ts";
 import { idleRequests, podsRoleMemory, startAtOnce } from "./cluster-scale.ts";
+import { Cluster, spawnAgentProcess } from "./stand-in-cluster.ts";
 
 const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
 const mib = (n: number) => `${(n / 1048576).toFixed(1)} MiB`;

@@ -1,6 +1,9 @@
 /**
- * Controller tests through the API server stand-in with the real @kubernetes/client-node:
- * simulated nodes each run the real agent composition (runtime/agent/node-agent.ts). Two
+ * Controller tests against a real kube-apiserver (etcd and kube-controller-manager behind it, the
+ * fault proxy in front: test/cluster/) with Hive installed from the component's own rendering,
+ * through the real @kubernetes/client-node: simulated nodes each run the real agent composition
+ * (runtime/agent/node-agent.ts), authenticating with real ServiceAccount tokens bound to their
+ * Pods on their Nodes, under the RBAC and admission policies the component renders. Two
  * boundaries are replaced, and only those: the container runtime (containers are real
  * directories under a fake /proc, resolved by the real safe-path code; test/containers/
  * covers real containerd) and the kernel (a KernelWatcher that records what it is told
@@ -10,18 +13,17 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api, CustomObjectsApi, type V1Pod } from "@kubernetes/client-node";
-import { hiveCrds } from "../../api/crd.ts";
-import type { HiveData } from "../../api/data.ts";
 import {
-  AGENT_SELECTOR,
-  API_VERSION,
-  GROUP,
-  KIND_POLICY,
-  PLURAL_DATA,
-  PLURAL_POLICY,
-  VERSION,
-} from "../../api/meta.ts";
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Pod,
+} from "@kubernetes/client-node";
+import type { HiveData } from "../../api/data.ts";
+import { API_VERSION, GROUP, KIND_POLICY, PLURAL_DATA, PLURAL_POLICY, VERSION } from "../../api/meta.ts";
 import type { HivePolicy, HiveTrap } from "../../api/policy.ts";
 import { agentIdentity } from "../../runtime/agent/loader-election.ts";
 import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from "../../runtime/agent/node-agent.ts";
@@ -40,10 +42,16 @@ import type {
   WatchEntry,
 } from "../../runtime/kernel/contract.ts";
 import { createLogger } from "../../runtime/log.ts";
-import { serviceAccountUser } from "../apiserver/authn.ts";
-import { type Installed, installHive } from "../apiserver/install.ts";
-import { type ApiServer, type StartOptions, startApiServer } from "../apiserver/server.ts";
-import { seedNode, setPodRunning, waitFor } from "../apiserver/testing.ts";
+import { AuditLog } from "../cluster/audit-log.ts";
+import {
+  type FaultRule,
+  matchesFilter,
+  type RequestFilter,
+  type RequestRecord,
+} from "../cluster/fault-proxy.ts";
+import { type Installed, installHive } from "../cluster/install.ts";
+import { type RealApi, startRealApi } from "../cluster/real-api.ts";
+import { setPodRunning, waitFor } from "../cluster/testing.ts";
 
 export const AGENT_NS = "hive-system";
 export const POLICY_NS = "hive-system";
@@ -175,8 +183,137 @@ export interface SimNode {
 
 export const FAST_LEASE = { leaseDurationMs: 1200, renewDeadlineMs: 800, retryPeriodMs: 200 };
 
+const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+
+/** Answers a test must declare when it provokes them on purpose: the server refused the request. */
+const REFUSED = new Set([401, 403, 422]);
+
+export interface HiveApiOptions {
+  /**
+   * The ValidatingAdmissionPolicies the component renders (default on). A test file turns them
+   * off only with the reason it must (`off: "why"`): it then installs with `admissionPolicy: false`,
+   * as on a cluster older than Kubernetes 1.30.
+   */
+  admission?: true | { off: string };
+  /** RealApi's watch cache (default on); off, a compaction makes watches from older revisions fail with 410. */
+  watchCache?: boolean;
+}
+
+/**
+ * One test file's control plane: a real kube-apiserver (etcd, kube-controller-manager) behind
+ * the fault proxy, with Hive installed from the component's own rendering by the real kubectl.
+ * Each test starts a Cluster on it; the Cluster's stop() returns it to this state.
+ */
+export interface HiveApi {
+  readonly api: RealApi;
+  readonly installed: Installed;
+  stop(): Promise<void>;
+}
+
+/** A namespace's `default` ServiceAccount exists: the ServiceAccount admission plugin refuses pods before it. */
+async function waitForDefaultServiceAccount(core: CoreV1Api, namespace: string): Promise<void> {
+  await eventually(
+    () => core.readNamespacedServiceAccount({ name: "default", namespace }).then(() => true),
+    `the default ServiceAccount of ${namespace}`,
+    30_000,
+  );
+}
+
+export async function startHiveApi(options: HiveApiOptions = {}): Promise<HiveApi> {
+  // No kubelet runs here: the agents' Pods are the tests' own (installed.agentToken), and the
+  // DaemonSet controller would adopt them and delete them from Nodes the DaemonSet does not select.
+  const api = await startRealApi({
+    controllers: "*,-node-lifecycle-controller,-daemonset-controller",
+    ...(options.watchCache === false ? { watchCache: false } : {}),
+  });
+  try {
+    const installed = installHive(api.cp, {
+      image: "hive:test",
+      namespace: AGENT_NS,
+      ...(options.admission === undefined || options.admission === true ? {} : { admissionPolicy: false }),
+    });
+    const kc = api.cp.adminKubeConfig();
+    await waitForDefaultServiceAccount(kc.makeApiClient(CoreV1Api), "default");
+    // A CRD just Established may still answer 429 "storage is (re)initializing" for a moment.
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    await eventually(
+      async () => {
+        for (const plural of [PLURAL_POLICY, PLURAL_DATA])
+          await custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural });
+        return true;
+      },
+      "Hive's custom resources served",
+      30_000,
+    );
+    return { api, installed, stop: () => api.stop() };
+  } catch (err) {
+    await api.stop();
+    throw err;
+  }
+}
+
+/** Ignores a 404 (already gone) and a 409 (changed meanwhile: the next pass sees it again). */
+const gone = (err: unknown) => {
+  const code = (err as { code?: number }).code;
+  if (code !== 404 && code !== 409) throw err;
+};
+
+/**
+ * What the tests of a file leave behind, removed by the admin directly (not through the proxy):
+ * HivePolicies (finalizers stripped: no agent runs to remove its own), HiveData, Pods (at once:
+ * no kubelet finishes a graceful deletion), Leases, Events and Nodes. Namespaces, RBAC objects and
+ * ServiceAccounts stay (tests create them idempotently).
+ */
+async function resetCluster(api: RealApi): Promise<void> {
+  const kc = api.cp.adminKubeConfig();
+  const core = kc.makeApiClient(CoreV1Api);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const coordination = kc.makeApiClient(CoordinationV1Api);
+  const crd = { group: GROUP, version: VERSION };
+  const policies = (await custom.listClusterCustomObject({ ...crd, plural: PLURAL_POLICY })) as {
+    items: HivePolicy[];
+  };
+  for (const p of policies.items) {
+    const ref = {
+      ...crd,
+      plural: PLURAL_POLICY,
+      namespace: p.metadata.namespace ?? "",
+      name: p.metadata.name ?? "",
+    };
+    await custom
+      .patchNamespacedCustomObject({ ...ref, body: { metadata: { finalizers: null } } }, mergePatch)
+      .catch(gone);
+    await custom.deleteNamespacedCustomObject(ref).catch(gone);
+  }
+  const data = (await custom.listClusterCustomObject({ ...crd, plural: PLURAL_DATA })) as {
+    items: HiveData[];
+  };
+  for (const namespace of new Set(data.items.map((d) => d.metadata.namespace ?? "")))
+    await custom.deleteCollectionNamespacedCustomObject({ ...crd, plural: PLURAL_DATA, namespace });
+  const pods = await core.listPodForAllNamespaces();
+  for (const namespace of new Set(pods.items.map((p) => p.metadata?.namespace ?? "")))
+    await core.deleteCollectionNamespacedPod({ namespace, gracePeriodSeconds: 0 });
+  await coordination.deleteCollectionNamespacedLease({ namespace: AGENT_NS });
+  const events = await core.listEventForAllNamespaces();
+  for (const namespace of new Set(events.items.map((e) => e.metadata?.namespace ?? "")))
+    await core.deleteCollectionNamespacedEvent({ namespace });
+  await core.deleteCollectionNode();
+  await eventually(
+    async () => {
+      const [p, q, n] = await Promise.all([
+        core.listPodForAllNamespaces(),
+        custom.listClusterCustomObject({ ...crd, plural: PLURAL_POLICY }) as Promise<{ items: unknown[] }>,
+        core.listNode(),
+      ]);
+      return p.items.length + q.items.length + n.items.length === 0;
+    },
+    "the cluster emptied for the next test",
+    30_000,
+  );
+}
+
 export class Cluster {
-  api!: ApiServer;
+  api!: RealApi;
   admin!: { core: CoreV1Api; custom: CustomObjectsApi };
   containers!: FakeContainers;
   nodes: SimNode[] = [];
@@ -184,17 +321,61 @@ export class Cluster {
   private base = "";
   private podSeq = 0;
   private containerSeq = 0;
+  private expected: RequestFilter[] = [];
+  private faults: (() => void)[] = [];
+  private auditMark = 0;
+  private stopped = false;
 
-  static async start(options: Pick<StartOptions, "admission"> = {}): Promise<Cluster> {
+  /** A test's cluster on its file's control plane (startHiveApi), which must hold no test's objects. */
+  static async start(hive: HiveApi): Promise<Cluster> {
     const c = new Cluster();
-    c.api = await startApiServer({ crds: hiveCrds(), ...options });
+    c.api = hive.api;
+    c.installed = hive.installed;
+    // Requests and refusals of this test only.
+    c.api.resetRequests();
+    c.auditMark = c.api.cp.audit.mark();
     const kc = c.api.kubeConfig();
     c.admin = { core: kc.makeApiClient(CoreV1Api), custom: kc.makeApiClient(CustomObjectsApi) };
-    // The RBAC and admission policies the stand-in enforces are the component's own.
-    c.installed = installHive(c.api, { image: "hive:test", namespace: AGENT_NS });
     c.base = mkdtempSync(join(tmpdir(), "hive-int-"));
     c.containers = new FakeContainers(c.base);
     return c;
+  }
+
+  /** A fault of the proxy (RealApi.inject) for this test only: stop() removes it. */
+  inject(rule: FaultRule): void {
+    this.faults.push(this.api.inject(rule));
+  }
+
+  /** The agent's ServiceAccount as its Pod (default hive-agent-<node>) on `node` authenticates: a real bound token. */
+  async agentKubeConfig(node: string, pod?: string): Promise<KubeConfig> {
+    return this.api.cp.kubeConfig(await this.installed.agentToken(node, pod), this.api.url);
+  }
+
+  /**
+   * Declares requests a test makes with an agent's token on purpose to see them refused (a
+   * forged write); any other refusal of an agent request fails stop().
+   */
+  expectRefusals(filter: RequestFilter): void {
+    this.expected.push({ ...filter, user: this.installed.agentUser });
+  }
+
+  /** Agent requests the server refused (401, 403, 422) in this test, faults aside and undeclared. */
+  refusals(): RequestRecord[] {
+    return this.api.requests.filter(
+      (r) =>
+        r.user === this.installed.agentUser &&
+        REFUSED.has(r.code) &&
+        r.injected === undefined &&
+        !this.expected.some((f) => matchesFilter(r, f)),
+    );
+  }
+
+  /** A namespace (if missing), once pods can be created in it (its default ServiceAccount exists). */
+  async createNamespace(name: string): Promise<void> {
+    await this.admin.core.createNamespace({ body: { metadata: { name } } }).catch((err: unknown) => {
+      if ((err as { code?: number }).code !== 409) throw err;
+    });
+    await waitForDefaultServiceAccount(this.admin.core, name);
   }
 
   async addNode(
@@ -212,8 +393,9 @@ export class Cluster {
       /** Accesses also go through this alert pipeline, as the agent's main.ts sends them. */
       alerts?: AlertPipeline;
       /**
-       * The agent's own Pod (the DaemonSet's) as its kubelet reports it, Ready or not: what the
-       * pods role reads to tell covered nodes. Default: none (the node counts as uncovered).
+       * The Ready condition of the agent's own Pod (the DaemonSet's), as its kubelet reports it:
+       * what the pods role reads to tell covered nodes. Default: none reported (the Pod exists,
+       * its token is bound to it, but it is Pending: the node counts as uncovered).
        */
       agentPod?: "ready" | "notReady";
       /** NodeAgentOptions.uncoveredGraceMs (default here 1 s). */
@@ -227,8 +409,10 @@ export class Cluster {
     const pod = options.pod ?? `hive-agent-${name}`;
     // The Node as its kubelet reports it: the kernel's Lease is genuinely held only by its nodes.
     await this.ensureNode(name, kernelId);
-    if (options.agentPod) await this.addAgentPod(name, pod, options.agentPod === "ready");
-    const clients = createKubeClients({ kubeConfig: this.api.kubeConfig(this.installed.agent(name, pod)) });
+    // The token is bound to the agent's Pod on this Node: the server itself puts the node in it.
+    const kubeConfig = await this.agentKubeConfig(name, pod);
+    if (options.agentPod) await this.setAgentPodReady(pod, options.agentPod === "ready");
+    const clients = createKubeClients({ kubeConfig });
     const agent = await startNodeAgent({
       clients,
       nodeName: name,
@@ -275,22 +459,6 @@ export class Cluster {
     return node;
   }
 
-  /**
-   * The agent's Pod on `node`, labelled as the DaemonSet's, with the Ready condition its kubelet
-   * reports (the simulated agent itself runs in this process). Its container never runs here:
-   * policies of these tests select it only if they match every pod of the agent's namespace.
-   */
-  async addAgentPod(node: string, pod: string, ready: boolean): Promise<void> {
-    await this.admin.core.createNamespacedPod({
-      namespace: AGENT_NS,
-      body: {
-        metadata: { name: pod, namespace: AGENT_NS, labels: { ...AGENT_SELECTOR } },
-        spec: { nodeName: node, containers: [{ name: "agent", image: "hive:test" }] },
-      },
-    });
-    await this.setAgentPodReady(pod, ready);
-  }
-
   /** Sets the Ready condition of an agent's Pod, as its kubelet does when readiness changes. */
   async setAgentPodReady(pod: string, ready: boolean): Promise<void> {
     const fresh = await this.admin.core.readNamespacedPod({ name: pod, namespace: AGENT_NS });
@@ -299,9 +467,18 @@ export class Cluster {
     await this.admin.core.replaceNamespacedPodStatus({ name: pod, namespace: AGENT_NS, body: fresh });
   }
 
-  /** Creates the Node (or sets its boot id) as the kubelet reports it. */
+  /**
+   * Creates the Node (or sets its boot id) as the kubelet reports it. A Node just created is
+   * annotated by kube-controller-manager meanwhile: a 409 is retried, as a kubelet would.
+   */
   async ensureNode(name: string, bootID: string): Promise<void> {
-    seedNode(this.api, name, bootID);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.api.seedNode(name, bootID);
+      } catch (err) {
+        if ((err as { code?: number }).code !== 409 || attempt >= 10) throw err;
+      }
+    }
   }
 
   /** A pod on `node` whose containers run (status written through the status subresource, as the kubelet does). */
@@ -358,6 +535,14 @@ export class Cluster {
     const fresh = await this.admin.core.readNamespacedPod({ name, namespace });
     fresh.status = { ...fresh.status, phase };
     await this.admin.core.replaceNamespacedPodStatus({ name, namespace, body: fresh });
+  }
+
+  /**
+   * Deletes a pod at once (gracePeriodSeconds 0): a pod bound to a node is otherwise only marked
+   * Terminating, waiting for a kubelet that does not run here.
+   */
+  async deletePod(name: string, namespace = "default"): Promise<void> {
+    await this.admin.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 });
   }
 
   /** A HivePolicy in the platform namespace, or in `namespace` (a tenant's). */
@@ -422,27 +607,51 @@ export class Cluster {
     return this.nodes.filter((n) => n.kernelId === kernelId && n.agent.loader() !== undefined);
   }
 
-  /** Stops everything; fails the test when the server refused an agent request it did not expect. */
+  /**
+   * Stops every agent, removes this test's faults and objects (the next test starts from the
+   * installed cluster), and fails when the server refused an agent request the test did not declare.
+   */
   async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
     await Promise.all(this.nodes.map((n) => n.agent.stop()));
-    await this.api.stop();
-    rmSync(this.base, { recursive: true, force: true });
-    this.installed.assertNoRefusals();
+    for (const remove of this.faults) remove();
+    const refused = this.refusals();
+    const reasons = this.api.cp.audit.refusals({ user: this.installed.agentUser }, this.auditMark);
+    try {
+      await resetCluster(this.api);
+    } finally {
+      rmSync(this.base, { recursive: true, force: true });
+    }
+    if (refused.length === 0) return;
+    const lines = refused.map(
+      (r) =>
+        `${r.code} ${r.verb} ${r.resource} ${r.namespace ?? "(cluster)"}/${r.name ?? ""} as node ${r.node}`,
+    );
+    throw new Error(
+      `the API server refused ${refused.length} agent request(s):\n${lines.join("\n")}\n` +
+        `its audit log says:\n${AuditLog.describe(reasons)}`,
+    );
   }
 }
 
 /**
  * `hive agent` from this checkout as a child process (run from the repository root): node
- * `node` (also its token on the stand-in at `server`), pod `pod` in the agent namespace, no
- * loader role, info logs on a piped stderr. `args` adds flags; `forceGc` collects garbage
- * every 250 ms so memory figures show what is live.
+ * `names.node`, pod `names.pod` in the agent namespace, authenticating with a real token bound to
+ * that Pod (through a kubeconfig file at the proxy), no loader role, info logs on a piped stderr.
+ * `args` adds flags; `forceGc` collects garbage every 250 ms so memory figures show what is live.
  */
-export function spawnAgentProcess(
-  api: ApiServer,
+export async function spawnAgentProcess(
+  hive: HiveApi,
   names: { node: string; pod: string },
   args: string[],
-  options: { forceGc?: boolean } = {},
-): ChildProcess {
+  options: { forceGc?: boolean; dir: string },
+): Promise<ChildProcess> {
+  const kubeconfig = hive.api.cp.writeKubeconfig(
+    join(options.dir, `${names.pod}.kubeconfig`),
+    await hive.installed.agentToken(names.node, names.pod),
+    hive.api.url,
+  );
   // A CommonJS -e with a dynamic import, not --input-type=module: worker threads inherit the
   // process's flags, and --input-type breaks their module loading.
   const script = `${options.forceGc ? "setInterval(() => globalThis.gc?.(), 250).unref(); " : ""}import('./runtime/agent/main.ts').then(async (m) => { process.exitCode = await m.runAgent(process.argv.slice(1)); });`;
@@ -459,11 +668,8 @@ export function spawnAgentProcess(
       names.pod,
       "--namespace",
       AGENT_NS,
-      "--server",
-      api.url,
-      "--token",
-      // The agent's ServiceAccount as its pod on this node authenticates (installHive granted it).
-      api.token(serviceAccountUser(AGENT_NS, "hive-agent", names.node, names.pod)),
+      "--kubeconfig",
+      kubeconfig,
       "--metrics-port",
       "0",
       // No kernel program in these processes: nothing to prove traps with.

@@ -3,10 +3,17 @@
  * buffer, and what it drains must still be routed to its pod and trap, so the loader's
  * controller may stop only after the kernel has closed.
  */
-import { afterEach, describe, expect, it } from "vitest";
-import { Cluster, eventually } from "./harness.ts";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { Cluster, eventually, type HiveApi, startHiveApi } from "./harness.ts";
 
 const KERNEL = "44444444-4444-4444-8444-444444444444";
+let hive: HiveApi | undefined;
+beforeAll(async () => {
+  hive = await startHiveApi();
+});
+afterAll(async () => {
+  await hive?.stop();
+});
 let cluster: Cluster | undefined;
 afterEach(async () => {
   await cluster?.stop();
@@ -17,7 +24,7 @@ describe("agent shutdown", () => {
   it("routes the events drained while the kernel closes to their pod and trap", {
     timeout: 60_000,
   }, async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     const node = await c.addNode("node-1", KERNEL);
     await c.addPod("web", "node-1", { files: { "etc/shadow": "root:*:1::::::\n" } });
