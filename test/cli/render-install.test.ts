@@ -1,12 +1,16 @@
 /**
- * The kubectl install as the README gives it, on a new cluster: `hive render --only crds`, then
- * `hive render --skip-crds`, each applied once to an API server that serves Hive's kinds only
- * after their CRDs are created. The whole stream in one apply is shown to fail, as it does
- * with kubectl, so the two-step install is the one documented.
+ * The kubectl install as the README gives it, with the real kubectl against a real kube-apiserver
+ * that serves Hive's kinds only once their CRDs exist: `hive render --only crds | kubectl apply
+ * -f -`, `kubectl wait` for Established, then `hive render --skip-crds | kubectl apply -f -`. The
+ * whole stream in one apply is shown to fail on a new cluster, so the two-step install is the one
+ * documented.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type ApiServer, startApiServer } from "../apiserver/index.ts";
-import { kubectlApply } from "../apiserver/kubectl-apply.ts";
+import { AppsV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { GROUP, PLURAL_POLICY, VERSION } from "../../api/meta.ts";
+import { linesOf, runKubectl } from "../cluster/kubectl-run.ts";
+import { type RealApi, startRealApi } from "../cluster/real-api.ts";
+import { rejection, waitFor } from "../cluster/testing.ts";
 import { runHive } from "./run-hive.ts";
 
 const config = `image: registry.example.com/hive:0.1.0
@@ -29,36 +33,118 @@ async function render(...flags: string[]): Promise<string> {
 }
 
 const kinds = (yaml: string) => [...yaml.matchAll(/^kind: (\w+)$/gm)].map((m) => m[1]);
+const CRD_NAMES = ["hivepolicies.hive-operator.com", "hivedata.hive-operator.com"];
 
-describe("installing with kubectl from hive render", { timeout: 60_000 }, () => {
-  let api: ApiServer;
-  beforeEach(async () => {
-    api = await startApiServer({ crds: [] }); // a new cluster: no Hive kinds served yet
+let api: RealApi;
+const kubectl = (args: string[], input?: string) => runKubectl(api.cp, args, input);
+
+/** A HivePolicy create as the admin: the server's answer code (201, or 404 when the kind is not served). */
+async function createPolicyCode(name: string): Promise<number> {
+  const custom = api.kubeConfig().makeApiClient(CustomObjectsApi);
+  const body = {
+    apiVersion: "hive-operator.com/v1alpha1",
+    kind: "HivePolicy",
+    metadata: { name },
+    spec: { traps: [{ path: "/etc/shadow" }] },
+  };
+  const created = custom.createNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    namespace: "default",
+    plural: PLURAL_POLICY,
+    body,
   });
-  afterEach(() => api.stop());
+  return created.then(
+    () => 201,
+    // An unserved kind's path is answered 404 with a plain-text body, not a Status.
+    (err: unknown) => (err as { code?: number }).code ?? 0,
+  );
+}
+
+/**
+ * The HivePolicies stored, as the admin lists them. Right after its CRD is created, the server
+ * answers 429 ("storage is (re)initializing") until its cache of the new kind is ready: retried.
+ */
+const storedPolicies = () =>
+  waitFor(
+    async () => {
+      try {
+        const list = (await api
+          .kubeConfig()
+          .makeApiClient(CustomObjectsApi)
+          .listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL_POLICY })) as {
+          items: { metadata: { name: string } }[];
+        };
+        return list.items.map((p) => p.metadata.name).sort();
+      } catch (err) {
+        if ((err as { code?: number }).code === 429) return undefined;
+        throw err;
+      }
+    },
+    { timeoutMs: 30_000, intervalMs: 200, what: "a list of HivePolicies" },
+  );
+
+beforeAll(async () => {
+  api = await startRealApi();
+});
+afterAll(async () => {
+  await api?.stop();
+});
+
+describe("installing with kubectl from hive render", { timeout: 120_000 }, () => {
+  beforeEach(async () => {
+    // A new cluster: whatever an earlier test installed is deleted (its namespace finalized by
+    // the controller manager, the CRDs and their objects gone), and Hive's kinds are not served.
+    const run = kubectl(
+      ["delete", "-f", "-", "--ignore-not-found", "--wait", "--timeout=90s"],
+      await render(),
+    );
+    for (const line of linesOf(run.stderr))
+      expect(line).toMatch(
+        /^resource mapping not found for .*kind "HivePolicy"|^ensure CRDs are installed first$/,
+      );
+    // kubectl stops short of waiting when some documents failed to map: wait for the namespace here.
+    const core = api.kubeConfig().makeApiClient(CoreV1Api);
+    await waitFor(
+      () =>
+        core.readNamespace({ name: "hive-system" }).then(
+          () => false,
+          (err: unknown) => (err as { code?: number }).code === 404,
+        ),
+      { timeoutMs: 90_000, intervalMs: 200, what: "namespace hive-system finalized" },
+    );
+    await waitFor(async () => (await createPolicyCode("probe")) === 404, {
+      timeoutMs: 30_000,
+      intervalMs: 200,
+      what: "Hive's kinds no longer served",
+    });
+  });
 
   it("refuses a HivePolicy before its CRD exists, as a real API server does", async () => {
-    const res = await fetch(`${api.url}/apis/hive-operator.com/v1alpha1/namespaces/default/hivepolicies`, {
-      method: "POST",
-      headers: { Authorization: `Bearer ${api.token("admin")}`, "Content-Type": "application/json" },
-      body: JSON.stringify({
-        apiVersion: "hive-operator.com/v1alpha1",
-        kind: "HivePolicy",
-        metadata: { name: "early" },
-        spec: { traps: [{ path: "/etc/shadow" }] },
-      }),
-    });
-    expect(res.status).toBe(404);
+    expect(await createPolicyCode("early")).toBe(404);
+    const err = await rejection(
+      api
+        .kubeConfig()
+        .makeApiClient(CustomObjectsApi)
+        .listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL_POLICY }),
+    );
+    expect(err).toMatchObject({ code: 404, body: "404 page not found\n" });
   });
 
   it("cannot apply the whole stream in one kubectl apply on a new cluster, CRDs first or not", async () => {
     const all = await render();
     expect(kinds(all).indexOf("CustomResourceDefinition")).toBeLessThan(kinds(all).indexOf("HivePolicy"));
-    const result = await kubectlApply(api, all);
-    expect(result.errors).toHaveLength(2);
-    for (const e of result.errors)
-      expect(e).toMatch(/no matches for kind "HivePolicy".*\nensure CRDs are installed first$/);
-    expect(api.store.stored("hive-operator.com", "hivepolicies")).toEqual([]);
+    const run = kubectl(["apply", "-f", "-"], all);
+    expect(run.code).toBe(1);
+    // kubectl maps every document before it writes any: the HivePolicies' kind was not served then.
+    expect(linesOf(run.stderr)).toEqual(
+      ["default", "app-secrets"].flatMap((name) => [
+        `resource mapping not found for name: "${name}" namespace: "hive-system" from "STDIN": no matches for kind "HivePolicy" in version "hive-operator.com/v1alpha1"`,
+        "ensure CRDs are installed first",
+      ]),
+    );
+    expect(linesOf(run.stdout)).not.toContainEqual(expect.stringMatching(/^hivepolicy/));
+    expect(await storedPolicies()).toEqual([]);
   });
 
   it("applies the CRDs, then the rest, each in one kubectl apply with no error", async () => {
@@ -69,24 +155,38 @@ describe("installing with kubectl from hive render", { timeout: 60_000 }, () => 
     // Together, the two parts are the whole stream, in its order.
     expect([...kinds(crds), ...kinds(rest)].sort()).toEqual(kinds(await render()).sort());
 
-    const first = await kubectlApply(api, crds);
-    expect(first.errors).toEqual([]);
-    expect(first.applied).toEqual([
-      "customresourcedefinition/hivepolicies.hive-operator.com created",
-      "customresourcedefinition/hivedata.hive-operator.com created",
+    const first = kubectl(["apply", "-f", "-"], crds);
+    expect(first).toMatchObject({ code: 0, stderr: "" });
+    expect(linesOf(first.stdout)).toEqual(
+      CRD_NAMES.map((n) => `customresourcedefinition.apiextensions.k8s.io/${n} created`),
+    );
+    const wait = kubectl([
+      "wait",
+      "--for=condition=Established",
+      "--timeout=60s",
+      ...CRD_NAMES.map((n) => `crd/${n}`),
     ]);
-    const second = await kubectlApply(api, rest);
-    expect(second.errors).toEqual([]);
-    expect(second.applied).toHaveLength(kinds(rest).length);
-    const policies = api.store.stored("hive-operator.com", "hivepolicies").map((p) => p.metadata.name);
-    expect(policies.sort()).toEqual(["app-secrets", "default"]);
-    expect(api.store.stored("apps", "daemonsets").map((d) => d.metadata.name)).toEqual(["hive-agent"]);
+    expect(wait).toMatchObject({ code: 0, stderr: "" });
+    const second = kubectl(["apply", "-f", "-"], rest);
+    expect(second).toMatchObject({ code: 0, stderr: "" });
+    const applied = linesOf(second.stdout);
+    expect(applied).toHaveLength(kinds(rest).length);
+    for (const line of applied) expect(line).toMatch(/ created$/);
+    expect(await storedPolicies()).toEqual(["app-secrets", "default"]);
+    const daemonSets = await api.kubeConfig().makeApiClient(AppsV1Api).listDaemonSetForAllNamespaces();
+    expect(daemonSets.items.map((d) => d.metadata?.name)).toEqual(["hive-agent"]);
 
-    // Applying both again (an upgrade, a GitOps resync) changes objects in place.
-    expect((await kubectlApply(api, crds)).errors).toEqual([]);
-    expect((await kubectlApply(api, rest)).errors).toEqual([]);
+    // Applying both again (an upgrade, a GitOps resync) changes objects in place: nothing is
+    // created anew and nothing fails.
+    for (const part of [crds, rest]) {
+      const again = kubectl(["apply", "-f", "-"], part);
+      expect(again).toMatchObject({ code: 0, stderr: "" });
+      for (const line of linesOf(again.stdout)) expect(line).toMatch(/ (unchanged|configured)$/);
+    }
   });
+});
 
+describe("hive render's install flags", () => {
   it("takes --only crds and --skip-crds one at a time, and only 'crds' after --only", async () => {
     const both = await runHive(["render", "--config", "-", "--only", "crds", "--skip-crds"], {
       input: config,
