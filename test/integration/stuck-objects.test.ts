@@ -2,11 +2,18 @@
  * No pass is hostage to one object: a HiveData whose delete the API server refuses forever (a 500
  * on every attempt) is retried on its own backoff while every other trap still arms and disarms.
  */
-import { afterEach, describe, expect, it } from "vitest";
-import { Cluster, eventually } from "./harness.ts";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { Cluster, eventually, type HiveApi, startHiveApi } from "./harness.ts";
 
 const KERNEL_A = "55555555-5555-4555-8555-555555555555";
 
+let hive: HiveApi | undefined;
+beforeAll(async () => {
+  hive = await startHiveApi();
+});
+afterAll(async () => {
+  await hive?.stop();
+});
 let cluster: Cluster | undefined;
 afterEach(async () => {
   await cluster?.stop();
@@ -15,11 +22,11 @@ afterEach(async () => {
 
 describe("a HiveData delete that fails forever", () => {
   it("holds up no other trap: the rest arm and disarm, and the delete is retried with backoff", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     const node = await c.addNode("node-1", KERNEL_A);
     await c.addPod("web", "node-1", { files: { "etc/shadow": "s", "etc/passwd": "p" } });
-    c.api.inject({ verb: "delete", resource: "hivedata", status: 500 });
+    c.inject({ verb: "delete", resource: "hivedata", status: 500 });
     const armed = () =>
       (node.activeKernel()?.entries ?? [])
         .filter((e) => e.kind === "file")
