@@ -1,16 +1,27 @@
 /**
  * Tenancy in the agent: a HivePolicy outside the platform namespace reaches only the pods of
  * its own namespace, whatever its match says; the platform's policies reach every namespace.
- * Admission is off here, so this is the agent's own check (a policy admitted
+ * The admission policies are not installed here, so this is the agent's own check (a policy admitted
  * before the admission policy existed is held to it too).
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { trapId } from "../../api/ids.ts";
 import { LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HiveTrap } from "../../api/policy.ts";
-import { Cluster, eventually, POLICY_NS } from "./harness.ts";
+import { Cluster, eventually, type HiveApi, POLICY_NS, startHiveApi } from "./harness.ts";
 
 const KERNEL_A = "33333333-3333-4333-8333-333333333333";
+let hive: HiveApi | undefined;
+beforeAll(async () => {
+  hive = await startHiveApi({
+    admission: {
+      off: "the agent's own check is tested: the admission policy would refuse the tenant's policy",
+    },
+  });
+});
+afterAll(async () => {
+  await hive?.stop();
+});
 let cluster: Cluster | undefined;
 afterEach(async () => {
   await cluster?.stop();
@@ -19,15 +30,11 @@ afterEach(async () => {
 
 describe("tenant policies", () => {
   it("reach only their own namespace's pods; the platform's reach all", async () => {
-    cluster = await Cluster.start({
-      admission: {
-        off: "the agent's own check is tested: the admission policy would refuse the tenant's policy",
-      },
-    });
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     await c.addNode("node-1", KERNEL_A);
     for (const ns of ["team-a", "team-b"]) // kube-system exists from the start, as in a cluster
-      await c.admin.core.createNamespace({ body: { metadata: { name: ns } } });
+      await c.createNamespace(ns);
     const files = {
       "etc/shadow": "root:*:1::::::\n",
       "etc/passwd": "root:x:0:0::/root:/bin/sh\n",
