@@ -78,108 +78,124 @@ export async function startAgentWithContainers(
   const stateDir = mkdtempSync(join(tmpdir(), "hive-agent-e2e-"));
   const pinRoot = join(stateDir, "bpf", "hive");
   const cd = await startContainerd();
-  const api = await startRealApi();
-  const kc = api.kubeConfig();
-  const core = kc.makeApiClient(CoreV1Api);
-  const custom = kc.makeApiClient(CustomObjectsApi);
-  // The agent runs with exactly the RBAC and admission policies the component renders.
-  const installed = installHive(api.cp, {
-    image: "hive:test",
-    namespace: AGENT_NAMESPACE,
-    callback: { url: callback, headersSecret: "callback-headers" },
+  const api = await startRealApi().catch(async (error: unknown) => {
+    await cd.stop();
+    throw error;
   });
-  // The Node as its kubelet reports it: it owns the agent's HiveData.
-  await retryOnConflict(() => api.seedNode(options.nodeName, options.kernelId));
-  const podName = `hive-agent-${options.nodeName}`;
-  // Through the fault proxy, with the cluster CA: the kubeconfig a DaemonSet pod's would equal.
-  const kubeconfig = api.cp.writeKubeconfig(
-    join(stateDir, "agent.kubeconfig"),
-    await installed.agentToken(options.nodeName, podName),
-    api.url,
-  );
-  await core.createNamespacedSecret({
-    namespace: AGENT_NAMESPACE,
-    body: { metadata: { name: "callback-headers" }, stringData: { Authorization: CALLBACK_TOKEN } },
-  });
-  let stop: () => void = () => undefined;
-  const until = new Promise((resolve) => {
-    stop = () => resolve("test done");
-  });
-  const kernels: RecordingKernel[] = [];
-  let metricsUrl = "";
-  let started: () => void = () => undefined;
-  const startedP = new Promise<void>((r) => {
-    started = r;
-  });
-  const argv = [
-    "--node-name",
-    options.nodeName,
-    "--pod-name",
-    podName,
-    "--namespace",
-    AGENT_NAMESPACE,
-    "--kubeconfig",
-    kubeconfig,
-    "--callback",
-    callback,
-    "--callback-headers-secret",
-    "callback-headers",
-    "--runtime-socket",
-    cd.socket,
-    "--containerd-namespace",
-    `k8s.io,${cd.namespace}`,
-    "--metrics-port",
-    "0",
-    "--lease-duration",
-    "1500",
-    "--spool-dir",
-    join(stateDir, "spool"),
-    "--pin-root",
-    pinRoot,
-    "--table-dir",
-    join(stateDir, "run"),
-    ...(options.args ?? []),
-  ];
-  const exited = runAgent(argv, {
-    kernelId: options.kernelId,
-    until,
-    log: createLogger({}, { level: (process.env.HIVE_LOG_LEVEL as "debug") ?? "error" }),
-    openKernel: async () => {
-      const k = new RecordingKernel();
-      kernels.push(k);
-      return k;
-    },
-    onStarted: (info) => {
-      metricsUrl = info.metricsUrl;
-      started();
-    },
-  });
-  // An agent that exits before it has started (a flag it refuses) must not leave the caller waiting.
-  await Promise.race([
-    startedP,
-    exited.then((code) => {
-      throw new Error(`the agent exited with ${code} before it started`);
-    }),
-  ]);
-  return {
-    cd,
-    api,
-    core,
-    custom,
-    kernels,
-    received,
-    metricsUrl,
-    tableFile: watchTableFileFor(pinRoot, join(stateDir, "run")),
-    stop,
-    exited,
-    async close() {
-      stop();
-      await exited;
-      await api.stop();
-      await cd.stop();
-      receiver.close();
-      rmSync(stateDir, { recursive: true, force: true });
-      installed.assertNoRefusals();
-    },
+  // A setup that fails leaves no control plane, containerd or receiver behind.
+  const teardown = async () => {
+    await api.stop();
+    await cd.stop();
+    receiver.close();
+    rmSync(stateDir, { recursive: true, force: true });
   };
+  try {
+    return await withAgent();
+  } catch (error) {
+    await teardown();
+    throw error;
+  }
+
+  async function withAgent(): Promise<AgentWithContainers> {
+    const kc = api.kubeConfig();
+    const core = kc.makeApiClient(CoreV1Api);
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    // The agent runs with exactly the RBAC and admission policies the component renders.
+    const installed = installHive(api.cp, {
+      image: "hive:test",
+      namespace: AGENT_NAMESPACE,
+      callback: { url: callback, headersSecret: "callback-headers" },
+    });
+    // The Node as its kubelet reports it: it owns the agent's HiveData.
+    await retryOnConflict(() => api.seedNode(options.nodeName, options.kernelId));
+    const podName = `hive-agent-${options.nodeName}`;
+    // Through the fault proxy, with the cluster CA: the kubeconfig a DaemonSet pod's would equal.
+    const kubeconfig = api.cp.writeKubeconfig(
+      join(stateDir, "agent.kubeconfig"),
+      await installed.agentToken(options.nodeName, podName),
+      api.url,
+    );
+    await core.createNamespacedSecret({
+      namespace: AGENT_NAMESPACE,
+      body: { metadata: { name: "callback-headers" }, stringData: { Authorization: CALLBACK_TOKEN } },
+    });
+    let stop: () => void = () => undefined;
+    const until = new Promise((resolve) => {
+      stop = () => resolve("test done");
+    });
+    const kernels: RecordingKernel[] = [];
+    let metricsUrl = "";
+    let started: () => void = () => undefined;
+    const startedP = new Promise<void>((r) => {
+      started = r;
+    });
+    const argv = [
+      "--node-name",
+      options.nodeName,
+      "--pod-name",
+      podName,
+      "--namespace",
+      AGENT_NAMESPACE,
+      "--kubeconfig",
+      kubeconfig,
+      "--callback",
+      callback,
+      "--callback-headers-secret",
+      "callback-headers",
+      "--runtime-socket",
+      cd.socket,
+      "--containerd-namespace",
+      `k8s.io,${cd.namespace}`,
+      "--metrics-port",
+      "0",
+      "--lease-duration",
+      "1500",
+      "--spool-dir",
+      join(stateDir, "spool"),
+      "--pin-root",
+      pinRoot,
+      "--table-dir",
+      join(stateDir, "run"),
+      ...(options.args ?? []),
+    ];
+    const exited = runAgent(argv, {
+      kernelId: options.kernelId,
+      until,
+      log: createLogger({}, { level: (process.env.HIVE_LOG_LEVEL as "debug") ?? "error" }),
+      openKernel: async () => {
+        const k = new RecordingKernel();
+        kernels.push(k);
+        return k;
+      },
+      onStarted: (info) => {
+        metricsUrl = info.metricsUrl;
+        started();
+      },
+    });
+    // An agent that exits before it has started (a flag it refuses) must not leave the caller waiting.
+    await Promise.race([
+      startedP,
+      exited.then((code) => {
+        throw new Error(`the agent exited with ${code} before it started`);
+      }),
+    ]);
+    return {
+      cd,
+      api,
+      core,
+      custom,
+      kernels,
+      received,
+      metricsUrl,
+      tableFile: watchTableFileFor(pinRoot, join(stateDir, "run")),
+      stop,
+      exited,
+      async close() {
+        stop();
+        await exited;
+        await teardown();
+        installed.assertNoRefusals();
+      },
+    };
+  }
 }
