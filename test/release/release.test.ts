@@ -11,11 +11,12 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
+import { AppsV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import { RELEASE_CONFIG, RELEASE_FILES, RELEASE_IMAGE } from "../../scripts/release.ts";
-import { startApiServer } from "../apiserver/index.ts";
-import { kubectlApply } from "../apiserver/kubectl-apply.ts";
+import { linesOf, runKubectl } from "../cluster/kubectl-run.ts";
+import { type RealApi, startRealApi } from "../cluster/real-api.ts";
 import { mockedMonitorProgram } from "../component/mocked-program.ts";
 
 const exec = promisify(execFile);
@@ -27,6 +28,7 @@ const program = join(work, "program");
 const installed = join(program, "node_modules", manifest.name);
 const env = { ...process.env, PATH: `${join(root, "node_modules/.bin")}:${process.env.PATH}` };
 let node22 = "";
+let api: RealApi;
 
 const sh = (file: string, args: string[], cwd: string) =>
   exec(file, args, { cwd, env, maxBuffer: 64 * 1024 * 1024 });
@@ -38,6 +40,10 @@ beforeAll(async () => {
   mkdirSync(nodeDir);
   writeFileSync(join(nodeDir, "package.json"), "{}");
   await Promise.all([
+    // A new cluster for the install: no Hive kind served until crds.yaml is applied.
+    startRealApi().then((started) => {
+      api = started;
+    }),
     sh("npm", ["run", "--silent", "release", "--", "--skip-image", "--out", out], root),
     // Node 22 as a package of the npm registry, never a dependency of the project.
     sh("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", "node@22"], nodeDir).then(() => {
@@ -56,7 +62,10 @@ beforeAll(async () => {
   writeFileSync(join(program, "package.json"), JSON.stringify({ name: "user-program", private: true }));
 }, 300_000);
 
-afterAll(() => rmSync(work, { recursive: true, force: true }));
+afterAll(async () => {
+  await api?.stop();
+  rmSync(work, { recursive: true, force: true });
+});
 
 describe("npm run release", () => {
   it("says in --help what each file is and how to install from them", async () => {
@@ -114,18 +123,27 @@ describe("npm run release", () => {
   });
 
   it("installs on a new cluster with kubectl apply of crds.yaml, then of hive.yaml, one pass each", async () => {
-    const api = await startApiServer({ crds: [] });
-    try {
-      const first = await kubectlApply(api, read(RELEASE_FILES.crds));
-      expect(first.errors).toEqual([]);
-      expect(first.applied).toHaveLength(2);
-      const second = await kubectlApply(api, read(RELEASE_FILES.install));
-      expect(second.errors).toEqual([]);
-      expect(second.applied).toHaveLength(docs(read(RELEASE_FILES.install)).length);
-      expect(api.store.stored("apps", "daemonsets").map((d) => d.metadata.name)).toEqual(["hive-agent"]);
-    } finally {
-      await api.stop();
-    }
+    const kubectl = (args: string[]) => runKubectl(api.cp, args);
+    // The commands --help gives, on the release's own files.
+    const first = kubectl(["apply", "-f", join(out, RELEASE_FILES.crds)]);
+    expect(first).toMatchObject({ code: 0, stderr: "" });
+    expect(linesOf(first.stdout)).toHaveLength(2);
+    const established = kubectl([
+      "wait",
+      "--for=condition=Established",
+      "--timeout=60s",
+      "crd/hivepolicies.hive-operator.com",
+      "crd/hivedata.hive-operator.com",
+    ]);
+    expect(established).toMatchObject({ code: 0, stderr: "" });
+    const second = kubectl(["apply", "-f", join(out, RELEASE_FILES.install)]);
+    expect(second).toMatchObject({ code: 0, stderr: "" });
+    const applied = linesOf(second.stdout);
+    expect(applied).toHaveLength(docs(read(RELEASE_FILES.install)).length);
+    for (const line of applied) expect(line).toMatch(/ created$/);
+    const daemonSets = await api.kubeConfig().makeApiClient(AppsV1Api).listDaemonSetForAllNamespaces();
+    expect(daemonSets.items.map((d) => d.metadata?.name)).toEqual(["hive-agent"]);
+    expect(daemonSets.items[0]?.spec?.template.spec?.containers.map((c) => c.image)).toEqual([RELEASE_IMAGE]);
   });
 
   it("lists in the SBOM the package and its production dependencies, not the development tools", () => {
