@@ -2,18 +2,25 @@
  * What an alert says about its pod when the node that loads the kernel program is not the node
  * that runs the pod (nodes sharing one kernel, as kind's do): the loader's agent never watches
  * that pod, so the pod's labels, workload and image must come in the HiveData the pod's own node
- * wrote, through the API server stand-in and its CRD schema.
+ * wrote, through a real API server and the CRD schema it enforces.
  */
 import { AppsV1Api } from "@kubernetes/client-node";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { assertValidAlert, captureLogger } from "../alerts/fixtures.ts";
-import { Cluster, eventually } from "./harness.ts";
+import { Cluster, eventually, type HiveApi, startHiveApi } from "./harness.ts";
 
 const SHARED_KERNEL = "22222222-2222-4222-8222-222222222222";
 
+let hive: HiveApi | undefined;
+beforeAll(async () => {
+  hive = await startHiveApi();
+});
+afterAll(async () => {
+  await hive?.stop();
+});
 let cluster: Cluster | undefined;
 afterEach(async () => {
   await cluster?.stop();
@@ -22,7 +29,7 @@ afterEach(async () => {
 
 describe("alert context across nodes sharing a kernel", () => {
   it("alerts with the severity and labels of the trap and the pod's labels, Deployment and image found by the pod's node", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     const lines: string[] = [];
     const alerts = await createAlertPipeline({
@@ -34,9 +41,11 @@ describe("alert context across nodes sharing a kernel", () => {
     // node-1 loads the shared kernel's program; node-2 runs the pod and never loads it.
     const loader = await c.addNode("node-1", SHARED_KERNEL, { alerts });
     await c.addNode("node-2", SHARED_KERNEL, { loader: false, pods: false });
-    // The ReplicaSet a Deployment "web" made (the agent may not read it: the name tells the Deployment).
+    // The ReplicaSet a Deployment "web" made (the agent may not read it: the name tells the
+    // Deployment). Its controller (kube-controller-manager's) makes the pod, here already bound to
+    // node-2 (no scheduler runs), whose kubelet then reports it running.
     const selector = { matchLabels: { app: "web", "pod-template-hash": "7d9c5b8f4" } };
-    const replicaSet = await c.api
+    await c.api
       .kubeConfig()
       .makeApiClient(AppsV1Api)
       .createNamespacedReplicaSet({
@@ -44,23 +53,26 @@ describe("alert context across nodes sharing a kernel", () => {
         body: {
           metadata: { name: "web-7d9c5b8f4" },
           spec: {
+            replicas: 1,
             selector,
             template: {
               metadata: { labels: selector.matchLabels },
-              spec: { containers: [{ name: "app", image: "busybox" }] },
+              spec: { nodeName: "node-2", containers: [{ name: "app", image: "busybox" }] },
             },
           },
         },
       });
-    await c.addPod("web-7d9c5b8f4-x2x8q", "node-2", {
-      labels: selector.matchLabels,
-      owner: {
-        apiVersion: "apps/v1",
-        kind: "ReplicaSet",
-        name: "web-7d9c5b8f4",
-        uid: replicaSet.metadata?.uid ?? "",
-      },
-    });
+    const made = await eventually(async () => {
+      const list = await c.admin.core.listNamespacedPod({
+        namespace: "default",
+        labelSelector: "app=web,pod-template-hash=7d9c5b8f4",
+      });
+      return list.items.length === 1 ? list.items[0] : undefined;
+    }, "the ReplicaSet's pod");
+    const podName = made.metadata?.name ?? "";
+    expect(podName).toMatch(/^web-7d9c5b8f4-[a-z0-9]{5}$/);
+    expect(made.metadata?.ownerReferences?.[0]).toMatchObject({ kind: "ReplicaSet", name: "web-7d9c5b8f4" });
+    await c.runPod(made, "10.0.0.7");
     await c.createPolicy("secrets", [
       { path: "/etc/shadow", severity: "critical", labels: { team: "payments" } },
     ]);
@@ -90,7 +102,7 @@ describe("alert context across nodes sharing a kernel", () => {
       labels: { team: "payments" },
       node: { name: "node-2" },
       pod: {
-        name: "web-7d9c5b8f4-x2x8q",
+        name: podName,
         namespace: "default",
         container: { name: "app", image: "busybox" },
         labels: { app: "web", "pod-template-hash": "7d9c5b8f4" },

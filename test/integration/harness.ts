@@ -14,6 +14,7 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
+  AppsV1Api,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
@@ -260,8 +261,8 @@ const gone = (err: unknown) => {
 
 /**
  * What the tests of a file leave behind, removed by the admin directly (not through the proxy):
- * HivePolicies (finalizers stripped: no agent runs to remove its own), HiveData, Pods (at once:
- * no kubelet finishes a graceful deletion), Leases, Events and Nodes. Namespaces, RBAC objects and
+ * HivePolicies (finalizers stripped: no agent runs to remove its own), HiveData, ReplicaSets, Pods
+ * (at once: no kubelet finishes a graceful deletion), Leases, Events and Nodes. Namespaces, RBAC objects and
  * ServiceAccounts stay (tests create them idempotently).
  */
 async function resetCluster(api: RealApi): Promise<void> {
@@ -290,6 +291,11 @@ async function resetCluster(api: RealApi): Promise<void> {
   };
   for (const namespace of new Set(data.items.map((d) => d.metadata.namespace ?? "")))
     await custom.deleteCollectionNamespacedCustomObject({ ...crd, plural: PLURAL_DATA, namespace });
+  // Pods' controllers first, or they make them again.
+  const apps = kc.makeApiClient(AppsV1Api);
+  const replicaSets = await apps.listReplicaSetForAllNamespaces();
+  for (const namespace of new Set(replicaSets.items.map((r) => r.metadata?.namespace ?? "")))
+    await apps.deleteCollectionNamespacedReplicaSet({ namespace });
   const pods = await core.listPodForAllNamespaces();
   for (const namespace of new Set(pods.items.map((p) => p.metadata?.namespace ?? "")))
     await core.deleteCollectionNamespacedPod({ namespace, gracePeriodSeconds: 0 });
