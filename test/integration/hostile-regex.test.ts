@@ -6,13 +6,20 @@
  */
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { CoordinationV1Api } from "@kubernetes/client-node";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { HiveTrap } from "../../api/policy.ts";
 import { LOADER_LEASE_PREFIX } from "../../runtime/agent/loader-election.ts";
 import { PODS_LEASE } from "../../runtime/agent/node-agent.ts";
-import { AGENT_NS, Cluster, eventually } from "./harness.ts";
+import { AGENT_NS, Cluster, eventually, type HiveApi, startHiveApi } from "./harness.ts";
 
 const KERNEL_A = "44444444-4444-4444-8444-444444444444";
+let hive: HiveApi | undefined;
+beforeAll(async () => {
+  hive = await startHiveApi();
+});
+afterAll(async () => {
+  await hive?.stop();
+});
 let cluster: Cluster | undefined;
 afterEach(async () => {
   await cluster?.stop();
@@ -21,10 +28,10 @@ afterEach(async () => {
 
 describe("a tenant's container-name pattern", () => {
   it("cannot stall the agent: it stays ready, renews its Leases and alerts other traps within a second", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     const node = await c.addNode("node-1", KERNEL_A);
-    await c.admin.core.createNamespace({ body: { metadata: { name: "team-a" } } });
+    await c.createNamespace("team-a");
     await c.addPod("web", "node-1", { files: { "etc/shadow": "x" } });
     await c.createPolicy("platform", [{ path: "/etc/shadow" }]);
     const kernel = await eventually(() => {
