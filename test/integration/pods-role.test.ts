@@ -3,12 +3,19 @@
  * a ready agent (its memory must not grow with the cluster), and the HiveData of a pod that finished or was deleted still goes, removed by the discover of
  * the pod's own node.
  */
-import { afterEach, describe, expect, it } from "vitest";
-import { AGENT_NS, Cluster, eventually } from "./harness.ts";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { AGENT_NS, Cluster, eventually, type HiveApi, startHiveApi } from "./harness.ts";
 
 const KERNEL_A = "11111111-1111-4111-8111-111111111111";
 const KERNEL_B = "22222222-2222-4222-8222-222222222222";
 
+let hive: HiveApi | undefined;
+beforeAll(async () => {
+  hive = await startHiveApi();
+});
+afterAll(async () => {
+  await hive?.stop();
+});
 let cluster: Cluster | undefined;
 afterEach(async () => {
   await cluster?.stop();
@@ -20,7 +27,7 @@ const podNames = async (c: Cluster) =>
 
 describe("the pods role", () => {
   it("lists and watches no pods of nodes with a ready agent, while finished and deleted pods lose their HiveData", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     // node-2 holds the pods role; node-1 runs the pods' discover and does not compete for the role.
     const holder = await c.addNode("node-2", KERNEL_B, { agentPod: "ready" });
@@ -35,7 +42,7 @@ describe("the pods role", () => {
     );
 
     await c.setPodPhase("job", "Succeeded");
-    await c.admin.core.deleteNamespacedPod({ name: "doomed", namespace: "default" });
+    await c.deletePod("doomed");
     await eventually(
       async () => (await podNames(c)).join() === "stays",
       "HiveData of the finished and the deleted pod removed",
@@ -63,7 +70,7 @@ describe("the pods role", () => {
 
 describe("a node that leaves the cluster", () => {
   it("takes its HiveData with it (the Node owns it), which no other agent may delete", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     const node1 = await c.addNode("node-1", KERNEL_A);
     const node2 = await c.addNode("node-2", KERNEL_B);
@@ -71,17 +78,21 @@ describe("a node that leaves the cluster", () => {
     await c.addPod("web-2", "node-2");
     await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
     await eventually(async () => (await podNames(c)).join() === "web-1,web-2", "both nodes' HiveData");
-    const node2Uid = c.api.store.stored("", "nodes").find((n) => n.metadata.name === "node-2")?.metadata.uid;
+    const node2Uid = (await c.admin.core.readNode({ name: "node-2" })).metadata?.uid;
     const owners = (await c.data()).find((d) => d.metadata.annotations?.pod_name === "web-2")?.metadata
       .ownerReferences;
     expect(owners).toEqual([{ apiVersion: "v1", kind: "Node", name: "node-2", uid: node2Uid }]);
 
-    // node-2 dies and is removed from the cluster, as a cloud's node lifecycle controller does.
+    // node-2 dies and is removed from the cluster, as a cloud's node lifecycle controller does;
+    // kube-controller-manager's garbage collector deletes what the Node owned.
     await node2.agent.stop();
     await c.admin.core.deleteNode({ name: "node-2" });
+    // The garbage collector watches a custom resource only from its next discovery of the API's
+    // resources (every 30 s), which may come after the CRD was installed for this file.
     await eventually(
       async () => (await podNames(c)).join() === "web-1",
       "node-2's HiveData gone with its Node",
+      45_000,
     );
     expect(node1.agent.discover.stats().deleted).toBe(0);
   });
