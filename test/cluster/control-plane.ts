@@ -40,6 +40,11 @@ export interface ControlPlaneOptions {
    * without kubelets, it would taint every Node and evict the agents' Pods after five minutes).
    */
   controllers?: string;
+  /**
+   * An HTTP CONNECT proxy (kubelet-tunnel.ts) through which the API server dials kubelets (its
+   * egress selector's "cluster" traffic): how it reaches a kubelet inside a QEMU guest.
+   */
+  kubeletTunnel?: string;
 }
 
 export interface ControlPlane {
@@ -66,10 +71,19 @@ export interface ControlPlane {
   stop(): Promise<void>;
 }
 
+// The control plane dies with the test process, however that ends: its programs would otherwise
+// keep two cores busy for the rest of the run.
 const children = new Set<ChildProcess>();
-process.once("exit", () => {
+const killChildren = () => {
   for (const c of children) c.kill("SIGKILL");
-});
+};
+process.once("exit", killChildren);
+for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
+  process.once(signal, () => {
+    killChildren();
+    process.kill(process.pid, signal);
+  });
+}
 
 export async function freePort(host = "127.0.0.1"): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -201,7 +215,21 @@ function apiServerArgs(
     "--kubelet-preferred-address-types=InternalIP,Hostname",
     "--profiling=false",
     "--v=1",
+    ...(options.kubeletTunnel ? [`--egress-selector-config-file=${egressSelector(dir, options.kubeletTunnel)}`] : []),
   ];
+}
+
+function egressSelector(dir: string, tunnelUrl: string): string {
+  const path = join(dir, "egress-selector.yaml");
+  writeFileSync(
+    path,
+    JSON.stringify({
+      apiVersion: "apiserver.k8s.io/v1beta1",
+      kind: "EgressSelectorConfiguration",
+      egressSelections: [{ name: "cluster", connection: { proxyProtocol: "HTTPConnect", transport: { tcp: { url: tunnelUrl } } } }],
+    }),
+  );
+  return path;
 }
 
 function componentKubeconfig(dir: string, name: string, url: string, caPem: string, token: string): string {
