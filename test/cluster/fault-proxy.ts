@@ -179,7 +179,11 @@ function statusBody(code: number, message: string) {
 
 export async function startFaultProxy(
   cp: ControlPlane,
-  options: { port?: number } = {},
+  options: {
+    port?: number;
+    /** More names for the proxy's serving certificate (e.g. "IP:10.0.2.100", a guest's address for it). */
+    extraSans?: string[];
+  } = {},
 ): Promise<FaultProxy> {
   const upstream = new URL(cp.url);
   const impersonated = new Map<
@@ -312,7 +316,7 @@ export async function startFaultProxy(
   };
 
   const serving = issueCertificate(cp.pki.dir, "fault-proxy", "/CN=hive-fault-proxy", {
-    san: "IP:127.0.0.1,DNS:localhost",
+    san: ["IP:127.0.0.1", "DNS:localhost", ...(options.extraSans ?? [])].join(","),
     usage: "server",
   });
   const tls = { key: readFileSync(serving.key), cert: readFileSync(serving.cert) };

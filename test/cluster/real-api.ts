@@ -27,7 +27,8 @@ export async function startRealApi(options: ControlPlaneOptions = {}): Promise<R
   const cp = await startControlPlane(options);
   let proxy: FaultProxy;
   try {
-    proxy = await startFaultProxy(cp);
+    // The names a guest reaches the server by are those it reaches the proxy by.
+    proxy = await startFaultProxy(cp, options.extraSans ? { extraSans: options.extraSans } : {});
   } catch (err) {
     await cp.stop();
     throw err;
