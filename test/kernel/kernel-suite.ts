@@ -3,20 +3,39 @@
  * test/kernel/guest/cases.ts inside against the real program and loader, and reports each case
  * here as its own test. One test file per kernel (kernel-6.1.test.ts, kernel-6.12.test.ts,
  * kernel-5.10.test.ts: 6.1, 6.12 and 5.10 cover the three inode_permission signatures), so that
- * their guests run on as many workers as there are cores. Needs root and qemu; kernels come from
- * test/kernel/fetch-kernels.sh. Locally a missing prerequisite skips loudly; under CI=true it fails.
+ * their guests run on as many workers as there are cores. The cases that need a Kubernetes API
+ * server (API_SERVER_CASES) get a real one on the host, one per file, which the guest reaches at its
+ * one forwarded address (test/cluster/guest-api.ts); its audit log is read after the guest is done.
+ * Needs root and qemu (and socat for the API cases); kernels come from test/kernel/fetch-kernels.sh.
+ * Locally a missing prerequisite skips loudly; under CI=true it fails.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { type GuestApi, guestApiUnavailable, startGuestApi } from "../cluster/guest-api.ts";
 import { buildAllowImage } from "../fixtures/allow-image.ts";
-import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseResult } from "./guest/case-names.ts";
+import {
+  API_SERVER_CASES,
+  CASE_EXCLUSIONS,
+  KERNEL_CASES,
+  type KernelCaseName,
+  type KernelCaseResult,
+} from "./guest/case-names.ts";
 import { type BootResult, bootVm, findKernels, REPO_ROOT, vmUnavailable, WORK_DIR } from "./vm.ts";
 
 const isCI = process.env.CI === "true";
 const unavailable = vmUnavailable();
+const apiUnavailable = guestApiUnavailable();
 const { found } = findKernels();
+/** HIVE_CASES="name|name" runs only the cases whose names contain one of these (while developing one). */
+const only = process.env.HIVE_CASES?.split("|");
+/** The cases the guest runs on `series` (its own filter, guest/cases.ts, is the same). */
+const casesOn = (series: string): KernelCaseName[] =>
+  KERNEL_CASES.filter(
+    (name) =>
+      (!only || only.some((o) => name.includes(o))) && !CASE_EXCLUSIONS[name]?.kernels.includes(series),
+  );
 
 /**
  * The allow cases' container image and the static hive-attacker (the flood case's decoy), built on
@@ -54,15 +73,24 @@ export function kernelSuite(series: "6.1" | "6.12" | "5.10"): void {
     let boot: BootResult | undefined;
     let results = new Map<string, KernelCaseResult>();
     let bootError: unknown;
+    /** Agent requests the API server refused, from its audit log (fails the API cases). */
+    let refused: string | undefined;
 
     beforeAll(async () => {
       if (reason || !kernel) return;
+      let api: GuestApi | undefined;
       try {
-        boot = await bootVm({
+        const apiCases = casesOn(series).filter((name) => API_SERVER_CASES.includes(name));
+        if (apiCases.length > 0 && !apiUnavailable) api = await startGuestApi();
+        const outDir = join(WORK_DIR, `kernel-${process.pid}-${series}`);
+        const booting = bootVm({
           kernel,
+          outDir,
+          ...(api ? { qemuArgs: api.qemuArgs } : {}),
           command: `export PATH='${join(REPO_ROOT, "node_modules/.bin")}':$PATH\nnode test/kernel/guest/cases.ts`,
           // HIVE_CASES="name|name" runs only those cases (while developing one; the rest then fail as not run).
           env: {
+            ...api?.env,
             ...allowImageEnv(series),
             ...variantEnv(series),
             ...(process.env.HIVE_CASES ? { HIVE_CASES: process.env.HIVE_CASES } : {}),
@@ -71,14 +99,28 @@ export function kernelSuite(series: "6.1" | "6.12" | "5.10"): void {
           },
           timeoutMs: 600_000,
         });
+        // bootVm made outDir before it returned: the guest's requests to the host land there.
+        const desk = api?.serve(outDir);
+        try {
+          boot = await booting;
+        } finally {
+          desk?.stop();
+        }
         const file = join(boot.outDir, "results.json");
         if (existsSync(file)) {
           const list = JSON.parse(readFileSync(file, "utf8")) as KernelCaseResult[];
           results = new Map(list.map((r) => [r.name, r]));
         }
         console.log(`Linux ${series}: guest run took ${Math.round(boot.durationMs / 1000)} s`);
+        try {
+          api?.assertNoRefusals();
+        } catch (error) {
+          refused = (error as Error).message;
+        }
       } catch (error) {
         bootError = error;
+      } finally {
+        await api?.stop();
       }
     }, 660_000);
 
@@ -86,8 +128,15 @@ export function kernelSuite(series: "6.1" | "6.12" | "5.10"): void {
       // A case a kernel cannot run (CASE_EXCLUSIONS says why) is not a test on that kernel:
       // a skipped test could never fail.
       if (CASE_EXCLUSIONS[name]?.kernels.includes(series)) continue;
-      runIt(name, () => {
+      const needsApi = API_SERVER_CASES.includes(name);
+      if (needsApi && apiUnavailable && !reason && !isCI)
+        console.warn(
+          `!!! "${name}" on Linux ${series} SKIPPED: ${apiUnavailable} (under CI=true this fails)`,
+        );
+      const runCase = needsApi && apiUnavailable && !isCI ? it.skip : runIt;
+      runCase(name, () => {
         if (reason) throw new Error(`cannot run the kernel suite: ${reason}`);
+        if (needsApi && apiUnavailable) throw new Error(`cannot run this case: ${apiUnavailable}`);
         if (bootError) throw bootError;
         const result = results.get(name);
         if (!result) {
@@ -97,6 +146,7 @@ export function kernelSuite(series: "6.1" | "6.12" | "5.10"): void {
         }
         expect(result.error ?? "", `guest failure on Linux ${series}`).toBe("");
         expect(result.ok).toBe(true);
+        if (needsApi) expect(refused ?? "", "the API server's audit log").toBe("");
       });
     }
   });

@@ -72,6 +72,14 @@ export const CASE_EXCLUSIONS: Partial<Record<KernelCaseName, { kernels: string[]
     },
 };
 
+/**
+ * The cases that talk to a Kubernetes API server: the host suite starts a real one for the guest
+ * (test/cluster/guest-api.ts) when one of them runs, and checks its audit log after.
+ */
+export const API_SERVER_CASES: readonly KernelCaseName[] = [
+  "a trap on an image's file holds from each container's first instruction, for the agent and hive watch alike: 20 containers and an init container that read it at once alert, each named; a container no trap selects does not, and is then quieted in the kernel; a resolved container's read alerts once",
+];
+
 export interface KernelCaseResult {
   name: string;
   ok: boolean;

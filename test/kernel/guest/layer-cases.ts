@@ -1,7 +1,9 @@
 /**
  * Kernel case: traps armed on an image layer's file before any container of the image runs. The
- * agent runs as in a cluster (runAgent, against the API stand-in enforcing the rendered RBAC and
- * admission, alerts posted to a receiver) with the real kernel program; containers come from a
+ * agent runs as in a cluster (runAgent, against the real kube-apiserver on the host — reached
+ * through the guest's one forwarded address, test/cluster/guest-api.ts — enforcing the rendered
+ * RBAC and admission, with a pod-bound token; alerts posted to a receiver) with the real kernel
+ * program; containers come from a
  * private containerd with the overlayfs snapshotter (the allow image, imported from its OCI
  * archive), in the cgroups and with the annotations a kubelet's CRI plugin gives them. The pods
  * stay Pending in the API: as in a cluster, the kubelet reports a container only after it ran.
@@ -11,12 +13,10 @@
  * own program, selecting them by their containerd labels: it must give the same alerts.
  */
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import type { Alert } from "../../../api/alert.ts";
-import { hiveCrds } from "../../../api/crd.ts";
 import type { HiveData } from "../../../api/data.ts";
 import { GROUP, PLURAL_DATA, VERSION } from "../../../api/meta.ts";
 import { runAgent } from "../../../runtime/agent/main.ts";
@@ -24,9 +24,9 @@ import { ANNOTATION_IMAGE_LAYER } from "../../../runtime/controllers/hive-data.t
 import { createLogger } from "../../../runtime/log.ts";
 import { type WatchTableFile, watchTableFileFor } from "../../../runtime/standalone/watch-table-file.ts";
 import { startReceiver } from "../../alerts/receiver.ts";
-import { installHive } from "../../apiserver/install.ts";
-import { startApiServer } from "../../apiserver/server.ts";
-import { seedNode, setPodRunning, waitFor } from "../../apiserver/testing.ts";
+import { retryOnConflict } from "../../cluster/conflict.ts";
+import { guestApi, guestNetworkUp } from "../../cluster/guest-client.ts";
+import { seedNode, setPodRunning, waitFor } from "../../cluster/testing.ts";
 import { ALLOW_IMAGE_REF } from "../../fixtures/allow-image.ts";
 import { startImageContainerd } from "../../fixtures/image-containers.ts";
 import type { KernelCaseName } from "./case-names.ts";
@@ -68,11 +68,12 @@ export function layerCases(h: GuestHarness): Record<LayerCaseName, () => Promise
         archive,
         "HIVE_ALLOW_IMAGE (the allow image's OCI archive, built by the host suite) is not set",
       );
-      execFileSync("ip", ["link", "set", "lo", "up"]);
+      // The receiver on 127.0.0.1; the API server on the host, at the guest's one forwarded address.
+      const api = guestApi();
+      await guestNetworkUp();
       mkdirSync(base, { recursive: true });
       const bootId = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
       const receiver = await startReceiver();
-      const api = await startApiServer({ crds: hiveCrds() });
       const cd = await startImageContainerd(join(base, "containerd"));
       let stop: () => void = () => undefined;
       const until = new Promise((resolve) => {
@@ -93,17 +94,34 @@ export function layerCases(h: GuestHarness): Record<LayerCaseName, () => Promise
         const standalone = watch;
         assert.ok(standalone.layerArmed(), "hive watch armed the image layer's file at its start");
         mark("standaloneArmed");
-        const installed = installHive(api, {
+        await api.install({
           image: "hive:test",
           namespace: NS,
           callback: { url: receiver.url },
           traps: [{ path: "/etc/secret", accesses: ["read"], match: { matchLabels: { app: "reader" } } }],
         });
-        seedNode(api, NODE, bootId);
         const kc = api.kubeConfig();
         const core = kc.makeApiClient(CoreV1Api);
         const custom = kc.makeApiClient(CustomObjectsApi);
+        // The Node as its kubelet reports it (this guest's boot id): it owns the agent's HiveData.
+        await retryOnConflict(() => seedNode(core, NODE, bootId));
         await core.createNamespace({ body: { metadata: { name: APPS } } });
+        // The controller manager gives the namespace its default ServiceAccount, which admission
+        // requires of every pod there: wait for it as a user's second kubectl command would.
+        await waitFor(
+          () =>
+            core.readNamespacedServiceAccount({ namespace: APPS, name: "default" }).then(
+              () => true,
+              () => false,
+            ),
+          { timeoutMs: 60_000, intervalMs: 200, what: `the ServiceAccount default/${APPS}` },
+        );
+        // The agent's credentials as its pod has them: a token bound to its Pod on this Node.
+        const agentKubeconfig = join(base, "agent.kubeconfig");
+        writeFileSync(
+          agentKubeconfig,
+          api.kubeConfig(await api.agentToken(NODE, "hive-agent-layers")).exportConfig(),
+        );
         const pinRoot = "/sys/fs/bpf/hive-layers";
         const tableDir = join(base, "run");
         let metricsUrl = "";
@@ -115,10 +133,8 @@ export function layerCases(h: GuestHarness): Record<LayerCaseName, () => Promise
             "hive-agent-layers",
             "--namespace",
             NS,
-            "--server",
-            api.url,
-            "--token",
-            api.token(installed.agent(NODE, "hive-agent-layers")),
+            "--kubeconfig",
+            agentKubeconfig,
             "--callback",
             receiver.url,
             "--runtime-socket",
@@ -422,7 +438,6 @@ export function layerCases(h: GuestHarness): Record<LayerCaseName, () => Promise
         await exited?.catch(() => undefined);
         await cd.stop();
         await receiver.close();
-        await api.stop();
       }
     },
   };
