@@ -1,19 +1,23 @@
 /**
  * A checker for the rules the API server applies to a CRD's `openAPIV3Schema`
  * (apiextensions.k8s.io/v1 "structural schema" and its v1-only restrictions), so a schema it
- * would reject fails here first. Returns every violation as `path: rule`; empty when valid.
+ * would reject fails here first, offline. Returns every violation as `path: rule`; empty when
+ * valid. structural-schema.test.ts holds each rule against a real kube-apiserver.
  *
  * Rules checked:
+ *  - the root is `type: object` and has no `additionalProperties`;
  *  - a non-empty `type` on the root, every property, every additionalProperties and every items
  *    node, except under x-kubernetes-int-or-string or x-kubernetes-preserve-unknown-fields;
  *  - `type` one of array, boolean, integer, number, object, string; enum values of that type;
- *  - `properties` and `additionalProperties` not both; `additionalProperties: false` not allowed;
+ *  - `properties` and `additionalProperties` (even `false`) not both;
  *  - no `$ref`, `definitions`, `id`, `$schema`, `dependencies`, `additionalItems`, `patternProperties`,
- *    `const` (not part of JSONSchemaProps), `uniqueItems: true`, `items` as a list;
+ *    `const` (not part of JSONSchemaProps: strict decoding refuses it, lenient decoding drops it),
+ *    `uniqueItems: true`, `items` as a list;
  *  - inside allOf/anyOf/oneOf/not: no `type`, `description`, `default`, `additionalProperties`,
- *    `nullable`, and no property or items not also specified outside, except the two
- *    x-kubernetes-int-or-string forms (anyOf [{type: integer}, {type: string}], optionally in allOf);
- *  - x-kubernetes-int-or-string nodes carry no `type`;
+ *    `nullable`, except the two x-kubernetes-int-or-string forms (anyOf [{type: integer},
+ *    {type: string}], optionally in allOf). A property a junctor names need not be specified
+ *    outside it, and an x-kubernetes-int-or-string node may carry a type: kube-apiserver 1.37
+ *    accepts both (and serves such a CRD as structural);
  *  - x-kubernetes-list-type: atomic|set|map on arrays only; set items are scalars; map items are
  *    objects whose x-kubernetes-list-map-keys are scalar required properties;
  *  - x-kubernetes-map-type: granular|atomic on objects only;
@@ -69,37 +73,22 @@ function matchesType(value: unknown, type: string): boolean {
   }
 }
 
-/** Fields and items a junctor branch mentions must also be specified outside it. */
-function checkJunctor(
-  branch: Schema,
-  outside: Schema,
-  path: string,
-  errors: string[],
-  intOrString: boolean,
-): void {
+/** What a junctor branch may not say; nested properties and items are value validations too. */
+function checkJunctor(branch: Schema, path: string, errors: string[], intOrString: boolean): void {
   for (const key of NOT_IN_JUNCTORS) {
     if (key in branch && !(key === "type" && intOrString)) {
       errors.push(`${path}: "${key}" is not allowed inside allOf/anyOf/oneOf/not`);
     }
   }
-  const props = branch.properties;
-  if (isObject(props)) {
-    const outer = isObject(outside.properties) ? outside.properties : {};
-    for (const [name, sub] of Object.entries(props)) {
-      if (!(name in outer))
-        errors.push(`${path}.properties.${name}: specified in a junctor but not outside it`);
-      else if (isObject(sub) && isObject(outer[name]))
-        checkJunctor(sub, outer[name] as Schema, `${path}.properties.${name}`, errors, false);
-    }
+  if (isObject(branch.properties)) {
+    for (const [name, sub] of Object.entries(branch.properties))
+      if (isObject(sub)) checkJunctor(sub, `${path}.properties.${name}`, errors, false);
   }
-  if (isObject(branch.items)) {
-    if (!isObject(outside.items)) errors.push(`${path}.items: specified in a junctor but not outside it`);
-    else checkJunctor(branch.items, outside.items, `${path}.items`, errors, false);
-  }
+  if (isObject(branch.items)) checkJunctor(branch.items, `${path}.items`, errors, false);
   for (const j of JUNCTORS) {
     const nested = branch[j];
     for (const b of Array.isArray(nested) ? nested : nested === undefined ? [] : [nested]) {
-      if (isObject(b)) checkJunctor(b, outside, `${path}.${j}`, errors, intOrString);
+      if (isObject(b)) checkJunctor(b, `${path}.${j}`, errors, intOrString);
     }
   }
 }
@@ -117,8 +106,6 @@ function checkNode(s: unknown, path: string, errors: string[], needsType: boolea
     errors.push(`${path}: type ${JSON.stringify(type)} is not a Kubernetes type`);
   if (needsType && (typeof type !== "string" || type === "") && !intOrString && !preserve)
     errors.push(`${path}: must specify a type`);
-  if (intOrString && type !== undefined)
-    errors.push(`${path}: x-kubernetes-int-or-string must not have a type`);
   if ("x-kubernetes-preserve-unknown-fields" in s && !preserve)
     errors.push(`${path}: x-kubernetes-preserve-unknown-fields must be true if set`);
   for (const key of FORBIDDEN) if (key in s) errors.push(`${path}: "${key}" is not allowed in a CRD schema`);
@@ -126,7 +113,6 @@ function checkNode(s: unknown, path: string, errors: string[], needsType: boolea
     errors.push(`${path}: uniqueItems cannot be true (use x-kubernetes-list-type: set)`);
   if ("properties" in s && "additionalProperties" in s)
     errors.push(`${path}: properties and additionalProperties are mutually exclusive`);
-  if (s.additionalProperties === false) errors.push(`${path}: additionalProperties cannot be false`);
   if (Array.isArray(s.items)) errors.push(`${path}: items must be one schema, not a list`);
   if (typeof s.pattern === "string") {
     try {
@@ -153,11 +139,11 @@ function checkNode(s: unknown, path: string, errors: string[], needsType: boolea
       value.some((b) => isObject(b) && isIntOrStringForm(b.anyOf))
     ) {
       for (const b of value)
-        if (isObject(b) && !isIntOrStringForm(b.anyOf)) checkJunctor(b, s, `${path}.allOf`, errors, false);
+        if (isObject(b) && !isIntOrStringForm(b.anyOf)) checkJunctor(b, `${path}.allOf`, errors, false);
       continue;
     }
     for (const b of Array.isArray(value) ? value : [value]) {
-      if (isObject(b)) checkJunctor(b, s, `${path}.${j}`, errors, false);
+      if (isObject(b)) checkJunctor(b, `${path}.${j}`, errors, false);
       else errors.push(`${path}.${j}: must hold schema objects`);
     }
   }
@@ -220,6 +206,9 @@ function checkNode(s: unknown, path: string, errors: string[], needsType: boolea
 export function structuralViolations(schema: unknown, path = "openAPIV3Schema"): string[] {
   const errors: string[] = [];
   checkNode(schema, path, errors, true);
+  if (isObject(schema) && schema.type !== "object") errors.push(`${path}: the root must be type: object`);
+  if (isObject(schema) && "additionalProperties" in schema)
+    errors.push(`${path}: additionalProperties must not be used at the root`);
   if (isObject(schema) && isObject(schema.properties) && isObject(schema.properties.metadata)) {
     const meta = schema.properties.metadata;
     const allowed = new Set(["type", "properties", "description"]);
