@@ -35,7 +35,6 @@ import { type ApiServer, type StartOptions, startApiServer } from "../test/apise
 import { seedNode, setPodRunning } from "../test/apiserver/testing.ts";
 import {
   AGENT_NS,
-  FAST_LEASE,
   FakeContainers,
   POLICY_NS,
   RecordingKernel,
@@ -43,6 +42,8 @@ import {
 } from "../test/integration/harness.ts";
 
 export { AGENT_NS };
+
+const FAST_LEASE = { leaseDurationMs: 1200, renewDeadlineMs: 800, retryPeriodMs: 200 };
 
 export class Cluster {
   api!: ApiServer;

@@ -182,7 +182,11 @@ export interface SimNode {
   activeKernel(): RecordingKernel | undefined;
 }
 
-export const FAST_LEASE = { leaseDurationMs: 1200, renewDeadlineMs: 800, retryPeriodMs: 200 };
+/**
+ * Leases short enough for failover tests, long enough that a renewal answered late by a real API
+ * server on a busy machine (hundreds of milliseconds) does not end a role at its renew deadline.
+ */
+export const FAST_LEASE = { leaseDurationMs: 3000, renewDeadlineMs: 2000, retryPeriodMs: 400 };
 
 const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
 

@@ -4,15 +4,22 @@
  * appear in the policy's NodesCovered condition and in hive_policy_pods_uncovered, through the
  * real agent composition and with exactly the permissions the component renders.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { HivePolicy } from "../../api/policy.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
-import { AGENT_NS, Cluster, eventually } from "./harness.ts";
+import { AGENT_NS, Cluster, eventually, type HiveApi, startHiveApi } from "./harness.ts";
 
 const KERNEL_A = "11111111-1111-4111-8111-111111111111";
 const KERNEL_B = "22222222-2222-4222-8222-222222222222";
 const KERNEL_C = "33333333-3333-4333-8333-333333333333";
 
+let hive: HiveApi | undefined;
+beforeAll(async () => {
+  hive = await startHiveApi();
+});
+afterAll(async () => {
+  await hive?.stop();
+});
 let cluster: Cluster | undefined;
 afterEach(async () => {
   await cluster?.stop();
@@ -24,7 +31,7 @@ const nodesCovered = (p: HivePolicy | undefined) =>
 
 describe("a policy whose traps select pods on nodes without a ready agent", () => {
   it("names those pods in NodesCovered and counts them, until their nodes' agents are ready or the pods go", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     const metrics = createHiveMetrics({ processMetrics: false });
     const gauge = async () =>
@@ -74,7 +81,7 @@ describe("a policy whose traps select pods on nodes without a ready agent", () =
     await eventually(async () => (await gauge()) === 1, "hive_policy_pods_uncovered 1");
 
     // The last uncovered pod goes: every selected pod is on a node with a ready agent.
-    await c.admin.core.deleteNamespacedPod({ name: "web-3", namespace: "default" });
+    await c.deletePod("web-3");
     const covered = await eventually(async () => {
       const p = await c.getPolicy("web-shadow");
       return nodesCovered(p)?.status === "True" ? p : undefined;
@@ -99,7 +106,7 @@ describe("a policy whose traps select pods on nodes without a ready agent", () =
   });
 
   it("forgets the gauge of a deleted policy", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     const metrics = createHiveMetrics({ processMetrics: false });
     const holder = await c.addNode("node-1", KERNEL_A, {
