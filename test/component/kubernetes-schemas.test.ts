@@ -1,17 +1,47 @@
 /**
  * Every object the component renders, validated offline against the Kubernetes OpenAPI
  * schema of its kind (kubernetes-models), checked for fields Kubernetes does not know
- * (client-node's model attribute maps: the API server would drop or reject them), and each
- * CRD's openAPIV3Schema checked to be structural. HivePolicies are validated against the
- * schema of their own CRD.
+ * (client-node's model attribute maps), and each CRD's openAPIV3Schema checked to be
+ * structural. HivePolicies are validated against the schema of their own CRD. The same objects
+ * then go to a real kube-apiserver (Hive's CRDs applied): a server-side dry run by the real
+ * kubectl with strict field validation, which refuses a wrong value or an unknown field as the
+ * server would otherwise drop it.
  */
 import * as k8s from "@kubernetes/client-node";
 import { Ajv } from "ajv";
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hivePolicyCrd, validatePolicy } from "../../api/index.ts";
 import { type KubernetesObject, renderManifests } from "../../component/index.ts";
+import { applyObjects, kubectl } from "../cluster/install.ts";
+import { runKubectl } from "../cluster/kubectl-run.ts";
+import { type RealApi, startRealApi } from "../cluster/real-api.ts";
 import { FULL, MINIMAL } from "./configs.ts";
 import { structuralViolations } from "./structural-schema.ts";
+
+let api: RealApi;
+
+beforeAll(async () => {
+  api = await startRealApi({ controllerManager: false });
+  applyObjects(
+    api.cp,
+    renderManifests(MINIMAL).filter((o) => o.kind === "CustomResourceDefinition"),
+  );
+  // The namespaces the objects go in (a dry run creates none); FULL's is an existing one.
+  for (const ns of ["hive-system", "security"]) kubectl(api.cp, ["create", "namespace", ns]);
+});
+afterAll(async () => {
+  await api?.stop();
+});
+
+/** kubectl's error for `o` applied as a server-side dry run with strict field validation, or "". */
+function serverProblems(o: unknown): string {
+  const run = runKubectl(
+    api.cp,
+    ["apply", "--dry-run=server", "--validate=strict", "-o", "name", "-f", "-"],
+    JSON.stringify(o),
+  );
+  return run.code === 0 ? "" : run.stderr || `kubectl exited ${run.code}`;
+}
 
 type Model = { getAttributeTypeMap(): { name: string; baseName: string; type: string }[] };
 const models = k8s as unknown as Record<string, Model | undefined>;
@@ -80,9 +110,10 @@ describe.each([
   const objects = renderManifests(args);
 
   it.each(objects.map((o) => [`${o.kind} ${o.metadata.name}`, o] as const))(
-    "%s is valid for its kind's OpenAPI schema, with no unknown field",
+    "%s is valid for its kind's OpenAPI schema, with no unknown field, and the API server accepts it",
     async (_label, o) => {
       expect(await problemsOf(o)).toEqual([]);
+      expect(serverProblems(o)).toBe("");
     },
   );
 });
@@ -100,6 +131,18 @@ describe("the CRDs", () => {
         expect(structuralViolations(v.schema.openAPIV3Schema, `${v.name}.openAPIV3Schema`)).toEqual([]);
     },
   );
+
+  it.each(crds.map((c) => [c.metadata.name, c] as const))(
+    "%s is established by the API server as a structural schema",
+    (name) => {
+      const conditions = JSON.parse(
+        kubectl(api.cp, ["get", "crd", name, "-o", "jsonpath={.status.conditions}"]),
+      ) as { type: string; status: string }[];
+      const status = Object.fromEntries(conditions.map((c) => [c.type, c.status]));
+      expect(status).toMatchObject({ Established: "True", NamesAccepted: "True" });
+      expect(status.NonStructuralSchema).toBeUndefined();
+    },
+  );
 });
 
 describe("the validation itself", () => {
@@ -113,6 +156,7 @@ describe("the validation itself", () => {
     expect((await problemsOf(broken as unknown as KubernetesObject)).join("\n")).toMatch(
       /hostPID must be boolean/,
     );
+    expect(serverProblems(broken)).toContain("spec.template.spec.hostPID");
   });
 
   it("rejects a field Kubernetes does not know", async () => {
@@ -123,6 +167,7 @@ describe("the validation itself", () => {
     expect(await problemsOf(typo as unknown as KubernetesObject)).toEqual([
       "DaemonSet.spec.template.spec.hostPid (not a field of V1PodSpec)",
     ]);
+    expect(serverProblems(typo)).toContain('unknown field "spec.template.spec.hostPid"');
   });
 
   it("rejects a HivePolicy its CRD would not admit", async () => {
@@ -132,5 +177,6 @@ describe("the validation itself", () => {
     expect((await problemsOf(bad as unknown as KubernetesObject)).join("\n")).toMatch(
       /must NOT have additional properties/,
     );
+    expect(serverProblems(bad)).toContain('unknown field "spec.traps[0].paths"');
   });
 });
