@@ -1,19 +1,25 @@
 /**
- * The informer against the API stand-in (real HTTP, real client-node): paginated LIST,
- * watch from the list's resourceVersion, resume after a dropped connection without a
+ * The informer against a real kube-apiserver behind the fault proxy (real client-node): paginated
+ * LIST, watch from the list's resourceVersion, resume after a dropped connection without a
  * re-list, re-list on 410 with an exact diff, continue-token expiry, errors with backoff,
  * handler failures, and custom resources with label selectors.
+ *
+ * The server runs without its watch cache, so lists and watches are etcd's own answers: after
+ * `api.compact()`, a watch, a paginated list or a continue token from an older resourceVersion
+ * gets etcd's 410, as it does from a real cluster whose history was compacted away. Bookmarks
+ * come from the watch cache: informer-watch-cache.test.ts has those.
  */
 import { CoreV1Api, CustomObjectsApi, type KubernetesObject, type V1Pod } from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { clusterAdmin } from "../../test/apiserver/authn.ts";
-import { type ApiServer, startApiServer } from "../../test/apiserver/server.ts";
-import { podBody, waitFor } from "../../test/apiserver/testing.ts";
+import { renderManifests } from "../../component/index.ts";
+import { applyObjects } from "../../test/cluster/install.ts";
+import { type RealApi, startRealApi } from "../../test/cluster/real-api.ts";
+import { podBody, waitFor } from "../../test/cluster/testing.ts";
 import { createLogger } from "../log.ts";
 import { Informer, type InformerOptions } from "./informer.ts";
 import { createKubeClients } from "./kube-client.ts";
 
-let api: ApiServer;
+let api: RealApi;
 let core: CoreV1Api;
 const running: Informer<KubernetesObject>[] = [];
 const quiet = createLogger({}, { level: "error", sink: () => {} });
@@ -40,7 +46,10 @@ function recorder<T extends KubernetesObject>(): Recorder<T> {
 }
 
 function podInformer(namespace: string, extra: Partial<InformerOptions<V1Pod>> = {}, user = "agent") {
-  const clients = createKubeClients({ kubeConfig: api.kubeConfig(clusterAdmin(user)) });
+  // Its own user (impersonated by the proxy, all rights): requests and faults are told apart by it.
+  const clients = createKubeClients({
+    kubeConfig: api.kubeConfig({ username: user, groups: ["system:masters"] }),
+  });
   const informer = new Informer<V1Pod>({
     clients,
     resource: { group: "", version: "v1", plural: "pods", namespace },
@@ -62,15 +71,21 @@ async function namespaceWithPods(ns: string, count: number, node = "node-a") {
   }
 }
 
+/** Deletes a pod at once: bound to a node with no kubelet, a graceful delete would wait for one. */
+const deletePod = (client: CoreV1Api, namespace: string, name: string) =>
+  client.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 });
+
 beforeAll(async () => {
-  api = await startApiServer({ bookmarkIntervalMs: 200 });
+  api = await startRealApi({ watchCache: false });
   core = api.kubeConfig().makeApiClient(CoreV1Api);
+  // The pods' nodes exist, so the pod garbage collector leaves their pods alone.
+  for (const name of ["node-a", "node-b"]) await core.createNode({ body: { metadata: { name } } });
 });
 afterEach(async () => {
   await Promise.all(running.splice(0).map((i) => i.stop()));
 });
 afterAll(async () => {
-  await api.stop();
+  await api?.stop();
 });
 
 describe("Informer", () => {
@@ -99,7 +114,8 @@ describe("Informer", () => {
       ),
     ).toBe(true);
     expect(lists.filter((r) => r.query.includes("continue=")).length).toBe(2);
-    // The first page is served from the watch cache; the continue token carries the version after it.
+    // The first page asks for any version (the watch cache's, where there is one; etcd's latest
+    // here); the continue token carries the snapshot's version after it.
     expect(new URLSearchParams(lists[0]?.query).get("resourceVersion")).toBe("0");
     expect(lists.slice(1).every((r) => !new URLSearchParams(r.query).has("resourceVersion"))).toBe(true);
     await waitFor(() => api.countRequests({ user: "pager", verb: "watch" }) === 1);
@@ -123,10 +139,12 @@ describe("Informer", () => {
       name: "added",
       body: [{ op: "replace", path: "/metadata/labels/a", value: "2" }],
     });
-    await core.deleteNamespacedPod({ namespace: "inf-watch", name: "p000" });
+    await deletePod(core, "inf-watch", "p000");
     await waitFor(() => rec.deletes.length === 1, { what: "the delete event" });
     expect(rec.adds).toEqual(["p000", "added"]);
-    expect(rec.updates).toEqual(["added"]);
+    // A pod's deletion is graceful even at 0 seconds: the server first marks it (deletionTimestamp,
+    // a MODIFIED event), then removes it (DELETED).
+    expect(rec.updates).toEqual(["added", "p000"]);
     expect(rec.deletes).toEqual(["p000"]);
     const fromWatch = informer.get("added", "inf-watch");
     expect(fromWatch?.metadata?.labels).toEqual({ a: "2" });
@@ -140,11 +158,11 @@ describe("Informer", () => {
     const informer = podInformer("inf-restart", { handlers: rec.handlers }, "restarter");
     await informer.start();
     await waitFor(() => api.countRequests({ user: "restarter", verb: "watch" }) === 1);
-    const restarted = api.restart({ downtimeMs: 150 });
-    // Writes while the informer is disconnected (straight into the store: HTTP is down).
-    const pods = api.resource("pods");
-    api.store.create(pods, "inf-restart", podBody("while-down"));
-    api.store.delete(pods, "inf-restart", "p001");
+    const restarted = api.restart({ downtimeMs: 500 });
+    // Writes while the informer is cut off (straight to the API server: the proxy is down).
+    const direct = api.cp.adminKubeConfig().makeApiClient(CoreV1Api);
+    await direct.createNamespacedPod({ namespace: "inf-restart", body: podBody("while-down") });
+    await deletePod(direct, "inf-restart", "p001");
     await restarted;
     await waitFor(() => rec.deletes.includes("p001") && rec.adds.includes("while-down"), {
       what: "missed events",
@@ -173,21 +191,22 @@ describe("Informer", () => {
     await informer.start();
     await waitFor(() => api.countRequests({ user: "gone", verb: "watch" }) === 1);
     rec.adds.length = 0;
-    // Hold the next watch request while the world changes and history is compacted away.
-    const release = api.inject({ user: "gone", verb: "watch", delayMs: 300, times: 1 });
+    // Cut the informer's watches off while the world changes and etcd compacts its history away:
+    // the watch then resumes from a compacted revision, and etcd answers 410.
+    const cutOff = api.inject({ user: "gone", verb: "watch", status: 503 });
     api.closeWatches();
-    await waitFor(() => api.countRequests({ user: "gone", verb: "watch" }) === 2);
+    await waitFor(() => api.countRequests({ user: "gone", verb: "watch" }) >= 2);
     await core.createNamespacedPod({ namespace: "inf-gone", body: podBody("new-one") });
     await core.patchNamespacedPod({
       namespace: "inf-gone",
       name: "p000",
       body: [{ op: "add", path: "/metadata/labels", value: { v: "2" } }],
     });
-    await core.deleteNamespacedPod({ namespace: "inf-gone", name: "p002" });
-    api.compact();
+    await deletePod(core, "inf-gone", "p002");
+    await api.compact();
+    cutOff();
     await waitFor(() => informer.stats.relists === 1, { what: "a re-list" });
     await waitFor(() => rec.deletes.length === 1);
-    release();
     expect(rec.adds).toEqual(["new-one"]);
     expect(rec.updates).toEqual(["p000"]);
     expect(rec.deletes).toEqual(["p002"]);
@@ -198,7 +217,8 @@ describe("Informer", () => {
         .sort(),
     ).toEqual(["new-one", "p000", "p001"]);
     expect(informer.stats.lists).toBe(2);
-    // The re-list asks for the version last seen (compacted: 410), then reads from storage.
+    // The re-list asks for the version last seen (a paginated read at a compacted revision: 410),
+    // then makes a consistent read.
     const lists = api.requests.filter((r) => r.user === "gone" && r.verb === "list");
     expect(lists.map((r) => [r.code, new URLSearchParams(r.query).get("resourceVersion")])).toEqual([
       [200, "0"],
@@ -207,47 +227,28 @@ describe("Informer", () => {
     ]);
   });
 
-  it("re-lists from the watch cache when the version it saw last is still there", async () => {
+  it("re-lists from the version it saw last when the server can still serve a list not older than it", async () => {
     await namespaceWithPods("inf-relist", 2);
     const rec = recorder<V1Pod>();
-    // Unpaginated, as a real API server answers resourceVersion=0: not-older-than reads need no etcd.
+    // Unpaginated, as a real API server answers resourceVersion=0 from its watch cache: a list
+    // "not older than" a version needs no history, only a watch does.
     const informer = podInformer("inf-relist", { handlers: rec.handlers, pageSize: 0 }, "relist");
     await informer.start();
     await waitFor(() => api.countRequests({ user: "relist", verb: "watch" }) === 1);
     const seen = informer.resourceVersion();
-    // One watch answered 410 though the history is there (another API server behind a load balancer).
-    const release = api.inject({ user: "relist", verb: "watch", status: 410, times: 1 });
+    // Two writes elsewhere, then a compaction: a watch from `seen` (it starts at the revision
+    // after it) is refused with 410, a list not older than `seen` is not.
+    for (const name of ["moves-on-1", "moves-on-2"])
+      await core.createNamespacedConfigMap({ namespace: "inf-relist", body: { metadata: { name } } });
+    await api.compact();
     api.closeWatches();
     await waitFor(() => informer.stats.relists === 1, { what: "a re-list" });
-    release();
     await waitFor(() => informer.stats.lists === 2, { what: "the re-list done" });
     const lists = api.requests.filter((r) => r.user === "relist" && r.verb === "list");
     expect(lists.map((r) => [r.code, new URLSearchParams(r.query).get("resourceVersion")])).toEqual([
       [200, "0"],
       [200, seen],
     ]);
-  });
-
-  it("advances its resourceVersion from bookmarks, so a quiet informer resumes after compaction without re-listing", async () => {
-    await namespaceWithPods("inf-quiet", 1);
-    const informer = podInformer("inf-quiet", {}, "quiet");
-    await informer.start();
-    const listed = Number(informer.resourceVersion());
-    // Other resources move the cluster's resourceVersion; this informer sees no events.
-    for (let i = 0; i < 3; i++)
-      await core.createNamespacedConfigMap({
-        namespace: "inf-quiet",
-        body: { metadata: { name: `cm${i}` } },
-      });
-    const latest = Number(api.store.currentResourceVersion());
-    await waitFor(() => Number(informer.resourceVersion()) >= latest, { what: "a bookmark" });
-    expect(listed).toBeLessThan(latest);
-    api.compact();
-    await api.restart();
-    await core.createNamespacedPod({ namespace: "inf-quiet", body: podBody("after") });
-    await waitFor(() => informer.get("after", "inf-quiet") !== undefined, { what: "the new pod" });
-    expect(informer.stats.relists).toBe(0);
-    expect(api.countRequests({ user: "quiet", verb: "list" })).toBe(1);
   });
 
   it("resumes at once when a quiet watch ends at its timeout (no backoff)", async () => {
@@ -298,7 +299,8 @@ describe("Informer", () => {
     const held = api.inject({
       user: "expire",
       verb: "list",
-      delayMs: 200,
+      // Long enough for a write and a compaction on a loaded machine.
+      delayMs: 3000,
       times: 1,
       when: (r) => r.query.includes("continue="),
     });
@@ -306,7 +308,7 @@ describe("Informer", () => {
     const started = informer.start();
     await waitFor(() => api.requests.some((r) => r.user === "expire" && r.query.includes("continue=")));
     await core.createNamespacedPod({ namespace: "inf-expire", body: podBody("later") }); // history moves on…
-    api.compact(); // …and is compacted past the list's snapshot
+    await api.compact(); // …and etcd compacts it past the list's snapshot
     await started;
     held();
     expect(informer.list()).toHaveLength(7);
@@ -331,6 +333,7 @@ describe("Informer", () => {
 
   it("keeps going when a handler throws or rejects", async () => {
     await namespaceWithPods("inf-throw", 0);
+    await waitFor(() => api.watchCount() === 0, { what: "earlier tests' watches to end" });
     const seen: string[] = [];
     const informer = podInformer("inf-throw", {
       handlers: {
@@ -355,6 +358,10 @@ describe("Informer", () => {
   });
 
   it("watches custom resources with a label selector", async () => {
+    applyObjects(
+      api.cp,
+      renderManifests({ image: "hive:test" }).filter((o) => o.kind === "CustomResourceDefinition"),
+    );
     const custom = api.kubeConfig().makeApiClient(CustomObjectsApi);
     await core.createNamespace({ body: { metadata: { name: "inf-cr" } } });
     const data = (name: string, kernel: string) => ({
