@@ -1,20 +1,33 @@
 /**
- * Discover, loader and pods controllers end to end through the API server stand-in:
+ * Discover, loader and pods controllers end to end through a real API server:
  * the user story, each match filter, pods and policies coming and going, status.
  */
 import { mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { trapId } from "../../api/ids.ts";
 import { LABEL_KERNEL_ID, LABEL_NODE, LABEL_TRAP_ID, POLICY_FINALIZER } from "../../api/meta.ts";
 import type { HiveTrap } from "../../api/policy.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
-import { rejection, statusOf } from "../apiserver/testing.ts";
+import { rejection, statusOf } from "../cluster/testing.ts";
 import { UNSAFE_TEXT } from "../fixtures/hostile-text.ts";
-import { AGENT_NS, Cluster, eventually, POLICY_NS } from "./harness.ts";
+import { AGENT_NS, Cluster, eventually, type HiveApi, POLICY_NS, startHiveApi } from "./harness.ts";
 
 const KERNEL_A = "11111111-1111-4111-8111-111111111111";
+/**
+ * The test's pods only: a platform trap without match also selects the agents' own Pods (in the
+ * monitor's namespace, their tokens bound to them), whose containers never start here and would
+ * add "not running yet" to every status these tests read.
+ */
+const TEST_PODS = { namespace: "default" };
 
+let hive: HiveApi | undefined;
+beforeAll(async () => {
+  hive = await startHiveApi();
+});
+afterAll(async () => {
+  await hive?.stop();
+});
 let cluster: Cluster | undefined;
 afterEach(async () => {
   await cluster?.stop();
@@ -32,11 +45,11 @@ const podsOf = async (c: Cluster, trap?: string) =>
  * written and the kernel map holds an entry of `kind`.
  */
 async function trapShadowInWeb(kind: "file" | "parent") {
-  cluster = await Cluster.start();
+  cluster = await Cluster.start(hive as HiveApi);
   const c = cluster;
   const node = await c.addNode("node-1", KERNEL_A);
   await c.addPod("web", "node-1");
-  await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+  await c.createPolicy("shadow", [{ path: "/etc/shadow", match: TEST_PODS }]);
   const [before] = await eventually(async () => {
     const d = await c.data();
     return d.length === 1 ? d : undefined;
@@ -51,7 +64,7 @@ async function trapShadowInWeb(kind: "file" | "parent") {
 
 describe("discover through the API server", () => {
   it("traps /etc/shadow in pods labelled security=high and in no other pod (the user story)", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const node = await cluster.addNode("node-1", KERNEL_A);
     await cluster.addPod("high", "node-1", { labels: { security: "high" } });
     await cluster.addPod("low", "node-1", { labels: { security: "low" } });
@@ -109,8 +122,8 @@ describe("discover through the API server", () => {
   });
 
   it("applies each match filter, and all of them together; no filter matches every pod", async () => {
-    cluster = await Cluster.start();
-    await cluster.admin.core.createNamespace({ body: { metadata: { name: "prod" } } });
+    cluster = await Cluster.start(hive as HiveApi);
+    await cluster.createNamespace("prod");
     await cluster.addNode("node-1", KERNEL_A, { loader: false, pods: false });
     await cluster.addPod("web", "node-1", {
       containers: ["nginx", "sidecar"],
@@ -159,10 +172,10 @@ describe("discover through the API server", () => {
   });
 
   it("follows pods: created after the policy, deleted, failed; and containers not running yet", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     await c.addNode("node-1", KERNEL_A);
-    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    await c.createPolicy("shadow", [{ path: "/etc/shadow", match: TEST_PODS }]);
     const late = await c.addPod("late", "node-1", { running: false });
     await eventually(async () => {
       const p = await c.getPolicy("shadow");
@@ -178,7 +191,7 @@ describe("discover through the API server", () => {
     await c.addPod("doomed", "node-1");
     await eventually(async () => (await c.data()).length === 3, "three HiveData");
     await c.setPodPhase("job", "Succeeded");
-    await c.admin.core.deleteNamespacedPod({ name: "doomed", namespace: "default" });
+    await c.deletePod("doomed");
     await eventually(
       async () => (await podsOf(c)).join() === "late/app",
       "HiveData of finished and deleted pods removed",
@@ -191,11 +204,11 @@ describe("discover through the API server", () => {
   });
 
   it("follows policy edits and deletion (finalizer), and reports bad traps in status", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     const node = await c.addNode("node-1", KERNEL_A);
     await c.addPod("web", "node-1", { files: { "etc/shadow": "x", "etc/passwd": "y" } });
-    await c.createPolicy("p", [{ path: "/etc/shadow" }]);
+    await c.createPolicy("p", [{ path: "/etc/shadow", match: TEST_PODS }]);
     await eventually(
       async () => (await c.data())[0]?.metadata.annotations?.path === "/etc/shadow",
       "first trap",
@@ -208,10 +221,10 @@ describe("discover through the API server", () => {
     expect(statusOf(refused).message).toContain("spec.traps[0].match.container-name");
     // …one RE2 compiles but that would cost too much to run is the agent's to report.
     await c.editPolicy("p", [
-      { path: "/etc/passwd" },
-      { path: "/etc/missing" },
-      { path: "/etc/shadow", match: { "container-name": "a{1000}" } },
-      { path: "/var/hive/created", create: true, mode: "0640" },
+      { path: "/etc/passwd", match: TEST_PODS },
+      { path: "/etc/missing", match: TEST_PODS },
+      { path: "/etc/shadow", match: { ...TEST_PODS, "container-name": "a{1000}" } },
+      { path: "/var/hive/created", create: true, mode: "0640", match: TEST_PODS },
     ]);
     const policy = await eventually(async () => {
       const q = await c.getPolicy("p");
@@ -284,7 +297,7 @@ describe("discover through the API server", () => {
     const file = kernel.entries.find((e) => e.kind === "file");
     expect(file?.changes).toBe(true);
     // The API server refuses every HiveData write meanwhile: arming must not wait for it.
-    c.api.inject({ verb: "update", resource: "hivedata", status: 503 });
+    c.inject({ verb: "update", resource: "hivedata", status: 503 });
     const path = join(c.containers.rootOf(id), "etc/shadow");
     const patchesBefore = c.api.countRequests({ verb: "patch", resource: "hivedata" });
     for (const n of [1, 2]) {
@@ -334,7 +347,7 @@ describe("discover through the API server", () => {
   });
 
   it("quotes a container's symlink targets in status and in the trap error Event escaped, on one line and bounded", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     await c.addNode("node-1", KERNEL_A);
     const pod = await c.addPod("web", "node-1", { files: {} });
@@ -346,7 +359,7 @@ describe("discover through the API server", () => {
     mkdirSync(join(root, ...dirs), { recursive: true });
     mkdirSync(join(root, "etc"), { recursive: true });
     symlinkSync(`../${dirs.join("/")}/\n\x1b[31mERROR\u202egone`, join(root, "etc/shadow"));
-    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    await c.createPolicy("shadow", [{ path: "/etc/shadow", match: TEST_PODS }]);
     const policy = await eventually(async () => {
       const p = await c.getPolicy("shadow");
       return p?.status?.traps?.[0]?.errors?.[0]?.reason === "FileNotFound" ? p : undefined;
@@ -369,7 +382,7 @@ describe("discover through the API server", () => {
   });
 
   it("moves to the new container when a container restarts", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     await c.addNode("node-1", KERNEL_A, { loader: false, pods: false });
     const pod = await c.addPod("web", "node-1");
@@ -390,7 +403,7 @@ describe("discover through the API server", () => {
 
 describe("discover and allow lists", () => {
   it("writes the files at the allow entries' exact paths, found in the same container, into the HiveData", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     await c.addNode("node-1", KERNEL_A);
     // Each container its own sshd; one container has none.
