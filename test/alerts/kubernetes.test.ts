@@ -1,10 +1,11 @@
 /**
- * The Kubernetes side of alerts, through the real @kubernetes/client-node over HTTP against
- * the API server stand-in: the pod Event recorder (create, then JSON-patch the count;
- * rate-limited) and the Secret header loader.
+ * The Kubernetes side of alerts, through the real @kubernetes/client-node against a real
+ * kube-apiserver with Hive installed from its rendering: the pod Event recorder (create, then
+ * JSON-patch the count; rate-limited) and the Secret header loader, as node-a's agent with a
+ * token bound to its Pod, so the server's RBAC is the component's own.
  */
-import { CoreV1Api } from "@kubernetes/client-node";
-import { afterEach, describe, expect, it } from "vitest";
+import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
 import { createBootClock } from "../../runtime/alerts/boot-clock.ts";
 import { buildAlert } from "../../runtime/alerts/build-alert.ts";
@@ -19,48 +20,63 @@ import {
 } from "../../runtime/alerts/pod-events.ts";
 import { isHiveError } from "../../runtime/errors.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
-import { serviceAccountUser } from "../apiserver/authn.ts";
-import { installHive } from "../apiserver/install.ts";
-import { type ApiServer, startApiServer } from "../apiserver/server.ts";
+import { type Installed, installHive } from "../cluster/install.ts";
+import { type RealApi, startRealApi } from "../cluster/real-api.ts";
 import { UNSAFE_TEXT } from "../fixtures/hostile-text.ts";
 import { captureLogger, counterValue, makeEvent, makeSource } from "./fixtures.ts";
 
-/** The stand-in with Hive installed; its Role lets the agent read the callback Secrets named. */
-async function startApi(secrets: string[] = []): Promise<ApiServer> {
-  const api = await startApiServer();
-  cleanups.push(() => api.stop());
-  const [headersSecret, signing] = secrets;
-  const installed = installHive(api, {
+const NS = "hive-system";
+/** The callback Secrets the monitor names, so the rendered Role lets the agent read them. */
+const HEADERS = "callback-headers";
+const SIGNING = "callback-signing";
+
+let api: RealApi;
+let installed: Installed;
+/** node-a's agent, through the proxy (which records its requests). */
+let agent: KubeConfig;
+/** The test's own reads and writes, straight to the server (the proxy records only the agent's). */
+let admin: CoreV1Api;
+
+beforeAll(async () => {
+  api = await startRealApi();
+  installed = installHive(api.cp, {
     image: "hive:test",
-    ...(headersSecret
-      ? {
-          callback: {
-            url: "https://alerts.example/",
-            headersSecret,
-            ...(signing ? { signingSecret: { name: signing, key: "hmac-key" } } : {}),
-          },
-        }
-      : {}),
+    namespace: NS,
+    callback: {
+      url: "https://alerts.example/",
+      headersSecret: HEADERS,
+      signingSecret: { name: SIGNING, key: "hmac-key" },
+    },
   });
-  cleanups.push(async () => installed.assertNoRefusals());
-  return api;
-}
+  agent = api.cp.kubeConfig(await installed.agentToken("node-a"), api.url);
+  admin = api.cp.adminKubeConfig().makeApiClient(CoreV1Api);
+});
+afterAll(async () => {
+  await api?.stop();
+});
 
-const AGENT = serviceAccountUser("hive-system", "hive-agent", "node-a");
+/** Hive's Events in the pods' namespace, as the server holds them. */
+const eventsOf = async () =>
+  (
+    await admin.listNamespacedEvent({
+      namespace: "default",
+      labelSelector: "app.kubernetes.io/managed-by=hive",
+    })
+  ).items;
+/** The agent's requests on Events, in order. */
+const eventWrites = () =>
+  api.requests
+    .filter((r) => r.resource === "events" && r.group === "" && r.user === installed.agentUser)
+    .map((r) => r.verb);
 
-const eventsOf = (api: ApiServer) =>
-  api.store.all(api.resource("events", "")) as unknown as Record<string, unknown>[];
-const eventWrites = (api: ApiServer) =>
-  api.requests.filter((r) => r.resource === "events" && r.group === "").map((r) => r.verb);
-
-function coreClient(api: ApiServer): CoreV1Api {
-  return api.kubeConfig(AGENT).makeApiClient(CoreV1Api);
+function coreClient(): CoreV1Api {
+  return agent.makeApiClient(CoreV1Api);
 }
 
 /** The pod Event recorder of node-a's agent (through node-a's client), closed after the test. */
-function startRecorder(api: ApiServer, options: Partial<PodEventRecorderOptions> = {}): PodEventRecorder {
+function startRecorder(options: Partial<PodEventRecorderOptions> = {}): PodEventRecorder {
   const recorder = createPodEventRecorder({
-    core: coreClient(api),
+    core: coreClient(),
     nodeName: "node-a",
     logger: captureLogger().logger,
     ...options,
@@ -69,20 +85,25 @@ function startRecorder(api: ApiServer, options: Partial<PodEventRecorderOptions>
   return recorder;
 }
 
-/** A Secret in hive-system per entry (values in clear; stored base64). */
-async function createSecrets(api: ApiServer, secrets: Record<string, Record<string, string>>): Promise<void> {
-  const admin = api.kubeConfig().makeApiClient(CoreV1Api);
+/** A Secret in the monitor's namespace per entry (values in clear; stored base64). */
+async function createSecrets(secrets: Record<string, Record<string, string>>): Promise<void> {
   for (const [name, values] of Object.entries(secrets)) {
     const data = Object.fromEntries(
       Object.entries(values).map(([key, value]) => [key, Buffer.from(value).toString("base64")]),
     );
-    await admin.createNamespacedSecret({ namespace: "hive-system", body: { metadata: { name }, data } });
+    await admin.createNamespacedSecret({ namespace: NS, body: { metadata: { name }, data } });
   }
 }
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
+  // Each test starts with no Events and no callback Secrets, and the agent was refused nothing.
+  await admin.deleteCollectionNamespacedEvent({ namespace: "default" });
+  for (const name of [HEADERS, SIGNING])
+    await admin.deleteNamespacedSecret({ namespace: NS, name }).catch(() => undefined);
+  installed.assertNoRefusals();
+  api.resetRequests();
 });
 
 const clock = createBootClock();
@@ -96,17 +117,16 @@ function alertFor(pod: string, trap: string, n: number, comm = "cat"): Alert {
 
 describe("Kubernetes Events for alerts", () => {
   it("creates one Event per pod and trap, then raises its count by patching, as kubectl describe shows it", async () => {
-    const api = await startApi();
     const metrics = createHiveMetrics({ processMetrics: false });
-    const recorder = startRecorder(api, {
+    const recorder = startRecorder({
       metrics,
       flushIntervalMs: 50,
     });
     recorder.record(alertFor("nginx-1", "trap-a", 1));
     await recorder.flush();
-    expect(eventsOf(api)).toHaveLength(1);
-    expect(eventWrites(api)).toEqual(["create"]);
-    expect(eventsOf(api)[0]).toMatchObject({
+    expect(await eventsOf()).toHaveLength(1);
+    expect(eventWrites()).toEqual(["create"]);
+    expect((await eventsOf())[0]).toMatchObject({
       involvedObject: { kind: "Pod", apiVersion: "v1", name: "nginx-1", namespace: "default" },
       reason: EVENT_REASON,
       type: "Warning",
@@ -117,26 +137,25 @@ describe("Kubernetes Events for alerts", () => {
     });
     for (let i = 2; i <= 10; i++) recorder.record(alertFor("nginx-1", "trap-a", i, "sh"));
     await recorder.flush();
-    expect(eventsOf(api)).toHaveLength(1);
-    expect(eventsOf(api)[0]?.count).toBe(10);
-    expect(eventsOf(api)[0]?.message).toBe(
+    expect(await eventsOf()).toHaveLength(1);
+    const [event] = await eventsOf();
+    expect(event?.count).toBe(10);
+    expect(event?.message).toBe(
       "file /etc/shadow read/open by sh (pid 4010, /usr/bin/cat) in container nginx",
     );
-    const patches = eventWrites(api).filter((v) => v === "patch");
+    const patches = eventWrites().filter((v) => v === "patch");
     expect(patches.length).toBeGreaterThanOrEqual(1);
     expect(patches.length).toBeLessThan(9);
     expect(await counterValue(metrics.kubernetesEvents, { result: "created" })).toBe(1);
   });
 
   it("is found the way kubectl describe pod searches: by the pod's kind, name, namespace and UID", async () => {
-    const api = await startApi();
-    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
     const pod = await admin.createNamespacedPod({
       namespace: "default",
       body: { metadata: { name: "nginx-1" }, spec: { containers: [{ name: "nginx", image: "nginx" }] } },
     });
     const uid = pod.metadata?.uid as string;
-    const recorder = startRecorder(api);
+    const recorder = startRecorder();
     recorder.record(alertFor("nginx-1", "trap-a", 1), uid);
     await recorder.flush();
     const found = await admin.listNamespacedEvent({
@@ -149,9 +168,8 @@ describe("Kubernetes Events for alerts", () => {
   });
 
   it("limits API writes with a token bucket and aggregates what it could not write yet", async () => {
-    const api = await startApi();
     const metrics = createHiveMetrics({ processMetrics: false });
-    const recorder = startRecorder(api, {
+    const recorder = startRecorder({
       metrics,
       writesPerSecond: 0.001,
       burst: 3,
@@ -161,14 +179,13 @@ describe("Kubernetes Events for alerts", () => {
     await recorder.flush();
     // Three tokens: pod-0's Event is created at its first alert, then patched with the four
     // that followed; pod-1's is created with all five. Pods 2-9 wait for tokens, aggregated.
-    expect(eventWrites(api)).toEqual(["create", "patch", "create"]);
-    expect(eventsOf(api).map((e) => e.count)).toEqual([5, 5]);
+    expect(eventWrites()).toEqual(["create", "patch", "create"]);
+    expect((await eventsOf()).map((e) => e.count)).toEqual([5, 5]);
     expect(await counterValue(metrics.kubernetesEvents, { result: "throttled" })).toBeGreaterThan(0);
   });
 
   it("writes what the container chose (comm, path, executable) escaped, on one line and bounded; the alert keeps it exact", async () => {
-    const api = await startApi();
-    const recorder = startRecorder(api);
+    const recorder = startRecorder();
     const hostilePath = `/data/${"a\u202e".repeat(2048)}`; // 4 KiB of a name with bidi overrides
     const source = makeSource("trap-a");
     source.annotations.path = hostilePath;
@@ -187,7 +204,7 @@ describe("Kubernetes Events for alerts", () => {
     expect(alert.metadata.path).toBe(hostilePath);
     recorder.record(alert);
     await recorder.flush();
-    const message = String(eventsOf(api)[0]?.message);
+    const message = String((await eventsOf())[0]?.message);
     expect(message.length).toBeLessThanOrEqual(EVENT_MESSAGE_MAX);
     expect(message).not.toMatch(UNSAFE_TEXT);
     expect(message).toContain("by \\n\\x1b[31mfake (pid 4001, /tmp/\\r\\nlevel=error msg=forged\\x00xxx");
@@ -196,50 +213,44 @@ describe("Kubernetes Events for alerts", () => {
   });
 
   it("writes nothing for host alerts without a pod", async () => {
-    const api = await startApi();
-    const recorder = startRecorder(api, {
+    const recorder = startRecorder({
       nodeName: "n",
     });
     const alert = alertFor("x", "t", 1);
     delete alert.pod;
     recorder.record(alert);
     await recorder.flush();
-    expect(eventWrites(api)).toEqual([]);
+    expect(eventWrites()).toEqual([]);
   });
 });
 
 describe("callback headers from a Secret", () => {
   it("reads each data key as a header through CoreV1Api", async () => {
-    const api = await startApi(["callback-auth"]);
-    await createSecrets(api, { "callback-auth": { Authorization: "Bearer abc", "X-Tenant": "blue" } });
-    const headers = await loadSecretHeaders(coreClient(api), "hive-system", "callback-auth");
+    await createSecrets({ [HEADERS]: { Authorization: "Bearer abc", "X-Tenant": "blue" } });
+    const headers = await loadSecretHeaders(coreClient(), NS, HEADERS);
     expect(headers).toEqual({ Authorization: "Bearer abc", "X-Tenant": "blue" });
     expect(
-      api.requests
-        .filter((r) => r.user === "system:serviceaccount:hive-system:hive-agent")
-        .map((r) => [r.verb, r.resource, r.name]),
-    ).toEqual([["get", "secrets", "callback-auth"]]);
+      api.requests.filter((r) => r.user === installed.agentUser).map((r) => [r.verb, r.resource, r.name]),
+    ).toEqual([["get", "secrets", HEADERS]]);
   });
 
   it("names the Secret and the fix when it is missing or holds a header-smuggling value", async () => {
-    const api = await startApi(["nope", "bad"]);
-    const missing = await loadSecretHeaders(coreClient(api), "hive-system", "nope").catch((e: unknown) => e);
+    const missing = await loadSecretHeaders(coreClient(), NS, HEADERS).catch((e: unknown) => e);
     expect(isHiveError(missing, "ApiRequestFailed")).toBe(true);
     expect((missing as Error).message).toContain("not found");
-    await createSecrets(api, { bad: { Authorization: "Bearer abc\r\nX-Evil: 1" } });
-    const bad = await loadSecretHeaders(coreClient(api), "hive-system", "bad").catch((e: unknown) => e);
+    await createSecrets({ [HEADERS]: { Authorization: "Bearer abc\r\nX-Evil: 1" } });
+    const bad = await loadSecretHeaders(coreClient(), NS, HEADERS).catch((e: unknown) => e);
     expect(isHiveError(bad, "ConfigInvalid")).toBe(true);
   });
 });
 
 describe("callback settings resolved from Secrets", () => {
   it("binds the headers and the signing key to the default callback's origin only", async () => {
-    const api = await startApi(["auth", "sign"]);
-    await createSecrets(api, { auth: { Authorization: "Bearer abc" }, sign: { "hmac-key": "k3y" } });
-    const destinations = await resolveDestinations(coreClient(api), {
+    await createSecrets({ [HEADERS]: { Authorization: "Bearer abc" }, [SIGNING]: { "hmac-key": "k3y" } });
+    const destinations = await resolveDestinations(coreClient(), {
       defaultCallback: "https://siem.example.com:8443/hive/alerts?tenant=a",
-      headersSecret: { namespace: "hive-system", name: "auth" },
-      signingSecret: { namespace: "hive-system", name: "sign" },
+      headersSecret: { namespace: NS, name: HEADERS },
+      signingSecret: { namespace: NS, name: SIGNING },
       format: "cloudevents",
     });
     expect(destinations).toEqual([
@@ -253,16 +264,15 @@ describe("callback settings resolved from Secrets", () => {
   });
 
   it("refuses secrets with no URL to send them to, and names a missing signing key", async () => {
-    const api = await startApi(["headers", "sign"]);
     await expect(
-      resolveDestinations(coreClient(api), { headersSecret: { namespace: "a", name: "b" } }),
+      resolveDestinations(coreClient(), { headersSecret: { namespace: "a", name: "b" } }),
     ).rejects.toMatchObject({
       code: "ConfigInvalid",
     });
-    await createSecrets(api, { sign: { other: "x" } });
-    const err = await resolveDestinations(coreClient(api), {
+    await createSecrets({ [SIGNING]: { other: "x" } });
+    const err = await resolveDestinations(coreClient(), {
       defaultCallback: "http://r.example/",
-      signingSecret: { namespace: "hive-system", name: "sign" },
+      signingSecret: { namespace: NS, name: SIGNING },
     }).catch((e: unknown) => e);
     expect(isHiveError(err, "ConfigInvalid")).toBe(true);
     expect((err as Error).message).toContain('"hmac-key"');
