@@ -1,7 +1,8 @@
 /**
  * What a tenant, a namespace owner with a wildcard role, or a compromised node would try
- * against the control plane, run through the API stand-in enforcing the RBAC and admission
- * policies the component renders: each attempt is refused with a reason.
+ * against the control plane, run through a real kube-apiserver enforcing the RBAC and admission
+ * policies the component renders (agents with real tokens bound to their Pods on their Nodes):
+ * each attempt is refused with a reason.
  */
 import {
   CoordinationV1Api,
@@ -12,7 +13,7 @@ import {
   setHeaderOptions,
   V1MicroTime,
 } from "@kubernetes/client-node";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { trapId } from "../../api/ids.ts";
 import {
   GROUP,
@@ -25,12 +26,27 @@ import {
   POLICY_FINALIZER,
   VERSION,
 } from "../../api/meta.ts";
-import { rejection, statusOf } from "../apiserver/testing.ts";
-import { AGENT_NS, Cluster, eventually, FAST_LEASE, POLICY_NS } from "./harness.ts";
+import { rejection, statusOf } from "../cluster/testing.ts";
+import {
+  AGENT_NS,
+  Cluster,
+  eventually,
+  FAST_LEASE,
+  type HiveApi,
+  POLICY_NS,
+  startHiveApi,
+} from "./harness.ts";
 
 const KERNEL_A = "aaaaaaaa-1111-4111-8111-111111111111";
 const KERNEL_B = "bbbbbbbb-2222-4222-8222-222222222222";
 const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+let hive: HiveApi | undefined;
+beforeAll(async () => {
+  hive = await startHiveApi();
+});
+afterAll(async () => {
+  await hive?.stop();
+});
 let cluster: Cluster | undefined;
 afterEach(async () => {
   await cluster?.stop();
@@ -51,11 +67,11 @@ const forged = (node: string) => ({
 
 describe("a control plane no tenant or node can forge", () => {
   it("refuses HiveData from anyone but the agent, even with a wildcard role, and from an agent for another node", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     const rbac = c.api.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
     // A namespace owner whose role reaches HiveData (a wildcard, or `edit` aggregated cluster-wide).
-    await c.admin.core.createNamespace({ body: { metadata: { name: "team-a" } } });
+    await c.createNamespace("team-a");
     await rbac.createClusterRole({
       body: {
         metadata: { name: "everything" },
@@ -84,8 +100,8 @@ describe("a control plane no tenant or node can forge", () => {
       expect(statusOf(err).message).toContain("only the Hive agent");
     }
     // A compromised node-2 writing HiveData for node-1 (whose kernel it does not run).
-    c.installed.expectRefusals({ node: "node-2", verb: "create", resource: "hivedata" });
-    const node2 = c.api.kubeConfig(c.installed.agent("node-2")).makeApiClient(CustomObjectsApi);
+    c.expectRefusals({ node: "node-2", verb: "create", resource: "hivedata" });
+    const node2 = (await c.agentKubeConfig("node-2")).makeApiClient(CustomObjectsApi);
     const err = await rejection(
       node2.createNamespacedCustomObject({
         group: GROUP,
@@ -96,11 +112,11 @@ describe("a control plane no tenant or node can forge", () => {
       }),
     );
     expect(statusOf(err).message).toContain("may only write HiveData labelled");
-    expect(c.api.store.stored(GROUP, PLURAL_DATA)).toEqual([]);
+    expect(await c.data()).toEqual([]);
   });
 
   it("lets an agent change nothing of a HivePolicy but its own finalizer", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     await c.addNode("node-1", KERNEL_A);
     await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
@@ -126,8 +142,8 @@ describe("a control plane no tenant or node can forge", () => {
       })) as { metadata: { finalizers?: string[] } };
       return p.metadata.finalizers?.includes(POLICY_FINALIZER);
     }, "the agent's finalizer");
-    c.installed.expectRefusals({ node: "node-2", verb: "patch", resource: "hivepolicies" });
-    const node2 = c.api.kubeConfig(c.installed.agent("node-2")).makeApiClient(CustomObjectsApi);
+    c.expectRefusals({ node: "node-2", verb: "patch", resource: "hivepolicies" });
+    const node2 = (await c.agentKubeConfig("node-2")).makeApiClient(CustomObjectsApi);
     const patch = (metadata: Record<string, unknown>) =>
       rejection(
         node2.patchNamespacedCustomObject(
@@ -157,7 +173,7 @@ describe("a control plane no tenant or node can forge", () => {
   });
 
   it("accepts a node's trap-error report only from that node's agent", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     const report = (node: string) => ({
       metadata: {
@@ -185,10 +201,10 @@ describe("a control plane no tenant or node can forge", () => {
         subjects: [{ kind: "User", name: "mallory-events", apiGroup: "rbac.authorization.k8s.io" }],
       },
     });
-    c.installed.expectRefusals({ node: "node-2", verb: "create", resource: "events" });
+    c.expectRefusals({ node: "node-2", verb: "create", resource: "events" });
     for (const [who, kc] of [
       ["a user allowed to create Events", tenant],
-      ["node-2's agent", c.api.kubeConfig(c.installed.agent("node-2"))],
+      ["node-2's agent", await c.agentKubeConfig("node-2")],
     ] as const) {
       const err = await rejection(
         kc.makeApiClient(CoreV1Api).createNamespacedEvent({
@@ -198,8 +214,7 @@ describe("a control plane no tenant or node can forge", () => {
       );
       expect(statusOf(err), who).toMatchObject({ code: 403 });
     }
-    await c.api
-      .kubeConfig(c.installed.agent("node-1"))
+    await (await c.agentKubeConfig("node-1"))
       .makeApiClient(CoreV1Api)
       .createNamespacedEvent({ namespace: POLICY_NS, body: report("own") });
   });
@@ -207,7 +222,7 @@ describe("a control plane no tenant or node can forge", () => {
 
 describe("elections a compromised node cannot win", () => {
   it("a node cannot hold another kernel's Lease: admission binds the holder to its token, the rightful loader keeps its role", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     const node1 = await c.addNode("node-1", KERNEL_A);
     await c.addNode("node-2", KERNEL_B);
@@ -215,8 +230,8 @@ describe("elections a compromised node cannot win", () => {
     await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
     await eventually(() => node1.activeKernel()?.entries.some((e) => e.kind === "file"), "kernel A armed");
     const name = `hive-loader-${KERNEL_A}`;
-    c.installed.expectRefusals({ node: "node-2", verb: "update", resource: "leases", name });
-    const attacker = c.api.kubeConfig(c.installed.agent("node-2")).makeApiClient(CoordinationV1Api);
+    c.expectRefusals({ node: "node-2", verb: "update", resource: "leases", name });
+    const attacker = (await c.agentKubeConfig("node-2")).makeApiClient(CoordinationV1Api);
     const takeAs = async (holder: string) => {
       const lease = await attacker.readNamespacedLease({ name, namespace: AGENT_NS });
       const now = new V1MicroTime();
@@ -253,7 +268,7 @@ describe("elections a compromised node cannot win", () => {
 
 describe("a compromised node and another kernel's watch map", () => {
   it("cannot arm a file in it: a HiveData naming a kernel its node does not run is never armed", async () => {
-    cluster = await Cluster.start();
+    cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     const node1 = await c.addNode("node-1", KERNEL_A);
     await c.addNode("node-2", KERNEL_B);
@@ -265,7 +280,7 @@ describe("a compromised node and another kernel's watch map", () => {
       return k?.entries.some((e) => e.kind === "file") ? k : undefined;
     }, "kernel A armed");
     // node-2's agent writes, as admission lets it, a HiveData of its own node… naming kernel A.
-    const node2 = c.api.kubeConfig(c.installed.agent("node-2")).makeApiClient(CustomObjectsApi);
+    const node2 = (await c.agentKubeConfig("node-2")).makeApiClient(CustomObjectsApi);
     const body = forged("node-2");
     body.metadata.labels["trap-id"] = trapId({ namespace: POLICY_NS, name: "shadow" }, trap);
     body.spec["inode-no"] = "4242";
