@@ -1,6 +1,7 @@
 /**
- * A rotated callback token applies without a restart: the headers Secret lives in the API
- * server stand-in, read and watched through the real @kubernetes/client-node; a real receiver
+ * A rotated callback token applies without a restart: the headers Secret lives in a real
+ * kube-apiserver with Hive installed from its rendering, read and watched by node-a's agent (a
+ * token bound to its Pod) through the real @kubernetes/client-node; a real receiver
  * accepts only the current token. After the rotation, alerts refused with 401 wait in the
  * spool, the Secret's change is seen by the watch, the new header is applied and every alert
  * arrives. The refusal also becomes a Warning Event in the monitor's namespace.
@@ -8,52 +9,64 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CoreV1Api } from "@kubernetes/client-node";
-import { afterEach, describe, expect, it } from "vitest";
+import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { AUTH_FAILURE_REASON, createAuthFailureReporter } from "../../runtime/alerts/auth-failure-event.ts";
 import { watchCallbackSecrets } from "../../runtime/alerts/callback-secret-watch.ts";
 import { resolveDestinations } from "../../runtime/alerts/delivery/destinations.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { createKubeClients } from "../../runtime/k8s/kube-client.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
-import { serviceAccountUser } from "../apiserver/authn.ts";
-import { installHive } from "../apiserver/install.ts";
-import { startApiServer } from "../apiserver/server.ts";
-import { waitFor } from "../apiserver/testing.ts";
+import { type Installed, installHive } from "../cluster/install.ts";
+import { type RealApi, startRealApi } from "../cluster/real-api.ts";
+import { waitFor } from "../cluster/testing.ts";
 import { captureLogger, makeEvent, makeSource, testPipeline } from "./fixtures.ts";
 import { startReceiver } from "./receiver.ts";
-
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
 
 const NS = "hive-system";
 const SECRET = "hive-callback-headers";
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
-/** The API stand-in with the monitor's namespace and the callback headers Secret in it. */
-async function apiWithSecret(authorization: string) {
-  const api = await startApiServer();
-  cleanups.push(() => api.stop());
+let api: RealApi;
+let installed: Installed;
+/** node-a's agent: a token bound to its Pod, through the proxy. */
+let agent: KubeConfig;
+beforeAll(async () => {
+  api = await startRealApi();
   // The agent may read the headers Secret because the rendered Role names it.
-  const installed = installHive(api, {
+  installed = installHive(api.cp, {
     image: "hive:test",
     namespace: NS,
     callback: { url: "https://alerts.example/", headersSecret: SECRET },
   });
-  cleanups.push(() => installed.assertNoRefusals());
+  agent = api.cp.kubeConfig(await installed.agentToken("node-a"), api.url);
+});
+afterAll(async () => {
+  await api?.stop();
+});
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+  installed.assertNoRefusals();
+});
+
+/** The callback headers Secret in the monitor's namespace, removed after the test. */
+async function apiWithSecret(authorization: string) {
   const admin = api.kubeConfig().makeApiClient(CoreV1Api);
   await admin.createNamespacedSecret({
     namespace: NS,
     body: { metadata: { name: SECRET }, data: { Authorization: b64(authorization) } },
   });
-  return { api, admin };
+  cleanups.push(async () => {
+    await admin.deleteNamespacedSecret({ namespace: NS, name: SECRET });
+  });
+  return { admin };
 }
 
 describe("callback secret rotation", () => {
   it("applies a rotated header token without a restart and loses no alert; the refusal is an Event", async () => {
-    const { api, admin } = await apiWithSecret("Bearer old-token");
+    const { admin } = await apiWithSecret("Bearer old-token");
 
     const receiver = await startReceiver();
     cleanups.push(() => receiver.close());
@@ -62,9 +75,7 @@ describe("callback secret rotation", () => {
       req.headers.authorization === token ? { kind: "ok" } : { kind: "status", status: 401 };
 
     // The agent's own clients, as node-a's service account.
-    const clients = createKubeClients({
-      kubeConfig: api.kubeConfig(serviceAccountUser(NS, "hive-agent", "node-a")),
-    });
+    const clients = createKubeClients({ kubeConfig: agent });
     const settings = { defaultCallback: receiver.url, headersSecret: { namespace: NS, name: SECRET } };
     const resolve = () => resolveDestinations(clients.core, settings);
     const initial = await resolve();
@@ -158,10 +169,8 @@ describe("callback secret rotation", () => {
   });
 
   it("keeps the previous credentials when the changed Secret cannot be used", async () => {
-    const { api, admin } = await apiWithSecret("Bearer a");
-    const clients = createKubeClients({
-      kubeConfig: api.kubeConfig(serviceAccountUser(NS, "hive-agent", "node-a")),
-    });
+    const { admin } = await apiWithSecret("Bearer a");
+    const clients = createKubeClients({ kubeConfig: agent });
     const settings = {
       defaultCallback: "http://127.0.0.1:9/alerts",
       headersSecret: { namespace: NS, name: SECRET },
@@ -182,10 +191,12 @@ describe("callback secret rotation", () => {
     await watch.whenSynced;
     expect(applied).toEqual([]); // the first list repeats what was read at start
 
+    // A value that would smuggle a header (a Secret's keys cannot hold a bad header name: the
+    // server allows only letters, digits, '-', '_' and '.' in them).
     await admin.replaceNamespacedSecret({
       namespace: NS,
       name: SECRET,
-      body: { metadata: { name: SECRET }, data: { "Bad Header": b64("x") } },
+      body: { metadata: { name: SECRET }, data: { Authorization: b64("Bearer b\r\nX-Evil: 1") } },
     });
     await waitFor(
       () => lines.some((l) => String(l.msg).startsWith("cannot read the changed callback secrets")),
