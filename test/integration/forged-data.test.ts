@@ -2,11 +2,11 @@
  * A HiveData is trusted for its file's identity only: where alerts go, what is allowed and whose
  * tenancy applies come from the live HivePolicy its trap-id names. Here whoever can write HiveData
  * (a wildcard role, a compromised node for its own kernel) rewrites one, and creates one for a trap
- * no policy holds; admission is off, so the loader alone must hold.
+ * no policy holds; the admission policies are not installed, so the loader alone must hold.
  */
 import { statSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { HiveData } from "../../api/data.ts";
 import {
   GROUP,
@@ -23,18 +23,25 @@ import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { startReceiver } from "../alerts/receiver.ts";
-import { AGENT_NS, Cluster, eventually, type SimNode } from "./harness.ts";
+import { AGENT_NS, Cluster, eventually, type HiveApi, type SimNode, startHiveApi } from "./harness.ts";
 
 const KERNEL_A = "44444444-4444-4444-8444-444444444444";
+let hive: HiveApi | undefined;
+beforeAll(async () => {
+  hive = await startHiveApi({
+    admission: { off: "the loader must ignore a forged HiveData even where admission would not stop it" },
+  });
+});
+afterAll(async () => {
+  await hive?.stop();
+});
 const cleanups: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
 async function setUp(allow?: HiveTrap["allow"]) {
-  const cluster = await Cluster.start({
-    admission: { off: "the loader must ignore a forged HiveData even where admission would not stop it" },
-  });
+  const cluster = await Cluster.start(hive as HiveApi);
   cleanups.push(() => cluster.stop());
   const [monitor, tenant, attacker] = await Promise.all([startReceiver(), startReceiver(), startReceiver()]);
   for (const r of [monitor, tenant, attacker]) cleanups.push(() => r.close());
@@ -48,7 +55,7 @@ async function setUp(allow?: HiveTrap["allow"]) {
   });
   cleanups.push(() => alerts.close());
   const node = await cluster.addNode("node-1", KERNEL_A, { alerts });
-  await cluster.admin.core.createNamespace({ body: { metadata: { name: "team-a" } } });
+  await cluster.createNamespace("team-a");
   await cluster.addPod("web", "node-1", {
     namespace: "team-a",
     files: { "etc/shadow": "root:*:1::::::\n", "etc/passwd": "root:x:0:0::/root:/bin/sh\n" },
