@@ -1,15 +1,15 @@
 /**
  * The alert pipeline wired as the agent wires it: callback settings resolved from Secrets,
  * Kubernetes Events on the pod, the spool, and the metrics server's /metrics and /readyz,
- * all through real HTTP (receiver, API server stand-in, metrics port). What an operator
- * scrapes must match what the receiver and the API server saw.
+ * all through real HTTP (receiver, a real kube-apiserver with Hive installed from its rendering,
+ * metrics port). What an operator scrapes must match what the receiver and the API server saw.
  */
 import { createHmac } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api } from "@kubernetes/client-node";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { LABEL_TRAP_ID } from "../../api/meta.ts";
 import { alertSourceFromHiveData } from "../../runtime/alerts/alert-source.ts";
 import { resolveDestinations } from "../../runtime/alerts/delivery/destinations.ts";
@@ -18,15 +18,28 @@ import { createPodEventRecorder } from "../../runtime/alerts/pod-events.ts";
 import { createHealth } from "../../runtime/metrics/health.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { startMetricsServer } from "../../runtime/metrics/server.ts";
-import { serviceAccountUser } from "../apiserver/authn.ts";
-import { installHive } from "../apiserver/install.ts";
-import { startApiServer } from "../apiserver/server.ts";
+import { type Installed, installHive } from "../cluster/install.ts";
+import { type RealApi, startRealApi } from "../cluster/real-api.ts";
 import { assertValidAlert, captureLogger, KERNEL_ID, makeEvent } from "./fixtures.ts";
 import { startReceiver } from "./receiver.ts";
+
+let api: RealApi;
+let installed: Installed;
+beforeAll(async () => {
+  api = await startRealApi();
+  installed = installHive(api.cp, {
+    image: "hive:test",
+    callback: { url: "https://alerts.example/", signingSecret: { name: "hive-callback", key: "hmac-key" } },
+  });
+});
+afterAll(async () => {
+  await api?.stop();
+});
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
+  installed.assertNoRefusals();
 });
 
 /** One sample of a metric from Prometheus text, by name and exact label set text. */
@@ -37,19 +50,13 @@ function sample(text: string, name: string, labels = ""): number | undefined {
 
 describe("alert pipeline wired like the agent", () => {
   it("delivers signed alerts, records pod Events, and /metrics and /readyz tell the same story", async () => {
-    const api = await startApiServer();
-    cleanups.push(() => api.stop());
-    const installed = installHive(api, {
-      image: "hive:test",
-      callback: { url: "https://alerts.example/", signingSecret: { name: "hive-callback", key: "hmac-key" } },
-    });
-    cleanups.push(() => installed.assertNoRefusals());
     const receiver = await startReceiver();
     cleanups.push(() => receiver.close());
     const dir = mkdtempSync(join(tmpdir(), "hive-wiring-"));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
 
-    const admin = api.kubeConfig().makeApiClient(CoreV1Api);
+    // The test's own writes and reads go straight to the server; the proxy sees only the agent's.
+    const admin = api.cp.adminKubeConfig().makeApiClient(CoreV1Api);
     await admin.createNamespacedSecret({
       namespace: "hive-system",
       body: {
@@ -62,10 +69,9 @@ describe("alert pipeline wired like the agent", () => {
       body: { metadata: { name: "web-0" }, spec: { containers: [{ name: "web", image: "nginx" }] } },
     });
 
-    // --- the agent's wiring ---
-    const core = api
-      .kubeConfig(serviceAccountUser("hive-system", "hive-agent", "node-a"))
-      .makeApiClient(CoreV1Api);
+    // --- the agent's wiring: node-a's agent, by a token bound to its Pod ---
+    const token = await installed.agentToken("node-a");
+    const core = api.cp.kubeConfig(token, api.url).makeApiClient(CoreV1Api);
     const { logger } = captureLogger();
     const metrics = createHiveMetrics();
     const health = createHealth();
@@ -163,9 +169,7 @@ describe("alert pipeline wired like the agent", () => {
       (sample(text, "hive_kubernetes_events_total", 'result="created"') ?? 0) +
       (sample(text, "hive_kubernetes_events_total", 'result="patched"') ?? 0);
     expect(eventWrites).toBe(
-      api.requests.filter(
-        (r) => r.resource === "events" && r.user === "system:serviceaccount:hive-system:hive-agent",
-      ).length,
+      api.requests.filter((r) => r.resource === "events" && r.user === installed.agentUser).length,
     );
     expect((await fetch(`${server.url}/readyz?verbose`)).status).toBe(200);
   });
