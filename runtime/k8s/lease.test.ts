@@ -258,6 +258,43 @@ describe("LeaderElector", () => {
     expectNoOverlap();
   });
 
+  it("releases on shutdown even when a renewal it stopped waiting for was written after all", async () => {
+    const a = await leader("late-a", "late");
+    // A renewal the server answers late (held by the proxy for two retry periods): stop() waits one
+    // retry period for it, then releases from the record it had; the renewal lands first.
+    let stopping = false;
+    const holdRenewal = api.inject({
+      user: "late-a",
+      verb: "update",
+      delayMs: 2 * RETRY_MS,
+      times: 1,
+      when: () => !stopping,
+    });
+    const holdRelease = api.inject({
+      user: "late-a",
+      verb: "update",
+      delayMs: 3 * RETRY_MS,
+      times: 1,
+      when: () => stopping,
+    });
+    const injectedAt = Date.now();
+    await waitFor(
+      () => api.requests.some((r) => r.user === "late-a" && r.verb === "update" && r.time >= injectedAt),
+      {
+        what: "a renewal held",
+      },
+    );
+    stopping = true;
+    await a.stop();
+    holdRenewal();
+    holdRelease();
+    const updates = api.requests.filter(
+      (r) => r.user === "late-a" && r.verb === "update" && r.time >= injectedAt,
+    );
+    expect(updates.length).toBeGreaterThanOrEqual(2);
+    expect((await lease("late")).spec?.holderIdentity).toBe("");
+  });
+
   it("keeps one leader at a time among several candidates under random faults", async () => {
     const names = ["c1", "c2", "c3", "c4"];
     for (const n of names) started(n, "crowd");

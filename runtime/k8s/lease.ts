@@ -384,19 +384,24 @@ export class LeaderElector {
     }
   }
 
-  /** Clears holderIdentity on the record this candidate wrote last (a 409 means it is not ours any more). */
+  /**
+   * Clears holderIdentity on the record this candidate wrote last. On a 409 the Lease is read
+   * again: a renewal that stop() stopped waiting for may have been written after all, and the
+   * Lease is then still ours to release; held by another, it is left alone.
+   */
   private async release(): Promise<void> {
     const last = this.observed;
     if (!last || last.spec?.holderIdentity !== this.opts.identity) return;
-    const now = microNow();
-    try {
-      await this.opts.coordination.replaceNamespacedLease({
-        name: this.opts.name,
-        namespace: this.opts.namespace,
+    const { coordination, name, namespace } = this.opts;
+    const writeReleased = (record: V1Lease) => {
+      const now = microNow();
+      return coordination.replaceNamespacedLease({
+        name,
+        namespace,
         body: {
-          ...last,
+          ...record,
           spec: {
-            ...last.spec,
+            ...record.spec,
             holderIdentity: "",
             leaseDurationSeconds: 1,
             renewTime: now,
@@ -404,6 +409,16 @@ export class LeaderElector {
           },
         },
       });
+    };
+    try {
+      try {
+        await writeReleased(last);
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+        const current = await coordination.readNamespacedLease({ name, namespace });
+        if (current.spec?.holderIdentity !== this.opts.identity) return;
+        await writeReleased(current);
+      }
       this.log.info("released the lease");
     } catch (err) {
       this.log.warn("could not release the lease; others take over after it expires", {
