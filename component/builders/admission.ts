@@ -28,10 +28,14 @@ const POD_CLAIM = "authentication.kubernetes.io/pod-name";
 export const ADMISSION_POLICY_NAME = "hive-agent-node-scope";
 export const TENANT_POLICY_NAME = "hive-tenant-scope";
 
-/** The one value of a pod-bound token's claim (`extra`), or '' (no claim: the policies refuse). */
+/**
+ * The one value of a pod-bound token's claim (`extra`), or '' (no claim: the policies refuse).
+ * A credential with no extra at all (a legacy token Secret) has no `extra` field: reading it
+ * would be an evaluation error, which the server reports instead of the policy's own message.
+ */
 function claim(name: string): string {
   return (
-    `'${name}' in request.userInfo.extra && size(request.userInfo.extra['${name}']) == 1` +
+    `has(request.userInfo.extra) && '${name}' in request.userInfo.extra && size(request.userInfo.extra['${name}']) == 1` +
     ` ? request.userInfo.extra['${name}'][0] : ''`
   );
 }

@@ -115,6 +115,54 @@ describe("a control plane no tenant or node can forge", () => {
     expect(await c.data()).toEqual([]);
   });
 
+  it("refuses the agent's ServiceAccount with a credential naming no node, saying why: a legacy token Secret, an unbound token", async () => {
+    cluster = await Cluster.start(hive as HiveApi);
+    const c = cluster;
+    // Tokens of the agent's ServiceAccount not bound to a Pod: a long-lived token Secret (as
+    // clusters before 1.24 made them, and as anyone who may create Secrets there can) carries no
+    // node claim and no extra at all; a TokenRequest without a Pod carries only its credential id.
+    const legacy = "hive-agent-legacy-token";
+    await c.admin.core.createNamespacedSecret({
+      namespace: AGENT_NS,
+      body: {
+        metadata: { name: legacy, annotations: { "kubernetes.io/service-account.name": "hive-agent" } },
+        type: "kubernetes.io/service-account-token",
+      },
+    });
+    const legacyToken = await eventually(async () => {
+      const secret = await c.admin.core.readNamespacedSecret({ name: legacy, namespace: AGENT_NS });
+      return secret.data?.token && Buffer.from(secret.data.token, "base64").toString("utf8");
+    }, "the token controller fills the Secret");
+    const unbound = await c.admin.core.createNamespacedServiceAccountToken({
+      name: "hive-agent",
+      namespace: AGENT_NS,
+      body: { spec: { audiences: ["https://kubernetes.default.svc.cluster.local"], expirationSeconds: 600 } },
+    });
+    c.expectRefusals({ verb: "create", resource: "hivedata" });
+    try {
+      for (const [what, token] of [
+        ["a legacy token Secret", legacyToken],
+        ["an unbound token", unbound.status?.token ?? ""],
+      ]) {
+        const agent = c.api.cp.kubeConfig(token, c.api.url).makeApiClient(CustomObjectsApi);
+        const err = await rejection(
+          agent.createNamespacedCustomObject({
+            group: GROUP,
+            version: VERSION,
+            namespace: AGENT_NS,
+            plural: PLURAL_DATA,
+            body: forged("node-1"),
+          }),
+        );
+        expect(statusOf(err), what).toMatchObject({ code: 403, reason: "Forbidden" });
+        expect(statusOf(err).message, what).toContain("carries no node name");
+      }
+    } finally {
+      await c.admin.core.deleteNamespacedSecret({ name: legacy, namespace: AGENT_NS });
+    }
+    expect(await c.data()).toEqual([]);
+  });
+
   it("lets an agent change nothing of a HivePolicy but its own finalizer", async () => {
     cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
@@ -294,5 +342,28 @@ describe("a compromised node and another kernel's watch map", () => {
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect([...kernel.everWatched].some((k) => k.endsWith(":4242"))).toBe(false);
     expect(kernel.entries.some((e) => e.key.ino === 4242n)).toBe(false);
+  });
+});
+
+describe("a test whose agent the server refused", () => {
+  it("fails unless it declared that refusal, naming the request and the server's reason", async () => {
+    cluster = await Cluster.start(hive as HiveApi);
+    const c = cluster;
+    const node2 = (await c.agentKubeConfig("node-2")).makeApiClient(CustomObjectsApi);
+    await rejection(
+      node2.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace: AGENT_NS,
+        plural: PLURAL_DATA,
+        body: forged("node-1"),
+      }),
+    );
+    // Not declared: stop() (the afterEach of every test) fails the test.
+    cluster = undefined;
+    const failure = await rejection(c.stop());
+    expect(String(failure)).toContain("the API server refused 1 agent request(s)");
+    expect(String(failure)).toContain("403 create hivedata hive-system/ as node node-2");
+    expect(String(failure)).toContain("may only write HiveData labelled");
   });
 });

@@ -24,7 +24,16 @@ import {
   type V1Pod,
 } from "@kubernetes/client-node";
 import type { HiveData } from "../../api/data.ts";
-import { API_VERSION, GROUP, KIND_POLICY, PLURAL_DATA, PLURAL_POLICY, VERSION } from "../../api/meta.ts";
+import {
+  API_VERSION,
+  GROUP,
+  KIND_DATA,
+  KIND_POLICY,
+  LABEL_NODE,
+  PLURAL_DATA,
+  PLURAL_POLICY,
+  VERSION,
+} from "../../api/meta.ts";
 import type { HivePolicy, HiveTrap } from "../../api/policy.ts";
 import { agentIdentity } from "../../runtime/agent/loader-election.ts";
 import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from "../../runtime/agent/node-agent.ts";
@@ -250,11 +259,72 @@ export async function startHiveApi(options: HiveApiOptions = {}): Promise<HiveAp
       "Hive's custom resources served",
       30_000,
     );
+    if (options.admission === undefined || options.admission === true)
+      await waitForAdmissionPolicies(api, installed.agentUser);
     return { api, installed, stop: () => api.stop() };
   } catch (err) {
     await api.stop();
     throw err;
   }
+}
+
+/**
+ * kube-apiserver enforces a ValidatingAdmissionPolicy only once it has loaded it, a moment after
+ * it was created: until each of the rendered policies refuses what it must (dry runs, so nothing
+ * is written), a test's attack would meet no admission at all.
+ */
+async function waitForAdmissionPolicies(api: RealApi, agentUser: string): Promise<void> {
+  const admin = api.kubeConfig().makeApiClient(CustomObjectsApi);
+  // The agent's user without a pod-bound token's node claim (impersonated): the node scope refuses it.
+  const agent = api.kubeConfig(agentUser).makeApiClient(CustomObjectsApi);
+  const data = {
+    apiVersion: API_VERSION,
+    kind: KIND_DATA,
+    metadata: { name: "admission-probe", labels: { [LABEL_NODE]: "admission-probe" } },
+    spec: {
+      "inode-no": "1",
+      "kernel-id": "00000000-0000-4000-8000-000000000000",
+      device: { major: 0, minor: 1 },
+      accesses: ["read"],
+    },
+  };
+  const policy = {
+    apiVersion: API_VERSION,
+    kind: KIND_POLICY,
+    metadata: { name: "admission-probe" },
+    spec: { traps: [{ path: "/etc/shadow", match: { namespace: "kube-system" } }] },
+  };
+  const crd = { group: GROUP, version: VERSION, dryRun: "All" };
+  const probes = [
+    // hive-agent-only-writes: HiveData from anyone but the agent.
+    () =>
+      admin.createNamespacedCustomObject({ ...crd, namespace: AGENT_NS, plural: PLURAL_DATA, body: data }),
+    // hive-agent-node-scope: an agent request that names no node.
+    () =>
+      agent.createNamespacedCustomObject({ ...crd, namespace: AGENT_NS, plural: PLURAL_DATA, body: data }),
+    // hive-tenant-scope: a tenant's policy reaching another namespace.
+    () =>
+      admin.createNamespacedCustomObject({
+        ...crd,
+        namespace: "default",
+        plural: PLURAL_POLICY,
+        body: policy,
+      }),
+  ];
+  await eventually(
+    async () => {
+      for (const probe of probes) {
+        const code = await probe().then(
+          () => 200,
+          (err: unknown) => (err as { code?: number }).code,
+        );
+        if (code !== 403) return false;
+      }
+      return true;
+    },
+    "the rendered admission policies enforced",
+    60_000,
+  );
 }
 
 /** Ignores a 404 (already gone) and a 409 (changed meanwhile: the next pass sees it again). */
