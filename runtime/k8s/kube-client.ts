@@ -119,6 +119,22 @@ export interface KubeClients {
   watch: Watch;
 }
 
+/**
+ * How long a watch may deliver nothing before the client gives up on its connection (a dead peer
+ * sends no FIN). kube-apiserver's watch cache writes nothing on a quiet watch between BOOKMARKs,
+ * which come about a minute apart (the first after up to two): client-node's default of 30 s cut
+ * every quiet watch twice a minute. A healthy watch ends at its own timeoutSeconds instead.
+ */
+export const WATCH_INACTIVITY_TIMEOUT_MS = 180_000;
+
+/** A Watch whose inactivity timeout is WATCH_INACTIVITY_TIMEOUT_MS. */
+function quietTolerantWatch(kubeConfig: KubeConfig): Watch {
+  const watch = new Watch(kubeConfig);
+  // client-node declares the field private; it is the only way to set the timeout.
+  (watch as unknown as { requestTimeoutMs: number }).requestTimeoutMs = WATCH_INACTIVITY_TIMEOUT_MS;
+  return watch;
+}
+
 /** Typed clients over one KubeConfig; connections are shared (see shareConnections) unless disabled. */
 export function createKubeClients(
   source: KubeConfigSource & { shareConnections?: boolean } = {},
@@ -130,6 +146,6 @@ export function createKubeClients(
     core: kubeConfig.makeApiClient(CoreV1Api),
     custom: kubeConfig.makeApiClient(CustomObjectsApi),
     coordination: kubeConfig.makeApiClient(CoordinationV1Api),
-    watch: new Watch(kubeConfig),
+    watch: quietTolerantWatch(kubeConfig),
   };
 }
