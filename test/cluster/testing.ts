@@ -101,13 +101,21 @@ export async function setPodRunning(
  * its HiveData, and other nodes' boot ids.
  */
 export async function seedNode(core: CoreV1Api, name: string, bootID: string): Promise<void> {
-  let node = await core.readNode({ name }).catch(() => undefined);
-  node ??= await core.createNode({
-    body: { metadata: { name, labels: { "kubernetes.io/hostname": name } } },
-  });
-  const nodeInfo = { ...(node.status?.nodeInfo ?? {}), bootID } as NonNullable<
-    NonNullable<typeof node.status>["nodeInfo"]
-  >;
-  node.status = { ...node.status, nodeInfo };
-  await core.replaceNodeStatus({ name, body: node });
+  // The controller manager may update a new Node between its creation and this write (409): read again.
+  for (let attempt = 0; ; attempt++) {
+    let node = await core.readNode({ name }).catch(() => undefined);
+    node ??= await core.createNode({
+      body: { metadata: { name, labels: { "kubernetes.io/hostname": name } } },
+    });
+    const nodeInfo = { ...(node.status?.nodeInfo ?? {}), bootID } as NonNullable<
+      NonNullable<typeof node.status>["nodeInfo"]
+    >;
+    node.status = { ...node.status, nodeInfo };
+    try {
+      await core.replaceNodeStatus({ name, body: node });
+      return;
+    } catch (err) {
+      if ((err as { code?: number }).code !== 409 || attempt >= 10) throw err;
+    }
+  }
 }
