@@ -1,6 +1,9 @@
 /**
- * Controller benchmark against the API server stand-in (real HTTP, real client-node, real
- * safe path resolution over real files; containers are directories, the kernel a recorder):
+ * Controller benchmark against a real kube-apiserver (etcd, kube-controller-manager) with Hive
+ * installed from its rendering, the agents authenticated by tokens bound to their Pods (real
+ * HTTP, real client-node, real safe path resolution over real files; containers are
+ * directories, the kernel a recorder). The fault proxy in front records every request with the
+ * node its token names (test/integration/harness.ts):
  *
  *   npm run bench -- controllers        (or: node bench/controllers.ts)
  *
@@ -12,23 +15,25 @@
  *   3. the agent as its own `hive agent` process: the same as 1, its own memory.
  *   4–6. at cluster scale (cluster-scale.ts): the pods-role holder's RSS at 1k, 10k and 50k
  *      pods; API requests per idle node per minute by verb; 1,000 nodes starting at once and
- *      where their LISTs would be served from (watch cache or storage).
- * In 1 and 2 the stand-in runs in the same process, so memory figures include its store; the
- * heap growth per HiveData is reported as well. HIVE_BENCH_SCALE=0.2 shrinks the pod and node
- * counts (and the idle window); HIVE_BENCH_ONLY=1,4 runs only the named sections.
+ *      where the server served their LISTs from (its own metrics: watch cache or etcd).
+ * In 1 and 2 the agents run in this process (the server in its own), so memory figures are the
+ * agents' and their clients'; the heap growth per HiveData is reported as well. "All HiveData
+ * written" is when the proxy has seen that many HiveData creates answered 201; the count stored
+ * is checked after. HIVE_BENCH_SCALE=0.2 shrinks the pod and node counts (and the idle window);
+ * HIVE_BENCH_ONLY=1,4 runs only the named sections.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { hiveCrds } from "../api/crd.ts";
-import { GROUP, PLURAL_DATA } from "../api/meta.ts";
-import type { HiveTrap } from "../api/policy.ts";
+import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import { GROUP, PLURAL_DATA, PLURAL_POLICY, VERSION } from "../api/meta.ts";
+import type { HivePolicy, HiveTrap } from "../api/policy.ts";
 import { DEFAULT_LEASE } from "../runtime/k8s/lease.ts";
-import { installHive } from "../test/apiserver/install.ts";
-import { type ApiServer, startApiServer } from "../test/apiserver/server.ts";
-import { seedNode, waitFor } from "../test/apiserver/testing.ts";
+import type { RequestRecord } from "../test/cluster/fault-proxy.ts";
+import { waitFor } from "../test/cluster/testing.ts";
+import { Cluster, type HiveApi, spawnAgentProcess, startHiveApi } from "../test/integration/harness.ts";
 import { idleRequests, podsRoleMemory, startAtOnce } from "./cluster-scale.ts";
-import { Cluster, spawnAgentProcess } from "./stand-in-cluster.ts";
+import { createNodes, createRunningPods } from "./seed-pods.ts";
 
 const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
 const mib = (n: number) => `${(n / 1048576).toFixed(1)} MiB`;
@@ -40,69 +45,61 @@ const loadText = () =>
     .join(" ")} on ${cpus().length} CPUs`;
 
 /** Waits for `probe` and returns when it held (performance.now()). */
-async function until(probe: () => boolean, timeoutMs: number, what: string): Promise<number> {
-  await waitFor(probe, { timeoutMs, what, intervalMs: 5 });
+async function until(
+  probe: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  what: string,
+  intervalMs = 5,
+): Promise<number> {
+  await waitFor(probe, { timeoutMs, what, intervalMs });
   return performance.now();
 }
 
-/**
- * A running pod with one container "app", written straight into the stand-in's store
- * (set-up, not measured); `containerID` names its container from the pod's uid.
- */
-function seedRunningPod(
-  api: ApiServer,
-  pod: { name: string; node: string; labels?: Record<string, string>; podIP: string },
-  containerID: (uid: string) => string,
-): void {
-  const def = api.resource("pods", "");
-  const created = api.store.create(def, "default", {
-    apiVersion: "v1",
-    kind: "Pod",
-    metadata: { name: pod.name, namespace: "default", ...(pod.labels ? { labels: pod.labels } : {}) },
-    spec: { nodeName: pod.node, containers: [{ name: "app", image: "busybox" }] },
-  });
-  api.store.update(
-    def,
-    "default",
-    pod.name,
-    {
-      ...created,
-      status: {
-        phase: "Running",
-        podIP: pod.podIP,
-        containerStatuses: [
-          {
-            name: "app",
-            image: "busybox",
-            imageID: "",
-            ready: true,
-            restartCount: 0,
-            containerID: containerID(created.metadata.uid ?? ""),
-            state: { running: {} },
-          },
-        ],
-      },
-    },
-    "status",
-  );
-}
+/** HiveData creates the server answered 201, as the proxy saw them (of `node`'s agent, or any). */
+const dataCreated = (requests: readonly RequestRecord[], node?: string) =>
+  requests.filter(
+    (r) =>
+      r.verb === "create" &&
+      r.resource === PLURAL_DATA &&
+      r.code === 201 &&
+      (node === undefined || r.node === node),
+  ).length;
 
-/** Pods running on `node`, each container a directory holding `files`. */
-function seedPods(
+/** Pods running on `node`, each container a directory holding `files`, many created at once. */
+async function seedPods(
   c: Cluster,
   node: string,
   count: number,
   prefix: string,
   files: Record<string, string>,
-): void {
-  for (let i = 0; i < count; i++) {
-    const name = `${prefix}-${i}`;
-    seedRunningPod(
-      c.api,
-      { name, node, labels: { app: "bench" }, podIP: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}` },
-      (uid) => c.containers.add(`${name}-${uid.slice(0, 8)}`, files),
-    );
-  }
+): Promise<void> {
+  const core = c.api.cp.adminKubeConfig().makeApiClient(CoreV1Api);
+  await createRunningPods(
+    core,
+    Array.from({ length: count }, (_, i) => ({
+      metadata: { name: `${prefix}-${i}`, namespace: "default", labels: { app: "bench" } },
+      spec: { nodeName: node, containers: [{ name: "app", image: "busybox" }] },
+    })),
+    (created, i) => ({
+      phase: "Running",
+      podIP: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`,
+      containerStatuses: [
+        {
+          name: "app",
+          image: "busybox",
+          imageID: "",
+          ready: true,
+          restartCount: 0,
+          containerID: c.containers.add(
+            `${created.metadata?.name}-${created.metadata?.uid?.slice(0, 8)}`,
+            files,
+          ),
+          state: { running: {} },
+        },
+      ],
+    }),
+    8,
+  );
 }
 
 function byVerb(c: Cluster, node: string): Record<string, number> {
@@ -113,15 +110,28 @@ function byVerb(c: Cluster, node: string): Record<string, number> {
 
 const KERNEL = "dddddddd-4444-4444-8444-444444444444";
 
+/** The HiveData stored, counted by the server (a one-item page and its remaining count). */
+async function storedData(c: Cluster): Promise<number> {
+  const page = (await c.admin.custom.listClusterCustomObject({
+    group: GROUP,
+    version: VERSION,
+    plural: PLURAL_DATA,
+    limit: 1,
+  })) as { items: unknown[]; metadata?: { remainingItemCount?: number } };
+  return page.items.length + (page.metadata?.remainingItemCount ?? 0);
+}
+
 async function singleNode(): Promise<void> {
   const pods = Math.max(1, Math.round(110 * scale));
   const trapCount = 20;
-  const c = await Cluster.start();
+  const hive = await startHiveApi();
+  const c = await Cluster.start(hive);
   try {
     const files = Object.fromEntries(
       Array.from({ length: trapCount }, (_, i) => [`etc/trap-${i}`, "secret\n"]),
     );
-    seedPods(c, "node-1", pods, "pod", files);
+    await c.ensureNode("node-1", KERNEL);
+    await seedPods(c, "node-1", pods, "pod", files);
     global.gc?.();
     const heap0 = process.memoryUsage().heapUsed;
     const node = await c.addNode("node-1", KERNEL, {
@@ -130,62 +140,68 @@ async function singleNode(): Promise<void> {
     });
     await until(
       () => node.agent.ready() && node.agent.loader() !== undefined && node.agent.pods() !== undefined,
-      20_000,
+      60_000,
       "agent ready",
     );
     c.api.resetRequests();
     const traps: HiveTrap[] = Array.from({ length: trapCount }, (_, i) => ({ path: `/etc/trap-${i}` }));
-    const dataDef = c.api.resource(PLURAL_DATA, GROUP);
     const expected = pods * trapCount;
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     await c.createPolicy("bench", traps);
-    const tData = await until(() => c.api.store.all(dataDef).length === expected, 300_000, "all HiveData");
+    const tData = await until(
+      () => dataCreated(c.api.requests, "node-1") >= expected,
+      300_000,
+      "all HiveData",
+    );
     const tKernel = await until(
       () => (node.activeKernel()?.entries.filter((e) => e.kind === "file").length ?? 0) === expected,
       300_000,
       "kernel map",
     );
-    const policyDef = c.api.resource("hivepolicies", GROUP);
     const tStatus = await until(
-      () => {
-        const p = c.api.store.all(policyDef)[0] as
-          | { status?: { traps?: { inodesFound: number }[] } }
-          | undefined;
+      async () => {
+        const p = (await c.getPolicy("bench")) as HivePolicy | undefined;
         return (p?.status?.traps ?? []).reduce((s, t) => s + t.inodesFound, 0) === expected;
       },
       300_000,
       "policy status",
+      50,
     );
     const cpu = process.cpuUsage(cpu0);
     const mem = process.memoryUsage();
+    const stored = await storedData(c);
+    if (stored !== expected) throw new Error(`the server holds ${stored} HiveData, not ${expected}`);
     console.log(`1. one node, ${pods} pods × ${trapCount} traps = ${expected} HiveData`);
     console.log(
       `   policy created → all HiveData written:   ${((tData - t0) / 1000).toFixed(2)} s (${Math.round(expected / ((tData - t0) / 1000))} HiveData/s)`,
     );
     console.log(`   policy created → kernel map synced:      ${((tKernel - t0) / 1000).toFixed(2)} s`);
     console.log(`   policy created → status shows all inodes: ${((tStatus - t0) / 1000).toFixed(2)} s`);
-    console.log(`   CPU used meanwhile (agent + stand-in + client): ${cpuText(cpu)}`);
+    console.log(`   CPU used meanwhile in this process (agent + client; the server apart): ${cpuText(cpu)}`);
     console.log(`   API requests of the node by verb: ${JSON.stringify(byVerb(c, "node-1"))}`);
     console.log(
       `   discover passes: ${node.agent.discover.stats().passes}, loader syncs: ${node.agent.loader()?.stats().syncs}`,
     );
     console.log(
-      `   memory (agent + stand-in in one process): rss ${mib(mem.rss)}, heap ${mib(mem.heapUsed)}, heap growth since agent start ${mib(mem.heapUsed - heap0)} (${Math.round((mem.heapUsed - heap0) / expected)} B per HiveData, both sides)`,
+      `   memory of this process (the agent, its client and the bench): rss ${mib(mem.rss)}, heap ${mib(mem.heapUsed)}, heap growth since agent start ${mib(mem.heapUsed - heap0)} (${Math.round((mem.heapUsed - heap0) / expected)} B per HiveData)`,
     );
   } finally {
     await c.stop();
+    await hive.stop();
   }
 }
 
 async function manyNodes(): Promise<void> {
   const nodeCount = 100;
   const podCount = Math.max(nodeCount, Math.round(5000 * scale));
-  const c = await Cluster.start();
+  const hive = await startHiveApi();
+  const c = await Cluster.start(hive);
   try {
     const perNode = Math.floor(podCount / nodeCount);
     const names = Array.from({ length: nodeCount }, (_, i) => `node-${String(i).padStart(3, "0")}`);
-    for (const n of names) seedPods(c, n, perNode, `${n}-pod`, { "etc/shadow": "x\n" });
+    await createNodes(c.api.cp.adminKubeConfig().makeApiClient(CoreV1Api), names, () => KERNEL);
+    for (const n of names) await seedPods(c, n, perNode, `${n}-pod`, { "etc/shadow": "x\n" });
     global.gc?.();
     const heap0 = process.memoryUsage().heapUsed;
     for (const n of names)
@@ -195,17 +211,18 @@ async function manyNodes(): Promise<void> {
         // The agent's default lease: the tests' short ones flap under benchmark load.
         lease: DEFAULT_LEASE,
       });
-    await until(() => c.nodes.every((n) => n.agent.ready()), 120_000, "all discover controllers synced");
+    await until(() => c.nodes.every((n) => n.agent.ready()), 300_000, "all discover controllers synced");
     const heapIdle = process.memoryUsage().heapUsed;
     c.api.resetRequests();
     const expected = perNode * nodeCount;
-    const dataDef = c.api.resource(PLURAL_DATA, GROUP);
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
-    const tData = await until(() => c.api.store.all(dataDef).length === expected, 600_000, "all HiveData");
+    const tData = await until(() => dataCreated(c.api.requests) >= expected, 600_000, "all HiveData");
     const cpu = process.cpuUsage(cpu0);
     const mem = process.memoryUsage();
+    const stored = await storedData(c);
+    if (stored !== expected) throw new Error(`the server holds ${stored} HiveData, not ${expected}`);
     const verbs = new Map<string, number[]>();
     for (const n of names)
       for (const [v, k] of Object.entries(byVerb(c, n))) verbs.set(v, [...(verbs.get(v) ?? []), k]);
@@ -217,16 +234,19 @@ async function manyNodes(): Promise<void> {
     );
     console.log(`2. ${nodeCount} nodes' discover controllers, ${expected} pods, one trap`);
     console.log(`   policy created → all HiveData written: ${((tData - t0) / 1000).toFixed(2)} s`);
-    console.log(`   CPU used meanwhile (100 agents + stand-in in one process): ${cpuText(cpu)}`);
+    console.log(
+      `   CPU used meanwhile in this process (${nodeCount} agents and their clients; the server apart): ${cpuText(cpu)}`,
+    );
     console.log(`   API requests per node by verb (after the policy): ${JSON.stringify(summary)}`);
     console.log(
-      `   open watches on the stand-in: ${c.api.watchCount()} (3 per node: policies, own pods, own HiveData)`,
+      `   open watches through the proxy: ${c.api.watchCount()} (3 per node: policies, own pods, own HiveData)`,
     );
     console.log(
       `   memory: rss ${mib(mem.rss)}; heap of ${nodeCount} idle agents ${mib(heapIdle - heap0)} (${mib((heapIdle - heap0) / nodeCount)} each); heap at end ${mib(mem.heapUsed)}`,
     );
   } finally {
     await c.stop();
+    await hive.stop();
   }
 }
 
@@ -243,29 +263,52 @@ function procStatusKiB(pid: number, field: "VmRSS" | "VmHWM"): number {
 async function agentProcess(forceGc: boolean): Promise<void> {
   const pods = Math.max(1, Math.round(110 * scale));
   const trapCount = 20;
-  const api = await startApiServer({ crds: hiveCrds() });
+  const hive: HiveApi = await startHiveApi();
+  const api = hive.api;
   const base = mkdtempSync(join(tmpdir(), "hive-bench-proc-"));
+  const proc = join(base, "proc");
   try {
-    installHive(api, { image: "hive:bench", namespace: "hive-system" });
-    seedNode(api, "node-1", "00000000-0000-4000-8000-00000000be0c");
+    const kc = api.cp.adminKubeConfig();
+    const core = kc.makeApiClient(CoreV1Api);
+    await createNodes(core, ["node-1"], () => "00000000-0000-4000-8000-00000000be0c");
+    const ids: string[] = [];
     for (let i = 0; i < pods; i++) {
       const id = `c${String(i).padStart(8, "0")}`;
       const pid = 10_000 + i;
-      mkdirSync(join(base, String(pid), "root", "etc"), { recursive: true });
-      writeFileSync(join(base, String(pid), "cgroup"), `0::/kubepods.slice/cri-containerd-${id}.scope\n`);
+      mkdirSync(join(proc, String(pid), "root", "etc"), { recursive: true });
+      writeFileSync(join(proc, String(pid), "cgroup"), `0::/kubepods.slice/cri-containerd-${id}.scope\n`);
       for (let t = 0; t < trapCount; t++)
-        writeFileSync(join(base, String(pid), "root", "etc", `trap-${t}`), "x");
-      seedRunningPod(
-        api,
-        { name: `pod-${i}`, node: "node-1", podIP: `10.9.${i >> 8}.${i & 255}` },
-        () => `containerd://${id}`,
-      );
+        writeFileSync(join(proc, String(pid), "root", "etc", `trap-${t}`), "x");
+      ids.push(id);
     }
-    const child = spawnAgentProcess(
-      api,
+    await createRunningPods(
+      core,
+      ids.map((_, i) => ({
+        metadata: { name: `pod-${i}`, namespace: "default" },
+        spec: { nodeName: "node-1", containers: [{ name: "app", image: "busybox" }] },
+      })),
+      (_created, i) => ({
+        phase: "Running",
+        podIP: `10.9.${i >> 8}.${i & 255}`,
+        containerStatuses: [
+          {
+            name: "app",
+            image: "busybox",
+            imageID: "",
+            ready: true,
+            restartCount: 0,
+            containerID: `containerd://${ids[i]}`,
+            state: { running: {} },
+          },
+        ],
+      }),
+      8,
+    );
+    const child = await spawnAgentProcess(
+      hive,
       { node: "node-1", pod: "agent-1" },
-      ["--runtime-socket", "", "--proc-root", base],
-      { forceGc },
+      ["--runtime-socket", "", "--proc-root", proc],
+      { forceGc, dir: base },
     );
     let log = "";
     child.stderr?.on("data", (b: Buffer) => {
@@ -281,26 +324,22 @@ async function agentProcess(forceGc: boolean): Promise<void> {
     }
     const idleRss = procStatusKiB(pid, "VmRSS");
     api.resetRequests();
-    const dataDef = api.resource(PLURAL_DATA, GROUP);
     const expected = pods * trapCount;
     const t0 = performance.now();
-    await api
-      .kubeConfig()
-      .makeApiClient((await import("@kubernetes/client-node")).CustomObjectsApi)
-      .createNamespacedCustomObject({
-        group: GROUP,
-        version: "v1alpha1",
-        namespace: "hive-system",
-        plural: "hivepolicies",
-        body: {
-          apiVersion: "hive-operator.com/v1alpha1",
-          kind: "HivePolicy",
-          metadata: { name: "bench" },
-          spec: { traps: Array.from({ length: trapCount }, (_, t) => ({ path: `/etc/trap-${t}` })) },
-        },
-      });
+    await kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      namespace: "hive-system",
+      plural: PLURAL_POLICY,
+      body: {
+        apiVersion: "hive-operator.com/v1alpha1",
+        kind: "HivePolicy",
+        metadata: { name: "bench" },
+        spec: { traps: Array.from({ length: trapCount }, (_, t) => ({ path: `/etc/trap-${t}` })) },
+      },
+    });
     const tData = await until(
-      () => api.store.all(dataDef).length === expected,
+      () => dataCreated(api.requests, "node-1") >= expected,
       300_000,
       "all HiveData (agent process)",
     );
@@ -324,7 +363,7 @@ async function agentProcess(forceGc: boolean): Promise<void> {
     );
     console.log(`   API requests of the agent by verb and resource: ${JSON.stringify(verbs)}`);
   } finally {
-    await api.stop();
+    await hive.stop();
     rmSync(base, { recursive: true, force: true });
   }
 }

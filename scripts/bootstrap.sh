@@ -56,6 +56,8 @@ if [ -f bpf/build.sh ]; then sh bpf/build.sh; fi
 # ($HIVE_BIN_CACHE, default ~/.cache/hive/go-bin). Cold, this takes about half an hour on two cores.
 case "$task" in
   test) node test/cluster/build-binaries.ts ;;
+  # The controllers benchmark runs its agents against the real control plane.
+  bench) node test/cluster/build-binaries.ts etcd kubernetes ;;
   demo) case " $* " in *" --cluster "*) node test/cluster/build-binaries.ts ;; esac ;;
 esac
 
