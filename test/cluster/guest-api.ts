@@ -22,6 +22,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ControlPlaneOptions } from "./control-plane.ts";
+import { WITHOUT_KUBELET_CONTROLLERS } from "./controllers.ts";
 import {
   ANSWER_DIR,
   GUEST_API_ENV,
@@ -63,6 +64,7 @@ export async function startGuestApi(options: ControlPlaneOptions = {}): Promise<
   const missing = guestApiUnavailable();
   if (missing) throw new Error(missing);
   const api = await startRealApi({
+    controllers: WITHOUT_KUBELET_CONTROLLERS,
     ...options,
     extraSans: [...(options.extraSans ?? []), `IP:${GUEST_API_HOST}`],
   });

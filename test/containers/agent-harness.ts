@@ -16,6 +16,7 @@ import { runAgent } from "../../runtime/agent/main.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { watchTableFileFor } from "../../runtime/standalone/watch-table-file.ts";
 import { retryOnConflict } from "../cluster/conflict.ts";
+import { WITHOUT_KUBELET_CONTROLLERS } from "../cluster/controllers.ts";
 import { installHive } from "../cluster/install.ts";
 import { type RealApi, startRealApi } from "../cluster/real-api.ts";
 import { RecordingKernel } from "../integration/harness.ts";
@@ -78,10 +79,13 @@ export async function startAgentWithContainers(
   const stateDir = mkdtempSync(join(tmpdir(), "hive-agent-e2e-"));
   const pinRoot = join(stateDir, "bpf", "hive");
   const cd = await startContainerd();
-  const api = await startRealApi().catch(async (error: unknown) => {
-    await cd.stop();
-    throw error;
-  });
+  // The agent's Pod is the test's, not the DaemonSet controller's (see WITHOUT_KUBELET_CONTROLLERS).
+  const api = await startRealApi({ controllers: WITHOUT_KUBELET_CONTROLLERS }).catch(
+    async (error: unknown) => {
+      await cd.stop();
+      throw error;
+    },
+  );
   // A setup that fails leaves no control plane, containerd or receiver behind.
   const teardown = async () => {
     await api.stop();
