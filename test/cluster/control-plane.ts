@@ -41,8 +41,8 @@ export interface ControlPlaneOptions {
    */
   controllers?: string;
   /**
-   * An HTTP CONNECT proxy (kubelet-tunnel.ts) through which the API server dials kubelets (its
-   * egress selector's "cluster" traffic): how it reaches a kubelet inside a QEMU guest.
+   * The unix socket of an HTTP CONNECT proxy (kubelet-tunnel.ts) through which the API server
+   * dials kubelets (its egress selector's "cluster" traffic): how it reaches a kubelet in a guest.
    */
   kubeletTunnel?: string;
 }
@@ -219,14 +219,14 @@ function apiServerArgs(
   ];
 }
 
-function egressSelector(dir: string, tunnelUrl: string): string {
+function egressSelector(dir: string, tunnelSocket: string): string {
   const path = join(dir, "egress-selector.yaml");
   writeFileSync(
     path,
     JSON.stringify({
       apiVersion: "apiserver.k8s.io/v1beta1",
       kind: "EgressSelectorConfiguration",
-      egressSelections: [{ name: "cluster", connection: { proxyProtocol: "HTTPConnect", transport: { tcp: { url: tunnelUrl } } } }],
+      egressSelections: [{ name: "cluster", connection: { proxyProtocol: "HTTPConnect", transport: { uds: { udsName: tunnelSocket } } } }],
     }),
   );
   return path;

@@ -1,16 +1,19 @@
 /**
  * How the real kube-apiserver reaches a kubelet inside a QEMU guest: its egress selector sends
  * every connection to a node (`kubectl exec`, `logs`, port-forward) as an HTTP CONNECT to this
- * tunnel on 127.0.0.1, which opens it to the loopback port QEMU forwards to the guest's kubelet.
+ * tunnel on a unix socket, which opens it to the loopback port QEMU forwards to the guest's kubelet.
  * Only the node addresses a test registered are reachable; any other target is refused (403), so
  * nothing but the guests' forwarded ports is ever dialled.
  */
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { connect, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 export interface KubeletTunnel {
-  /** http://127.0.0.1:<port>, for the egress selector configuration. */
-  readonly url: string;
+  /** The unix socket the egress selector configuration names. */
+  readonly socket: string;
   /** Routes `address:port` (the node's InternalIP and kubelet port) to 127.0.0.1:`hostPort`. */
   route(target: string, hostPort: number): void;
   /** Targets asked for that no route allowed. */
@@ -46,16 +49,20 @@ export async function startKubeletTunnel(): Promise<KubeletTunnel> {
     upstream.on("error", () => client.destroy());
     client.on("error", () => upstream.destroy());
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
+  const dir = mkdtempSync(join(tmpdir(), "hive-tunnel-"));
+  const socket = join(dir, "tunnel.sock");
+  await new Promise<void>((resolve) => server.listen(socket, resolve));
   return {
-    url: `http://127.0.0.1:${port}`,
+    socket,
     route: (target, hostPort) => routes.set(target, hostPort),
     refused,
     stop: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();
-        server.close(() => resolve());
+        server.close(() => {
+          rmSync(dir, { recursive: true, force: true });
+          resolve();
+        });
       }),
   };
 }
