@@ -329,6 +329,12 @@ export async function startFaultProxy(
         sockets.add(s);
         s.once("close", () => sockets.delete(s));
       });
+      // Connections still in their TLS handshake too: one a client gave up on mid-handshake would
+      // otherwise hold close() (and so an outage's restart) until the handshake timeout, 120 s.
+      server.on("connection", (s: Socket) => {
+        sockets.add(s);
+        s.once("close", () => sockets.delete(s));
+      });
       server.once("error", reject);
       server.listen(port, "127.0.0.1", () => resolve((server.address() as { port: number }).port));
     });
