@@ -3,8 +3,10 @@
  * runc with the container spec of the rendered DaemonSet (capabilities, seccomp
  * RuntimeDefault, read-only root, host PID namespace, mounts, downward-API environment,
  * service-account token, args appended to the entrypoint), on each stock kernel under QEMU,
- * as `hive agent` against the API stand-in. A read of the trapped file inside a real
- * container must reach the callback. On the kernels of LIFECYCLE_SERIES the guest then takes
+ * as `hive agent` against a real kube-apiserver on the host (one control plane per guest, so the
+ * kernels' runs share no Node, Pod or Lease), which the guest reaches at its one forwarded address
+ * (test/cluster/guest-api.ts); its audit log must show no refused agent request. A read of the
+ * trapped file inside a real container must reach the callback. On the kernels of LIFECYCLE_SERIES the guest then takes
  * the agent through an API-server outage, a SIGKILL and restart, and a SIGTERM
  * (guest/lifecycle.ts), and every access made meanwhile must be delivered exactly once. Needs
  * root and qemu; locally a missing prerequisite skips loudly, under CI=true it fails.
@@ -14,7 +16,8 @@ import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { AGENT_CAPABILITIES } from "../../component/builders/daemonset.ts";
 import { isHiveError } from "../../runtime/errors.ts";
-import { type BootResult, bootVm, findKernels, REPO_ROOT, vmUnavailable } from "../kernel/vm.ts";
+import { type GuestApi, guestApiUnavailable, startGuestApi } from "../cluster/guest-api.ts";
+import { type BootResult, bootVm, findKernels, REPO_ROOT, vmUnavailable, WORK_DIR } from "../kernel/vm.ts";
 import { ensureAgentImage } from "./agent-image.ts";
 import { agentRootfs, type BuiltImage } from "./agent-rootfs.ts";
 import { capabilityMask } from "./ctr-run-args.ts";
@@ -33,7 +36,7 @@ const EXPECTED_ATTACH: Record<(typeof SERIES)[number], string> = {
  */
 const LIFECYCLE_SERIES: readonly string[] = ["6.12"];
 const isCI = process.env.CI === "true";
-const unavailable = vmUnavailable();
+const unavailable = vmUnavailable() ?? guestApiUnavailable();
 const { found } = findKernels();
 const wanted = process.env.HIVE_KERNELS?.split(",") ?? [...SERIES];
 const INFO = join(REPO_ROOT, ".tmp/image/hive-agent.json");
@@ -56,6 +59,8 @@ interface Outcome {
   result?: GuestResult;
   boot?: BootResult;
   failure?: unknown;
+  /** Agent requests the API server refused (its audit log), when there were any. */
+  refused?: string;
 }
 
 /**
@@ -65,13 +70,21 @@ interface Outcome {
 const GUEST_TIMEOUT_MS = 1_500_000;
 async function runOn(kernel: (typeof found)[number], rootfs: Promise<string>): Promise<Outcome> {
   const outcome: Outcome = {};
+  let api: GuestApi | undefined;
   try {
-    outcome.boot = await bootVm({
+    const rootfsDir = await rootfs;
+    // The guest's cluster, started once the image is there: each guest has its own.
+    api = await startGuestApi();
+    const outDir = join(WORK_DIR, `image-${process.pid}-${kernel.series}`);
+    const booting = bootVm({
       kernel,
+      outDir,
+      qemuArgs: api.qemuArgs,
       command: `export PATH='${join(REPO_ROOT, "node_modules/.bin")}':$PATH\nnode test/image/guest/agent-in-container.ts`,
       env: {
+        ...api.env,
         HIVE_IMAGE_INFO: INFO,
-        HIVE_IMAGE_ROOTFS: await rootfs,
+        HIVE_IMAGE_ROOTFS: rootfsDir,
         // The guest gives up first, naming the step it was in; the host's limit is for a dead guest.
         HIVE_GUEST_DEADLINE_MS: String(GUEST_TIMEOUT_MS - 180_000),
         HIVE_IMAGE_LIFECYCLE: LIFECYCLE_SERIES.includes(kernel.series) ? "1" : "0",
@@ -79,6 +92,18 @@ async function runOn(kernel: (typeof found)[number], rootfs: Promise<string>): P
       timeoutMs: GUEST_TIMEOUT_MS,
       memoryMb: 3072,
     });
+    // bootVm made outDir before it returned: the guest's requests to the host land there.
+    const desk = api.serve(outDir);
+    try {
+      outcome.boot = await booting;
+    } finally {
+      desk.stop();
+    }
+    try {
+      api.assertNoRefusals();
+    } catch (error) {
+      outcome.refused = (error as Error).message;
+    }
     const file = join(outcome.boot.outDir, "image-results.json");
     if (existsSync(file)) outcome.result = JSON.parse(readFileSync(file, "utf8")) as GuestResult;
     console.log(
@@ -87,6 +112,8 @@ async function runOn(kernel: (typeof found)[number], rootfs: Promise<string>): P
     );
   } catch (error) {
     outcome.failure = error;
+  } finally {
+    await api?.stop();
   }
   return outcome;
 }
@@ -130,6 +157,8 @@ for (const series of SERIES) {
       if (failure) throw isHiveError(failure) ? new Error(failure.describe(), { cause: failure }) : failure;
       if (!result) throw new Error(`no result from the guest; output tail:\n${boot?.output.slice(-4000)}`);
       if (!result.ok) throw new Error(`${result.error}\nagent log tail:\n${result.agentLogTail}`);
+      // Every request of the agent passed the rendered RBAC and admission policies.
+      if (outcome.refused) throw new Error(outcome.refused);
       return result;
     };
 

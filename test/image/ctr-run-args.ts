@@ -8,7 +8,8 @@
  * image test fail until it is honoured — the spec is never copied by hand.
  *
  * One deliberate difference: the container joins the host's network namespace (no CNI in
- * the test VM); the agent reaches the API stand-in and the callback receiver on 127.0.0.1.
+ * the test VM); the agent reaches the API server at the guest's forwarded address and the
+ * callback receiver on 127.0.0.1.
  */
 
 export interface PodValues {

@@ -1,6 +1,7 @@
 /**
  * The agent's lifecycle under faults, inside the image guest (agent-in-container.ts runs it
- * after its first alert, on the kernels the host test names): the API stand-in down for 60 s,
+ * after its first alert, on the kernels the host test names): the API server down for 60 s (the
+ * host's fault proxy cut, so the guest's connections to it fail),
  * the agent killed with SIGKILL and started again as a DaemonSet would (same spec, same host
  * directories: the pins under /sys/fs/bpf and the spool survive; its loader's first HiveData list
  * slowed to 15 s, so the events waiting in the ring buffer come before their traps are known),
@@ -20,8 +21,8 @@ import { join } from "node:path";
 import type { CoordinationV1Api } from "@kubernetes/client-node";
 import { LABEL_KERNEL_ID } from "../../../api/meta.ts";
 import type { Receiver } from "../../alerts/receiver.ts";
-import type { ApiServer } from "../../apiserver/server.ts";
-import { waitFor } from "../../apiserver/testing.ts";
+import type { GuestApi } from "../../cluster/guest-client.ts";
+import { waitFor } from "../../cluster/testing.ts";
 
 /** Reads per phase: each must arrive as its own alert. */
 export const READS_PER_PHASE = 3;
@@ -65,7 +66,7 @@ export interface SeenAlert {
 
 export interface LifecycleResult {
   outage: {
-    /** When the stand-in stopped answering and when it listened again (ms since the epoch). */
+    /** When the API server stopped answering and when it listened again (ms since the epoch). */
     downAt: number;
     upAt: number;
     /** Readiness during the outage (the kernel program stays attached and the agent ready). */
@@ -103,7 +104,8 @@ export interface LifecycleResult {
 }
 
 export interface LifecycleContext {
-  api: ApiServer;
+  /** The host's API server: outages and faults of its proxy. */
+  api: GuestApi;
   coordination: CoordinationV1Api;
   namespace: string;
   receiver: Receiver;
@@ -171,14 +173,14 @@ export async function outageAndKill(ctx: LifecycleContext, result: Partial<Lifec
 
   // (a) The API server away for 60 s, the trapped file read meanwhile.
   const downAt = Date.now();
-  const back = ctx.api.restart({ downtimeMs: OUTAGE_MS });
+  const outage = await ctx.api.outage(OUTAGE_MS);
   for (const at of OUTAGE_READS_AT_MS) {
     await sleep(downAt + at - Date.now());
     await read(PHASE_COMM.outage);
   }
   await settle(PHASE_COMM.outage, downAt + OUTAGE_MS - 1_000 - Date.now());
   const readyzDuring = (await fetch(ctx.readinessUrl).catch(() => undefined))?.status ?? 0;
-  await back;
+  await outage.over();
   const upAt = Date.now();
   ctx.mark("outageOver", "the loader Lease renewed after the outage");
   const loaderLeases = async () =>
@@ -238,16 +240,16 @@ export async function outageAndKill(ctx: LifecycleContext, result: Partial<Lifec
   await ctx.ctr(["container", "delete", ctx.agentId]);
   // A slow API server at the restart: the loader's first HiveData list (by kernel id) takes 15 s,
   // so the new agent reads the waiting events from the ring buffer before it knows their traps.
-  const slowList = ctx.api.inject({
+  const slowList = await ctx.api.inject({
     verb: "list",
     resource: "hivedata",
     delayMs: LOADER_LIST_DELAY_MS,
-    when: (r) => decodeURIComponent(r.query).includes(LABEL_KERNEL_ID),
+    queryIncludes: LABEL_KERNEL_ID,
   });
   await ctx.startAgent();
   ctx.mark("agentRestarted", "the downtime's alerts");
   await settle(PHASE_COMM.killed, 120_000);
-  slowList();
+  await slowList();
   // The held reader ends now: the kernel must not emit its burst again at the thread's exit.
   for (const pid of readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
     const comm = (() => {
@@ -277,7 +279,7 @@ export async function killedDuringOutage(
 ): Promise<void> {
   await untilSpoolEmpty(ctx);
   const downAt = Date.now();
-  const back = ctx.api.restart({ downtimeMs: RESUME_OUTAGE_MS });
+  const outage = await ctx.api.outage(RESUME_OUTAGE_MS);
   await killAgent(ctx);
   await ctx.startAgent({ ready: false });
   ctx.mark("agentRestartedDuringOutage", "reads while the API server is away");
@@ -294,7 +296,7 @@ export async function killedDuringOutage(
   }).catch(() => undefined);
   const alertLinesBeforeApi = lines();
   const readyzDuring = (await fetch(ctx.readinessUrl).catch(() => undefined))?.status ?? 0;
-  await back;
+  await outage.over();
   const upAt = Date.now();
   ctx.mark("resumeOutageOver", "the resumed reads delivered");
   await waitFor(
