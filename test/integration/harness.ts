@@ -763,12 +763,13 @@ export async function spawnAgentProcess(
 
 /**
  * Polls until `probe` holds (tests only: the agent itself never polls). Unlike `waitFor`, a
- * probe that throws is retried, and the last failure is named on timeout.
+ * probe that throws is retried, and the last failure is named on timeout. The default timeout
+ * allows for a real API server on a machine busy with other work; it costs only a failing test.
  */
 export async function eventually<T>(
   probe: () => Promise<T | undefined | false> | T | undefined | false,
   what: string,
-  timeoutMs = 8000,
+  timeoutMs = 15_000,
 ): Promise<T> {
   let last: unknown;
   const tolerant = async () => {
@@ -780,7 +781,7 @@ export async function eventually<T>(
     }
   };
   try {
-    return await waitFor(tolerant, { what, timeoutMs, intervalMs: 25 });
+    return await waitFor(tolerant, { what, timeoutMs, intervalMs: 50 });
   } catch (timeout) {
     throw last ? new Error(`${(timeout as Error).message}: ${String(last)}`) : timeout;
   }
