@@ -334,12 +334,12 @@ const gone = (err: unknown) => {
 };
 
 /**
- * What the tests of a file leave behind, removed by the admin directly (not through the proxy):
+ * What the tests of a file leave behind, deleted by the admin directly (not through the proxy):
  * HivePolicies (finalizers stripped: no agent runs to remove its own), HiveData, ReplicaSets, Pods
- * (at once: no kubelet finishes a graceful deletion), Leases, Events and Nodes. Namespaces, RBAC objects and
- * ServiceAccounts stay (tests create them idempotently).
+ * (at once: no kubelet finishes a graceful deletion), Leases, Events and Nodes. Namespaces, RBAC
+ * objects and ServiceAccounts stay (tests create them idempotently).
  */
-async function resetCluster(api: RealApi): Promise<void> {
+async function deleteTestObjects(api: RealApi): Promise<void> {
   const kc = api.cp.adminKubeConfig();
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
@@ -378,6 +378,23 @@ async function resetCluster(api: RealApi): Promise<void> {
   for (const namespace of new Set(events.items.map((e) => e.metadata?.namespace ?? "")))
     await core.deleteCollectionNamespacedEvent({ namespace });
   await core.deleteCollectionNode();
+}
+
+/** The file's cluster as startHiveApi left it, for the next test. */
+async function resetCluster(api: RealApi): Promise<void> {
+  // Retried whole (every step is idempotent): a busy server may answer one of them 429 or 5xx.
+  await eventually(
+    async () => {
+      await deleteTestObjects(api);
+      return true;
+    },
+    "the tests' objects deleted",
+    30_000,
+  );
+  const kc = api.cp.adminKubeConfig();
+  const core = kc.makeApiClient(CoreV1Api);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const crd = { group: GROUP, version: VERSION };
   await eventually(
     async () => {
       const [p, q, n] = await Promise.all([
