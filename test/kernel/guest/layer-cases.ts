@@ -3,12 +3,11 @@
  * agent runs as in a cluster (runAgent, against the real kube-apiserver on the host — reached
  * through the guest's one forwarded address, test/cluster/guest-api.ts — enforcing the rendered
  * RBAC and admission, with a pod-bound token; alerts posted to a receiver) with the real kernel
- * program; containers come from a
- * private containerd with the overlayfs snapshotter (the allow image, imported from its OCI
- * archive), in the cgroups and with the annotations a kubelet's CRI plugin gives them. The pods
- * stay Pending in the API: as in a cluster, the kubelet reports a container only after it ran.
- * A container no trap selects costs one event, then none (the kernel's quiet map) until what
- * selects changes.
+ * program; containers come from a private containerd with the overlayfs snapshotter (the allow
+ * image, imported from its OCI archive), in the cgroups and with the annotations a kubelet's CRI
+ * plugin gives them. The pods stay Pending in the API: as in a cluster, the kubelet reports a
+ * container only after it ran. A container no trap selects costs one event, then none (the
+ * kernel's quiet map) until what selects changes.
  * `hive watch` (layer-standalone.ts) watches the same containers at the same time, on the guest's
  * own program, selecting them by their containerd labels: it must give the same alerts.
  */
