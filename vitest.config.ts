@@ -9,6 +9,8 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
  * beside them instead of after them.
  */
 const EMULATED = [
+  // The README on a one-node cluster: a kubelet and containerd in a 6.12 guest, the longest of all.
+  /test\/e2e\/readme\.test\.ts$/,
   /test\/kernel\/kernel-6\.1\.test\.ts$/,
   /test\/image\/agent-on-kernels\.test\.ts$/,
   /test\/kernel\/kernel-6\.12\.test\.ts$/,
