@@ -667,16 +667,22 @@ export class Cluster {
     }
   }
 
+  /**
+   * Replaces a policy's traps as `kubectl patch --type merge` does: a read and a replace would
+   * meet a 409 whenever the agents wrote the policy's status or finalizer in between.
+   */
   async editPolicy(name: string, traps: HiveTrap[]): Promise<void> {
-    const current = (await this.getPolicy(name)) as HivePolicy;
-    await this.admin.custom.replaceNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: POLICY_NS,
-      plural: PLURAL_POLICY,
-      name,
-      body: { ...current, spec: { traps } },
-    });
+    await this.admin.custom.patchNamespacedCustomObject(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace: POLICY_NS,
+        plural: PLURAL_POLICY,
+        name,
+        body: { spec: { traps } },
+      },
+      mergePatch,
+    );
   }
 
   async deletePolicy(name: string): Promise<void> {
