@@ -53,6 +53,7 @@ import type {
 } from "../../runtime/kernel/contract.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { AuditLog } from "../cluster/audit-log.ts";
+import { WITHOUT_KUBELET_CONTROLLERS } from "../cluster/controllers.ts";
 import {
   type FaultRule,
   matchesFilter,
@@ -237,7 +238,7 @@ export async function startHiveApi(options: HiveApiOptions = {}): Promise<HiveAp
   // No kubelet runs here: the agents' Pods are the tests' own (installed.agentToken), and the
   // DaemonSet controller would adopt them and delete them from Nodes the DaemonSet does not select.
   const api = await startRealApi({
-    controllers: "*,-node-lifecycle-controller,-daemonset-controller",
+    controllers: WITHOUT_KUBELET_CONTROLLERS,
     ...(options.watchCache === false ? { watchCache: false } : {}),
   });
   try {
@@ -564,18 +565,9 @@ export class Cluster {
     await this.admin.core.replaceNamespacedPodStatus({ name: pod, namespace: AGENT_NS, body: fresh });
   }
 
-  /**
-   * Creates the Node (or sets its boot id) as the kubelet reports it. A Node just created is
-   * annotated by kube-controller-manager meanwhile: a 409 is retried, as a kubelet would.
-   */
+  /** Creates the Node (or sets its boot id) as the kubelet reports it. */
   async ensureNode(name: string, bootID: string): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.api.seedNode(name, bootID);
-      } catch (err) {
-        if ((err as { code?: number }).code !== 409 || attempt >= 10) throw err;
-      }
-    }
+    await this.api.seedNode(name, bootID);
   }
 
   /** A pod on `node` whose containers run (status written through the status subresource, as the kubelet does). */
