@@ -9,7 +9,15 @@
  * forwarded from a loopback port, which the API server dials through the kubelet tunnel (its
  * egress selector) for exec and logs.
  */
-import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { CoreV1Api } from "@kubernetes/client-node";
 import { type BootResult, bootVm, findKernels, REPO_ROOT } from "../kernel/vm.ts";
@@ -137,8 +145,15 @@ function writeNodeFiles(cp: ControlPlane, name: string, dir: string): void {
     JSON.stringify({
       apiVersion: "v1",
       kind: "Config",
-      clusters: [{ name: "hive", cluster: { server: GUEST_API, "certificate-authority": join(dir, "ca.crt") } }],
-      users: [{ name: "kubelet", user: { "client-certificate": join(dir, "kubelet.crt"), "client-key": join(dir, "kubelet.key") } }],
+      clusters: [
+        { name: "hive", cluster: { server: GUEST_API, "certificate-authority": join(dir, "ca.crt") } },
+      ],
+      users: [
+        {
+          name: "kubelet",
+          user: { "client-certificate": join(dir, "kubelet.crt"), "client-key": join(dir, "kubelet.key") },
+        },
+      ],
       contexts: [{ name: "hive", context: { cluster: "hive", user: "kubelet" } }],
       "current-context": "hive",
     }),
@@ -149,7 +164,8 @@ function writeNodeFiles(cp: ControlPlane, name: string, dir: string): void {
 }
 
 function netdev(apiPort: number, kubeletPort: number, services: Record<number, number>): string[] {
-  const fwd = (guest: string, hostPort: number) => `guestfwd=tcp:${guest}-cmd:socat - TCP:127.0.0.1:${hostPort}`;
+  const fwd = (guest: string, hostPort: number) =>
+    `guestfwd=tcp:${guest}-cmd:socat - TCP:127.0.0.1:${hostPort}`;
   const parts = [
     "user",
     "id=n0",
@@ -172,7 +188,7 @@ export async function startNodeGuest(options: NodeGuestOptions): Promise<NodeGue
   const outDir = join(dir, "out");
   mkdirSync(outDir, { recursive: true });
   const kubeletPort = await freePort();
-  options.tunnel.route(`${GUEST_IP}:10250`, kubeletPort);
+  await options.tunnel.route(`${GUEST_IP}:10250`, kubeletPort);
   const { archives } = options.images;
   const guest = bootVm({
     kernel,
@@ -199,7 +215,8 @@ export async function startNodeGuest(options: NodeGuestOptions): Promise<NodeGue
       finished = e;
     },
   );
-  const log = (file: string) => (existsSync(join(outDir, file)) ? readFileSync(join(outDir, file), "utf8") : "");
+  const log = (file: string) =>
+    existsSync(join(outDir, file)) ? readFileSync(join(outDir, file), "utf8") : "";
   const core = options.cp.adminKubeConfig().makeApiClient(CoreV1Api);
   let commands = 0;
   return {
@@ -211,12 +228,16 @@ export async function startNodeGuest(options: NodeGuestOptions): Promise<NodeGue
       for (;;) {
         if (finished) {
           const why = finished instanceof Error ? finished.message : `exit ${finished.exitCode}`;
-          throw new Error(`the node guest stopped before its Node was Ready (${why}):\n${log("output.log").slice(-3000)}\n${log("kubelet.log").slice(-3000)}`);
+          throw new Error(
+            `the node guest stopped before its Node was Ready (${why}):\n${log("output.log").slice(-3000)}\n${log("kubelet.log").slice(-3000)}`,
+          );
         }
         const node = await core.readNode({ name }).catch(() => undefined);
         if (node?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) return;
         if (Date.now() > deadline) {
-          throw new Error(`Node ${name} not Ready after ${timeoutMs} ms:\n${log("output.log").slice(-2000)}\n${log("kubelet.log").slice(-4000)}`);
+          throw new Error(
+            `Node ${name} not Ready after ${timeoutMs} ms:\n${log("output.log").slice(-2000)}\n${log("kubelet.log").slice(-4000)}`,
+          );
         }
         await new Promise((r) => setTimeout(r, 2000));
       }

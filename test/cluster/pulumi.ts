@@ -47,7 +47,8 @@ export async function pulumiRun(
       cwd: root,
       env: pulumiEnv(cp, req.workDir),
       maxBuffer: 64 << 20,
-      timeout: 600_000,
+      // The provider waits for the DaemonSet's rollout: minutes on an emulated node.
+      timeout: 1_800_000,
     });
     return JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}") as RunResult;
   } catch (err) {

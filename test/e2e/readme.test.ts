@@ -1,0 +1,211 @@
+/**
+ * The README, run for real on a one-node cluster: the control plane on the host, a real kubelet
+ * with containerd 2 in a stock 6.12 guest, the README's TypeScript program applied by the real
+ * Pulumi CLI and Kubernetes provider, and "See it work" followed with the real kubectl. An alert
+ * must reach the receiver for a labelled pod's `kubectl exec … cat /etc/shadow`, and none for an
+ * unlabelled pod; a rotated callback receives the next one; `pulumi destroy` leaves the CRDs and nothing attached on the node; the kubectl install path
+ * alerts the same read.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Received, type Receiver, startReceiver } from "../alerts/receiver.ts";
+import { kubectl } from "../cluster/install.ts";
+import { type OneNodeCluster, startOneNodeCluster } from "../cluster/one-node-cluster.ts";
+import { pulumiRun } from "../cluster/pulumi.ts";
+import { waitFor } from "../cluster/testing.ts";
+import { suiteGate } from "../fixtures/suite-gate.ts";
+import { imageBuildAvailable } from "../image/agent-image.ts";
+import { vmUnavailable } from "../kernel/vm.ts";
+
+const root = join(import.meta.dirname, "../..");
+const QUICKSTART = join(root, "examples/quickstart/index.ts");
+const PORT_A = 8081;
+const PORT_B = 8082;
+
+interface Alert {
+  hive_policy_name: string;
+  metadata: { path: string; accesses: string[] };
+  pod: { name: string; namespace: string; container: { id: string; name: string } };
+  node: { name: string };
+  process: { exe?: string; comm?: string };
+}
+
+const alertsFor = (r: Receiver, pod: string): Alert[] =>
+  r.accepted
+    .map((x: Received) => JSON.parse(x.body) as Alert)
+    .filter((a) => a.pod?.name === pod || a.pod?.name?.startsWith(`${pod}-`));
+
+const vmReason = vmUnavailable();
+const runs = suiteGate(
+  "README END-TO-END (one-node cluster)",
+  vmReason ? { ok: false, why: vmReason } : imageBuildAvailable(),
+);
+
+describe.runIf(runs)("the README on a one-node cluster", () => {
+  let cluster: OneNodeCluster;
+  let a: Receiver;
+  let b: Receiver;
+  let workDir: string;
+  const k = (...args: string[]) => kubectl(cluster.cp, args);
+  const up = (op: "up" | "preview" | "destroy", port: number) =>
+    pulumiRun(cluster.cp, {
+      op,
+      program: QUICKSTART,
+      workDir,
+      stack: "dev",
+      project: "hive-quickstart",
+      config: {
+        "hive:image": { value: cluster.images.agent.archiveRef },
+        "hive:callbackUrl": { value: cluster.serviceUrl(port, "/hive"), secret: true },
+      },
+    });
+
+  beforeAll(async () => {
+    a = await startReceiver();
+    b = await startReceiver();
+    workDir = mkdtempSync(join(tmpdir(), "hive-e2e-"));
+    cluster = await startOneNodeCluster({
+      services: { [PORT_A]: a.port, [PORT_B]: b.port },
+      progress: (m) => process.stderr.write(`hive-e2e: ${m}\n`),
+    });
+  }, 1_800_000);
+  afterAll(async () => {
+    await cluster?.stop();
+    await a?.close();
+    await b?.close();
+  });
+
+  it("pulumi up rolls the agent out on the node, Ready", async () => {
+    const r = await up("up", PORT_A);
+    expect(r.outputs).toMatchObject({ namespace: "hive-system", daemonSet: "hive-agent" });
+    k("-n", "hive-system", "rollout", "status", "daemonset/hive-agent", "--timeout=900s");
+  }, 1_800_000);
+
+  it("alerts a labelled pod's kubectl exec … cat /etc/shadow, with its Event, and the policy Ready", async () => {
+    k(
+      "run",
+      "shadow-test",
+      "--image=debian:bookworm-slim",
+      "--labels=security=high",
+      "--command",
+      "--",
+      "sleep",
+      "infinity",
+    );
+    k("wait", "--for=condition=Ready", "pod/shadow-test", "--timeout=600s");
+    const containerId = k(
+      "get",
+      "pod",
+      "shadow-test",
+      "-o",
+      "jsonpath={.status.containerStatuses[0].containerID}",
+    );
+    expect(containerId).toMatch(/^containerd:\/\/[0-9a-f]{64}$/);
+    k("exec", "shadow-test", "--", "cat", "/etc/shadow");
+    const [alert] = await waitFor(
+      () => alertsFor(a, "shadow-test").length > 0 && alertsFor(a, "shadow-test"),
+      {
+        timeoutMs: 120_000,
+        intervalMs: 500,
+        what: "the alert for shadow-test at the receiver",
+      },
+    );
+    expect(alert?.metadata.path).toBe("/etc/shadow");
+    expect(alert?.pod.container.id).toBe(containerId);
+    expect(alert?.process.exe).toBe("/usr/bin/cat");
+    expect(alert?.node.name).toBe(cluster.node.name);
+    await waitFor(() => /FileAccessed/.test(k("describe", "pod", "shadow-test")), {
+      timeoutMs: 60_000,
+      intervalMs: 1000,
+      what: "the FileAccessed Event on the pod",
+    });
+    expect(k("get", "hivepolicies", "-A")).toMatch(/default\s.*True/);
+  }, 900_000);
+
+  it("does not alert a pod the trap does not select", async () => {
+    k(
+      "run",
+      "plain",
+      "--image=debian:bookworm-slim",
+      "--restart=Never",
+      "--command",
+      "--",
+      "sh",
+      "-c",
+      "cat /etc/shadow; sleep 5",
+    );
+    k("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/plain", "--timeout=600s");
+    // Longer than the labelled pod's read took to arrive: nothing for the unlabelled pod.
+    await new Promise((r) => setTimeout(r, 15_000));
+    expect(alertsFor(a, "plain")).toEqual([]);
+  }, 900_000);
+
+  it("pulumi up again changes nothing; a rotated callback receives the next alert", async () => {
+    const same = await up("preview", PORT_A);
+    expect(
+      Object.entries(same.changes).filter(([op, n]) => op !== "same" && n > 0),
+      same.stdout,
+    ).toEqual([]);
+    await up("up", PORT_B);
+    k("-n", "hive-system", "rollout", "status", "daemonset/hive-agent", "--timeout=900s");
+    const before = alertsFor(a, "shadow-test").length;
+    await waitFor(
+      async () => {
+        k("exec", "shadow-test", "--", "cat", "/etc/shadow");
+        return alertsFor(b, "shadow-test").length > 0;
+      },
+      { timeoutMs: 300_000, intervalMs: 10_000, what: "an alert at the rotated callback" },
+    );
+    expect(alertsFor(a, "shadow-test").length).toBe(before);
+  }, 1_800_000);
+
+  it("pulumi destroy removes the agent, its RBAC and admission, keeps the CRDs, and leaves nothing attached", async () => {
+    await up("destroy", PORT_B);
+    await waitFor(() => !k("get", "namespaces", "-o", "name").includes("namespace/hive-system"), {
+      timeoutMs: 300_000,
+      intervalMs: 2000,
+      what: "namespace hive-system gone",
+    });
+    expect(k("get", "validatingadmissionpolicies", "-o", "name")).not.toMatch(/hive/);
+    expect(k("get", "clusterroles", "-o", "name")).not.toMatch(/hive/);
+    expect(k("get", "crd", "-o", "name")).toMatch(/hivepolicies\.hive-operator\.com/);
+    // Pinned maps may stay (they attach nothing); no Hive program may stay loaded or attached.
+    const loaded = await cluster.node.exec(
+      "bpftool prog list | grep -c handle_ || true; bpftool link list | grep -c inode_permission || true",
+    );
+    expect(loaded.trim().split("\n")).toEqual(["0", "0"]);
+  }, 900_000);
+
+  it("installs with the README's kubectl path and alerts the same read", async () => {
+    // The callback of this install is receiver A again (the Pulumi stack rotated to B, then went).
+    const config = join(workDir, "hive.yaml");
+    writeFileSync(
+      config,
+      `image: ${cluster.images.agent.archiveRef}\ncallback:\n  url: ${cluster.serviceUrl(PORT_A, "/kubectl")}\ntraps:\n  - path: /etc/shadow\n    match:\n      matchLabels: { security: high }\n`,
+    );
+    const hive = (...args: string[]) =>
+      execFileSync(join(root, "node_modules/.bin/node"), [join(root, "runtime/cli/main.ts"), ...args], {
+        encoding: "utf8",
+      });
+    kubectl(cluster.cp, ["apply", "-f", "-"], hive("render", "--config", config, "--only", "crds"));
+    k(
+      "wait",
+      "--for=condition=Established",
+      "crd/hivepolicies.hive-operator.com",
+      "crd/hivedata.hive-operator.com",
+    );
+    kubectl(cluster.cp, ["apply", "-f", "-"], hive("render", "--config", config, "--skip-crds"));
+    k("-n", "hive-system", "rollout", "status", "daemonset/hive-agent", "--timeout=900s");
+    const before = alertsFor(a, "shadow-test").length;
+    await waitFor(
+      async () => {
+        k("exec", "shadow-test", "--", "cat", "/etc/shadow");
+        return alertsFor(a, "shadow-test").length > before;
+      },
+      { timeoutMs: 300_000, intervalMs: 10_000, what: "an alert after the kubectl install" },
+    );
+  }, 1_800_000);
+});
