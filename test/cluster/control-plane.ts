@@ -215,7 +215,9 @@ function apiServerArgs(
     "--kubelet-preferred-address-types=InternalIP,Hostname",
     "--profiling=false",
     "--v=1",
-    ...(options.kubeletTunnel ? [`--egress-selector-config-file=${egressSelector(dir, options.kubeletTunnel)}`] : []),
+    ...(options.kubeletTunnel
+      ? [`--egress-selector-config-file=${egressSelector(dir, options.kubeletTunnel)}`]
+      : []),
   ];
 }
 
@@ -226,7 +228,12 @@ function egressSelector(dir: string, tunnelSocket: string): string {
     JSON.stringify({
       apiVersion: "apiserver.k8s.io/v1beta1",
       kind: "EgressSelectorConfiguration",
-      egressSelections: [{ name: "cluster", connection: { proxyProtocol: "HTTPConnect", transport: { uds: { udsName: tunnelSocket } } } }],
+      egressSelections: [
+        {
+          name: "cluster",
+          connection: { proxyProtocol: "HTTPConnect", transport: { uds: { udsName: tunnelSocket } } },
+        },
+      ],
     }),
   );
   return path;

@@ -22,7 +22,9 @@ export interface NodeImages {
 }
 
 function buildah(info: AgentImageInfo, args: string[]): string {
-  return execFileSync("buildah", [...buildahStorageFlags(info.storage), ...args], { encoding: "utf8" }).trim();
+  return execFileSync("buildah", [...buildahStorageFlags(info.storage), ...args], {
+    encoding: "utf8",
+  }).trim();
 }
 
 function pauseArchive(info: AgentImageInfo): string {
@@ -39,14 +41,20 @@ function pauseArchive(info: AgentImageInfo): string {
   } finally {
     buildah(info, ["rm", ctr]);
   }
-  buildah(info, ["push", "--quiet", "localhost/hive-test-pause:latest", `oci-archive:${archive}:${PAUSE_IMAGE}`]);
+  buildah(info, [
+    "push",
+    "--quiet",
+    "localhost/hive-test-pause:latest",
+    `oci-archive:${archive}:${PAUSE_IMAGE}`,
+  ]);
   return archive;
 }
 
 function workloadArchive(info: AgentImageInfo): string {
   const archive = join(OUT, "workload.tar");
   const debian = Object.keys(info.baseImages).find((n) => n.includes("debian"));
-  if (!debian) throw new Error(`the agent image records no Debian base image: ${JSON.stringify(info.baseImages)}`);
+  if (!debian)
+    throw new Error(`the agent image records no Debian base image: ${JSON.stringify(info.baseImages)}`);
   if (existsSync(archive) && statSync(archive).mtimeMs > statSync(info.archive).mtimeMs) return archive;
   buildah(info, ["push", "--quiet", debian, `oci-archive:${archive}:${WORKLOAD_IMAGE}`]);
   return archive;
@@ -56,5 +64,8 @@ function workloadArchive(info: AgentImageInfo): string {
 export async function ensureNodeImages(): Promise<NodeImages> {
   const agent = await ensureAgentImage();
   mkdirSync(OUT, { recursive: true });
-  return { agent, archives: { agent: agent.archive, pause: pauseArchive(agent), workload: workloadArchive(agent) } };
+  return {
+    agent,
+    archives: { agent: agent.archive, pause: pauseArchive(agent), workload: workloadArchive(agent) },
+  };
 }
