@@ -11,42 +11,25 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startReceiver } from "../../test/alerts/receiver.ts";
 import { kubectl } from "../../test/cluster/install.ts";
-import { type OneNodeCluster, startOneNodeCluster } from "../../test/cluster/one-node-cluster.ts";
-import { pulumiRun } from "../../test/cluster/pulumi.ts";
+import {
+  type OneNodeCluster,
+  quickstart,
+  runShadowTest,
+  startOneNodeCluster,
+} from "../../test/cluster/one-node-cluster.ts";
 import { waitFor } from "../../test/cluster/testing.ts";
 
 const say = (text: string) => process.stdout.write(`${text}\n`);
-const PROGRAM = new URL("../quickstart/index.ts", import.meta.url).pathname;
 const GUEST_PORT = 8081;
 
 async function readme(cluster: OneNodeCluster, workDir: string, clock: () => string): Promise<boolean> {
   const k = (...args: string[]) => kubectl(cluster.cp, args);
   say(`[demo] pulumi up (examples/quickstart/index.ts, image ${cluster.images.agent.archiveRef})`);
-  const up = await pulumiRun(cluster.cp, {
-    op: "up",
-    program: PROGRAM,
-    workDir,
-    stack: "demo",
-    project: "hive-quickstart",
-    config: {
-      "hive:image": { value: cluster.images.agent.archiveRef },
-      "hive:callbackUrl": { value: cluster.serviceUrl(GUEST_PORT, "/hive"), secret: true },
-    },
-  });
+  const up = await quickstart(cluster, "up", { workDir, stack: "demo", guestPort: GUEST_PORT });
   say(`[demo] ${clock()} pulumi up done: ${JSON.stringify(up.changes)}`);
   say(k("-n", "hive-system", "rollout", "status", "daemonset/hive-agent", "--timeout=900s").trim());
   say(`[demo] ${clock()} kubectl run shadow-test --image=debian:bookworm-slim --labels=security=high`);
-  k(
-    "run",
-    "shadow-test",
-    "--image=debian:bookworm-slim",
-    "--labels=security=high",
-    "--command",
-    "--",
-    "sleep",
-    "infinity",
-  );
-  k("wait", "--for=condition=Ready", "pod/shadow-test", "--timeout=600s");
+  runShadowTest(cluster.cp);
   say(`[demo] ${clock()} kubectl exec shadow-test -- cat /etc/shadow`);
   k("exec", "shadow-test", "--", "cat", "/etc/shadow");
   return true;

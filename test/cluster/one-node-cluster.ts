@@ -4,10 +4,49 @@
  * guest (node-guest.ts), with callback receivers on 127.0.0.1 that pods reach at
  * 10.0.2.101:<guest port>.
  */
+import { join } from "node:path";
 import { type ControlPlane, startControlPlane } from "./control-plane.ts";
 import { ensureNodeImages, type NodeImages } from "./images.ts";
+import { kubectl } from "./install.ts";
 import { type KubeletTunnel, startKubeletTunnel } from "./kubelet-tunnel.ts";
 import { GUEST_HOST_SERVICES, type NodeGuest, startNodeGuest } from "./node-guest.ts";
+import { pulumiRun } from "./pulumi.ts";
+import type { RunRequest, RunResult } from "./pulumi-run.ts";
+
+const QUICKSTART = join(import.meta.dirname, "../../examples/quickstart/index.ts");
+
+/** `pulumi up` (or preview, destroy) of the README's program with the release image and a callback of the host. */
+export function quickstart(
+  cluster: OneNodeCluster,
+  op: RunRequest["op"],
+  options: { workDir: string; stack: string; guestPort: number },
+): Promise<RunResult> {
+  return pulumiRun(cluster.cp, {
+    op,
+    program: QUICKSTART,
+    workDir: options.workDir,
+    stack: options.stack,
+    project: "hive-quickstart",
+    config: {
+      "hive:image": { value: cluster.images.agent.archiveRef },
+      "hive:callbackUrl": { value: cluster.serviceUrl(options.guestPort, "/hive"), secret: true },
+    },
+  });
+}
+
+/** The README's `kubectl run shadow-test --image=debian:bookworm-slim --labels=security=high …`, until Ready. */
+export function runShadowTest(cp: ControlPlane): void {
+  const args = [
+    "--image=debian:bookworm-slim",
+    "--labels=security=high",
+    "--command",
+    "--",
+    "sleep",
+    "infinity",
+  ];
+  kubectl(cp, ["run", "shadow-test", ...args]);
+  kubectl(cp, ["wait", "--for=condition=Ready", "pod/shadow-test", "--timeout=600s"]);
+}
 
 export interface OneNodeCluster {
   cp: ControlPlane;

@@ -13,15 +13,18 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Received, type Receiver, startReceiver } from "../alerts/receiver.ts";
 import { kubectl } from "../cluster/install.ts";
-import { type OneNodeCluster, startOneNodeCluster } from "../cluster/one-node-cluster.ts";
-import { pulumiRun } from "../cluster/pulumi.ts";
+import {
+  type OneNodeCluster,
+  quickstart,
+  runShadowTest,
+  startOneNodeCluster,
+} from "../cluster/one-node-cluster.ts";
 import { waitFor } from "../cluster/testing.ts";
 import { suiteGate } from "../fixtures/suite-gate.ts";
 import { imageBuildAvailable } from "../image/agent-image.ts";
 import { vmUnavailable } from "../kernel/vm.ts";
 
 const root = join(import.meta.dirname, "../..");
-const QUICKSTART = join(root, "examples/quickstart/index.ts");
 const PORT_A = 8081;
 const PORT_B = 8082;
 
@@ -51,17 +54,7 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
   let workDir: string;
   const k = (...args: string[]) => kubectl(cluster.cp, args);
   const up = (op: "up" | "preview" | "destroy", port: number) =>
-    pulumiRun(cluster.cp, {
-      op,
-      program: QUICKSTART,
-      workDir,
-      stack: "dev",
-      project: "hive-quickstart",
-      config: {
-        "hive:image": { value: cluster.images.agent.archiveRef },
-        "hive:callbackUrl": { value: cluster.serviceUrl(port, "/hive"), secret: true },
-      },
-    });
+    quickstart(cluster, op, { workDir, stack: "dev", guestPort: port });
 
   beforeAll(async () => {
     a = await startReceiver();
@@ -85,17 +78,7 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
   }, 1_800_000);
 
   it("alerts a labelled pod's kubectl exec … cat /etc/shadow, with its Event, and the policy Ready", async () => {
-    k(
-      "run",
-      "shadow-test",
-      "--image=debian:bookworm-slim",
-      "--labels=security=high",
-      "--command",
-      "--",
-      "sleep",
-      "infinity",
-    );
-    k("wait", "--for=condition=Ready", "pod/shadow-test", "--timeout=600s");
+    runShadowTest(cluster.cp);
     const containerId = k(
       "get",
       "pod",
