@@ -97,7 +97,9 @@ export function kernelSuite(series: "6.1" | "6.12" | "5.10"): void {
             // How many containers the image-layer case starts (its create-to-armed measurement).
             ...(process.env.HIVE_LAYER_READERS ? { HIVE_LAYER_READERS: process.env.HIVE_LAYER_READERS } : {}),
           },
-          timeoutMs: 600_000,
+          // A hang guard, not a measure: beside the README end-to-end guest and the per-file
+          // control planes, a guest under emulation on two cores can take twice its usual ten minutes.
+          timeoutMs: 1_200_000,
         });
         // bootVm made outDir before it returned: the guest's requests to the host land there.
         const desk = api?.serve(outDir);
@@ -122,7 +124,7 @@ export function kernelSuite(series: "6.1" | "6.12" | "5.10"): void {
       } finally {
         await api?.stop();
       }
-    }, 660_000);
+    }, 1_260_000);
 
     for (const name of KERNEL_CASES) {
       // A case a kernel cannot run (CASE_EXCLUSIONS says why) is not a test on that kernel:
