@@ -8,7 +8,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { KubeConfig } from "@kubernetes/client-node";
+import { type CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import type { HiveMonitorArgs } from "../../component/index.ts";
 import {
   ANSWER_DIR,
@@ -57,6 +57,25 @@ export interface GuestApi extends GuestApiConfig {
   outage(downtimeMs: number): Promise<OutageHandle>;
   /** A fault of the host's proxy; the returned function removes it. */
   inject(rule: GuestFaultRule): Promise<() => Promise<void>>;
+}
+
+/**
+ * Waits until the API server answers the guest at all (any HTTP answer counts): the first
+ * connection goes through QEMU, socat and a TLS handshake under emulation, and on a busy host it can
+ * outlast one connect timeout ("fetch failed"). Later calls meet a warm path.
+ */
+export async function untilApiAnswers(core: CoreV1Api, timeoutMs = 180_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const answered = await core.listNamespace({ limit: 1 }).then(
+      () => true,
+      (err: { code?: number }) => typeof err.code === "number",
+    );
+    if (answered) return;
+    if (Date.now() > deadline)
+      throw new Error(`the API server did not answer the guest within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 2000));
+  }
 }
 
 let sequence = 0;

@@ -18,7 +18,7 @@ import { GROUP, PLURAL_DATA, VERSION } from "../../../api/meta.ts";
 import { type HiveMonitorArgs, renderManifests } from "../../../component/index.ts";
 import { startReceiver } from "../../alerts/receiver.ts";
 import { retryOnConflict } from "../../cluster/conflict.ts";
-import { guestApi, guestNetworkUp } from "../../cluster/guest-client.ts";
+import { guestApi, guestNetworkUp, untilApiAnswers } from "../../cluster/guest-client.ts";
 import { GUEST_API_HOST, GUEST_API_PORT } from "../../cluster/guest-protocol.ts";
 import { seedNode, setPodRunning, waitFor } from "../../cluster/testing.ts";
 import { type Containerd, startContainerd } from "../../containers/containerd-harness.ts";
@@ -129,6 +129,7 @@ try {
   await api.install(args);
   // The Node as its kubelet reports it (this guest's boot id): it owns the agent's HiveData.
   const bootId = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+  await untilApiAnswers(core);
   await retryOnConflict(() => seedNode(core, NODE, bootId));
   // The same rendering the host applied: the DaemonSet's pod template and its Secrets.
   const objects = renderManifests(args);

@@ -24,7 +24,7 @@ import { createLogger } from "../../../runtime/log.ts";
 import { type WatchTableFile, watchTableFileFor } from "../../../runtime/standalone/watch-table-file.ts";
 import { startReceiver } from "../../alerts/receiver.ts";
 import { retryOnConflict } from "../../cluster/conflict.ts";
-import { guestApi, guestNetworkUp } from "../../cluster/guest-client.ts";
+import { guestApi, guestNetworkUp, untilApiAnswers } from "../../cluster/guest-client.ts";
 import { seedNode, setPodRunning, waitFor } from "../../cluster/testing.ts";
 import { ALLOW_IMAGE_REF } from "../../fixtures/allow-image.ts";
 import { startImageContainerd } from "../../fixtures/image-containers.ts";
@@ -103,6 +103,7 @@ export function layerCases(h: GuestHarness): Record<LayerCaseName, () => Promise
         const core = kc.makeApiClient(CoreV1Api);
         const custom = kc.makeApiClient(CustomObjectsApi);
         // The Node as its kubelet reports it (this guest's boot id): it owns the agent's HiveData.
+        await untilApiAnswers(core);
         await retryOnConflict(() => seedNode(core, NODE, bootId));
         await core.createNamespace({ body: { metadata: { name: APPS } } });
         // The controller manager gives the namespace its default ServiceAccount, which admission
