@@ -276,7 +276,8 @@ export async function bootVm(options: BootOptions): Promise<BootResult> {
   const hostRoot = rootfs === "/";
   const initramfs = buildInitramfs(kernel);
   const suffix = kernel.arch && kernel.arch !== "amd64" ? `-${kernel.arch}` : "";
-  const outDir = options.outDir ?? join(WORK_DIR, `run-${process.pid}-${++bootCounter}-${kernel.series}${suffix}`);
+  const outDir =
+    options.outDir ?? join(WORK_DIR, `run-${process.pid}-${++bootCounter}-${kernel.series}${suffix}`);
   rmSync(outDir, { recursive: true, force: true });
   mkdirSync(outDir, { recursive: true });
   const env = { HOME: "/root", HIVE_VM_KERNEL: kernel.series, ...options.env };
