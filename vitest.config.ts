@@ -45,7 +45,8 @@ export default defineConfig({
       "test/arm64/**",
       ...(process.env.HIVE_IMAGE_GUESTS ? [] : ["test/image/agent-on-kernels.test.ts"]),
     ],
-    testTimeout: 30_000,
+    // A hang guard: tests against a real API server share two cores with the emulated guests.
+    testTimeout: 60_000,
     hookTimeout: 600_000,
     // Vitest's default (CPUs − 1) is one worker on a two-CPU machine: the emulated suites would
     // run one after the other and everything else after them.
