@@ -75,12 +75,14 @@ async function run(req: RunRequest): Promise<RunResult> {
 }
 
 run(JSON.parse(process.argv[2] ?? "{}") as RunRequest).then(
+  // Exit only once the line is written: a pipe takes it asynchronously, and the engine's
+  // host would otherwise keep the process alive.
   (result) => {
-    process.stdout.write(`${JSON.stringify(result)}\n`);
-    process.exit(0);
+    process.stdout.write(`${JSON.stringify(result)}\n`, () => process.exit(0));
   },
   (err: unknown) => {
-    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(1);
+    process.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`, () =>
+      process.exit(1),
+    );
   },
 );

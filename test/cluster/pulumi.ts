@@ -53,6 +53,8 @@ export async function pulumiRun(
     return JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}") as RunResult;
   } catch (err) {
     const e = err as { stdout?: string; stderr?: string; message: string };
-    throw new Error(`pulumi ${req.op} failed:\n${e.stderr ?? ""}\n${(e.stdout ?? "").slice(-4000)}`);
+    throw new Error(
+      `pulumi ${req.op} failed (${e.message.split("\n")[0]}):\n${e.stderr ?? ""}\n${(e.stdout ?? "").slice(-4000)}`,
+    );
   }
 }
