@@ -288,6 +288,7 @@ static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask, int pare
 	next->held_checks = 0;
 	bpf_get_current_comm(next->comm, sizeof(next->comm));
 	hive_event_identity(next);
+	hive_event_cgroup(next, watch->group != 0);
 	counters->bursts++;
 	if (bpf_map_update_elem(&hive_bursts, &tid, next, BPF_ANY)) {
 		counters->unfolded++;

@@ -40,6 +40,8 @@
 /* Process identity (process.bpf.h): executables are kept as paths of at most HIVE_EXE_MAX
  * bytes (with the NUL), resolved by walking at most HIVE_PATH_DEPTH components. */
 #define HIVE_EXE_MAX 256
+/* A cgroup directory's name: a systemd scope `cri-containerd-<64 hex>.scope` is 85 bytes. */
+#define HIVE_CGROUP_NAME_MAX 96
 #define HIVE_PATH_DEPTH 40
 /* hive_proc.flags / hive_event.exe_flags: where the executable came from (low byte) ... */
 #define HIVE_EXE_UNKNOWN 0
@@ -153,12 +155,18 @@ struct hive_event {
 	__u32 exe_dev;
 	__u32 parent_exe_dev;
 	__u32 root_dev;
-	__u32 _pad3;
+	__u32 cgroup_level; /* the cgroup's depth below the root, with cgroup_name (0 when empty) */
 	/* Flood summaries: the bursts (and their checks) of this burst's flood key held in the
 	 * kernel so far, cumulative since the key's hive_flood entry was made. User space reports
 	 * the difference from the previous event of the key. */
 	__u64 held_bursts;
 	__u64 held_checks;
+	/* For an entry of an image layer's group only (group != 0; else empty): the names of the
+	 * accessing task's cgroup v2 directory and of its parent, as the kernel had them at the
+	 * access (`<container id>` under `pod<uid>` for a kubelet's container). A one-shot container's
+	 * cgroup is gone before user space reads the event; its names still say whose access it was. */
+	char cgroup_name[HIVE_CGROUP_NAME_MAX];
+	char cgroup_parent[HIVE_CGROUP_NAME_MAX];
 };
 
 /* A flood key: one executable's accesses to one trapped file from one cgroup (container).
@@ -208,7 +216,7 @@ struct hive_counters {
 _Static_assert(sizeof(struct hive_key) == 16, "hive_key layout");
 _Static_assert(sizeof(struct hive_value) == 16, "hive_value layout");
 _Static_assert(sizeof(struct hive_proc) == 320, "hive_proc layout");
-_Static_assert(sizeof(struct hive_event) == 704, "hive_event layout");
+_Static_assert(sizeof(struct hive_event) == 896, "hive_event layout");
 _Static_assert(sizeof(struct hive_counters) == 64, "hive_counters layout");
 _Static_assert(sizeof(struct hive_quiet_key) == 16, "hive_quiet_key layout");
 _Static_assert(sizeof(struct hive_flood_key) == 24, "hive_flood_key layout");

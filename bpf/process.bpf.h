@@ -97,7 +97,28 @@ struct signal_struct {
 	hive_atomic_t live;
 } __attribute__((preserve_access_index));
 
+/* The task's cgroup v2 directory (kernfs): names only, for layer accesses (hive_event_cgroup). */
+struct kernfs_node {
+	const char *name;
+	struct kernfs_node *parent;
+} __attribute__((preserve_access_index));
+
+/* Linux 6.15 renamed kernfs_node's parent (now RCU-protected). */
+struct kernfs_node___rcu {
+	struct kernfs_node *__parent;
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	int level;
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+struct css_set {
+	struct cgroup *dfl_cgrp;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
+	struct css_set *cgroups;
 	int pid;
 	int tgid;
 	__u64 start_time;
@@ -429,6 +450,31 @@ static __always_inline void hive_note_traced(struct task_struct *task, struct hi
 }
 
 /* Copies what the kernel knows of the current process and its parent into a new burst. */
+/* The accessing task's cgroup directory and its parent by name, and its depth, for an image
+ * layer's group (`wanted`); empty otherwise, so other events pay nothing. */
+static __always_inline void hive_event_cgroup(struct hive_event *e, int wanted)
+{
+	e->cgroup_name[0] = 0;
+	e->cgroup_parent[0] = 0;
+	e->cgroup_level = 0;
+	if (!wanted)
+		return;
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct cgroup *cgrp = BPF_CORE_READ(task, cgroups, dfl_cgrp);
+	struct kernfs_node *kn = BPF_CORE_READ(cgrp, kn);
+	if (!kn)
+		return;
+	e->cgroup_level = BPF_CORE_READ(cgrp, level);
+	bpf_probe_read_kernel_str(e->cgroup_name, HIVE_CGROUP_NAME_MAX, BPF_CORE_READ(kn, name));
+	struct kernfs_node *parent;
+	if (bpf_core_field_exists(struct kernfs_node___rcu, __parent))
+		parent = BPF_CORE_READ((struct kernfs_node___rcu *)kn, __parent);
+	else
+		parent = BPF_CORE_READ(kn, parent);
+	if (parent)
+		bpf_probe_read_kernel_str(e->cgroup_parent, HIVE_CGROUP_NAME_MAX, BPF_CORE_READ(parent, name));
+}
+
 static __always_inline void hive_event_identity(struct hive_event *e)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
@@ -436,7 +482,6 @@ static __always_inline void hive_event_identity(struct hive_event *e)
 	hive_note_traced(task, p);
 	e->ns_pid = hive_ns_pid(task);
 	e->relation = hive_chrooted(task, &e->root_dev) ? HIVE_REL_CHROOT : 0;
-	e->_pad3 = 0;
 	if (p) {
 		e->exe_flags = p->flags;
 		/* Deleted since the exec: the file that ran has no name any more. */

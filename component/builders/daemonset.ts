@@ -120,6 +120,9 @@ export function agentArgs(config: HiveConfig): string[] {
     MOUNTS.spool,
     "--runtime-socket",
     `${MOUNTS.runtimeDir}/${basename(config.runtimeSocket)}`,
+    // Gone or being deleted when the agent stops: an uninstall, and the kernel program goes too.
+    "--daemonset",
+    AGENT_NAME,
   ];
   if (config.containerdRoot)
     args.push(

@@ -70,6 +70,8 @@ export function namespaceRules(callback: CallbackValues | undefined): PolicyRule
       resources: ["leases"],
       verbs: ["get", "create", "update"],
     },
+    // Its own DaemonSet, read by a stopping agent: gone or being deleted is an uninstall.
+    { apiGroups: ["apps"], resources: ["daemonsets"], verbs: ["get"], resourceNames: [AGENT_NAME] },
   ];
   // Callback credentials, read by name: only the Secrets the configuration names. Watched too
   // (list/watch with fieldSelector metadata.name, which the API server checks against

@@ -122,6 +122,7 @@ describe("agent configuration from the component's DaemonSet", () => {
       callbackSigningSecret: "hive-signing",
       callbackSigningKey: "hmac",
       spoolDir: "/var/lib/hive/spool",
+      daemonSet: "hive-agent",
       // A bare origin is normalized to its "/": no look-alike host passes as a prefix.
       tenantCallbacks: ["https://teams.example.com/", "https://siem.example.com/teams/"],
     });

@@ -65,6 +65,8 @@ export interface AgentConfig {
   /** containerd's state directory, with the task bundles naming each container (default: the socket's directory). */
   runtimeStateDir?: string;
   lease: LeaseTiming;
+  /** The DaemonSet that runs this agent: gone or being deleted when it stops, the kernel program is removed (uninstall.ts). */
+  daemonSet?: string;
 }
 
 export const AGENT_USAGE = `hive agent — the node agent (DaemonSet): discover on every node, loader per kernel, pods per cluster
@@ -102,6 +104,9 @@ Options (environment in brackets):
                             file before a container starts [HIVE_IMAGE_LAYERS] (default: unset, per running container only)
   --cgroup-root DIR         the host's cgroup v2 root, to find an access's container [HIVE_CGROUP_ROOT] (default: /sys/fs/cgroup)
   --runtime-state-dir DIR   containerd's state directory (task bundles) [HIVE_RUNTIME_STATE_DIR] (default: the socket's directory)
+  --daemonset NAME          the DaemonSet running this agent, in --namespace [HIVE_DAEMONSET]: when the agent
+                            stops while it is gone or being deleted, the kernel program is detached and
+                            unpinned (an uninstall); otherwise it stays attached for the next agent
   --no-loader / --no-pods   never run that role on this node
   --no-trap-proof           arm the identity stat() gives without proving it with the kernel program
                             (only where no program can load, e.g. measuring the controllers: on an
@@ -161,6 +166,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
         "image-layers": { type: "string" },
         "cgroup-root": { type: "string" },
         "runtime-state-dir": { type: "string" },
+        daemonset: { type: "string" },
       },
     }));
   } catch (error) {
@@ -272,6 +278,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     ["tableDir", str("table-dir", "HIVE_TABLE_DIR")],
     ["imageLayers", str("image-layers", "HIVE_IMAGE_LAYERS") || undefined],
     ["runtimeStateDir", str("runtime-state-dir", "HIVE_RUNTIME_STATE_DIR")],
+    ["daemonSet", str("daemonset", "HIVE_DAEMONSET") || undefined],
   ];
   for (const [k, v] of optional) if (v !== undefined) (config as unknown as Record<string, unknown>)[k] = v;
   const gap = str("burst-gap", "HIVE_BURST_GAP_MS");

@@ -39,6 +39,7 @@ import { addKernelReadinessChecks } from "./kernel-readiness.ts";
 import { agentIdentity } from "./loader-election.ts";
 import { startNodeAgent } from "./node-agent.ts";
 import { loaderLockFileFor } from "./node-lock.ts";
+import { stopKind } from "./uninstall.ts";
 import { type AgentWatchTable, createAgentWatchTable } from "./watch-table.ts";
 
 export interface AgentHooks {
@@ -302,8 +303,16 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
 
   const reason = await (hooks.until ?? untilSignal());
   log.info("shutting down", { reason: String(reason) });
-  // Roles first (the loader detaches the kernel program), then Leases are released inside stop().
-  await agent.stop();
+  // An uninstall takes the kernel program away; a restart leaves it attached for the next agent.
+  const kind = await stopKind(clients.kubeConfig, config.namespace, config.daemonSet);
+  log.info(
+    kind.uninstall ? "uninstalled: detaching the kernel program" : "keeping the kernel program attached",
+    {
+      why: kind.why,
+    },
+  );
+  // Roles first (the loader closes the kernel program), then Leases are released inside stop().
+  await agent.stop({ detach: kind.uninstall });
   layers?.close();
   await table?.idle();
   await routingSnapshot.idle();

@@ -121,8 +121,11 @@ export interface NodeAgent {
   /** Why this node, elected loader, could not load the kernel program (readiness). */
   loaderFailure(): string | undefined;
   informers(): RunningInformer[];
-  /** Stops the roles, releases the Leases (unless `release: false`, as a crash would). */
-  stop(options?: { release?: boolean }): Promise<void>;
+  /**
+   * Stops the roles, releases the Leases (unless `release: false`, as a crash would). The kernel
+   * program stays pinned for the next agent unless `detach` (an uninstall: uninstall.ts).
+   */
+  stop(options?: { release?: boolean; detach?: boolean }): Promise<void>;
 }
 
 export const PODS_LEASE = "hive-pods";
@@ -254,6 +257,8 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   };
 
   let loaderFailure: string | undefined;
+  /** Set by stop({ detach: true }): the loader's close then unpins and detaches the program. */
+  let detaching = false;
   const byPodsLease = (leadership: Leadership): RoleElector =>
     new LeaderElector({
       coordination: clients.coordination,
@@ -334,7 +339,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       // The role ends only when the agent stops (a restart, an update): the program stays
       // attached and pinned, its events wait in the ring buffer for the next agent, and the
       // watch table still names its slots for `hive status`.
-      const close = () => kernel.close({ keepPinned: true });
+      const close = () => kernel.close({ keepPinned: !detaching });
       return { controller, informers, close };
     });
   }
@@ -393,6 +398,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     loaderFailure: () => loaderFailure,
     informers: () => all,
     async stop(stopOptions = {}) {
+      detaching = stopOptions.detach === true;
       await Promise.all(electors.map((e) => e.stop(stopOptions)));
       discover.stop();
       await Promise.all(discoverInformers.map((i) => i.stop()));
@@ -406,7 +412,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
  */
 function attributeWith(originOf: OriginOf, discover: DiscoverController): AttributeAccess {
   return (event) => {
-    const origin = originOf(event.cgroupId, event.ktimeNs);
+    const origin = originOf(event.cgroupId, event.ktimeNs, event.cgroupNames);
     if (!origin) return origin;
     const pod = discover.podByUid(origin.podUid);
     if (!pod) return undefined;

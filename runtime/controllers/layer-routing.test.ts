@@ -145,16 +145,31 @@ describe("accesses to an image layer's file", () => {
     emit(origin(unlabelled, "e".repeat(64), "main"));
     emit(null);
     emit(undefined);
-    emit(origin(selected, "f".repeat(64))); // neither the status nor the runtime names it
+    emit(origin(selected, "f".repeat(64))); // neither the status nor the runtime names it (yet)
     expect(routed).toHaveLength(2);
-    expect(dropped).toEqual([
-      "unselected",
-      "unselected",
-      "unselected",
-      "unselected",
-      "unattributed",
-      "unattributed",
-    ]);
+    expect(dropped).toEqual(["unselected", "unselected", "unselected", "unselected", "unattributed"]);
+    // It waits, and is given up (counted) when the loader stops before the status names it.
+    loader.stop();
+    expect(dropped.at(-1)).toBe("unattributed");
+    expect(dropped).toHaveLength(6);
+  });
+
+  it("routes a one-shot container's access once the pod's status names the container", async () => {
+    const selected = pod("job-1", "team-a", { app: "reader" });
+    let next: AccessOrigin | null | undefined = origin(selected, "f".repeat(64));
+    const { kernel, loader, routed, dropped } = loaderWith(() => next);
+    loader.onPolicy("ADDED", platform);
+    loader.onData("ADDED", layerData(platform));
+    loader.markSynced();
+    await loader.idle();
+    const entry = kernel.entries.find((e) => e.key.ino === LAYER.ino);
+    kernel.emit({ slot: entry?.slot ?? -1, kind: "file", key: LAYER, cgroupId: 42n });
+    expect(routed).toHaveLength(0);
+    // The kubelet reports the exited container: its status names it "main".
+    next = origin(pod("job-1", "team-a", { app: "reader" }, { main: "f".repeat(64) }), "f".repeat(64));
+    await new Promise((r) => setTimeout(r, 700));
+    expect(routed.map((r) => r.map((d) => d.metadata.annotations?.container_name))).toEqual([["main"]]);
+    expect(dropped).toEqual([]);
     loader.stop();
   });
 

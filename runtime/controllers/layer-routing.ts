@@ -33,7 +33,14 @@ export interface AccessOrigin {
  */
 export type AttributeAccess = (event: KernelEvent) => AccessOrigin | null | undefined;
 
-export type LayerRoute = { matched: ArmedData[] } | { dropped: "unattributed" | "unselected" };
+/**
+ * `podKnown`: the pod is known but not which of its containers this is (its status does not name
+ * the container yet): worth routing again a moment later.
+ */
+export type LayerRoute =
+  | { matched: ArmedData[] }
+  | { dropped: "unattributed"; podKnown?: true }
+  | { dropped: "unselected" };
 
 /** The container's runtime id as the pod's status spells it, and the name it gives it. */
 function statusName(pod: V1Pod, containerId: string): string | undefined {
@@ -54,7 +61,7 @@ export function routeLayerAccess(
   if (origin === null) return { dropped: "unselected" };
   if (origin === undefined) return { dropped: "unattributed" };
   const name = statusName(origin.pod, origin.containerId) ?? origin.containerName;
-  if (name === undefined) return { dropped: "unattributed" };
+  if (name === undefined) return { dropped: "unattributed", podKnown: true };
   const matched: ArmedData[] = [];
   for (const armed of layer) {
     const { trap, policy } = armed.trap;

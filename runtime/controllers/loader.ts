@@ -28,6 +28,7 @@ import type { HivePolicy } from "../../api/policy.ts";
 import type { KernelEvent, KernelWatcher, WatchEntry } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
+import { createAttributionRetry } from "./attribution-retry.ts";
 import { EventRoutes } from "./event-routes.ts";
 import { ANNOTATION_PARENT, isLayerData, isMissing, keyText, parseKeyText } from "./hive-data.ts";
 import {
@@ -369,16 +370,26 @@ export function createLoaderController(options: LoaderOptions): LoaderController
 
   const lookup = (slot: number): readonly HiveData[] => routes.lookup(slot);
 
-  function route(event: KernelEvent): void {
+  /** Layer accesses whose container the pod's status does not name yet (attribution-retry.ts). */
+  const unnamed = createAttributionRetry({
+    retry: (event) => route(event, true),
+    giveUp: () => {
+      stats.layerDropped += 1;
+      options.onEventDropped?.("unattributed");
+    },
+  });
+
+  /** Routes one event; with `retrying`, false when its container still cannot be named (it waits on). */
+  function route(event: KernelEvent, retrying = false): boolean {
     const watched = routes.find(event);
     if (!watched) {
       stats.unmatchedEvents += 1;
       options.onEventDropped?.("unmatched");
-      return;
+      return true;
     }
     if (event.kind === "parent" || watched.entry.kind === "parent") {
       for (const d of watched.data) requestResolve(d);
-      return;
+      return true;
     }
     // The name now names another file, or none: the trap follows it (truncation keeps the inode).
     if (event.change !== undefined && event.change !== "truncated")
@@ -392,7 +403,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     if (armed.length === 0) {
       stats.unmatchedEvents += 1;
       options.onEventDropped?.("unmatched");
-      return;
+      return true;
     }
     const layer = armed.filter((a) => isLayerData(a.data));
     if (layer.length > 0) {
@@ -404,18 +415,22 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       );
       armed.splice(0, armed.length, ...armed.filter((a) => !isLayerData(a.data)));
       if ("matched" in routed) armed.push(...routed.matched);
-      else if (armed.length === 0) {
+      else if (armed.length === 0 && routed.dropped === "unattributed" && routed.podKnown) {
+        if (!retrying) unnamed.park(event);
+        return false;
+      } else if (armed.length === 0) {
         stats.layerDropped += 1;
         options.onEventDropped?.(routed.dropped);
         // The container's next accesses to this layer alert nobody either: not events any more.
         const quiet = quietKey(event, routed, routes.synced(event));
         if (quiet) kernel.quiet?.(quiet.cgroupId, quiet.group);
-        return;
+        return true;
       }
     }
     stats.accessEvents += 1;
     const wanted = armed.filter(({ trap }) => trapWantsEvent(trap.trap, event));
     if (wanted.length > 0) options.onAccess(event, wanted);
+    return true;
   }
 
   if (seed) {
@@ -487,6 +502,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     ...loop.lifecycle,
     stop() {
       stopped = true;
+      unnamed.stop();
       resolves.stop();
       loop.lifecycle.stop();
     },

@@ -110,4 +110,28 @@ describe("a container by its cgroup", () => {
     expect(originOf(ino("system.slice"), now)).toBeNull();
     expect(originOf(1n, now)).toBeUndefined();
   });
+
+  it("names a one-shot container gone before the walk by its cgroup's names, only at the kubelet's container depth", () => {
+    const cgroups = join(dir, "cgroup");
+    // A live container at depth 4 (besteffort) teaches the depth; the gone one's id is unknown.
+    mkdirSync(join(cgroups, `kubepods/besteffort/pod${UID}/${ID}`), { recursive: true });
+    const originOf = createOriginOf({
+      cgroupRoot: cgroups,
+      runtimeStateDir: join(dir, "state"),
+      namespaces: ["k8s.io"],
+    });
+    const now = process.hrtime.bigint();
+    const victim = "0f0e0d0c-0b0a-4909-8807-060504030201";
+    expect(originOf(2n, now, { name: OTHER, parent: `pod${victim}`, level: 4 })).toEqual({
+      podUid: victim,
+      containerId: OTHER,
+      scheme: "containerd",
+    });
+    // A process that made cgroups below its own container's, named after another pod, and
+    // removed them before the walk: deeper than any container, it names nobody.
+    expect(originOf(3n, now, { name: OTHER, parent: `pod${victim}`, level: 6 })).toBeUndefined();
+    // Names that are no kubelet container's, or that would climb: nobody's, or unknown.
+    expect(originOf(4n, now, { name: "init.scope", parent: "system.slice", level: 4 })).toBeNull();
+    expect(originOf(5n, now, { name: `../${OTHER}`, parent: `pod${victim}`, level: 4 })).toBeUndefined();
+  });
 });

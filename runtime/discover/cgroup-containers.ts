@@ -12,6 +12,7 @@
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
+import type { CgroupNames } from "../kernel/contract.ts";
 
 /** Directories walked at most per walk (a node has a few per container). */
 const MAX_DIRS = 50_000;
@@ -59,6 +60,8 @@ export function isCgroupV2Root(root: string): boolean {
 export class CgroupIndex {
   private readonly root: string;
   private paths = new Map<bigint, string>();
+  /** Depths of the kubelet's container level among the cgroups of the last walk (3, 4 on a plain node). */
+  private levels = new Set<number>();
   /** CLOCK_MONOTONIC ns when the last walk began (process.hrtime is CLOCK_MONOTONIC, as bpf_ktime_get_ns). */
   private walkedAt = -1n;
   walks = 0;
@@ -104,6 +107,25 @@ export class CgroupIndex {
       }
     }
     this.paths = paths;
+    this.levels = new Set(
+      [...paths.values()].flatMap((p) => {
+        const parts = p.split("/").filter(Boolean);
+        const at = parts.findIndex((x) => POD_LEVEL.test(x));
+        return at >= 0 && parts.length === at + 2 && CONTAINER_LEVEL.test(parts[at + 1] as string)
+          ? [at + 2]
+          : [];
+      }),
+    );
+  }
+
+  /**
+   * The path of a cgroup gone before it was walked, from its names and depth as the kernel
+   * recorded them: only at a depth where the kubelet's containers live on this node, so that a
+   * cgroup a process made below its own container's, named after another pod, names nobody.
+   */
+  pathOfGone(names: CgroupNames): string | undefined {
+    if (!this.levels.has(names.level) || /[/]/.test(names.name + names.parent)) return undefined;
+    return `/${names.parent}/${names.name}`;
   }
 }
 
@@ -150,7 +172,12 @@ export interface ContainerOrigin extends CgroupContainer {
  * The container an access came from by its cgroup id at CLOCK_MONOTONIC `atNs`: null when the
  * cgroup is no pod's container (the host, a system service), undefined when it is not found (gone).
  */
-export type OriginOf = (cgroupId: bigint, atNs: bigint) => ContainerOrigin | null | undefined;
+export type OriginOf = (
+  cgroupId: bigint,
+  atNs: bigint,
+  /** The cgroup's directory and parent names as the kernel recorded them (KernelEvent.cgroupNames). */
+  names?: CgroupNames,
+) => ContainerOrigin | null | undefined;
 
 export function createOriginOf(options: {
   cgroupRoot: string;
@@ -159,8 +186,10 @@ export function createOriginOf(options: {
   namespaces: readonly string[];
 }): OriginOf {
   const index = new CgroupIndex(options.cgroupRoot);
-  return (cgroupId, atNs) => {
-    const path = index.path(cgroupId, atNs);
+  return (cgroupId, atNs, names) => {
+    // A cgroup removed before the walk (a one-shot container) is named by what the kernel
+    // recorded at the access.
+    const path = index.path(cgroupId, atNs) ?? (names && index.pathOfGone(names));
     if (path === undefined) return undefined;
     const container = parseKubeletCgroup(path);
     if (!container) return null;

@@ -127,6 +127,13 @@ export interface ProcessIdentity {
 }
 
 /** One access burst, decoded from the kernel event struct (bpf/hive.h). */
+/** A cgroup as the kernel named it at an access: its directory, its parent's, its depth below the root. */
+export interface CgroupNames {
+  name: string;
+  parent: string;
+  level: number;
+}
+
 export interface KernelEvent {
   /** CLOCK_MONOTONIC ns of the burst's first check (bpf_ktime_get_ns). */
   ktimeNs: bigint;
@@ -158,6 +165,11 @@ export interface KernelEvent {
   gid: number;
   comm: string;
   cgroupId: bigint;
+  /**
+   * An image layer's group only: the names of the task's cgroup directory and its parent at the
+   * access. A one-shot container's cgroup is gone before the event is read; these still name it.
+   */
+  cgroupNames?: CgroupNames;
   /** inode_permission calls collapsed into this event. */
   count: number;
   process: ProcessIdentity;

@@ -67,7 +67,7 @@ export const KEY_LAYOUT = { size: 16, ino: 0, dev: 8 } as const;
 export const VALUE_LAYOUT = { size: 16, slot: 0, mask: 4, kind: 8, group: 12 } as const;
 /** struct hive_event */
 export const EVENT_LAYOUT = {
-  size: 704,
+  size: 896,
   ktime_ns: 0,
   last_ns: 8,
   ino: 16,
@@ -100,8 +100,12 @@ export const EVENT_LAYOUT = {
   exe_dev: 672,
   parent_exe_dev: 676,
   root_dev: 680,
+  cgroup_level: 684,
   held_bursts: 688,
   held_checks: 696,
+  cgroup_name: 704,
+  cgroup_parent: 800,
+  cgroupNameSize: 96,
 } as const;
 /** struct hive_flood_key and struct hive_flood (hive_flood's keys and values). */
 export const FLOOD_KEY_LAYOUT = { size: 24, cgroup_id: 0, exe_ino: 8, exe_dev: 16, slot: 20 } as const;
@@ -413,6 +417,16 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
     gid: u32(L.gid),
     comm: cString(bytes, L.comm, L.commSize),
     cgroupId: view.getBigUint64(L.cgroup_id, true),
+    // Written for an image layer's group only: read only there.
+    ...(u32(L.group) !== 0 && bytes[L.cgroup_name] !== 0
+      ? {
+          cgroupNames: {
+            name: cString(bytes, L.cgroup_name, L.cgroupNameSize),
+            parent: cString(bytes, L.cgroup_parent, L.cgroupNameSize),
+            level: u32(L.cgroup_level),
+          },
+        }
+      : {}),
     count: u32(L.count),
     process,
     heldTotal: {

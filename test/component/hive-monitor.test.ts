@@ -208,6 +208,8 @@ describe("HiveMonitor with the minimal configuration", () => {
       "/var/lib/hive/spool",
       "--runtime-socket",
       "/host/run/container-runtime/containerd.sock",
+      "--daemonset",
+      "hive-agent",
       "--image-layers",
       "/host/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots",
       "--cgroup-root",
@@ -237,6 +239,7 @@ describe("HiveMonitor with the minimal configuration", () => {
     expect(verbsByResource(role.rules)).toEqual({
       "hive-operator.com/hivedata": ["create", "delete", "get", "list", "patch", "update", "watch"],
       "coordination.k8s.io/leases": ["create", "get", "update"],
+      "apps/daemonsets[hive-agent]": ["get"],
     });
     for (const [path, value] of walk([cluster.rules, role.rules])) {
       expect(value, path).not.toBe("*");
@@ -344,6 +347,8 @@ describe("HiveMonitor with every option set", () => {
       "/var/lib/hive/spool",
       "--runtime-socket",
       "/host/run/container-runtime/containerd.sock",
+      "--daemonset",
+      "hive-agent",
       "--image-layers",
       "/host/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots",
       "--cgroup-root",

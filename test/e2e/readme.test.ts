@@ -3,7 +3,9 @@
  * with containerd 2 in a stock 6.12 guest, the README's TypeScript program applied by the real
  * Pulumi CLI and Kubernetes provider, and "See it work" followed with the real kubectl. An alert
  * must reach the receiver for a labelled pod's `kubectl exec … cat /etc/shadow`, and none for an
- * unlabelled pod; a rotated callback receives the next one; `pulumi destroy` leaves the CRDs; the kubectl install path alerts the same read.
+ * unlabelled pod, and one for a Job whose first instruction reads the file; a rotated callback
+ * receives the next one; `pulumi destroy` leaves the CRDs and takes the program off the node; the
+ * kubectl install path alerts the same read.
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -107,6 +109,43 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
     expect(k("get", "hivepolicies", "-A")).toMatch(/default\s.*True/);
   }, 900_000);
 
+  it("alerts a Job whose first instruction is cat /etc/shadow (a one-shot container)", async () => {
+    kubectl(
+      cluster.cp,
+      ["apply", "-f", "-"],
+      JSON.stringify({
+        apiVersion: "batch/v1",
+        kind: "Job",
+        metadata: { name: "first-read" },
+        spec: {
+          backoffLimit: 0,
+          template: {
+            metadata: { labels: { security: "high" } },
+            spec: {
+              restartPolicy: "Never",
+              containers: [
+                { name: "reader", image: "debian:bookworm-slim", command: ["cat", "/etc/shadow"] },
+              ],
+            },
+          },
+        },
+      }),
+    );
+    k("wait", "--for=condition=Complete", "job/first-read", "--timeout=600s");
+    const [alert] = await waitFor(() => alertsFor(a, "first-read").length > 0 && alertsFor(a, "first-read"), {
+      timeoutMs: 120_000,
+      intervalMs: 500,
+      what: "the alert for the Job's first instruction",
+    });
+    const pod = k("get", "pods", "-l", "job-name=first-read", "-o", "jsonpath={.items[0].metadata.name}");
+    expect(alert?.pod.name).toBe(pod);
+    expect(alert?.pod.container.name).toBe("reader");
+    expect(alert?.pod.container.id).toBe(
+      k("get", "pod", pod, "-o", "jsonpath={.status.containerStatuses[0].containerID}"),
+    );
+    expect(alert?.process.exe).toBe("/usr/bin/cat");
+  }, 900_000);
+
   it("does not alert a pod the trap does not select", async () => {
     k(
       "run",
@@ -144,7 +183,7 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
     expect(alertsFor(a, "shadow-test").length).toBe(before);
   }, 1_800_000);
 
-  it("pulumi destroy removes the agent, its RBAC and admission, and keeps the CRDs", async () => {
+  it("pulumi destroy removes the agent, its RBAC and admission and its program on the node, and keeps the CRDs", async () => {
     await up("destroy", PORT_B);
     await waitFor(() => !k("get", "namespaces", "-o", "name").includes("namespace/hive-system"), {
       timeoutMs: 300_000,
@@ -154,10 +193,12 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
     expect(k("get", "validatingadmissionpolicies", "-o", "name")).not.toMatch(/hive/);
     expect(k("get", "clusterroles", "-o", "name")).not.toMatch(/hive/);
     expect(k("get", "crd", "-o", "name")).toMatch(/hivepolicies\.hive-operator\.com/);
-    // Hive's programs stay attached on the node after a destroy (pinned under /sys/fs/bpf/hive, as
-    // docs/operations.md says, until reboot or rm -r): counted here so the test shows it.
-    const loaded = await cluster.node.exec("bpftool prog list | grep -c handle_ || true");
-    process.stderr.write(`hive-e2e: Hive programs loaded on the node after destroy: ${loaded.trim()}\n`);
+    // An uninstall takes the program away: the agent saw its DaemonSet deleted when it stopped.
+    await waitFor(
+      async () => (await cluster.node.exec("bpftool prog list | grep -c handle_ || true")).trim() === "0",
+      { timeoutMs: 120_000, intervalMs: 2000, what: "no Hive program attached on the node" },
+    );
+    expect((await cluster.node.exec("ls /sys/fs/bpf/hive 2>&1 || true")).trim()).toMatch(/No such file/);
   }, 900_000);
 
   it("installs with the README's kubectl path and alerts the same read", async () => {

@@ -97,7 +97,8 @@ for (const arch of Object.keys(ARCHITECTURES) as Architecture[]) {
     it("hive_event", () => {
       const btf = offsets("hive_event");
       expect(EVENT_LAYOUT.size).toBe(btf.size);
-      expect(tsFields(EVENT_LAYOUT, ["commSize"])).toEqual(btf.fields);
+      expect(tsFields(EVENT_LAYOUT, ["commSize", "cgroupNameSize"])).toEqual(btf.fields);
+      expect(EVENT_LAYOUT.cgroupNameSize).toBe(define("HIVE_CGROUP_NAME_MAX"));
     });
 
     it("hive_proof", () => {
@@ -179,6 +180,9 @@ for (const arch of Object.keys(ARCHITECTURES) as Architecture[]) {
       buf.writeUInt32LE((0 << 20) | 41, at("root_dev"));
       buf.writeBigUInt64LE(12n, at("held_bursts"));
       buf.writeBigUInt64LE(36n, at("held_checks"));
+      buf.write(`${"ab".repeat(32)}`, at("cgroup_name"));
+      buf.write("pod6f1c3e0a-2b7d-4c51-9a8e-0d2f4b6c8e10", at("cgroup_parent"));
+      buf.writeUInt32LE(4, at("cgroup_level"));
       const event = decodeEvent(buf);
       expect(event).toEqual({
         ktimeNs: 111n,
@@ -194,6 +198,7 @@ for (const arch of Object.keys(ARCHITECTURES) as Architecture[]) {
         gid: 65533,
         comm: "cat",
         cgroupId: 777n,
+        cgroupNames: { name: "ab".repeat(32), parent: "pod6f1c3e0a-2b7d-4c51-9a8e-0d2f4b6c8e10", level: 4 },
         count: 3,
         heldTotal: { bursts: 12n, checks: 36n },
         process: {
