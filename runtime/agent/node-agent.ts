@@ -415,7 +415,8 @@ function attributeWith(originOf: OriginOf, discover: DiscoverController): Attrib
     const origin = originOf(event.cgroupId, event.ktimeNs, event.cgroupNames);
     if (!origin) return origin;
     const pod = discover.podByUid(origin.podUid);
-    if (!pod) return undefined;
+    // A kubelet's container of a pod not listed yet (the pod list not in after a restart): it waits.
+    if (!pod) return "pod-unknown";
     return {
       pod,
       containerId: origin.containerId,

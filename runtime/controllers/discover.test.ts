@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { V1Pod } from "@kubernetes/client-node";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { HiveData } from "../../api/data.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { echoDataWriter } from "../../test/fixtures/data-writer.ts";
@@ -189,5 +189,39 @@ describe("discover controller", () => {
     expect(passes).toBeGreaterThan(2);
     discover.stop();
     await real.close?.();
+  });
+});
+
+describe("pods by uid, for accesses attributed by cgroup", () => {
+  it("keeps a deleted pod nameable for a minute: its last accesses may still wait in the ring", () => {
+    const base = mkdtempSync(join(tmpdir(), "hive-discover-"));
+    dirs.push(base);
+    const containers = new FakeContainers(base);
+    const discover = createDiscoverController({
+      nodeName: "n1",
+      platformNamespace: "hive",
+      kernelId: "eeeeeeee-5555-4555-8555-555555555555",
+      resolver: createFileResolver(containers, containers.proc),
+      writer: echoDataWriter(),
+      reporter: { sync: async () => undefined },
+      log: createLogger({}, { level: "error" }),
+      debounceMs: 1,
+    });
+    const start = Date.now();
+    let now = start;
+    const clock = vi.spyOn(Date, "now").mockImplementation(() => now);
+    try {
+      const pod = runningPod(`containerd://${"a".repeat(64)}`);
+      discover.onPod("ADDED", pod);
+      discover.onPod("DELETED", pod);
+      expect(discover.podByUid("u1")?.metadata?.name).toBe("web");
+      now = start + 61_000;
+      discover.onPod("ADDED", { ...pod, metadata: { name: "other", namespace: "default", uid: "u2" } });
+      expect(discover.podByUid("u1")).toBeUndefined();
+      expect(discover.podByUid("u2")?.metadata?.name).toBe("other");
+    } finally {
+      clock.mockRestore();
+      discover.stop();
+    }
   });
 });

@@ -120,6 +120,9 @@ export interface DiscoverController extends ControllerLifecycle<DiscoverStats> {
   resolveNow(reason: string): void;
 }
 
+/** How long a deleted pod's accesses can still be attributed to it. */
+const DELETED_POD_MS = 60_000;
+
 export function createDiscoverController(options: DiscoverOptions): DiscoverController {
   const { nodeName, kernelId, resolver, writer, reporter, log } = options;
   const retryBaseMs = options.retryBaseMs ?? 500;
@@ -129,6 +132,11 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
   const pods = new Map<string, V1Pod>();
   /** The same pods by uid: what an access attributed by cgroup names (looked up per event). */
   const podsByUid = new Map<string, V1Pod>();
+  /**
+   * Deleted pods stay nameable by uid for DELETED_POD_MS: an access made just before a tenant
+   * deleted its pod may still wait in the ring, and must not go unattributed for that.
+   */
+  const deletedAt = new Map<string, number>();
   const data = new Map<string, HiveData>();
   const resolveRequests = new Map<string, string>();
   /** Consecutive transient failures per item, for the backoff. */
@@ -349,10 +357,16 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
       const uid = pod.metadata?.uid;
       if (type === "DELETED") {
         pods.delete(objectKey(pod));
-        if (uid) podsByUid.delete(uid);
+        if (uid) deletedAt.set(uid, Date.now());
       } else {
         pods.set(objectKey(pod), pod);
         if (uid) podsByUid.set(uid, pod);
+        if (uid) deletedAt.delete(uid);
+      }
+      for (const [gone, at] of deletedAt) {
+        if (Date.now() - at < DELETED_POD_MS) break; // in deletion order: the rest are newer
+        deletedAt.delete(gone);
+        podsByUid.delete(gone);
       }
       options.onPodChanged?.();
       runner.trigger();

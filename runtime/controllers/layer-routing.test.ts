@@ -10,7 +10,7 @@ import type { KernelEvent } from "../kernel/contract.ts";
 import { createLogger } from "../log.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
 import { buildHiveData, buildLayerData } from "./hive-data.ts";
-import { type AccessOrigin, quietKey } from "./layer-routing.ts";
+import { type AccessOrigin, type AttributeAccess, quietKey } from "./layer-routing.ts";
 import { createLoaderController } from "./loader.ts";
 
 const KERNEL = "eeeeeeee-5555-4555-8555-555555555555";
@@ -81,7 +81,7 @@ const pod = (
   },
 });
 
-function loaderWith(attribute: (e: KernelEvent) => AccessOrigin | null | undefined) {
+function loaderWith(attribute: AttributeAccess) {
   const kernel = new RecordingKernel();
   const routed: HiveData[][] = [];
   const dropped: EventDropReason[] = [];
@@ -154,9 +154,10 @@ describe("accesses to an image layer's file", () => {
     expect(dropped).toHaveLength(6);
   });
 
-  it("routes a one-shot container's access once the pod's status names the container", async () => {
+  it("routes a one-shot container's access once the pod is listed and its status names the container", async () => {
     const selected = pod("job-1", "team-a", { app: "reader" });
-    let next: AccessOrigin | null | undefined = origin(selected, "f".repeat(64));
+    // The pod list is not in yet (a restart during an API outage): the access waits.
+    let next: ReturnType<AttributeAccess> = "pod-unknown";
     const { kernel, loader, routed, dropped } = loaderWith(() => next);
     loader.onPolicy("ADDED", platform);
     loader.onData("ADDED", layerData(platform));
@@ -164,6 +165,10 @@ describe("accesses to an image layer's file", () => {
     await loader.idle();
     const entry = kernel.entries.find((e) => e.key.ino === LAYER.ino);
     kernel.emit({ slot: entry?.slot ?? -1, kind: "file", key: LAYER, cgroupId: 42n });
+    expect(routed).toHaveLength(0);
+    // Listed, but its status does not name the exited container yet: it waits on.
+    next = origin(selected, "f".repeat(64));
+    await new Promise((r) => setTimeout(r, 700));
     expect(routed).toHaveLength(0);
     // The kubelet reports the exited container: its status names it "main".
     next = origin(pod("job-1", "team-a", { app: "reader" }, { main: "f".repeat(64) }), "f".repeat(64));

@@ -29,17 +29,18 @@ export interface AccessOrigin {
 
 /**
  * Finds the container of an access by its cgroup: null when the cgroup is no pod's container (the
- * host, a system service), undefined when it is one this node cannot name (yet).
+ * host, a system service), undefined when it is one this node cannot name, `"pod-unknown"` when
+ * it is a kubelet's container of a pod this node does not know yet (its pod list not in).
  */
-export type AttributeAccess = (event: KernelEvent) => AccessOrigin | null | undefined;
+export type AttributeAccess = (event: KernelEvent) => AccessOrigin | null | undefined | "pod-unknown";
 
 /**
- * `podKnown`: the pod is known but not which of its containers this is (its status does not name
- * the container yet): worth routing again a moment later.
+ * `retry`: a kubelet's container whose pod is not known yet, or not which of its containers this
+ * is (the pod's status does not name it yet): worth routing again a moment later.
  */
 export type LayerRoute =
   | { matched: ArmedData[] }
-  | { dropped: "unattributed"; podKnown?: true }
+  | { dropped: "unattributed"; retry?: true }
   | { dropped: "unselected" };
 
 /** The container's runtime id as the pod's status spells it, and the name it gives it. */
@@ -55,13 +56,14 @@ function statusName(pod: V1Pod, containerId: string): string | undefined {
 export function routeLayerAccess(
   event: KernelEvent,
   layer: readonly ArmedData[],
-  origin: AccessOrigin | null | undefined,
+  origin: ReturnType<AttributeAccess>,
   platformNamespace: string,
 ): LayerRoute {
   if (origin === null) return { dropped: "unselected" };
   if (origin === undefined) return { dropped: "unattributed" };
+  if (origin === "pod-unknown") return { dropped: "unattributed", retry: true };
   const name = statusName(origin.pod, origin.containerId) ?? origin.containerName;
-  if (name === undefined) return { dropped: "unattributed", podKnown: true };
+  if (name === undefined) return { dropped: "unattributed", retry: true };
   const matched: ArmedData[] = [];
   for (const armed of layer) {
     const { trap, policy } = armed.trap;

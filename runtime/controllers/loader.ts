@@ -415,7 +415,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       );
       armed.splice(0, armed.length, ...armed.filter((a) => !isLayerData(a.data)));
       if ("matched" in routed) armed.push(...routed.matched);
-      else if (armed.length === 0 && routed.dropped === "unattributed" && routed.podKnown) {
+      else if (armed.length === 0 && routed.dropped === "unattributed" && routed.retry) {
         if (!retrying) unnamed.park(event);
         return false;
       } else if (armed.length === 0) {
