@@ -110,13 +110,17 @@ function walkLayer(layerFd: number, parts: readonly string[]): Step {
 
 /**
  * Every copy of `path` in the layers `layers` (names under `snapshotsDir`), proven with `prove`.
- * Throws PathInvalid when the symlinks on the path lead to more than MAX_LAYER_PATHS paths.
+ * When the symlinks on the path lead to more than MAX_LAYER_PATHS paths, the rest are not
+ * followed and `onBound` is told (PathInvalid): any image can carry such a chain, and what the
+ * path names in the other images (found first: the path itself before any symlink's target) must
+ * stay armed.
  */
 export function findInLayers(
   snapshotsDir: string,
   layers: readonly string[],
   path: string,
   prove?: LayerProve,
+  onBound?: (error: HiveError) => void,
 ): LayerFile[] {
   const found = new Map<string, LayerFile>();
   const seen = new Set<string>();
@@ -128,15 +132,18 @@ export function findInLayers(
       if (seen.has(current)) continue;
       seen.add(current);
       if (seen.size > MAX_LAYER_PATHS) {
-        throw new HiveError(
-          "PathInvalid",
-          `the image's symlinks lead ${path} to more than ${MAX_LAYER_PATHS} paths`,
-          {
-            object: path,
-            bound: MAX_LAYER_PATHS,
-            hint: "trap the file by the path its symlinks lead to",
-          },
+        onBound?.(
+          new HiveError(
+            "PathInvalid",
+            `an image's symlinks lead ${path} to more than ${MAX_LAYER_PATHS} paths; the rest are not followed`,
+            {
+              object: path,
+              bound: MAX_LAYER_PATHS,
+              hint: "trap the file by the path its symlinks lead to",
+            },
+          ),
         );
+        break;
       }
       const parts = current.split("/").filter((c) => c !== "" && c !== ".");
       if (parts.length === 0 || parts.length > MAX_COMPONENTS) continue;
