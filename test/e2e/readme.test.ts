@@ -130,6 +130,7 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
     // Figures, printed and written to .tmp/e2e-figures.json: never a pass/fail on time.
     const toAlert: number[] = [];
     const toExit: number[] = [];
+    const afterExit: number[] = [];
     for (let i = 0; i < 20; i++) {
       const before = alertsFor(a, "shadow-test").length;
       const start = Date.now();
@@ -140,10 +141,14 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
         intervalMs: 50,
         what: `the alert of read ${i + 1}`,
       });
-      toAlert.push((receivedFor(a, "shadow-test").at(-1)?.at ?? Date.now()) - start);
+      const at = receivedFor(a, "shadow-test").at(-1)?.at ?? Date.now();
+      toAlert.push(at - start);
+      // Negative when the alert came before kubectl exec returned.
+      afterExit.push(at - start - (toExit.at(-1) ?? 0));
     }
     figures.execToAlertMs = spread(toAlert);
     figures.execExitMs = spread(toExit);
+    figures.alertAfterExecExitMs = spread(afterExit);
     expect(toAlert).toHaveLength(20);
   }, 900_000);
 
