@@ -52,6 +52,30 @@ export function supersededOrForged(
   return async (identity) => identity.startsWith(`${node}/`) || forged(identity);
 }
 
+/**
+ * A resumed loader ends when another node genuinely holds its kernel's Lease. When that cannot be
+ * checked (the holder's Node unreadable), the loader keeps reading the ring: never a rejection,
+ * which would end the agent's process.
+ */
+export async function endIfGenuinelyHeld(
+  holder: string,
+  notGenuine: (identity: string) => Promise<boolean>,
+  running: () => boolean,
+  stopRole: () => Promise<void>,
+  logger: Pick<Logger, "warn">,
+): Promise<void> {
+  try {
+    if ((await notGenuine(holder)) || !running()) return;
+    logger.warn("another node holds this kernel's Lease; ending the resumed loader", { holder });
+    await stopRole();
+  } catch (error) {
+    logger.warn("cannot check the new holder of this kernel's Lease; the resumed loader keeps running", {
+      holder,
+      error,
+    });
+  }
+}
+
 export interface LoaderElectorOptions
   extends Pick<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading"> {
   clients: KubeClients;
@@ -127,11 +151,7 @@ export class LoaderElector implements RoleElector {
           // A resumed role ends when another node genuinely holds the kernel's Lease.
           onNewLeader: (holder) => {
             if (!this.running || holder === "" || holder === options.identity) return;
-            void notGenuine(holder).then((superseded) => {
-              if (superseded || !this.running) return;
-              logger.warn("another node holds this kernel's Lease; ending the resumed loader", { holder });
-              void stopRole();
-            });
+            void endIfGenuinelyHeld(holder, notGenuine, () => this.running, stopRole, logger);
           },
         });
         this.lease.start();
