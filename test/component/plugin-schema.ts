@@ -52,22 +52,27 @@ export async function schemaOf(dir: string, nodeArgs: string[] = []): Promise<Pa
 /** Where plugin/index.js and index.ts take the components from: the compiled package beside them. */
 export const PLUGIN_COMPONENTS = "../dist/component/plugin.js";
 
+/** `plugin/` copied to `<work>/plugin`, its entry points taking the components from this repository's sources. */
+export function stagePluginSources(work: string): string {
+  const dir = join(work, "plugin");
+  cpSync(pluginSource, dir, { recursive: true });
+  for (const entry of ["index.js", "index.ts"]) {
+    const text = readFileSync(join(dir, entry), "utf8");
+    if (!text.includes(PLUGIN_COMPONENTS))
+      throw new Error(`plugin/${entry} no longer names ${PLUGIN_COMPONENTS}`);
+    writeFileSync(join(dir, entry), text.replace(PLUGIN_COMPONENTS, join(root, "component/plugin.ts")));
+  }
+  const tsconfig = JSON.parse(readFileSync(join(dir, "tsconfig.json"), "utf8"));
+  tsconfig.compilerOptions.allowImportingTsExtensions = true;
+  writeFileSync(join(dir, "tsconfig.json"), JSON.stringify(tsconfig));
+  return dir;
+}
+
 /** GetSchema of `plugin/` over this repository's sources. */
 export async function sourceSchema(): Promise<PackageSchema> {
   const work = mkdtempSync(join(tmpdir(), "hive-plugin-"));
   try {
-    const dir = join(work, "plugin");
-    cpSync(pluginSource, dir, { recursive: true });
-    for (const entry of ["index.js", "index.ts"]) {
-      const text = readFileSync(join(dir, entry), "utf8");
-      if (!text.includes(PLUGIN_COMPONENTS))
-        throw new Error(`plugin/${entry} no longer names ${PLUGIN_COMPONENTS}`);
-      writeFileSync(join(dir, entry), text.replace(PLUGIN_COMPONENTS, join(root, "component/plugin.ts")));
-    }
-    const tsconfig = JSON.parse(readFileSync(join(dir, "tsconfig.json"), "utf8"));
-    tsconfig.compilerOptions.allowImportingTsExtensions = true;
-    writeFileSync(join(dir, "tsconfig.json"), JSON.stringify(tsconfig));
-    return await schemaOf(dir);
+    return await schemaOf(stagePluginSources(work));
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
