@@ -55,7 +55,9 @@ if [ -f bpf/build.sh ]; then sh bpf/build.sh; fi
 # modules (test/cluster/go/) once per pinned version into a cache outside the repository
 # ($HIVE_BIN_CACHE, default ~/.cache/hive/go-bin). Cold, this takes about half an hour on two cores.
 case "$task" in
-  test) node test/cluster/build-binaries.ts ;;
+  # The README's Python program runs with the pinned Pulumi SDK from PyPI, in a virtual
+  # environment made once per machine ($HIVE_PY_CACHE, default ~/.cache/hive/python).
+  test) node test/cluster/build-binaries.ts && node test/cluster/python-env.ts ;;
   # The controllers benchmark runs its agents against the real control plane.
   bench) node test/cluster/build-binaries.ts etcd kubernetes ;;
   demo) case " $* " in *" --cluster "*) node test/cluster/build-binaries.ts ;; esac ;;

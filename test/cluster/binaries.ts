@@ -1,14 +1,14 @@
 /**
  * The real Kubernetes and Pulumi programs the tests run, built from their own Go modules.
  *
- * Each set is a Go module of ours under test/cluster/go/<set>/ (go.mod + go.sum + tools.go) that
- * requires the upstream module at a pinned version and repeats its `replace` directives; no source
- * of another project is committed. `build-binaries.ts` compiles a set into a cache directory
+ * Each set is a Go module of ours under test/cluster/go/<set>/ (go.mod + go.sum + tools.go, or a
+ * main of ours) that requires the upstream module at a pinned version and repeats its `replace`
+ * directives; no source of another project is committed. `build-binaries.ts` compiles a set into a cache directory
  * outside the repository whose name carries the pinned version and a hash of the module files, so
  * a machine builds each version once and a changed pin builds afresh.
  */
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
@@ -75,6 +75,14 @@ export const BINARY_SETS: BinarySet[] = [
     versionVars: { "github.com/pulumi/pulumi/sdk/v3/go/common/version.Version": "$VERSION" },
   },
   {
+    // Our own main over Pulumi's Python code generator (pulumi package gen-sdk asks the Python
+    // language host for it, which the module proxy does not serve): the README's Python SDK.
+    name: "pulumi-codegen",
+    module: "github.com/pulumi/pulumi/pkg/v3",
+    packages: ["hive.test/cluster/pulumi-codegen"],
+    binaries: ["pulumi-codegen"],
+  },
+  {
     // Its own module: pulumi-yaml builds against the pulumi/pkg it requires, not the CLI's newer one.
     name: "pulumi-yaml",
     module: "github.com/pulumi/pulumi-yaml",
@@ -124,8 +132,9 @@ export function cacheRoot(): string {
 /** The set's cache directory: `<set>-<version>-<hash of its module files>`. */
 export function setDir(set: BinarySet): string {
   const hash = createHash("sha256");
-  for (const f of ["go.mod", "go.sum", "tools.go"])
-    hash.update(readFileSync(join(GO_MODULES_DIR, set.name, f)));
+  // Every file of the set's module (go.mod, go.sum, tools.go, a main of ours), in name order.
+  const dir = join(GO_MODULES_DIR, set.name);
+  for (const f of readdirSync(dir).sort()) hash.update(readFileSync(join(dir, f)));
   hash.update(JSON.stringify({ tags: set.tags, vars: set.versionVars }));
   return join(cacheRoot(), `${set.name}-${pinnedVersion(set)}-${hash.digest("hex").slice(0, 12)}`);
 }
