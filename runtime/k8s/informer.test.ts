@@ -195,7 +195,11 @@ describe("Informer", () => {
     // the watch then resumes from a compacted revision, and etcd answers 410.
     const cutOff = api.inject({ user: "gone", verb: "watch", status: 503 });
     api.closeWatches();
-    await waitFor(() => api.countRequests({ user: "gone", verb: "watch" }) >= 2);
+    // Its backoff after the cut: seconds on a loaded machine.
+    await waitFor(() => api.countRequests({ user: "gone", verb: "watch" }) >= 2, {
+      timeoutMs: 30_000,
+      what: "the informer watching again",
+    });
     await core.createNamespacedPod({ namespace: "inf-gone", body: podBody("new-one") });
     await core.patchNamespacedPod({
       namespace: "inf-gone",

@@ -55,6 +55,24 @@ const figures: Record<string, unknown> = {};
 /** When the unlabelled pod was created (it runs beside the Job). */
 let plainStarted = 0;
 
+/** What the agents say (their logs' last lines and their drop counters), for a failed wait's message. */
+function agentState(k: (...args: string[]) => string): string {
+  const run = (args: string[]) => {
+    try {
+      return k(...args);
+    } catch (error) {
+      return String(error);
+    }
+  };
+  const logs = run(["-n", "hive-system", "logs", "-l", "app.kubernetes.io/component=agent", "--tail=60"]);
+  const pods = run(["-n", "hive-system", "get", "pods", "-o", "wide"]);
+  const pod = run(["-n", "hive-system", "get", "pods", "-o", "name"]).split("\n")[0] ?? "";
+  const fetchMetrics =
+    'fetch("http://127.0.0.1:9464/metrics").then(r=>r.text()).then(t=>console.log(t.split("\\n").filter(l=>/^hive_kernel_events|^hive_alerts/.test(l)&&!/ 0$/.test(l)).join("\\n")))';
+  const metrics = run(["-n", "hive-system", "exec", pod, "--", "node", "-e", fetchMetrics]);
+  return `agent pods:\n${pods}\nagent counters:\n${metrics}\nagent logs (last lines):\n${logs}`;
+}
+
 const vmReason = vmUnavailable();
 const runs = suiteGate(
   "README END-TO-END (one-node cluster)",
@@ -67,6 +85,11 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
   let b: Receiver;
   let workDir: string;
   const k = (...args: string[]) => kubectl(cluster.cp, args);
+  /** waitFor, whose failure carries the agents' state. */
+  const waitAgent = <T>(probe: Parameters<typeof waitFor<T>>[0], options: Parameters<typeof waitFor<T>>[1]) =>
+    waitFor(probe, options).catch((error: Error) => {
+      throw new Error(`${error.message}\n${agentState(k)}`);
+    });
   const up = (op: "up" | "preview" | "destroy", port: number) =>
     quickstart(cluster, op, { workDir, stack: "dev", guestPort: port });
 
@@ -108,7 +131,7 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
     );
     expect(containerId).toMatch(/^containerd:\/\/[0-9a-f]{64}$/);
     k("exec", "shadow-test", "--", "cat", "/etc/shadow");
-    const [alert] = await waitFor(
+    const [alert] = await waitAgent(
       () => alertsFor(a, "shadow-test").length > 0 && alertsFor(a, "shadow-test"),
       {
         timeoutMs: 120_000,
@@ -138,7 +161,7 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
       const start = Date.now();
       k("exec", "shadow-test", "--", "cat", "/etc/shadow");
       toExit.push(Date.now() - start);
-      await waitFor(() => alertsFor(a, "shadow-test").length > before, {
+      await waitAgent(() => alertsFor(a, "shadow-test").length > before, {
         timeoutMs: 60_000,
         intervalMs: 50,
         what: `the alert of read ${i + 1}`,
@@ -190,11 +213,14 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
       }),
     );
     k("wait", "--for=condition=Complete", "job/first-read", "--timeout=600s");
-    const [alert] = await waitFor(() => alertsFor(a, "first-read").length > 0 && alertsFor(a, "first-read"), {
-      timeoutMs: 120_000,
-      intervalMs: 500,
-      what: "the alert for the Job's first instruction",
-    });
+    const [alert] = await waitAgent(
+      () => alertsFor(a, "first-read").length > 0 && alertsFor(a, "first-read"),
+      {
+        timeoutMs: 120_000,
+        intervalMs: 500,
+        what: "the alert for the Job's first instruction",
+      },
+    );
     const pod = k("get", "pods", "-l", "job-name=first-read", "-o", "jsonpath={.items[0].metadata.name}");
     expect(alert?.pod.name).toBe(pod);
     expect(alert?.pod.container.name).toBe("reader");

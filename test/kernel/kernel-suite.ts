@@ -17,7 +17,7 @@ import { type GuestApi, guestApiUnavailable, startGuestApi } from "../cluster/gu
 import { buildAllowImage } from "../fixtures/allow-image.ts";
 import {
   API_SERVER_CASES,
-  CASE_EXCLUSIONS,
+  excludedOn,
   KERNEL_CASES,
   type KernelCaseName,
   type KernelCaseResult,
@@ -32,10 +32,7 @@ const { found } = findKernels();
 const only = process.env.HIVE_CASES?.split("|");
 /** The cases the guest runs on `series` (its own filter, guest/cases.ts, is the same). */
 const casesOn = (series: string): KernelCaseName[] =>
-  KERNEL_CASES.filter(
-    (name) =>
-      (!only || only.some((o) => name.includes(o))) && !CASE_EXCLUSIONS[name]?.kernels.includes(series),
-  );
+  KERNEL_CASES.filter((name) => (!only || only.some((o) => name.includes(o))) && !excludedOn(name, series));
 
 /**
  * The allow cases' container image and the static hive-attacker (the flood case's decoy), built on
@@ -94,6 +91,7 @@ export function kernelSuite(series: "6.1" | "6.12" | "5.10"): void {
             ...allowImageEnv(series),
             ...variantEnv(series),
             ...(process.env.HIVE_CASES ? { HIVE_CASES: process.env.HIVE_CASES } : {}),
+            ...(process.env.HIVE_ALL_CASES ? { HIVE_ALL_CASES: process.env.HIVE_ALL_CASES } : {}),
             // How many containers the image-layer case starts (its create-to-armed measurement).
             ...(process.env.HIVE_LAYER_READERS ? { HIVE_LAYER_READERS: process.env.HIVE_LAYER_READERS } : {}),
           },
@@ -129,7 +127,7 @@ export function kernelSuite(series: "6.1" | "6.12" | "5.10"): void {
     for (const name of KERNEL_CASES) {
       // A case a kernel cannot run (CASE_EXCLUSIONS says why) is not a test on that kernel:
       // a skipped test could never fail.
-      if (CASE_EXCLUSIONS[name]?.kernels.includes(series)) continue;
+      if (excludedOn(name, series)) continue;
       const needsApi = API_SERVER_CASES.includes(name);
       if (needsApi && apiUnavailable && !reason && !isCI)
         console.warn(

@@ -29,7 +29,7 @@ import type { LibbpfKernelWatcher } from "../../../runtime/kernel/loader.ts";
 import { openKernelWatcher } from "../../../runtime/kernel/open-watcher.ts";
 import { allowCases } from "./allow-cases.ts";
 import { capacityCases } from "./capacity-cases.ts";
-import { CASE_EXCLUSIONS, KERNEL_CASES, type KernelCaseName, type KernelCaseResult } from "./case-names.ts";
+import { excludedOn, KERNEL_CASES, type KernelCaseName, type KernelCaseResult } from "./case-names.ts";
 import { changeCases } from "./change-cases.ts";
 import { durabilityCases } from "./durability-cases.ts";
 import { floodCases } from "./flood-cases.ts";
@@ -477,7 +477,7 @@ const only = process.env.HIVE_CASES?.split("|");
 const results: KernelCaseResult[] = [];
 for (const name of KERNEL_CASES) {
   if (only && !only.some((o) => name.includes(o))) continue;
-  if (CASE_EXCLUSIONS[name]?.kernels.includes(process.env.HIVE_VM_KERNEL ?? "")) continue;
+  if (excludedOn(name, process.env.HIVE_VM_KERNEL ?? "")) continue;
   const started = performance.now();
   try {
     const details = await cases[name]();
