@@ -31,6 +31,32 @@ describe("layer accesses waiting for their container's name", () => {
     expect(retry.size()).toBe(0);
   });
 
+  it("gives up an event whose routing throws, and keeps the timer and the others going", () => {
+    vi.useFakeTimers();
+    const given: number[] = [];
+    const errors: unknown[] = [];
+    let named = false;
+    const routed: number[] = [];
+    const retry = createAttributionRetry({
+      retry: (e) => {
+        if (e.pid === 1) throw new Error("broken HiveData");
+        if (named) routed.push(e.pid);
+        return named;
+      },
+      giveUp: (e) => given.push(e.pid),
+      onError: (error) => errors.push(error),
+      intervalMs: 100,
+    });
+    retry.park(event(1));
+    retry.park(event(2));
+    vi.advanceTimersByTime(100);
+    expect(given).toEqual([1]);
+    expect(errors).toHaveLength(1);
+    named = true;
+    vi.advanceTimersByTime(100);
+    expect(routed).toEqual([2]);
+  });
+
   it("holds at most `capacity`, the oldest given up first, and gives up all at stop", () => {
     const given: number[] = [];
     const retry = createAttributionRetry({

@@ -12,6 +12,8 @@ export interface AttributionRetryOptions {
   retry: (event: KernelEvent) => boolean;
   /** The event is given up: count it. */
   giveUp: (event: KernelEvent) => void;
+  /** Routing it again threw (it is then given up). */
+  onError?: (error: unknown, event: KernelEvent) => void;
   /** How long an event may wait (default 20 s, within the loader's retired-key window of 30 s). */
   windowMs?: number;
   intervalMs?: number;
@@ -34,7 +36,14 @@ export function createAttributionRetry(options: AttributionRetryOptions): Attrib
   const sweep = (): void => {
     const now = Date.now();
     const still = waiting.splice(0).filter(({ event, until }) => {
-      if (options.retry(event)) return false;
+      try {
+        if (options.retry(event)) return false;
+      } catch (error) {
+        // Routed outside the ring consumer's handling: a failure is this event's, never the timer's.
+        options.onError?.(error, event);
+        options.giveUp(event);
+        return false;
+      }
       if (now < until) return true;
       options.giveUp(event);
       return false;

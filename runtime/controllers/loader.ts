@@ -377,6 +377,8 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       stats.layerDropped += 1;
       options.onEventDropped?.("unattributed");
     },
+    onError: (error) =>
+      log.error("routing a waiting layer access failed; it is counted unattributed", { error }),
   });
 
   /** Routes one event; with `retrying`, false when its container still cannot be named (it waits on). */
