@@ -49,6 +49,27 @@ function runningPod(containerID: string): V1Pod {
   };
 }
 
+/** Fake containers under a temporary directory removed after the test. */
+function fakeContainers(): FakeContainers {
+  const base = mkdtempSync(join(tmpdir(), "hive-discover-"));
+  dirs.push(base);
+  return new FakeContainers(base);
+}
+
+/** A discover controller of node n1 over `containers`, writing to an echo writer, reporting nothing. */
+function discoverOptions(containers: FakeContainers): Parameters<typeof createDiscoverController>[0] {
+  return {
+    nodeName: "n1",
+    platformNamespace: "hive",
+    kernelId: "eeeeeeee-5555-4555-8555-555555555555",
+    resolver: createFileResolver(containers, containers.proc),
+    writer: echoDataWriter(),
+    reporter: { sync: async () => undefined },
+    log: createLogger({}, { level: "error" }),
+    debounceMs: 1,
+  };
+}
+
 describe("discover controller", () => {
   it("ignores a policy without a usable spec and keeps serving the others", async () => {
     const base = mkdtempSync(join(tmpdir(), "hive-discover-"));
@@ -97,19 +118,11 @@ describe("discover controller", () => {
   });
 
   it("reports a container that does not run only once it has waited a while", async () => {
-    const base = mkdtempSync(join(tmpdir(), "hive-discover-"));
-    dirs.push(base);
-    const containers = new FakeContainers(base);
+    const containers = fakeContainers();
     const reports: string[][] = [];
     const discover = createDiscoverController({
-      nodeName: "n1",
-      platformNamespace: "hive",
-      kernelId: "eeeeeeee-5555-4555-8555-555555555555",
-      resolver: createFileResolver(containers, containers.proc),
-      writer: echoDataWriter(),
+      ...discoverOptions(containers),
       reporter: { sync: async (e) => void reports.push(e.map((r) => r.reason)) },
-      log: createLogger({}, { level: "error" }),
-      debounceMs: 1,
       notReadyReportMs: 150,
     });
     discover.onPod("ADDED", {
@@ -194,19 +207,7 @@ describe("discover controller", () => {
 
 describe("pods by uid, for accesses attributed by cgroup", () => {
   it("keeps a deleted pod nameable for a minute: its last accesses may still wait in the ring", () => {
-    const base = mkdtempSync(join(tmpdir(), "hive-discover-"));
-    dirs.push(base);
-    const containers = new FakeContainers(base);
-    const discover = createDiscoverController({
-      nodeName: "n1",
-      platformNamespace: "hive",
-      kernelId: "eeeeeeee-5555-4555-8555-555555555555",
-      resolver: createFileResolver(containers, containers.proc),
-      writer: echoDataWriter(),
-      reporter: { sync: async () => undefined },
-      log: createLogger({}, { level: "error" }),
-      debounceMs: 1,
-    });
+    const discover = createDiscoverController(discoverOptions(fakeContainers()));
     const start = Date.now();
     let now = start;
     const clock = vi.spyOn(Date, "now").mockImplementation(() => now);
