@@ -10,7 +10,10 @@
 import { AppsV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { apiFailure, isNotFound } from "../k8s/api-errors.ts";
 
-export type StopKind = { uninstall: true; why: string } | { uninstall: false; why: string };
+export interface StopKind {
+  uninstall: boolean;
+  why: string;
+}
 
 /** Reads DaemonSet `namespace/name` (the agent's RBAC allows `get` on that name only). */
 export async function stopKind(

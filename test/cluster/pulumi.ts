@@ -13,6 +13,22 @@ import type { RunRequest, RunResult } from "./pulumi-run.ts";
 const run = promisify(execFile);
 const root = join(import.meta.dirname, "../..");
 
+/** Runs `command` and returns its stdout; a failure names the command with its stderr and stdout's end. */
+export async function runOrExplain(
+  command: string,
+  args: string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv },
+): Promise<string> {
+  try {
+    return (await run(command, args, { ...options, maxBuffer: 64 << 20 })).stdout;
+  } catch (err) {
+    const e = err as { stdout?: string; stderr?: string; message: string };
+    throw new Error(
+      `${command} ${args.join(" ")} failed: ${e.stderr ?? ""}\n${(e.stdout ?? e.message).slice(-4000)}`,
+    );
+  }
+}
+
 /** The environment of a user's `pulumi` with a local backend and no plugin downloads. */
 export function pulumiEnv(cp: ControlPlane, workDir: string): NodeJS.ProcessEnv {
   mkdirSync(workDir, { recursive: true });

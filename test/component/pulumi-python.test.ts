@@ -10,22 +10,19 @@
  * through the Python language host: the Go module proxy here serves neither
  * `pulumi-language-python` nor `pulumi-language-nodejs`.
  */
-import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { ApiextensionsV1Api, AppsV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GROUP, PLURAL_POLICY } from "../../api/meta.ts";
 import { binaryPath } from "../cluster/binaries.ts";
 import { type ControlPlane, startControlPlane } from "../cluster/control-plane.ts";
 import { pluginShim } from "../cluster/plugin-provider.ts";
-import { pulumiEnv } from "../cluster/pulumi.ts";
+import { pulumiEnv, runOrExplain } from "../cluster/pulumi.ts";
 import { ensurePythonEnv } from "../cluster/python-env.ts";
 import { root, stagePluginSources } from "./plugin-schema.ts";
 
-const run = promisify(execFile);
 const PROJECT = "hive-python";
 
 /** The README's ```python block. */
@@ -40,16 +37,7 @@ describe("the README's Python program with the real Pulumi CLI", () => {
   let work: string;
   let env: NodeJS.ProcessEnv;
   let python: string;
-  const sh = async (command: string, args: string[]) => {
-    try {
-      return (await run(command, args, { cwd: work, env, maxBuffer: 64 << 20 })).stdout;
-    } catch (err) {
-      const e = err as { stdout?: string; stderr?: string; message: string };
-      throw new Error(
-        `${command} ${args.join(" ")} failed: ${e.stderr ?? ""}\n${(e.stdout ?? e.message).slice(-4000)}`,
-      );
-    }
-  };
+  const sh = (command: string, args: string[]) => runOrExplain(command, args, { cwd: work, env });
   const stack = async (op: "up" | "destroy") => {
     const request = {
       op,

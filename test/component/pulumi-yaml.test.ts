@@ -9,21 +9,17 @@
  * plugin is started instead as the executable `pulumi-resource-hive` (plugin-provider.ts), which
  * serves the same directory the same way.
  */
-import { execFile } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { ApiextensionsV1Api, AppsV1Api, CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GROUP, PLURAL_POLICY, VERSION } from "../../api/meta.ts";
 import { binaryDir } from "../cluster/binaries.ts";
 import { type ControlPlane, startControlPlane } from "../cluster/control-plane.ts";
 import { pluginShim } from "../cluster/plugin-provider.ts";
-import { pulumiEnv } from "../cluster/pulumi.ts";
+import { pulumiEnv, runOrExplain } from "../cluster/pulumi.ts";
 import { root, stagePluginSources } from "./plugin-schema.ts";
-
-const run = promisify(execFile);
 
 describe("the README's YAML program with the real Pulumi CLI", () => {
   let cp: ControlPlane;
@@ -46,18 +42,7 @@ describe("the README's YAML program with the real Pulumi CLI", () => {
     ].join(":");
     env.PULUMI_BACKEND_URL = `file://${join(work, "state")}`;
     mkdirSync(join(work, "state"));
-    pulumi = async (...args) => {
-      try {
-        return (
-          await run("pulumi", [...args, "--non-interactive"], { cwd: program, env, maxBuffer: 64 << 20 })
-        ).stdout;
-      } catch (err) {
-        const e = err as { stdout?: string; stderr?: string; message: string };
-        throw new Error(
-          `pulumi ${args.join(" ")} failed: ${e.stderr ?? ""}\n${(e.stdout ?? e.message).slice(-4000)}`,
-        );
-      }
-    };
+    pulumi = (...args) => runOrExplain("pulumi", [...args, "--non-interactive"], { cwd: program, env });
     await pulumi("stack", "init", "dev");
     await pulumi("config", "set", "image", "hive:test");
     await pulumi("config", "set", "--secret", "callbackUrl", "https://alerts.example/hive");
