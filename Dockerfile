@@ -38,11 +38,16 @@ COPY runtime/ runtime/
 # Production dependencies only: @pulumi/* are peer dependencies (the Pulumi program supplies
 # them), which the agent never loads.
 RUN npm run build && npm prune --omit=dev --omit=peer --ignore-scripts --no-audit --no-fund
+# Type declarations and source maps: node never reads them, and they were 43 MB of the image's
+# 100 MB of node_modules (each node imports the image; its layers unpack on every one).
+RUN find node_modules -type f \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.map' \) -delete
 
 FROM ${NODE_IMAGE}
+# apt's package caches go too (80 MB): a base image without Docker's apt clean hook keeps them.
 RUN apt-get update \
   && apt-get install -y --no-install-recommends libbpf1 \
-  && rm -rf /var/lib/apt/lists/*
+  && apt-get clean \
+  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 WORKDIR /app
 ENV NODE_ENV=production
 # The package's own layout (as `npm install` lays it out): dist/, the program's objects (one per

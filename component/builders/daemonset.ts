@@ -165,11 +165,14 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
     ...AGENT_CAPABILITIES,
     ...(config.legacyKernelCapabilities ? LEGACY_KERNEL_CAPABILITIES : []),
   ];
-  const probe = (path: string) => ({
+  // Liveness restarts the agent only when it is stuck (a minute without an answer): a restart drops
+  // what it holds in memory (accesses waiting for their pod's name), and a busy node can delay an
+  // answer by seconds. Readiness, which only gates a rollout, reacts within 30 s.
+  const probe = (path: string, failureThreshold: number) => ({
     httpGet: { path, port: "metrics" },
     periodSeconds: 10,
-    timeoutSeconds: 2,
-    failureThreshold: 3,
+    timeoutSeconds: 5,
+    failureThreshold,
   });
   const container = {
     name: "agent",
@@ -185,9 +188,9 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
     ],
     ports: [{ name: "metrics", containerPort: config.metricsPort, protocol: "TCP" }],
     // Loading and verifying the BPF program can take a while on a busy node; liveness waits for it.
-    startupProbe: { ...probe("/healthz"), failureThreshold: 30 },
-    livenessProbe: probe("/healthz"),
-    readinessProbe: probe("/readyz"),
+    startupProbe: probe("/healthz", 30),
+    livenessProbe: probe("/healthz", 6),
+    readinessProbe: probe("/readyz", 3),
     resources: config.resources,
     securityContext: {
       privileged: false,

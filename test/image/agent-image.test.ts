@@ -143,6 +143,17 @@ describe.skipIf(!enabled)("the agent image built from the Dockerfile", () => {
       expect(installed, `${p.name} is installed`).toContain(p.name);
   });
 
+  it("carries nothing the agent never reads: no apt caches, type declarations or source maps", () => {
+    const aptCaches = ["var/cache/apt", "var/lib/apt/lists"].flatMap((d) =>
+      filesUnder(join(rootfs, d)).filter((f) => !/\/(lock|partial)$/.test(f)),
+    );
+    expect(aptCaches.map((f) => f.slice(rootfs.length))).toEqual([]);
+    const unread = filesUnder(join(rootfs, "app/node_modules")).filter((f) =>
+      /\.(d\.[cm]?ts|map)$/.test(f),
+    );
+    expect(unread.map((f) => f.slice(rootfs.length)).slice(0, 10)).toEqual([]);
+  });
+
   it("carries no CA certificate of the build host and no build-time network setting", async () => {
     // The build host's bundles (which include any TLS-intercepting CA of its network).
     const hostBundles = [
