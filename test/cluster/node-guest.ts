@@ -50,7 +50,7 @@ export interface NodeGuestOptions {
 export interface NodeGuest {
   readonly name: string;
   readonly outDir: string;
-  /** Resolves when the Node is Ready in the API; rejects if the guest stops first. */
+  /** Resolves when the Node is Ready in the API and its images are imported; rejects if the guest stops first. */
   ready(timeoutMs?: number): Promise<void>;
   /** A log the guest writes (containerd.log, kubelet.log, output.log). */
   log(file: string): string;
@@ -233,7 +233,9 @@ export async function startNodeGuest(options: NodeGuestOptions): Promise<NodeGue
           );
         }
         const node = await core.readNode({ name }).catch(() => undefined);
-        if (node?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) return;
+        // Ready, and every image imported (the kubelet starts while the larger ones import).
+        const isReady = node?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True");
+        if (isReady && existsSync(join(outDir, "imported"))) return;
         if (Date.now() > deadline) {
           throw new Error(
             `Node ${name} not Ready after ${timeoutMs} ms:\n${log("output.log").slice(-2000)}\n${log("kubelet.log").slice(-4000)}`,

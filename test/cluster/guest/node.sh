@@ -2,7 +2,7 @@
 # repository): containerd 2 with runc, the bridge CNI and a real kubelet that registers with the
 # control plane on the host. Inputs (environment): HIVE_NODE_NAME, HIVE_NODE_DIR (on the host,
 # read through the root share: kubeconfig, certificates), HIVE_CONTAINERD_BIN, HIVE_KUBELET,
-# HIVE_IMAGES (archives to import, space-separated). It runs until /hive-out/stop appears.
+# HIVE_IMAGES (archives to import, space-separated, the pod sandbox's first). It runs until /hive-out/stop appears.
 set -eu
 log() { printf 'node: %s %s\n' "$(date +%H:%M:%S)" "$*"; }
 
@@ -40,16 +40,24 @@ log "starting containerd"
 containerd --config /etc/containerd/config.toml > /hive-out/containerd.log 2>&1 &
 containerd_pid=$!
 for _ in $(seq 1 300); do [ -S /run/containerd/containerd.sock ] && break; sleep 0.2; done
-for archive in $HIVE_IMAGES; do
-  log "importing $archive"
-  ctr -n k8s.io images import "$archive" > /dev/null
-done
-log "images: $(ctr -n k8s.io images ls -q | tr '\n' ' ')"
+# The pod sandbox image first: the kubelet needs it for any pod. The others import while the
+# kubelet starts and registers (the host waits for /hive-out/imported before it deploys).
+set -- $HIVE_IMAGES
+log "importing $1"
+ctr -n k8s.io images import "$1" > /dev/null
+shift
 
 log "starting kubelet"
 "$HIVE_KUBELET" --config="$HIVE_NODE_DIR/kubelet.yaml" --kubeconfig="$HIVE_NODE_DIR/kubelet.kubeconfig" \
   --node-ip=10.0.2.15 --hostname-override="$HIVE_NODE_NAME" --v=1 > /hive-out/kubelet.log 2>&1 &
 kubelet_pid=$!
+
+for archive in "$@"; do
+  log "importing $archive"
+  ctr -n k8s.io images import "$archive" > /dev/null
+done
+log "images: $(ctr -n k8s.io images ls -q | tr '\n' ' ')"
+echo done > /hive-out/imported
 echo ready > /hive-out/started
 
 # Commands from the host (node-guest.ts exec): cmd-N.sh in, cmd-N.out and cmd-N.rc back.
