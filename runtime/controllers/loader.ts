@@ -373,6 +373,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   /** Layer accesses whose container the pod's status does not name yet (attribution-retry.ts). */
   const unnamed = createAttributionRetry({
     retry: (event) => route(event, true),
+    ...(kernel.holdAcks ? { hold: () => kernel.holdAcks?.() ?? (() => undefined) } : {}),
     giveUp: () => {
       stats.layerDropped += 1;
       options.onEventDropped?.("unattributed");
