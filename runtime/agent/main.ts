@@ -24,6 +24,7 @@ import { createOriginOf, isCgroupV2Root } from "../discover/cgroup-containers.ts
 import { createContainerRuntime } from "../discover/container-runtime.ts";
 import { createFileResolver } from "../discover/file-resolver.ts";
 import { createLayerFinder } from "../discover/layer-finder.ts";
+import { containerdWritableDirs } from "../discover/writable-layers.ts";
 import { isHiveError } from "../errors.ts";
 import { createKubeClients, type KubeConfigSource } from "../k8s/kube-client.ts";
 import { checkArchitecture } from "../kernel/architecture.ts";
@@ -224,6 +225,8 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
         ...(hooks.openKernel || !config.trapProof ? {} : { proofs: new PinnedProofMaps(pinRoot) }),
         log: log.child({ component: "image-layers" }),
         onChange: () => onLayersChanged(),
+        // Containers' writable layers sit beside the image's: containerd says which they are.
+        writable: containerdWritableDirs({ socket: config.runtimeSocket }),
       })
     : undefined;
   const originOf = imageLayers

@@ -4,8 +4,8 @@
  * container list (runtime/standalone/local-containers.ts).
  *
  * The proto subset is a protobufjs JSON descriptor holding only the messages and fields Hive
- * reads, with the field numbers of containerd's api/services/{namespaces,containers,tasks,events}/v1,
- * api/types/task, api/types/event (Envelope) and api/events (the task and container events
+ * reads, with the field numbers of containerd's api/services/{namespaces,containers,tasks,events,snapshots}/v1,
+ * api/types/task, api/types/mount, api/types/event (Envelope) and api/events (the task and container events
  * standalone mode follows), of google/protobuf's Any and Timestamp, and of cri-api's runtime/v1
  * (ContainerStatus, for CRI runtimes that are not containerd).
  */
@@ -70,6 +70,37 @@ const descriptor = {
                 },
               },
             },
+            // The snapshots of a snapshotter and their mounts: which directories are writable layers.
+            snapshots: {
+              nested: {
+                v1: {
+                  nested: {
+                    Snapshots: {
+                      methods: {
+                        List: {
+                          requestType: "ListSnapshotsRequest",
+                          responseType: "ListSnapshotsResponse",
+                          responseStream: true,
+                        },
+                        Mounts: { requestType: "MountsRequest", responseType: "MountsResponse" },
+                      },
+                    },
+                    ListSnapshotsRequest: { fields: { snapshotter: { type: "string", id: 1 } } },
+                    ListSnapshotsResponse: { fields: { info: { rule: "repeated", type: "Info", id: 1 } } },
+                    Kind: { values: { UNKNOWN: 0, VIEW: 1, ACTIVE: 2, COMMITTED: 3 } },
+                    Info: {
+                      fields: { name: { type: "string", id: 1 }, kind: { type: "Kind", id: 3 } },
+                    },
+                    MountsRequest: {
+                      fields: { snapshotter: { type: "string", id: 1 }, key: { type: "string", id: 2 } },
+                    },
+                    MountsResponse: {
+                      fields: { mounts: { rule: "repeated", type: "containerd.types.Mount", id: 1 } },
+                    },
+                  },
+                },
+              },
+            },
             tasks: {
               nested: {
                 v1: {
@@ -96,6 +127,13 @@ const descriptor = {
         },
         types: {
           nested: {
+            Mount: {
+              fields: {
+                type: { type: "string", id: 1 },
+                source: { type: "string", id: 2 },
+                options: { rule: "repeated", type: "string", id: 4 },
+              },
+            },
             Envelope: {
               fields: {
                 timestamp: { type: "google.protobuf.Timestamp", id: 1 },
@@ -205,13 +243,14 @@ interface GrpcPackage {
       containers: { v1: { Containers: Ctor } };
       tasks: { v1: { Tasks: Ctor } };
       events: { v1: { Events: Ctor } };
+      snapshots: { v1: { Snapshots: Ctor } };
     };
   };
   runtime: { v1: { RuntimeService: Ctor } };
 }
 
-/** The services of the subset: containerd's Namespaces, Containers, Tasks and Events, and CRI's RuntimeService. */
-export type RuntimeServiceName = "namespaces" | "containers" | "tasks" | "events" | "cri";
+/** The services of the subset: containerd's Namespaces, Containers, Tasks, Events and Snapshots, and CRI's RuntimeService. */
+export type RuntimeServiceName = "namespaces" | "containers" | "tasks" | "events" | "snapshots" | "cri";
 
 let definition: protoLoader.PackageDefinition | undefined;
 let loaded: GrpcPackage | undefined;
@@ -228,12 +267,13 @@ function packageDefinition(): protoLoader.PackageDefinition {
 /** A client of one service of the subset on a unix socket (the caller closes it). */
 export function connectRuntimeService(socket: string, service: RuntimeServiceName): grpc.Client {
   loaded ??= grpc.loadPackageDefinition(packageDefinition()) as unknown as GrpcPackage;
-  const { namespaces, containers, tasks, events } = loaded.containerd.services;
+  const { namespaces, containers, tasks, events, snapshots } = loaded.containerd.services;
   const constructors: Record<RuntimeServiceName, Ctor> = {
     namespaces: namespaces.v1.Namespaces,
     containers: containers.v1.Containers,
     tasks: tasks.v1.Tasks,
     events: events.v1.Events,
+    snapshots: snapshots.v1.Snapshots,
     cri: loaded.runtime.v1.RuntimeService,
   };
   return new constructors[service](`unix://${socket}`, grpc.credentials.createInsecure());
@@ -304,4 +344,25 @@ export function subscribeRuntimeEvents(
     client as unknown as Record<string, (req: object) => grpc.ClientReadableStream<RuntimeEnvelope>>
   ).Subscribe as (req: object) => grpc.ClientReadableStream<RuntimeEnvelope>;
   return subscribe.call(client, { filters: [...filters] });
+}
+
+/** Every message of a server-streaming call (`namespace` in containerd's header), bounded by a deadline. */
+export function collectRuntimeStream<Res>(
+  client: grpc.Client,
+  method: string,
+  request: object,
+  options: { namespace?: string; timeoutMs: number },
+): Promise<Res[]> {
+  const meta = new grpc.Metadata();
+  if (options.namespace !== undefined) meta.set("containerd-namespace", options.namespace);
+  const fn = (client as unknown as Record<string, (...a: unknown[]) => grpc.ClientReadableStream<Res>>)[
+    method
+  ] as (req: object, meta: grpc.Metadata, opts: grpc.CallOptions) => grpc.ClientReadableStream<Res>;
+  return new Promise((resolve, reject) => {
+    const out: Res[] = [];
+    const stream = fn.call(client, request, meta, { deadline: Date.now() + options.timeoutMs });
+    stream.on("data", (m: Res) => out.push(m));
+    stream.on("error", reject);
+    stream.on("end", () => resolve(out));
+  });
 }

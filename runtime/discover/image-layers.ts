@@ -13,7 +13,8 @@
  * view would: its target is looked up again in every layer.
  *
  * The snapshot directories also hold containers' writable layers, whose contents containers
- * control: each walk opens one name at a time with O_PATH|O_NOFOLLOW under the layer's descriptor
+ * control: the agent searches only those containerd shows are not (writable-layers.ts), and each
+ * walk opens one name at a time with O_PATH|O_NOFOLLOW under the layer's descriptor
  * (as safe-path.ts does), never follows a symlink on the host, and is bounded.
  */
 import { closeSync, constants, fstatSync, openSync, readdirSync, readlinkSync } from "node:fs";

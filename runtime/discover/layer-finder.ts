@@ -10,6 +10,10 @@ import type { FileKey } from "../kernel/contract.ts";
 import { type PinnedProofMaps, proveFile, provenKey } from "../kernel/trap-proof.ts";
 import type { Logger } from "../log.ts";
 import { findInLayers, type LayerProve, layerDirs } from "./image-layers.ts";
+import { TrustedLayers, type WritableDirs } from "./writable-layers.ts";
+
+/** After a change, the layers are looked at again this much later (a layer unpacked is committed then). */
+const FOLLOW_UPS_MS = [2_000, 10_000];
 
 export interface LayerFinderOptions {
   /** The snapshotter's `snapshots` directory as the agent sees it. */
@@ -21,6 +25,11 @@ export interface LayerFinderOptions {
   onChange: () => void;
   /** Without change notifications, how often the layers are looked at again (default 30 s). */
   pollMs?: number;
+  /**
+   * Which snapshot directories are containers' writable layers (writable-layers.ts): those are
+   * never searched. Without it every numbered directory is (a runtime whose API cannot say).
+   */
+  writable?: WritableDirs;
 }
 
 export interface NodeLayerFinder extends LayerFinder {
@@ -48,22 +57,60 @@ export function createLayerFinder(options: LayerFinderOptions): NodeLayerFinder 
   const prove = options.proofs ? proverOf(options.proofs) : undefined;
   /** Per trap path: the layer list it was found in, and what was found. */
   const cache = new Map<string, { layers: string; files: FileKey[] }>();
+  const trusted = options.writable ? new TrustedLayers(snapshotsDir, options.writable) : undefined;
+  let followUps: NodeJS.Timeout[] = [];
+  let closed = false;
+  let looking: Promise<void> | undefined;
+  let again = false;
+  /** Looks at which directories are image layers again, then says the layers may have changed. */
+  const look = async (): Promise<void> => {
+    if (trusted)
+      await trusted.refresh().catch((error: unknown) =>
+        log.warn("cannot ask containerd which snapshots are writable; the layers trusted before are kept", {
+          snapshotsDir,
+          error,
+          hint: "a layer unpacked meanwhile is armed once containerd answers",
+        }),
+      );
+    if (!closed) options.onChange();
+  };
+  /** One look at a time; changes meanwhile make one more. */
+  const lookAgain = (): void => {
+    if (looking) {
+      again = true;
+      return;
+    }
+    looking = look().finally(() => {
+      looking = undefined;
+      if (again && !closed) {
+        again = false;
+        lookAgain();
+      }
+    });
+  };
+  const changed = () => {
+    lookAgain();
+    if (!trusted) return;
+    for (const t of followUps) clearTimeout(t);
+    followUps = FOLLOW_UPS_MS.map((ms) => setTimeout(lookAgain, ms).unref());
+  };
   let watcher: FSWatcher | undefined;
-  let timer: NodeJS.Timeout | undefined;
   try {
     // A new layer directory is made when an image's layer is unpacked: find the trap files again.
-    watcher = watch(snapshotsDir, { persistent: false }, () => options.onChange());
+    watcher = watch(snapshotsDir, { persistent: false }, changed);
     watcher.on("error", (error) =>
       log.warn("watching the image layers failed; they are polled", { snapshotsDir, error }),
     );
   } catch (error) {
     log.warn("cannot watch the image layers; they are polled", { snapshotsDir, error });
   }
-  timer = setInterval(() => options.onChange(), options.pollMs ?? 30_000);
-  timer.unref();
+  const poll = setInterval(lookAgain, options.pollMs ?? 30_000);
+  poll.unref();
+  // Two looks before any directory is trusted.
+  if (trusted) changed();
   return {
     find(path) {
-      const layers = layerDirs(snapshotsDir);
+      const layers = trusted ? trusted.layers() : layerDirs(snapshotsDir);
       const signature = layers.join(",");
       const hit = cache.get(path);
       if (hit && hit.layers === signature) return hit.files;
@@ -74,9 +121,10 @@ export function createLayerFinder(options: LayerFinderOptions): NodeLayerFinder 
       return files;
     },
     close() {
+      closed = true;
       watcher?.close();
-      if (timer) clearInterval(timer);
-      timer = undefined;
+      clearInterval(poll);
+      for (const t of followUps) clearTimeout(t);
     },
   };
 }

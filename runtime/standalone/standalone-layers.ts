@@ -6,6 +6,7 @@
 import { existsSync } from "node:fs";
 import { isCgroupV2Root } from "../discover/cgroup-containers.ts";
 import { createLayerFinder } from "../discover/layer-finder.ts";
+import type { WritableDirs } from "../discover/writable-layers.ts";
 import type { KernelWatcher } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import { type ContainerAttribution, createContainerAttribution } from "./container-cgroups.ts";
@@ -28,6 +29,8 @@ export function openStandaloneLayers(options: {
   snapshotsDir: string;
   cgroupRoot: string;
   records: () => Promise<readonly ContainerRecord[]>;
+  /** Which snapshot directories are containers' writable layers (never searched). */
+  writable: WritableDirs;
   watcher: Pick<KernelWatcher, "proofMaps">;
   logger: Logger;
   /** Said when the directory is missing (given explicitly); a default that is missing is silent. */
@@ -56,6 +59,7 @@ export function openStandaloneLayers(options: {
     ...(proofMaps ? { proofs: { current: () => proofMaps() } } : {}),
     log: logger,
     onChange: () => listener(),
+    writable: options.writable,
   });
   return {
     layers: finder,

@@ -4,11 +4,13 @@
  * Runs until Ctrl-C / SIGTERM, then detaches: program unloaded, pins and the watch table
  * removed, alerts in flight delivered (bounded wait).
  */
+
 import { readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { FORMATS } from "../../../api/formats.ts";
 import { allowedFileFor } from "../../alerts/allowed-counts.ts";
 import { type AlertPipelineConfig, createAlertPipeline } from "../../alerts/index.ts";
+import { containerdWritableDirs } from "../../discover/writable-layers.ts";
 import { HiveError } from "../../errors.ts";
 import { ATTACH_REQUESTS, type AttachRequest } from "../../kernel/contract.ts";
 import { isOnBpffs, openKernelWatcher } from "../../kernel/index.ts";
@@ -233,6 +235,7 @@ export const watchCommand: Command = {
             snapshotsDir: values["image-layers"] ?? CONTAINERD_SNAPSHOTS,
             cgroupRoot: values["cgroup-root"] ?? CGROUP_ROOT,
             records: () => lister.records(),
+            writable: containerdWritableDirs({ socket: values.containerd ?? CONTAINERD_SOCKET }),
             watcher,
             logger,
             explicit: values["image-layers"] !== undefined,

@@ -4,8 +4,10 @@
  * layer finder over the overlayfs snapshots and cgroup attribution) on the guest's own program,
  * watching the same containers as the agent. Its trap selects containers by their containerd labels.
  */
+
 import type { Alert } from "../../../api/alert.ts";
 import { createAlertPipeline } from "../../../runtime/alerts/pipeline.ts";
+import { containerdWritableDirs } from "../../../runtime/discover/writable-layers.ts";
 import { createHiveMetrics } from "../../../runtime/metrics/metrics.ts";
 import { openContainerLister } from "../../../runtime/standalone/local-containers.ts";
 import { parsePolicyText } from "../../../runtime/standalone/policy-files.ts";
@@ -51,6 +53,7 @@ export async function startStandaloneOnLayers(
     snapshotsDir,
     cgroupRoot: "/sys/fs/cgroup",
     records: () => lister.records(),
+    writable: containerdWritableDirs({ socket: cd.sock }),
     watcher,
     logger: log.logger,
     explicit: true,

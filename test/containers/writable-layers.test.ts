@@ -1,0 +1,94 @@
+/**
+ * A container's writable layer never steers what is armed for every image (the attack: a process
+ * in any container runs `rm /etc/shadow; ln -s /usr/lib/libc.so.6 /etc/shadow`, and the next
+ * rescan armed libc of every image as the /etc/shadow trap). A real containerd with its overlayfs
+ * snapshotter: an image layer unpacked and committed, a container's ACTIVE snapshot over it that
+ * holds the symlink, and a second namespace's container with a copy of the path of its own. Only
+ * the image's file is found.
+ */
+import { execFile } from "node:child_process";
+import { mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { findInLayers, layerDirs } from "../../runtime/discover/image-layers.ts";
+import { createLayerFinder } from "../../runtime/discover/layer-finder.ts";
+import { containerdWritableDirs } from "../../runtime/discover/writable-layers.ts";
+import { createLogger } from "../../runtime/log.ts";
+import { type Containerd, containerSuiteGate, startContainerd } from "./containerd-harness.ts";
+
+const run = promisify(execFile);
+const runs = containerSuiteGate();
+
+describe.runIf(runs)("the image layers searched for a trap path", () => {
+  let cd: Containerd;
+  let snapshotsDir: string;
+  const ctr = (namespace: string, ...args: string[]) =>
+    run("/usr/bin/ctr", ["--address", cd.socket, "--namespace", namespace, ...args]);
+  /** Prepares a snapshot and returns its new directory's name. */
+  const prepare = async (namespace: string, key: string, parent?: string) => {
+    const before = new Set(layerDirs(snapshotsDir));
+    await ctr(namespace, "snapshots", "prepare", key, ...(parent ? [parent] : []));
+    const made = layerDirs(snapshotsDir).filter((d) => !before.has(d));
+    if (made.length !== 1) throw new Error(`prepare ${key} made ${made.length} directories`);
+    return made[0] as string;
+  };
+  let imageShadow: bigint;
+
+  beforeAll(async () => {
+    cd = await startContainerd({ namespace: "k8s.io" });
+    snapshotsDir = join(cd.dir, "root/io.containerd.snapshotter.v1.overlayfs/snapshots");
+    // An image layer, as an unpack writes and commits it.
+    const layer = await prepare("k8s.io", "unpack-1");
+    const fs = join(snapshotsDir, layer, "fs");
+    mkdirSync(join(fs, "etc"), { recursive: true });
+    mkdirSync(join(fs, "usr/lib"), { recursive: true });
+    writeFileSync(join(fs, "etc/shadow"), "root:*:19000:0:99999:7:::\n");
+    writeFileSync(join(fs, "usr/lib/libc.so.6"), "\x7fELF");
+    await ctr("k8s.io", "snapshots", "commit", "sha256:layer", "unpack-1");
+    imageShadow = statSync(join(fs, "etc/shadow"), { bigint: true }).ino;
+    // A container over it replaced /etc/shadow with a symlink to libc in its writable layer.
+    const rw = await prepare("k8s.io", "container-rw", "sha256:layer");
+    mkdirSync(join(snapshotsDir, rw, "fs/etc"), { recursive: true });
+    symlinkSync("/usr/lib/libc.so.6", join(snapshotsDir, rw, "fs/etc/shadow"));
+    // Another containerd namespace's container (the snapshotter's directories are shared).
+    const other = await prepare("moby", "other-rw");
+    mkdirSync(join(snapshotsDir, other, "fs/etc"), { recursive: true });
+    writeFileSync(join(snapshotsDir, other, "fs/etc/shadow"), "planted\n");
+  }, 60_000);
+  afterAll(async () => {
+    await cd?.stop();
+  });
+
+  it("every numbered directory holds the planted copies (what a search of all of them arms)", () => {
+    const all = findInLayers(snapshotsDir, layerDirs(snapshotsDir), "/etc/shadow").map((f) => f.path);
+    expect(all.sort()).toEqual(["/etc/shadow", "/etc/shadow", "/usr/lib/libc.so.6"]);
+  });
+
+  it("containerd names both writable layers, in every namespace", async () => {
+    const writable = await containerdWritableDirs({ socket: cd.socket })();
+    const dirs = readdirSync(snapshotsDir).filter((d) => /^[0-9]+$/.test(d));
+    expect(writable.size).toBe(2);
+    expect(dirs.filter((d) => !writable.has(d))).toHaveLength(1);
+  });
+
+  it("the agent's layer finder arms the image's file only, never the symlink's target nor a container's copy", async () => {
+    let changes = 0;
+    const finder = createLayerFinder({
+      snapshotsDir,
+      log: createLogger({}, { level: "error" }),
+      onChange: () => {
+        changes += 1;
+      },
+      writable: containerdWritableDirs({ socket: cd.socket }),
+    });
+    try {
+      // Trusted from the second look on (2 s after the start); a finder that does not look arms at once.
+      for (const until = Date.now() + 15_000; changes < 2 && Date.now() < until; )
+        await new Promise((r) => setTimeout(r, 50));
+      expect(finder.find("/etc/shadow").map((k) => k.ino)).toEqual([imageShadow]);
+    } finally {
+      finder.close();
+    }
+  });
+});
