@@ -75,8 +75,22 @@ function agentMetrics(k: (...args: string[]) => string, pattern: string): string
 const RESTARTS =
   "jsonpath={range .items[*]}{.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].lastState.terminated}{end}";
 
+/** The agent's list and watch requests (when each began, on what), from the API server's audit log. */
+function agentRequests(cluster: OneNodeCluster | undefined): string {
+  const events = cluster?.cp.audit.find({ user: /^system:serviceaccount:hive-system:/ }) ?? [];
+  return events
+    .filter((e) => e.verb === "watch" || e.verb === "list")
+    .map((e) => {
+      const at = e.requestReceivedTimestamp.slice(11, 19);
+      return `${at} ${e.verb} ${e.stage === "ResponseComplete" ? "ended" : "began"} ${e.requestURI.slice(0, 120)}`;
+    })
+    .sort()
+    .slice(-80)
+    .join("\n");
+}
+
 /** What the agents say (their logs' last lines and their drop counters), for a failed wait's message. */
-function agentState(k: (...args: string[]) => string): string {
+function agentState(k: (...args: string[]) => string, cluster?: OneNodeCluster): string {
   const logs = tryK(k, ["-n", "hive-system", "logs", "-l", "app.kubernetes.io/component=agent", "--tail=60"]);
   const previous = tryK(k, [
     ...["-n", "hive-system", "logs", "-l", "app.kubernetes.io/component=agent"],
@@ -84,8 +98,9 @@ function agentState(k: (...args: string[]) => string): string {
   ]);
   const pods = tryK(k, ["-n", "hive-system", "get", "pods", "-o", "wide"]);
   const restarts = tryK(k, ["-n", "hive-system", "get", "pods", "-o", RESTARTS]);
-  const metrics = agentMetrics(k, "^hive_kernel_events|^hive_alerts|^nodejs_eventloop_lag_max");
-  return `agent pods:\n${pods}\nrestarts, last end: ${restarts}\nagent counters:\n${metrics}\nagent logs (last lines):\n${logs}\nbefore its last restart:\n${previous}`;
+  const metrics = agentMetrics(k, "^hive_kernel_events|^hive_alerts|^hive_watched|^nodejs_eventloop_lag_max");
+  const data = tryK(k, ["get", "hivedata", "-A", "-o", "name"]);
+  return `agent pods:\n${pods}\nrestarts, last end: ${restarts}\nagent counters:\n${metrics}\nHiveData:\n${data}\nagent logs (last lines):\n${logs}\nbefore its last restart:\n${previous}\nthe agent's lists and watches:\n${agentRequests(cluster)}`;
 }
 
 const vmReason = vmUnavailable();
@@ -103,7 +118,7 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
   /** waitFor, whose failure carries the agents' state. */
   const waitAgent = <T>(probe: Parameters<typeof waitFor<T>>[0], options: Parameters<typeof waitFor<T>>[1]) =>
     waitFor(probe, options).catch((error: Error) => {
-      throw new Error(`${error.message}\n${agentState(k)}`);
+      throw new Error(`${error.message}\n${agentState(k, cluster)}`);
     });
   const up = (op: "up" | "preview" | "destroy", port: number) =>
     quickstart(cluster, op, { workDir, stack: "dev", guestPort: port });
@@ -259,7 +274,7 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
   it("ran all the while without a restart by the kubelet (its probes tolerate a busy node)", () => {
     // A restart drops the accesses the agent holds while their pod is not named yet: the Job's read.
     figures.eventLoopLag = agentMetrics(k, "^nodejs_eventloop_lag_(max|p99)");
-    expect(k("-n", "hive-system", "get", "pods", "-o", RESTARTS).trim(), agentState(k)).toBe("0");
+    expect(k("-n", "hive-system", "get", "pods", "-o", RESTARTS).trim(), agentState(k, cluster)).toBe("0");
   }, 900_000);
 
   it("pulumi up again changes nothing; a rotated callback receives the next alert", async () => {
