@@ -229,6 +229,8 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
         writable: containerdWritableDirs({ socket: config.runtimeSocket }),
       })
     : undefined;
+  // Armed from the first pass only once containerd said which directories are images' layers.
+  await layers?.ready;
   const originOf = imageLayers
     ? createOriginOf({
         cgroupRoot: config.cgroupRoot,

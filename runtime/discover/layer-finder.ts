@@ -33,6 +33,8 @@ export interface LayerFinderOptions {
 }
 
 export interface NodeLayerFinder extends LayerFinder {
+  /** Resolves once the first looks at which directories are image layers are done (never rejects). */
+  ready: Promise<void>;
   close(): void;
 }
 
@@ -63,7 +65,7 @@ export function createLayerFinder(options: LayerFinderOptions): NodeLayerFinder 
   let looking: Promise<void> | undefined;
   let again = false;
   /** Looks at which directories are image layers again, then says the layers may have changed. */
-  const look = async (): Promise<void> => {
+  const look = async (notify = true): Promise<void> => {
     if (trusted)
       await trusted.refresh().catch((error: unknown) =>
         log.warn("cannot ask containerd which snapshots are writable; the layers trusted before are kept", {
@@ -72,7 +74,7 @@ export function createLayerFinder(options: LayerFinderOptions): NodeLayerFinder 
           hint: "a layer unpacked meanwhile is armed once containerd answers",
         }),
       );
-    if (!closed) options.onChange();
+    if (notify && !closed) options.onChange();
   };
   /** One look at a time; changes meanwhile make one more. */
   const lookAgain = (): void => {
@@ -106,9 +108,10 @@ export function createLayerFinder(options: LayerFinderOptions): NodeLayerFinder 
   }
   const poll = setInterval(lookAgain, options.pollMs ?? 30_000);
   poll.unref();
-  // Two looks before any directory is trusted.
-  if (trusted) changed();
+  // Two looks before any directory is trusted: one right after the other at the start.
+  const ready = trusted ? look(false).then(() => look()) : Promise.resolve();
   return {
+    ready,
     find(path) {
       const layers = trusted ? trusted.layers() : layerDirs(snapshotsDir);
       const signature = layers.join(",");

@@ -20,6 +20,8 @@ export const CGROUP_ROOT = "/sys/fs/cgroup";
 export interface StandaloneLayers {
   layers: LayerSource;
   attribution: ContainerAttribution;
+  /** Resolves once containerd has said which snapshot directories are image layers. */
+  ready: Promise<void>;
   /** Later-bound: what to do when the layers may have changed (re-plan). */
   onChange: (listener: () => void) => void;
   close(): void;
@@ -63,6 +65,7 @@ export function openStandaloneLayers(options: {
   });
   return {
     layers: finder,
+    ready: finder.ready,
     attribution: createContainerAttribution({ cgroupRoot: options.cgroupRoot, records: options.records }),
     onChange: (l) => {
       listener = l;

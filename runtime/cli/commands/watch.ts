@@ -241,6 +241,8 @@ export const watchCommand: Command = {
             explicit: values["image-layers"] !== undefined,
           })
         : undefined;
+    // The layer files are planned at the start: only once containerd said which are images' layers.
+    await layers?.ready;
     const stopAll = async () => {
       layers?.close();
       lister?.close();

@@ -59,6 +59,7 @@ export async function startStandaloneOnLayers(
     explicit: true,
   });
   if (!layers) throw new Error(`no image layers for hive watch: ${JSON.stringify(log.lines)}`);
+  await layers.ready;
   const { documents, problems } = parsePolicyText("layers.yaml", LAYER_POLICY);
   if (problems.length > 0) throw new Error(JSON.stringify(problems));
   const standalone = await startStandalone({
