@@ -105,7 +105,8 @@ export class TrustedLayers {
   /** Looks again; rejects (and keeps the last answer) when containerd cannot say. */
   async refresh(): Promise<void> {
     const present = layerDirs(this.snapshotsDir);
-    const writable = await this.writable();
+    // No snapshot directory (a node of another runtime, no image yet): nothing to ask about.
+    const writable = present.length === 0 ? new Set<string>() : await this.writable();
     this.trusted = present.filter((d) => this.previous.has(d) && !writable.has(d));
     this.previous = new Set(present);
   }
