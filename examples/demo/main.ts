@@ -62,7 +62,8 @@ async function main(): Promise<number> {
       kernel,
       command: `${process.execPath} ${SCENARIO}`,
       env: { NODE_COMPILE_CACHE: "/tmp/hive-node-cache" },
-      timeoutMs: 240_000,
+      // A hang guard: on a busy machine the emulated guest can take several minutes.
+      timeoutMs: 600_000,
     });
     clearInterval(ticker);
     process.stdout.write(result.output);

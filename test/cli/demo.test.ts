@@ -21,7 +21,7 @@ function npmRunDemo(): Promise<HiveRun> {
 
 describe.runIf(kernel !== undefined)("npm run demo", () => {
   it("shows the alerts the callback receiver got for reads of the trapped files, and exits 0", {
-    timeout: 300_000,
+    timeout: 900_000,
   }, async () => {
     const run = await npmRunDemo();
     expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);

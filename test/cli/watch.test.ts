@@ -43,7 +43,8 @@ describe.runIf(kernel !== undefined)(`hive watch and hive status on Linux ${kern
       command: `${process.execPath} test/cli/guest/watch-scenario.ts`,
       // Node caches compiled modules across the guest's several hive processes (emulated CPU: it matters).
       env: { NODE_COMPILE_CACHE: "/tmp/hive-node-cache" },
-      timeoutMs: 240_000,
+      // A hang guard, not a measure: beside two other guests on two cores it can take minutes more.
+      timeoutMs: 900_000,
     });
     output = result.output;
     const line = output.split("\n").find((l) => l.startsWith("HIVE-SCENARIO "));
@@ -52,7 +53,7 @@ describe.runIf(kernel !== undefined)(`hive watch and hive status on Linux ${kern
         `the guest scenario printed no result (exit ${result.exitCode}):\n${output.slice(-4000)}`,
       );
     s = JSON.parse(line.slice("HIVE-SCENARIO ".length)) as Scenario;
-  }, 300_000);
+  }, 960_000);
 
   it("arms the traps and says so", () => {
     expect(s.ready, s.watch.stderr).toBe(true);

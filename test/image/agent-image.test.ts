@@ -148,9 +148,7 @@ describe.skipIf(!enabled)("the agent image built from the Dockerfile", () => {
       filesUnder(join(rootfs, d)).filter((f) => !/\/(lock|partial)$/.test(f)),
     );
     expect(aptCaches.map((f) => f.slice(rootfs.length))).toEqual([]);
-    const unread = filesUnder(join(rootfs, "app/node_modules")).filter((f) =>
-      /\.(d\.[cm]?ts|map)$/.test(f),
-    );
+    const unread = filesUnder(join(rootfs, "app/node_modules")).filter((f) => /\.(d\.[cm]?ts|map)$/.test(f));
     expect(unread.map((f) => f.slice(rootfs.length)).slice(0, 10)).toEqual([]);
   });
 
