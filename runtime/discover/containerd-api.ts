@@ -89,7 +89,11 @@ const descriptor = {
                     ListSnapshotsResponse: { fields: { info: { rule: "repeated", type: "Info", id: 1 } } },
                     Kind: { values: { UNKNOWN: 0, VIEW: 1, ACTIVE: 2, COMMITTED: 3 } },
                     Info: {
-                      fields: { name: { type: "string", id: 1 }, kind: { type: "Kind", id: 3 } },
+                      fields: {
+                        name: { type: "string", id: 1 },
+                        kind: { type: "Kind", id: 3 },
+                        created_at: { type: "google.protobuf.Timestamp", id: 4 },
+                      },
                     },
                     MountsRequest: {
                       fields: { snapshotter: { type: "string", id: 1 }, key: { type: "string", id: 2 } },

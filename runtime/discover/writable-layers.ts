@@ -11,7 +11,7 @@
  * and its snapshot is not ACTIVE now: the snapshotter makes a directory before the snapshot is in
  * its database, so one seen once may be a writable layer the API does not show yet.
  */
-import type * as grpc from "@grpc/grpc-js";
+import * as grpc from "@grpc/grpc-js";
 import { callRuntime, collectRuntimeStream, connectRuntimeService } from "./containerd-api.ts";
 import { layerDirs } from "./image-layers.ts";
 
@@ -48,6 +48,8 @@ export function containerdWritableDirs(options: {
   const timeoutMs = options.timeoutMs ?? 5000;
   let namespaces: grpc.Client | undefined;
   let snapshots: grpc.Client | undefined;
+  /** `namespace/key@created` → its directory: an ACTIVE snapshot's mounts never change, so each is asked once. */
+  let known = new Map<string, string | undefined>();
   return async () => {
     namespaces ??= connectRuntimeService(options.socket, "namespaces");
     snapshots ??= connectRuntimeService(options.socket, "snapshots");
@@ -58,17 +60,23 @@ export function containerdWritableDirs(options: {
       { timeoutMs },
     );
     const dirs = new Set<string>();
+    const seen = new Map<string, string | undefined>();
     let active = 0;
     for (const { name: namespace } of listed.namespaces) {
-      const pages = await collectRuntimeStream<{ info: { name: string; kind: string }[] }>(
-        snapshots,
-        "List",
-        { snapshotter },
-        { namespace, timeoutMs },
-      );
+      const pages = await collectRuntimeStream<{
+        info: { name: string; kind: string; created_at?: { seconds: number; nanos: number } | null }[];
+      }>(snapshots, "List", { snapshotter }, { namespace, timeoutMs });
       for (const info of pages.flatMap((p) => p.info)) {
         if (info.kind !== "ACTIVE") continue;
         if (++active > MAX_ACTIVE) throw new Error(`more than ${MAX_ACTIVE} writable snapshots`);
+        // With its creation time: a key removed and prepared again is another directory.
+        const id = `${namespace}/${info.name}@${info.created_at?.seconds ?? 0}.${info.created_at?.nanos ?? 0}`;
+        if (known.has(id)) {
+          const dir = known.get(id);
+          seen.set(id, dir);
+          if (dir) dirs.add(dir);
+          continue;
+        }
         const res = await callRuntime<{ mounts: { type: string; source: string; options: string[] }[] }>(
           snapshots,
           "Mounts",
@@ -76,13 +84,15 @@ export function containerdWritableDirs(options: {
           { namespace, timeoutMs },
         ).catch((error: grpc.ServiceError) => {
           // Removed since the list: nothing to exclude.
-          if (error.code === 5) return { mounts: [] };
+          if (error.code === grpc.status.NOT_FOUND) return { mounts: [] };
           throw error;
         });
         const dir = writableDirOf(res.mounts);
+        seen.set(id, dir);
         if (dir) dirs.add(dir);
       }
     }
+    known = seen;
     return dirs;
   };
 }

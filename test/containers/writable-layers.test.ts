@@ -87,4 +87,15 @@ describe.runIf(runs)("the image layers searched for a trap path", () => {
       finder.close();
     }
   });
+
+  it("asks each snapshot's mounts once, and again for a key removed and prepared anew", async () => {
+    const writable = containerdWritableDirs({ socket: cd.socket });
+    const before = await writable();
+    await ctr("k8s.io", "snapshots", "rm", "container-rw");
+    const again = await prepare("k8s.io", "container-rw", "sha256:layer");
+    const after = await writable();
+    expect(before.has(again)).toBe(false);
+    expect(after.has(again)).toBe(true);
+    expect(after.size).toBe(2);
+  });
 });
