@@ -6,21 +6,20 @@
  * Agents authenticate as the DaemonSet's pods do: with a ServiceAccount token from the real
  * TokenRequest API, bound to a Pod object on a Node object, so the node claim is the server's own.
  */
+
 import { execFileSync } from "node:child_process";
-import { join } from "node:path";
 import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { stringify } from "yaml";
 import { AGENT_SELECTOR } from "../../api/meta.ts";
 import { type HiveMonitorArgs, type KubernetesObject, renderManifests } from "../../component/index.ts";
 import { type AuditEvent, type AuditFilter, AuditLog, actingUser, REFUSAL_CODES } from "./audit-log.ts";
-import { binaryPath } from "./binaries.ts";
 import type { ControlPlane } from "./control-plane.ts";
+import { kubectlFor } from "./kubectl-run.ts";
 
 /** Runs the real kubectl against `cp` as the admin; returns its stdout or throws with its stderr. */
 export function kubectl(cp: ControlPlane, args: string[], input?: string): string {
-  const kubeconfig = cp.writeKubeconfig(join(cp.dir, "admin.kubeconfig"));
   try {
-    return execFileSync(binaryPath("kubectl"), ["--kubeconfig", kubeconfig, ...args], {
+    return execFileSync(...kubectlFor(cp, args), {
       input,
       encoding: "utf8",
       stdio: ["pipe", "pipe", "pipe"],

@@ -14,9 +14,21 @@ export interface KubectlRun {
   stderr: string;
 }
 
-export function runKubectl(cp: ControlPlane, args: string[], input?: string): KubectlRun {
+/**
+ * kubectl and its arguments for `cp`, as the admin. Its discovery cache is the control plane's own:
+ * kubectl's default (~/.kube/cache, by host and port) would serve one test the kinds of an earlier
+ * control plane that had the same loopback port.
+ */
+export function kubectlFor(cp: ControlPlane, args: string[]): [string, string[]] {
   const kubeconfig = cp.writeKubeconfig(join(cp.dir, "admin.kubeconfig"));
-  const run = spawnSync(binaryPath("kubectl"), ["--kubeconfig", kubeconfig, ...args], {
+  return [
+    binaryPath("kubectl"),
+    ["--kubeconfig", kubeconfig, "--cache-dir", join(cp.dir, "kubectl-cache"), ...args],
+  ];
+}
+
+export function runKubectl(cp: ControlPlane, args: string[], input?: string): KubectlRun {
+  const run = spawnSync(...kubectlFor(cp, args), {
     input,
     encoding: "utf8",
     maxBuffer: 64 << 20,
