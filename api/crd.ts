@@ -10,6 +10,14 @@ import type { TSchema } from "@sinclair/typebox";
 import { HiveDataSpecSchema } from "./data.ts";
 import { API_VERSION, GROUP, KIND_DATA, KIND_POLICY, PLURAL_DATA, PLURAL_POLICY, VERSION } from "./meta.ts";
 import { HivePolicySpecSchema, HivePolicyStatusSchema } from "./policy.ts";
+import {
+  KIND_REPORT,
+  PLURAL_REPORT,
+  REPORT_GROUP,
+  REPORT_VERSION,
+  ReportResultSchema,
+  ReportSummarySchema,
+} from "./report.ts";
 
 export type JsonSchema = { [key: string]: unknown };
 
@@ -193,6 +201,57 @@ export function hiveDataCrd(): CustomResourceDefinition {
       { name: "Kernel", type: "string", jsonPath: ".spec.kernel-id", priority: 1 },
     ],
   });
+}
+
+/**
+ * The PolicyReport CRD for clusters that have none (Kyverno and Policy Reporter install the same
+ * one): Hive's part of the published schema, derived from api/report.ts. Not Hive's group, so not
+ * Hive's label either: a later install of the published CRD takes it over unchanged.
+ */
+export function policyReportCrd(): CustomResourceDefinition {
+  return {
+    apiVersion: "apiextensions.k8s.io/v1",
+    kind: "CustomResourceDefinition",
+    metadata: { name: `${PLURAL_REPORT}.${REPORT_GROUP}` },
+    spec: {
+      group: REPORT_GROUP,
+      scope: "Namespaced",
+      names: {
+        kind: KIND_REPORT,
+        listKind: `${KIND_REPORT}List`,
+        plural: PLURAL_REPORT,
+        singular: "policyreport",
+        shortNames: ["polr"],
+      },
+      versions: [
+        {
+          name: REPORT_VERSION,
+          served: true,
+          storage: true,
+          schema: {
+            openAPIV3Schema: {
+              type: "object",
+              properties: {
+                apiVersion: { type: "string" },
+                kind: { type: "string" },
+                metadata: { type: "object" },
+                summary: toStructural(ReportSummarySchema),
+                results: { type: "array", items: toStructural(ReportResultSchema) },
+              },
+            },
+          },
+          additionalPrinterColumns: [
+            ...(["pass", "fail", "warn", "error", "skip"] as const).map((r) => ({
+              name: r[0]?.toUpperCase() + r.slice(1),
+              type: "integer",
+              jsonPath: `.summary.${r}`,
+            })),
+            { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+          ],
+        },
+      ],
+    },
+  };
 }
 
 export function hiveCrds(): CustomResourceDefinition[] {

@@ -8,7 +8,7 @@
  * child is created; values known only later are validated when they resolve, with the same
  * messages. Lists and the options that decide which resources exist (`namespace`'s form,
  * `traps[].policy`, `admissionPolicy`, `priorityClassQuota`, `podMonitor`, `prometheusRule`,
- * `grafanaDashboard`, `deleteCrdsOnDestroy`) are plain.
+ * `grafanaDashboard`, `reports`, `deleteCrdsOnDestroy`) are plain.
  * `HiveMonitorValues` is the same surface with plain values only (`hive render`).
  */
 import type * as k8s from "@pulumi/kubernetes";
@@ -164,6 +164,19 @@ export interface GrafanaDashboardArgs {
   labels?: Input<Record<string, Input<string>>>;
 }
 
+/** Findings as PolicyReports (`wgpolicyk8s.io/v1alpha2`), one per namespace with selected pods. */
+export interface ReportsArgs {
+  /** `policyreport` (written when the cluster has the CRD) or `none`. Default: `policyreport`. */
+  format?: "policyreport" | "none";
+  /**
+   * Install the PolicyReport CRD (for clusters without Kyverno or Policy Reporter, which bring
+   * it) and let every namespace's `view` role read its report. Default: false.
+   */
+  installCrd?: boolean;
+  /** Hours a result stays `fail` after the last unexpected access, then `pass` again. Default: 168 (7 days). */
+  failWindowHours?: number;
+}
+
 export interface HiveMonitorArgs {
   /**
    * Namespace of the agent, its HiveData and the monitor's HivePolicies. A string creates the
@@ -287,6 +300,12 @@ export interface HiveMonitorArgs {
    */
   grafanaDashboard?: boolean | GrafanaDashboardArgs;
   /**
+   * What the traps found, as a PolicyReport per namespace (`kubectl get policyreport -A`):
+   * `"policyreport"` (written when the cluster has the CRD), its settings, or `"none"`. Plain.
+   * Default: `"policyreport"`.
+   */
+  reports?: "policyreport" | "none" | ReportsArgs;
+  /**
    * Delete the HivePolicy and HiveData CRDs on `pulumi destroy`. Deleting a CRD deletes every
    * HivePolicy of every team in the cluster, so by default the CRDs stay (Pulumi forgets them).
    * Plain: it is a resource option. Default: false.
@@ -330,6 +349,7 @@ export const MONITOR_OPTIONS = [
   "podMonitor",
   "prometheusRule",
   "grafanaDashboard",
+  "reports",
   "deleteCrdsOnDestroy",
 ] as const satisfies readonly (keyof HiveMonitorArgs)[];
 

@@ -46,6 +46,7 @@ describe("resolveConfig", () => {
         podMonitor: undefined,
         prometheusRule: undefined,
         grafanaDashboard: undefined,
+        reports: {},
         deleteCrdsOnDestroy: false,
       },
     });

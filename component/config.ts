@@ -27,6 +27,7 @@ import {
   type PrometheusRuleArgs,
   PULL_POLICIES,
   type PullPolicy,
+  type ReportsArgs,
   type ResourceRequirements,
   type Toleration,
 } from "./args.ts";
@@ -35,7 +36,7 @@ import { AGENT_ARCHITECTURES, AGENT_NODE_SELECTOR, AGENT_SELECTOR } from "./buil
 import type { ArgProblem } from "./builders/problems.ts";
 import { SYSTEM_NAMESPACE } from "./builders/resource-quota.ts";
 import { isPlainObject, toHiveTrap, trapProblems, unknownKeys } from "./builders/traps.ts";
-import { checkGrafanaDashboard, checkPrometheusRule } from "./monitoring-config.ts";
+import { checkGrafanaDashboard, checkPrometheusRule, checkReports } from "./monitoring-config.ts";
 
 export const DEFAULT_NAMESPACE = "hive-system";
 export const DEFAULT_POLICY = "default";
@@ -99,6 +100,8 @@ export interface HiveConfig {
   prometheusRule: Plain<PrometheusRuleArgs> | undefined;
   /** The Grafana dashboard ConfigMap's settings, when one is wanted. */
   grafanaDashboard: Plain<GrafanaDashboardArgs> | undefined;
+  /** The PolicyReports' settings; undefined when `reports: "none"`. */
+  reports: Plain<ReportsArgs> | undefined;
   deleteCrdsOnDestroy: boolean;
 }
 
@@ -533,6 +536,7 @@ export function resolveConfig(args: HiveMonitorValues): ConfigResult {
   const podMonitor = checkPodMonitor(c, args.podMonitor);
   const prometheusRule = checkPrometheusRule(c, args.prometheusRule);
   const grafanaDashboard = checkGrafanaDashboard(c, args.grafanaDashboard, DNS_LABEL);
+  const reports = checkReports(c, args.reports);
   const deleteCrds = args.deleteCrdsOnDestroy ?? false;
   if (typeof deleteCrds !== "boolean") c.add("deleteCrdsOnDestroy", "must be true or false");
 
@@ -569,6 +573,7 @@ export function resolveConfig(args: HiveMonitorValues): ConfigResult {
       podMonitor,
       prometheusRule,
       grafanaDashboard,
+      reports,
       deleteCrdsOnDestroy: deleteCrds,
     },
   };

@@ -48,6 +48,7 @@ const STRUCTURAL_OPTIONS = [
   /^podMonitor$/,
   /^prometheusRule$/,
   /^grafanaDashboard$/,
+  /^reports(\..*)?$/,
   /^deleteCrdsOnDestroy$/,
 ];
 
@@ -87,6 +88,7 @@ function shapeArgs(args: HiveMonitorArgs, known: HiveMonitorValues): HiveMonitor
     podMonitor: args.podMonitor === undefined ? undefined : args.podMonitor !== false,
     prometheusRule: args.prometheusRule === undefined ? undefined : args.prometheusRule !== false,
     grafanaDashboard: args.grafanaDashboard === undefined ? undefined : args.grafanaDashboard !== false,
+    reports: args.reports,
     traps: args.traps?.map((t) => ({
       path: "/shape",
       ...(t.policy === undefined ? {} : { policy: t.policy }),

@@ -1,9 +1,9 @@
 /**
  * The options of the monitor's optional monitoring objects beyond the PodMonitor: the
- * PrometheusRule and the Grafana dashboard. Checked like every option (config.ts), each
+ * PrometheusRule, the Grafana dashboard and the PolicyReports. Checked like every option (config.ts), each
  * problem naming its option.
  */
-import type { GrafanaDashboardArgs, Plain, PrometheusRuleArgs } from "./args.ts";
+import type { GrafanaDashboardArgs, Plain, PrometheusRuleArgs, ReportsArgs } from "./args.ts";
 import { isPlainObject, unknownKeys } from "./builders/traps.ts";
 import type { Checker } from "./config.ts";
 
@@ -38,4 +38,26 @@ export function checkGrafanaDashboard(
     c.name("grafanaDashboard.namespace", value.namespace, namePattern, "a namespace name");
   if (value.labels !== undefined) c.labels("grafanaDashboard.labels", value.labels);
   return value as Plain<GrafanaDashboardArgs>;
+}
+
+/** The PolicyReports: undefined when `none`; `{}` for the default (written when the CRD exists). */
+export function checkReports(c: Checker, value: unknown): Plain<ReportsArgs> | undefined {
+  if (value === "none") return undefined;
+  if (value === undefined || value === "policyreport") return {};
+  const usage =
+    '"policyreport", "none" or { format?: "policyreport", installCrd?: true, failWindowHours?: 168 }';
+  if (!isPlainObject(value)) {
+    c.add("reports", `must be ${usage}`);
+    return undefined;
+  }
+  c.problems.push(...unknownKeys(value, ["format", "installCrd", "failWindowHours"], "reports"));
+  if (value.format === "none") return undefined;
+  if (value.format !== undefined && value.format !== "policyreport")
+    c.add("reports.format", `${JSON.stringify(value.format)} must be "policyreport" or "none"`);
+  if (value.installCrd !== undefined && typeof value.installCrd !== "boolean")
+    c.add("reports.installCrd", "must be true or false");
+  const hours = value.failWindowHours;
+  if (hours !== undefined && (!Number.isInteger(hours) || (hours as number) < 1 || (hours as number) > 8760))
+    c.add("reports.failWindowHours", "must be a whole number of hours from 1 to 8760 (a year), e.g. 168");
+  return value as Plain<ReportsArgs>;
 }

@@ -19,6 +19,7 @@ import type {
   MonitorTrapArgs,
   PodMonitorArgs,
   PrometheusRuleArgs,
+  ReportsArgs,
   TrapArgs,
   TrapMatchArgs,
 } from "./args.ts";
@@ -132,6 +133,16 @@ export interface GrafanaDashboard {
   labels?: Input<Record<string, Input<string>>>;
 }
 
+/** Findings as PolicyReports, one per namespace with selected pods. */
+export interface Reports {
+  /** `policyreport` (written when the cluster has the CRD) or `none`. Default: `policyreport`. */
+  format?: string;
+  /** Install the PolicyReport CRD and let every namespace's `view` role read its report. Default: false. */
+  installCrd?: boolean;
+  /** Hours a result stays `fail` after the last unexpected access. Default: 168 (7 days). */
+  failWindowHours?: number;
+}
+
 /** How a changed DaemonSet replaces its pods. */
 export interface UpdateStrategy {
   /** `RollingUpdate` or `OnDelete`. Default: `RollingUpdate`. */
@@ -202,6 +213,8 @@ export interface HiveMonitorSchemaArgs {
   prometheusRule?: PrometheusRule;
   /** Create a Grafana dashboard ConfigMap of the agents (`{}` for the defaults). Default: none. */
   grafanaDashboard?: GrafanaDashboard;
+  /** What the traps found, as a PolicyReport per namespace (`kubectl get policyreport -A`). Default: written when the cluster has the CRD. */
+  reports?: Reports;
   /** Delete the HivePolicy and HiveData CRDs on destroy (every team's HivePolicies with them). Default: false, kept. */
   deleteCrdsOnDestroy?: boolean;
 }
@@ -276,6 +289,7 @@ export function toMonitorArgs(args: HiveMonitorSchemaArgs): HiveMonitorArgs {
     podMonitor,
     prometheusRule,
     grafanaDashboard,
+    reports,
     ...rest
   } = args ?? ({} as Loose);
   const out: Loose = defined({ ...rest });
@@ -301,6 +315,7 @@ export function toMonitorArgs(args: HiveMonitorSchemaArgs): HiveMonitorArgs {
     out.prometheusRule = defined({ ...prometheusRule }) as PrometheusRuleArgs;
   if (grafanaDashboard !== undefined && grafanaDashboard !== null)
     out.grafanaDashboard = defined({ ...grafanaDashboard }) as GrafanaDashboardArgs;
+  if (reports !== undefined && reports !== null) out.reports = defined({ ...reports }) as ReportsArgs;
   return out as unknown as HiveMonitorArgs;
 }
 

@@ -16,7 +16,7 @@ import { podMonitorManifest } from "./builders/pod-monitor.ts";
 import { policyManifest } from "./builders/policies.ts";
 import { formatProblems } from "./builders/problems.ts";
 import { prometheusRuleManifest } from "./builders/prometheus-rule.ts";
-import { rbacManifests } from "./builders/rbac.ts";
+import { rbacManifests, reportReaderRole } from "./builders/rbac.ts";
 import { priorityQuotaManifest } from "./builders/resource-quota.ts";
 import { serviceAccountManifest } from "./builders/service-account.ts";
 import { type HiveConfig, resolveConfig } from "./config.ts";
@@ -56,10 +56,11 @@ export function buildManifests(config: HiveConfig, id: Identity = RENDER_IDENTIT
   const optional = (o: KubernetesObject | undefined) => (o ? label(o) : undefined);
   return {
     namespace: config.createNamespace ? label(namespaceManifest(config.namespace)) : undefined,
-    crds: crdManifests().map(label),
+    crds: crdManifests(config.reports?.installCrd === true).map(label),
     access: [
       serviceAccountManifest(config.namespace),
-      ...rbacManifests(config.namespace, config.callback),
+      ...rbacManifests(config.namespace, config.callback, config.reports !== undefined),
+      ...(config.reports?.installCrd ? [reportReaderRole()] : []),
     ].map(label),
     callbackSecret: optional(callbackSecretManifest(config.namespace, config.callback)),
     admission: config.admissionPolicy

@@ -14,11 +14,13 @@ import {
   API_VERSION,
   GROUP,
   LABEL_NODE,
+  LABEL_TRAP_ID,
   PLURAL_DATA,
   PLURAL_POLICY,
   POLICY_FINALIZER,
   VERSION,
 } from "../../api/index.ts";
+import { ANNOTATION_REPORT_WRITER, PLURAL_REPORT, REPORT_GROUP, REPORT_NAME } from "../../api/report.ts";
 import { tenantCallbackCel } from "../../api/tenancy.ts";
 import { AGENT_NAME, agentUsername, hiveLabels, type KubernetesObject } from "./objects.ts";
 
@@ -173,11 +175,19 @@ export function admissionManifests(
 
 export const AGENT_ONLY_POLICY_NAME = "hive-agent-only-writes";
 
+/** An object's label/annotation `key`, or '' (CEL's has() and `in` guard a missing one). */
+function metadataEntry(object: "object", map: "labels" | "annotations", key: string): string {
+  return `!has(${object}.metadata.${map}) || !('${key}' in ${object}.metadata.${map}) ? '' : ${object}.metadata.${map}['${key}']`;
+}
+
 /**
  * What only the agent may write, whoever else RBAC lets write it (a namespace owner with a
  * wildcard role, a cluster-wide `edit` aggregation): HiveData, which arms files in a node's
- * kernel, and the per-node trap-error Events (labelled with a node) that fill HivePolicy
- * status. An agent's reports must name its own node. Deleting stays open: it only removes.
+ * kernel; the per-node trap-error Events (labelled with a node) that fill HivePolicy status;
+ * the access Events (labelled with a trap) that PolicyReports fold into `fail`; and Hive's
+ * PolicyReport of each namespace, whose name is Hive's (so no tenant can pre-create, rewrite
+ * into `pass` or delete it). An agent's reports, Events and PolicyReports name its own node.
+ * Deleting HiveData and Events stays open: it only removes.
  */
 function agentOnlyManifests(namespace: string): KubernetesObject[] {
   const agent = `request.userInfo.username == '${agentUsername(namespace)}'`;
@@ -194,10 +204,18 @@ function agentOnlyManifests(namespace: string): KubernetesObject[] {
         // Every Event is matched (an objectSelector would also be honoured by a real server, but
         // the rule below is cheap): only those carrying Hive's node label are constrained.
         { apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE", "UPDATE"], resources: ["events"] },
+        {
+          apiGroups: [REPORT_GROUP],
+          apiVersions: ["*"],
+          operations: ["CREATE", "UPDATE", "DELETE"],
+          resources: [PLURAL_REPORT],
+        },
       ],
     },
     variables: [
       { name: "isData", expression: `request.resource.resource == '${PLURAL_DATA}'` },
+      { name: "isReport", expression: `request.resource.resource == '${PLURAL_REPORT}'` },
+      { name: "isEvent", expression: "request.resource.resource == 'events'" },
       { name: "reportNode", expression: nodeLabel("object") },
     ],
     validations: [
@@ -211,6 +229,24 @@ function agentOnlyManifests(namespace: string): KubernetesObject[] {
       {
         expression: `variables.isData || variables.reportNode == '' || (${agent} && variables.reportNode == (${claimedNode}))`,
         messageExpression: `'only the Hive agent of node ' + variables.reportNode + ' may write an Event labelled ${LABEL_NODE}=' + variables.reportNode`,
+        reason: "Forbidden",
+      },
+      {
+        expression:
+          `!variables.isEvent || variables.reportNode != '' || (${metadataEntry("object", "labels", LABEL_TRAP_ID)}) == '' || ` +
+          `(${agent} && has(object.reportingInstance) && object.reportingInstance == (${claimedNode}))`,
+        message:
+          `only the Hive agent may write an Event labelled ${LABEL_TRAP_ID} (an access to a trapped file, ` +
+          "which PolicyReports count as a fail), naming its own node as reportingInstance",
+        reason: "Forbidden",
+      },
+      {
+        expression:
+          `!variables.isReport || request.name != '${REPORT_NAME}' || (${agent} && (request.operation == 'DELETE' || ` +
+          `(${metadataEntry("object", "annotations", ANNOTATION_REPORT_WRITER)}) == (${claimedNode})))`,
+        message:
+          `only the Hive agent may create, change or delete the PolicyReport named ${REPORT_NAME} ` +
+          `(Hive's findings), and only naming its own node in ${ANNOTATION_REPORT_WRITER}`,
         reason: "Forbidden",
       },
     ],

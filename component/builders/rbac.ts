@@ -6,6 +6,7 @@
  * admission.ts adds.
  */
 import { GROUP, PLURAL_DATA, PLURAL_POLICY } from "../../api/index.ts";
+import { PLURAL_REPORT, REPORT_GROUP } from "../../api/report.ts";
 import type { CallbackValues } from "../args.ts";
 import { AGENT_NAME, hiveLabels, type KubernetesObject } from "./objects.ts";
 
@@ -17,8 +18,8 @@ export interface PolicyRule {
 }
 
 /** Cluster-wide rules: what the agent must see or touch in every namespace. */
-export function clusterRules(): PolicyRule[] {
-  return [
+export function clusterRules(reports = true): PolicyRule[] {
+  const rules: PolicyRule[] = [
     // Discover and the loader follow every HivePolicy (policies live in any namespace).
     { apiGroups: [GROUP], resources: [PLURAL_POLICY], verbs: ["list", "watch", "patch"] },
     // `patch` above is for the finalizer only: admission rejects any other change by the agent.
@@ -53,6 +54,17 @@ export function clusterRules(): PolicyRule[] {
       verbs: ["create", "patch", "update", "delete", "list", "watch"],
     },
   ];
+  // PolicyReports: the elected pods role writes one per namespace with selected pods (created,
+  // replaced, deleted when the namespace has none left) and watches them to take up the fails a
+  // previous writer left and to put back a report someone else changed (runtime/reports/).
+  // Admission keeps the report's name to the agent.
+  if (reports)
+    rules.push({
+      apiGroups: [REPORT_GROUP],
+      resources: [PLURAL_REPORT],
+      verbs: ["list", "watch", "create", "update", "delete"],
+    });
+  return rules;
 }
 
 /** Rules in the monitor's namespace: the agent's own objects. */
@@ -90,7 +102,11 @@ export function namespaceRules(callback: CallbackValues | undefined): PolicyRule
   return rules;
 }
 
-export function rbacManifests(namespace: string, callback: CallbackValues | undefined): KubernetesObject[] {
+export function rbacManifests(
+  namespace: string,
+  callback: CallbackValues | undefined,
+  reports = true,
+): KubernetesObject[] {
   const labels = hiveLabels("agent");
   const subjects = [{ kind: "ServiceAccount", name: AGENT_NAME, namespace }];
   return [
@@ -98,7 +114,7 @@ export function rbacManifests(namespace: string, callback: CallbackValues | unde
       apiVersion: "rbac.authorization.k8s.io/v1",
       kind: "ClusterRole",
       metadata: { name: AGENT_NAME, labels },
-      rules: clusterRules(),
+      rules: clusterRules(reports),
     },
     {
       apiVersion: "rbac.authorization.k8s.io/v1",
@@ -121,4 +137,26 @@ export function rbacManifests(namespace: string, callback: CallbackValues | unde
       subjects,
     },
   ];
+}
+
+/**
+ * With the PolicyReport CRD Hive installs: every namespace's `view` (and so `edit` and `admin`)
+ * role reads PolicyReports, so a team reads its namespace's report where it reads its pods.
+ * Writing stays the agent's (admission keeps Hive's report to it).
+ */
+export function reportReaderRole(): KubernetesObject {
+  return {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRole",
+    metadata: {
+      name: `${AGENT_NAME}-policyreport-reader`,
+      labels: {
+        ...hiveLabels("agent"),
+        "rbac.authorization.k8s.io/aggregate-to-view": "true",
+        "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+        "rbac.authorization.k8s.io/aggregate-to-admin": "true",
+      },
+    },
+    rules: [{ apiGroups: [REPORT_GROUP], resources: [PLURAL_REPORT], verbs: ["get", "list", "watch"] }],
+  };
 }

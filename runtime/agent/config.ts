@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 import { CALLBACK_FORMATS, type CallbackFormat } from "../../api/alert.ts";
+import { DEFAULT_FAIL_WINDOW_SECONDS } from "../../api/report.ts";
 import { callbackPrefixProblem, normalizeCallbackPrefix } from "../../api/tenancy.ts";
 import { RESOLVE_TIMEOUT_MS } from "../discover/resolve-pool.ts";
 import { HiveError } from "../errors.ts";
@@ -65,6 +66,10 @@ export interface AgentConfig {
   /** containerd's state directory, with the task bundles naming each container (default: the socket's directory). */
   runtimeStateDir?: string;
   lease: LeaseTiming;
+  /** PolicyReports per namespace (runtime/reports/): written by the pods role unless `none`. */
+  reports: "policyreport" | "none";
+  /** How long a report result stays `fail` after the last unexpected access (hours). */
+  reportFailWindowHours: number;
   /** The DaemonSet that runs this agent: gone or being deleted when it stops, the kernel program is removed (uninstall.ts). */
   daemonSet?: string;
 }
@@ -107,6 +112,8 @@ Options (environment in brackets):
   --daemonset NAME          the DaemonSet running this agent, in --namespace [HIVE_DAEMONSET]: when the agent
                             stops while it is gone or being deleted, the kernel program is detached and
                             unpinned (an uninstall); otherwise it stays attached for the next agent
+  --reports FORMAT          findings as PolicyReports per namespace: policyreport | none [HIVE_REPORTS] (default: policyreport, when the API server serves the CRD)
+  --report-fail-window H    hours a result stays fail after the last unexpected access [HIVE_REPORT_FAIL_WINDOW_HOURS] (default: 168)
   --no-loader / --no-pods   never run that role on this node
   --no-trap-proof           arm the identity stat() gives without proving it with the kernel program
                             (only where no program can load, e.g. measuring the controllers: on an
@@ -167,6 +174,8 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
         "cgroup-root": { type: "string" },
         "runtime-state-dir": { type: "string" },
         daemonset: { type: "string" },
+        reports: { type: "string" },
+        "report-fail-window": { type: "string" },
       },
     }));
   } catch (error) {
@@ -225,8 +234,21 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     str("lease-duration", "HIVE_LEASE_DURATION_MS"),
     DEFAULT_LEASE.leaseDurationMs,
   );
+  const reports = str("reports", "HIVE_REPORTS") ?? "policyreport";
+  if (reports !== "policyreport" && reports !== "none") {
+    throw new HiveError("ConfigInvalid", "--reports must be policyreport or none", { object: reports });
+  }
+  const reportFailWindowHours = positiveInt(
+    "--report-fail-window",
+    str("report-fail-window", "HIVE_REPORT_FAIL_WINDOW_HOURS"),
+    DEFAULT_FAIL_WINDOW_SECONDS / 3600,
+  );
+  if (reportFailWindowHours === 0)
+    throw new HiveError("ConfigInvalid", "--report-fail-window must be at least 1 hour", { object: "0" });
   const config: AgentConfig = {
     nodeName,
+    reports,
+    reportFailWindowHours,
     podName: str("pod-name", "POD_NAME") ?? hostname(),
     namespace: str("namespace", "POD_NAMESPACE") ?? "hive-system",
     runtimeSocket: str("runtime-socket", "HIVE_RUNTIME_SOCKET") ?? "/run/containerd/containerd.sock",

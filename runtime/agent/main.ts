@@ -278,6 +278,9 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     log,
     roles: config.roles,
     lease: config.lease,
+    ...(config.reports === "policyreport"
+      ? { reports: { failWindowMs: config.reportFailWindowHours * 3_600_000 } }
+      : {}),
   });
   onLayersChanged = () => agent.discover.onLayersChanged();
   health.addReadinessCheck("discover-synced", () => ({

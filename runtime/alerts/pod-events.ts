@@ -12,6 +12,8 @@
 import { createHash } from "node:crypto";
 import type { CoreV1Api, CoreV1Event } from "@kubernetes/client-node";
 import type { Alert } from "../../api/alert.ts";
+import { LABEL_TRAP_ID } from "../../api/meta.ts";
+import { type AccessNote, ANNOTATION_ACCESS } from "../../api/report.ts";
 import type { Logger } from "../log.ts";
 import type { HiveMetrics } from "../metrics/metrics.ts";
 import { displaySafe } from "../text.ts";
@@ -80,6 +82,19 @@ export function eventMessage(alert: Alert): string {
   );
 }
 
+/** What the PolicyReports' writer folds from the group's latest alert (api/report.ts ANNOTATION_ACCESS). */
+export function accessNote(alert: Alert): Record<string, string> {
+  const note: AccessNote = {
+    policy: `${alert.hive_policy_namespace ?? "default"}/${alert.hive_policy_name}`,
+    accesses: alert.metadata.accesses.join("/") || alert.metadata.change || "accessed",
+    exe: alert.process.exe ?? "",
+    parentExe: alert.process.parent?.exe ?? "",
+    alertId: alert.id,
+    container: alert.pod?.container.name ?? "",
+  };
+  return { [ANNOTATION_ACCESS]: JSON.stringify(note) };
+}
+
 const alertTime = (alert: Alert): Date => new Date(Date.parse(alert.timestamp) || Date.now());
 
 export function createPodEventRecorder(options: PodEventRecorderOptions): PodEventRecorder {
@@ -110,7 +125,12 @@ export function createPodEventRecorder(options: PodEventRecorderOptions): PodEve
 
   const create = async (g: Group, count: number): Promise<boolean> => {
     const body: CoreV1Event = {
-      metadata: { name: g.name, namespace: g.namespace, labels: { "app.kubernetes.io/managed-by": "hive" } },
+      metadata: {
+        name: g.name,
+        namespace: g.namespace,
+        labels: { "app.kubernetes.io/managed-by": "hive", [LABEL_TRAP_ID]: g.latest.trap_id },
+        annotations: accessNote(g.latest),
+      },
       involvedObject: {
         apiVersion: "v1",
         kind: "Pod",
@@ -144,6 +164,7 @@ export function createPodEventRecorder(options: PodEventRecorderOptions): PodEve
       { op: "replace", path: "/count", value: count },
       { op: "replace", path: "/lastTimestamp", value: g.last.toISOString() },
       { op: "replace", path: "/message", value: g.message },
+      { op: "add", path: "/metadata/annotations", value: accessNote(g.latest) },
     ];
     try {
       await core.patchNamespacedEvent({ name: g.name, namespace: g.namespace, body });

@@ -50,6 +50,7 @@ export function collectItems(
               reason: "ContainerNotReady",
               message: "container is not running yet",
               pod: pod.metadata?.name ?? "",
+              podNamespace: pod.metadata?.namespace ?? "default",
               container: c.name,
             });
             continue;

@@ -240,6 +240,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         // Names symlinks and paths of the container's choosing: escaped and bounded before it leaves the node.
         message: displaySafe(e.describe(), TRAP_ERROR_MESSAGE_MAX),
         pod: item.pod.metadata?.name ?? "",
+        podNamespace: item.pod.metadata?.namespace ?? "default",
         container: item.container.name,
       });
     };

@@ -13,15 +13,18 @@ import {
   LABEL_KERNEL_ID,
   LABEL_MANAGED_BY,
   LABEL_NODE,
+  LABEL_TRAP_ID,
   MANAGED_BY,
   PLURAL_DATA,
   PLURAL_POLICY,
   VERSION,
 } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
+import { type PolicyReport, REPORT_NAME } from "../../api/report.ts";
 import { createInformer, type Informer, type InformerOptions, type ResourceRef } from "../k8s/informer.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
 import type { Logger } from "../log.ts";
+import { REPORTS } from "../reports/kube-report-client.ts";
 import type { WatchEventType } from "./ports.ts";
 
 export const POLICIES: ResourceRef = { group: GROUP, version: VERSION, plural: PLURAL_POLICY };
@@ -104,3 +107,33 @@ export const allDataFeed = (namespace: string, sink: Sink<HiveData>, o: FeedOpti
  */
 export const trapErrorFeed = (sink: Sink<CoreV1Event>, o: FeedOptions) =>
   feed<CoreV1Event>(EVENTS, sink, { ...o, labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_NODE}` });
+
+/**
+ * The agents' access Events on pods (a trap label, no node label), for the PolicyReports. Kept to
+ * what the fold reads: never the message, so the cache holds a few hundred bytes per pod × trap.
+ */
+export const accessEventFeed = (sink: Sink<CoreV1Event>, o: FeedOptions) =>
+  feed<CoreV1Event>(EVENTS, sink, {
+    ...o,
+    labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_TRAP_ID},!${LABEL_NODE}`,
+    transform: (ev) => ({
+      metadata: {
+        name: ev.metadata?.name,
+        namespace: ev.metadata?.namespace,
+        resourceVersion: ev.metadata?.resourceVersion,
+        labels: ev.metadata?.labels,
+        annotations: ev.metadata?.annotations,
+      },
+      involvedObject: ev.involvedObject,
+      count: ev.count,
+      lastTimestamp: ev.lastTimestamp,
+      firstTimestamp: ev.firstTimestamp,
+    }),
+  });
+
+/** Hive's PolicyReports (one per namespace, by name: admission keeps the name Hive's). */
+export const reportFeed = (sink: Sink<PolicyReport>, o: FeedOptions) =>
+  feed<PolicyReport & KubernetesObject>(REPORTS, sink as Sink<PolicyReport & KubernetesObject>, {
+    ...o,
+    fieldSelector: `metadata.name=${REPORT_NAME}`,
+  });

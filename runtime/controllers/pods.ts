@@ -17,6 +17,7 @@ import type { HiveData } from "../../api/data.ts";
 import { LABEL_NODE, LABEL_POLICY, LABEL_POLICY_NAMESPACE, POLICY_FINALIZER } from "../../api/meta.ts";
 import type { HivePolicy, HivePolicyStatus } from "../../api/policy.ts";
 import type { Logger } from "../log.ts";
+import type { PolicyReports } from "../reports/policy-reports.ts";
 import { NODES_COVERED, nodesCoveredCondition, uncoveredPodsOf } from "./coverage.ts";
 import { createObjectRetries } from "./object-retries.ts";
 import {
@@ -55,6 +56,8 @@ export interface PodsOptions {
   uncoveredPods?: () => readonly V1Pod[] | undefined;
   /** hive_policy_pods_uncovered, set per policy and removed with it (or when the role ends). */
   podsUncoveredGauge?: PodsUncoveredGauge;
+  /** The namespaces' PolicyReports, recomputed on every pass (runtime/reports/). */
+  reports?: PolicyReports;
 }
 
 /** The part of a prom-client Gauge the pods role uses. */
@@ -77,6 +80,8 @@ export interface PodsController extends ControllerLifecycle<PodsStats> {
   onTrapError(type: WatchEventType, key: string, report: NodeTrapError | undefined): void;
   /** Nodes, agent readiness or the pods of uncovered nodes changed. */
   onCoverage(): void;
+  /** An access Event or a PolicyReport changed (given to `reports` first). */
+  onReportInput(): void;
 }
 
 export function createPodsController(options: PodsOptions): PodsController {
@@ -231,7 +236,17 @@ export function createPodsController(options: PodsOptions): PodsController {
         log.warn("HivePolicy reconcile failed; retried", { policy: key, delayMs, error });
       }
     }
-    const next = retries.nextDueInMs(now);
+    const failExpires = options.reports?.update({
+      policies: [...policies.values()].filter((p) => !p.metadata.deletionTimestamp && !specProblems(p)),
+      data: data.values(),
+      trapErrors: trapErrors.values(),
+      uncovered,
+    });
+    // A fail leaves its window in days: looked at again within the hour (a timer holds at most ~24 days).
+    const next = Math.min(
+      retries.nextDueInMs(now),
+      Math.min(failExpires ?? Number.POSITIVE_INFINITY, 3_600_000),
+    );
     if (next !== Number.POSITIVE_INFINITY) runner.retryIn(Math.max(100, next));
   }
 
@@ -266,10 +281,18 @@ export function createPodsController(options: PodsOptions): PodsController {
     onCoverage() {
       runner.trigger();
     },
+    onReportInput() {
+      runner.trigger();
+    },
     ...loop.lifecycle,
+    markSynced() {
+      options.reports?.markSynced();
+      loop.lifecycle.markSynced();
+    },
     stop() {
       ended = true;
       loop.lifecycle.stop();
+      options.reports?.stop();
       // Another agent now holds the role and reports these policies.
       forgetGauges(new Map());
     },

@@ -23,6 +23,8 @@ export const TRAP_ERROR_MESSAGE_MAX = 1024;
 
 /** One problem a node found with one trap, as it reports it for the policy status. */
 export interface NodeTrapError extends TrapError {
+  /** The pod's namespace, when the error is a pod's (its PolicyReport is that namespace's). */
+  podNamespace?: string;
   policyNamespace: string;
   policyName: string;
   policyUid?: string;

@@ -23,16 +23,9 @@ import {
   RENAMES,
   setDir,
 } from "./binaries.ts";
+import { goBinary } from "./go-toolchain.ts";
 
 const log = (msg: string) => process.stderr.write(`hive-build: ${msg}\n`);
-
-function goBinary(): string {
-  for (const candidate of ["go", "/usr/local/go/bin/go", "/usr/lib/go/bin/go"]) {
-    const r = spawnSync(candidate, ["version"], { encoding: "utf8" });
-    if (r.status === 0) return candidate;
-  }
-  throw new Error("no Go toolchain on PATH (nor /usr/local/go/bin/go): install Go 1.26 or newer");
-}
 
 function goEnv(): NodeJS.ProcessEnv {
   return { ...process.env, CGO_ENABLED: "0", GOFLAGS: "-mod=readonly -buildvcs=false", GOTOOLCHAIN: "local" };

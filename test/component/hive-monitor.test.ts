@@ -235,6 +235,7 @@ describe("HiveMonitor with the minimal configuration", () => {
       "core/pods": ["list", "watch"],
       "core/nodes": ["get", "list", "watch"],
       "core/events": ["create", "delete", "list", "patch", "update", "watch"],
+      "wgpolicyk8s.io/policyreports": ["create", "delete", "list", "update", "watch"],
     });
     expect(verbsByResource(role.rules)).toEqual({
       "hive-operator.com/hivedata": ["create", "delete", "get", "list", "patch", "update", "watch"],

@@ -1,0 +1,101 @@
+/**
+ * Hive's PolicyReports, kept by the pods role (one writer per cluster, elected): the accesses
+ * folded from the agents' access Events (access-folds.ts), the results computed from what the role
+ * holds (report-results.ts), and the bounded writer (report-writer.ts). Until the role's caches are
+ * filled, Events wait: the fails a previous writer left in the reports are taken up first, so an
+ * Event both of them saw is counted once.
+ */
+import type { CoreV1Event } from "@kubernetes/client-node";
+import { DEFAULT_FAIL_WINDOW_SECONDS, type PolicyReport } from "../../api/report.ts";
+import type { WatchEventType } from "../controllers/ports.ts";
+import type { Logger } from "../log.ts";
+import { AccessFolds } from "./access-folds.ts";
+import { type ReportInputs, reportResults } from "./report-results.ts";
+import { createReportWriter, type ReportClient, type ReportWriterStats } from "./report-writer.ts";
+
+export interface PolicyReportsOptions {
+  client: ReportClient;
+  log: Logger;
+  nodeName: string;
+  platformNamespace: string;
+  debounceMs?: number;
+  failWindowMs?: number;
+  maxResults?: number;
+}
+
+export type ReportSources = Pick<ReportInputs, "policies" | "data" | "trapErrors" | "uncovered">;
+
+export interface PolicyReports {
+  onAccessEvent(type: WatchEventType, event: CoreV1Event): void;
+  onReport(type: WatchEventType, report: PolicyReport): void;
+  /** The role's caches are filled: take up the reports' fails, then the Events that came meanwhile. */
+  markSynced(): void;
+  /**
+   * Recomputes every namespace's results (the writer writes what changed, debounced). Returns in
+   * how many ms the oldest fail leaves its window (call again then), if any.
+   */
+  update(sources: ReportSources): number | undefined;
+  flush(): Promise<void>;
+  stats(): ReportWriterStats & { fails: number };
+  stop(): void;
+}
+
+export function createPolicyReports(options: PolicyReportsOptions): PolicyReports {
+  const failWindowMs = options.failWindowMs ?? DEFAULT_FAIL_WINDOW_SECONDS * 1000;
+  const writer = createReportWriter({
+    client: options.client,
+    log: options.log,
+    nodeName: options.nodeName,
+    ...(options.debounceMs !== undefined ? { debounceMs: options.debounceMs } : {}),
+    ...(options.maxResults !== undefined ? { maxResults: options.maxResults } : {}),
+  });
+  const folds = new AccessFolds();
+  /** Access Events alive on the server (namespace/name): what a fail's fold memory may keep. */
+  const live = new Set<string>();
+  let waiting: Map<string, [WatchEventType, CoreV1Event]> | undefined = new Map();
+
+  const fold = (type: WatchEventType, event: CoreV1Event) => {
+    const name = `${event.metadata?.namespace}/${event.metadata?.name}`;
+    if (type === "DELETED") live.delete(name);
+    else live.add(name);
+    folds.onEvent(type, event);
+  };
+
+  return {
+    onAccessEvent(type, event) {
+      if (waiting) waiting.set(`${event.metadata?.namespace}/${event.metadata?.name}`, [type, event]);
+      else fold(type, event);
+    },
+    onReport(type, report) {
+      writer.observe(type, report);
+    },
+    markSynced() {
+      if (!waiting) return;
+      for (const report of writer.observed()) folds.seed(report);
+      for (const [type, event] of waiting.values()) fold(type, event);
+      waiting = undefined;
+    },
+    update(sources) {
+      if (waiting) return undefined;
+      const now = Date.now();
+      folds.prune(now, failWindowMs, live);
+      let oldest = Number.POSITIVE_INFINITY;
+      for (const f of folds.values()) oldest = Math.min(oldest, f.lastAccess);
+      writer.desire(
+        reportResults({
+          ...sources,
+          platformNamespace: options.platformNamespace,
+          fails: folds.values(),
+          now,
+          failWindowMs,
+        }),
+      );
+      return oldest === Number.POSITIVE_INFINITY
+        ? undefined
+        : Math.max(1000, oldest + failWindowMs - now + 1);
+    },
+    flush: () => writer.flush(),
+    stats: () => ({ ...writer.stats(), fails: folds.size }),
+    stop: () => writer.stop(),
+  };
+}

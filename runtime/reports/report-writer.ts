@@ -1,0 +1,194 @@
+/**
+ * Writes Hive's PolicyReport of each namespace, aggregated and bounded: a namespace's report is
+ * written at most once per `debounceMs` (Kyverno waits 30 s too), however many accesses or pods
+ * changed meanwhile; only when what it says differs from what the API server holds (so a report
+ * changed by anyone else is put back); with at most `maxResults` results (fails and errors first;
+ * the summary counts all, an annotation says how many were left out); and deleted when its
+ * namespace has no result left. API writes per minute grow with namespaces, not accesses.
+ */
+import { canonicalJson } from "../../api/ids.ts";
+import { LABEL_MANAGED_BY, MANAGED_BY } from "../../api/meta.ts";
+import {
+  ANNOTATION_REPORT_WRITER,
+  ANNOTATION_RESULTS_OMITTED,
+  KIND_REPORT,
+  MAX_REPORT_RESULTS,
+  type PolicyReport,
+  REPORT_API_VERSION,
+  REPORT_NAME,
+  RESULTS,
+  type ReportResult,
+  type ReportSummary,
+} from "../../api/report.ts";
+import type { Logger } from "../log.ts";
+
+/** The API calls the writer makes (runtime/reports/kube-report-client.ts). */
+export interface ReportClient {
+  create(report: PolicyReport): Promise<void>;
+  /** Replaces the report at `resourceVersion` (a conflict rejects). */
+  replace(report: PolicyReport, resourceVersion: string): Promise<void>;
+  remove(namespace: string): Promise<void>;
+}
+
+export interface ReportWriterOptions {
+  client: ReportClient;
+  log: Logger;
+  /** The writer's node, named in the report (admission binds it to the writer's token). */
+  nodeName: string;
+  debounceMs?: number;
+  maxResults?: number;
+}
+
+export interface ReportWriterStats {
+  created: number;
+  replaced: number;
+  deleted: number;
+  failed: number;
+}
+
+export interface ReportWriter {
+  /** The results every namespace's report must hold now; a namespace left out has none. */
+  desire(byNamespace: ReadonlyMap<string, readonly ReportResult[]>): void;
+  /** A report as the API server holds it (from a watch). */
+  observe(type: "ADDED" | "MODIFIED" | "DELETED", report: PolicyReport): void;
+  /** The reports observed so far (read by a new writer to go on from them). */
+  observed(): IterableIterator<PolicyReport>;
+  /** Writes every namespace whose write is due or pending now, and waits for it. */
+  flush(): Promise<void>;
+  stats(): ReportWriterStats;
+  stop(): void;
+}
+
+/** The report a namespace's results make: summary over all, results capped. */
+export function buildReport(
+  namespace: string,
+  results: readonly ReportResult[],
+  nodeName: string,
+  maxResults = MAX_REPORT_RESULTS,
+): PolicyReport {
+  const summary = Object.fromEntries(RESULTS.map((r) => [r, 0])) as Required<ReportSummary>;
+  for (const r of results) summary[r.result ?? "pass"] += 1;
+  const kept = results.slice(0, maxResults);
+  const omitted = results.length - kept.length;
+  return {
+    apiVersion: REPORT_API_VERSION,
+    kind: KIND_REPORT,
+    metadata: {
+      name: REPORT_NAME,
+      namespace,
+      labels: { [LABEL_MANAGED_BY]: MANAGED_BY },
+      annotations: {
+        [ANNOTATION_REPORT_WRITER]: nodeName,
+        ...(omitted > 0 ? { [ANNOTATION_RESULTS_OMITTED]: String(omitted) } : {}),
+      },
+    },
+    summary,
+    results: kept,
+  };
+}
+
+/** What a report says (not who wrote it, nor its version): equal text, no write. */
+function said(report: PolicyReport | undefined): string {
+  if (!report) return "";
+  const notes = report.metadata.annotations ?? {};
+  return canonicalJson({
+    labels: report.metadata.labels?.[LABEL_MANAGED_BY] ?? "",
+    omitted: notes[ANNOTATION_RESULTS_OMITTED] ?? "",
+    summary: report.summary ?? {},
+    results: report.results ?? [],
+  });
+}
+
+export function createReportWriter(options: ReportWriterOptions): ReportWriter {
+  const { client, log, nodeName } = options;
+  const debounceMs = options.debounceMs ?? 30_000;
+  const desired = new Map<string, PolicyReport>();
+  const seen = new Map<string, PolicyReport>();
+  /** Namespace → when its next write may happen; a timer is set for each due one. */
+  const lastWrite = new Map<string, number>();
+  const timers = new Map<string, NodeJS.Timeout>();
+  const stats: ReportWriterStats = { created: 0, replaced: 0, deleted: 0, failed: 0 };
+  let writing: Promise<void> = Promise.resolve();
+  let stopped = false;
+
+  const differs = (ns: string): boolean => said(desired.get(ns)) !== said(seen.get(ns));
+
+  /**
+   * A write of `ns` one debounce after its previous write (or after this first change): the
+   * changes in between fold into it.
+   */
+  function schedule(ns: string): void {
+    if (stopped || timers.has(ns) || !differs(ns)) return;
+    const last = lastWrite.get(ns);
+    const wait = last === undefined ? debounceMs : Math.max(0, last + debounceMs - Date.now());
+    const timer = setTimeout(() => {
+      timers.delete(ns);
+      writing = writing.then(() => write(ns));
+    }, wait);
+    timer.unref?.();
+    timers.set(ns, timer);
+  }
+
+  /** One write, from what is desired and what the server last showed (never from what was sent). */
+  async function write(ns: string): Promise<void> {
+    if (stopped || !differs(ns)) return;
+    lastWrite.set(ns, Date.now());
+    const want = desired.get(ns);
+    const have = seen.get(ns);
+    try {
+      if (!want) {
+        await client.remove(ns);
+        stats.deleted += 1;
+      } else if (!have?.metadata.resourceVersion) {
+        await client.create(want);
+        stats.created += 1;
+      } else {
+        await client.replace(want, have.metadata.resourceVersion);
+        stats.replaced += 1;
+      }
+    } catch (error) {
+      stats.failed += 1;
+      log.warn("PolicyReport write failed; written again after the next debounce", {
+        report: `${ns}/${REPORT_NAME}`,
+        status: (error as { code?: number }).code,
+        error,
+      });
+    }
+    // The server's copy comes back through the watch well within a debounce; should it not, or
+    // should the write have failed, the next one puts the report right.
+    schedule(ns);
+  }
+
+  return {
+    desire(byNamespace) {
+      for (const ns of [...desired.keys()]) if (!byNamespace.has(ns)) desired.delete(ns);
+      for (const [ns, results] of byNamespace) {
+        if (results.length === 0) desired.delete(ns);
+        else desired.set(ns, buildReport(ns, results, nodeName, options.maxResults));
+      }
+      for (const ns of new Set([...desired.keys(), ...seen.keys()])) schedule(ns);
+    },
+    observe(type, report) {
+      const ns = report.metadata.namespace;
+      if (report.metadata.name !== REPORT_NAME) return;
+      if (type === "DELETED") seen.delete(ns);
+      else seen.set(ns, report);
+      schedule(ns);
+    },
+    observed: () => seen.values(),
+    async flush() {
+      for (const [ns, timer] of timers) {
+        clearTimeout(timer);
+        timers.delete(ns);
+        writing = writing.then(() => write(ns));
+      }
+      await writing;
+    },
+    stats: () => ({ ...stats }),
+    stop() {
+      stopped = true;
+      for (const timer of timers.values()) clearTimeout(timer);
+      timers.clear();
+    },
+  };
+}
