@@ -35,6 +35,7 @@ import {
   VERSION,
 } from "../../api/meta.ts";
 import type { HivePolicy, HiveTrap } from "../../api/policy.ts";
+import type { HiveMonitorArgs } from "../../component/args.ts";
 import { agentIdentity } from "../../runtime/agent/loader-election.ts";
 import { type NodeAgent, type NodeAgentOptions, startNodeAgent } from "../../runtime/agent/node-agent.ts";
 import { alertSourceFromHiveData } from "../../runtime/alerts/alert-source.ts";
@@ -212,6 +213,8 @@ export interface HiveApiOptions {
   admission?: true | { off: string };
   /** RealApi's watch cache (default on); off, a compaction makes watches from older revisions fail with 410. */
   watchCache?: boolean;
+  /** More of the monitor's options the installation is rendered with (e.g. `reports`). */
+  monitor?: Partial<HiveMonitorArgs>;
 }
 
 /**
@@ -246,6 +249,7 @@ export async function startHiveApi(options: HiveApiOptions = {}): Promise<HiveAp
       image: "hive:test",
       namespace: AGENT_NS,
       ...(options.admission === undefined || options.admission === true ? {} : { admissionPolicy: false }),
+      ...options.monitor,
     });
     const kc = api.cp.adminKubeConfig();
     await waitForDefaultServiceAccount(kc.makeApiClient(CoreV1Api), "default");
@@ -500,6 +504,8 @@ export class Cluster {
       uncoveredGraceMs?: number;
       /** hive_policy_pods_uncovered, as main.ts passes it. */
       podsUncoveredGauge?: NodeAgentOptions["podsUncoveredGauge"];
+      /** PolicyReports by the pods role (NodeAgentOptions.reports); default none. */
+      reports?: NodeAgentOptions["reports"];
     } = {},
   ): Promise<SimNode> {
     const kernels: RecordingKernel[] = [];
@@ -544,6 +550,7 @@ export class Cluster {
       // Long enough for a node seeded before its agent's Pod is Ready (addNode) not to count.
       uncoveredGraceMs: options.uncoveredGraceMs ?? 1000,
       ...(options.podsUncoveredGauge ? { podsUncoveredGauge: options.podsUncoveredGauge } : {}),
+      ...(options.reports ? { reports: options.reports } : {}),
     });
     const node: SimNode = {
       name,
