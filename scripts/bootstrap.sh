@@ -67,7 +67,7 @@ case "$task" in
   test) exec vitest run "$@" ;;
   # The arm64 image on an arm64 kernel under qemu-system-aarch64 (test/arm64); its own config.
   test-arm64) exec vitest run --config vitest.arm64.config.ts "$@" ;;
-  bench) exec node bench/main.ts "$@" ;;
+  bench) exec node --expose-gc bench/main.ts "$@" ;;
   demo) exec node examples/demo/main.ts "$@" ;;
   *) log "unknown task $task"; exit 2 ;;
 esac

@@ -11,7 +11,12 @@ import type { WatchEventType } from "../controllers/ports.ts";
 import type { Logger } from "../log.ts";
 import { AccessFolds } from "./access-folds.ts";
 import { type ReportInputs, reportResults } from "./report-results.ts";
-import { createReportWriter, type ReportClient, type ReportWriterStats } from "./report-writer.ts";
+import {
+  createReportWriter,
+  DEFAULT_DEBOUNCE_MS,
+  type ReportClient,
+  type ReportWriterStats,
+} from "./report-writer.ts";
 
 export interface PolicyReportsOptions {
   client: ReportClient;
@@ -32,7 +37,8 @@ export interface PolicyReports {
   markSynced(): void;
   /**
    * Recomputes every namespace's results (the writer writes what changed, debounced). Returns in
-   * how many ms the oldest fail leaves its window (call again then), if any.
+   * how many ms to call again: when the oldest fail leaves its window, or, when called too soon
+   * after the last recompute, when the next one is due.
    */
   update(sources: ReportSources): number | undefined;
   flush(): Promise<void>;
@@ -53,6 +59,10 @@ export function createPolicyReports(options: PolicyReportsOptions): PolicyReport
   /** Access Events alive on the server (namespace/name): what a fail's fold memory may keep. */
   const live = new Set<string>();
   let waiting: Map<string, [WatchEventType, CoreV1Event]> | undefined = new Map();
+  // A recompute walks every selected pod: at most one per half debounce (the writes wait a
+  // debounce anyway), so a busy cluster's pods passes do not each pay for it.
+  const minIntervalMs = Math.max(100, (options.debounceMs ?? DEFAULT_DEBOUNCE_MS) / 2);
+  let computedAt = Number.NEGATIVE_INFINITY;
 
   const fold = (type: WatchEventType, event: CoreV1Event) => {
     const name = `${event.metadata?.namespace}/${event.metadata?.name}`;
@@ -78,6 +88,8 @@ export function createPolicyReports(options: PolicyReportsOptions): PolicyReport
     update(sources) {
       if (waiting) return undefined;
       const now = Date.now();
+      if (now - computedAt < minIntervalMs) return computedAt + minIntervalMs - now;
+      computedAt = now;
       folds.prune(now, failWindowMs, live);
       let oldest = Number.POSITIVE_INFINITY;
       for (const f of folds.values()) oldest = Math.min(oldest, f.lastAccess);

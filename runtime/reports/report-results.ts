@@ -248,5 +248,7 @@ function byRankThenName(a: ReportResult, b: ReportResult): number {
   const rank = RANK[a.result ?? "pass"] - RANK[b.result ?? "pass"];
   if (rank !== 0) return rank;
   const key = (r: ReportResult) => `${r.policy}\n${r.rule}\n${r.resources?.[0]?.name}`;
-  return key(a).localeCompare(key(b));
+  const ka = key(a);
+  const kb = key(b);
+  return ka < kb ? -1 : ka > kb ? 1 : 0;
 }

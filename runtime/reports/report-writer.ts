@@ -6,7 +6,6 @@
  * the summary counts all, an annotation says how many were left out); and deleted when its
  * namespace has no result left. API writes per minute grow with namespaces, not accesses.
  */
-import { canonicalJson } from "../../api/ids.ts";
 import { LABEL_MANAGED_BY, MANAGED_BY } from "../../api/meta.ts";
 import {
   ANNOTATION_REPORT_WRITER,
@@ -21,6 +20,9 @@ import {
   type ReportSummary,
 } from "../../api/report.ts";
 import type { Logger } from "../log.ts";
+
+/** A namespace's report is written at most once per this (Kyverno waits as long). */
+export const DEFAULT_DEBOUNCE_MS = 30_000;
 
 /** The API calls the writer makes (runtime/reports/kube-report-client.ts). */
 export interface ReportClient {
@@ -87,23 +89,48 @@ export function buildReport(
   };
 }
 
+/** `said` of each report object, computed once: a pass compares every namespace's report. */
+const saidCache = new WeakMap<PolicyReport, string>();
+
+/** A result as a list in a fixed order, whatever order the server's JSON put its fields in. */
+const resultFields = (r: ReportResult): unknown[] => [
+  r.policy,
+  r.rule,
+  r.result,
+  r.severity,
+  r.source,
+  r.category,
+  r.message,
+  r.scored,
+  r.timestamp?.seconds,
+  r.timestamp?.nanos,
+  r.resources?.map((x) => [x.apiVersion, x.kind, x.namespace, x.name, x.uid]),
+  r.properties && Object.keys(r.properties).sort().map((k) => [k, r.properties?.[k]]),
+];
+
 /** What a report says (not who wrote it, nor its version): equal text, no write. */
 function said(report: PolicyReport | undefined): string {
   if (!report) return "";
+  const cached = saidCache.get(report);
+  if (cached !== undefined) return cached;
   const notes = report.metadata.annotations ?? {};
-  return canonicalJson({
-    labels: report.metadata.labels?.[LABEL_MANAGED_BY] ?? "",
-    omitted: notes[ANNOTATION_RESULTS_OMITTED] ?? "",
-    summary: report.summary ?? {},
-    results: report.results ?? [],
-  });
+  const text = JSON.stringify([
+    report.metadata.labels?.[LABEL_MANAGED_BY] ?? "",
+    notes[ANNOTATION_RESULTS_OMITTED] ?? "",
+    RESULTS.map((k) => report.summary?.[k] ?? 0),
+    (report.results ?? []).map(resultFields),
+  ]);
+  saidCache.set(report, text);
+  return text;
 }
 
 export function createReportWriter(options: ReportWriterOptions): ReportWriter {
   const { client, log, nodeName } = options;
-  const debounceMs = options.debounceMs ?? 30_000;
+  const debounceMs = options.debounceMs ?? DEFAULT_DEBOUNCE_MS;
   const desired = new Map<string, PolicyReport>();
   const seen = new Map<string, PolicyReport>();
+  /** JSON of the results each desired report was built from. */
+  const desiredText = new Map<string, string>();
   /** Namespace → when its next write may happen; a timer is set for each due one. */
   const lastWrite = new Map<string, number>();
   const timers = new Map<string, NodeJS.Timeout>();
@@ -163,9 +190,15 @@ export function createReportWriter(options: ReportWriterOptions): ReportWriter {
     desire(byNamespace) {
       for (const ns of [...desired.keys()]) if (!byNamespace.has(ns)) desired.delete(ns);
       for (const [ns, results] of byNamespace) {
+        // Results come in a stable order and shape: an unchanged namespace keeps its report
+        // object, and with it the comparison text already computed.
+        const text = JSON.stringify(results);
         if (results.length === 0) desired.delete(ns);
-        else desired.set(ns, buildReport(ns, results, nodeName, options.maxResults));
+        else if (desiredText.get(ns) !== text || !desired.has(ns))
+          desired.set(ns, buildReport(ns, results, nodeName, options.maxResults));
+        desiredText.set(ns, text);
       }
+      for (const ns of [...desiredText.keys()]) if (!desired.has(ns)) desiredText.delete(ns);
       for (const ns of new Set([...desired.keys(), ...seen.keys()])) schedule(ns);
     },
     observe(type, report) {

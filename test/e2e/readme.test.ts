@@ -12,6 +12,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { PolicyReport } from "../../api/report.ts";
 import { type Received, type Receiver, startReceiver } from "../alerts/receiver.ts";
 import { kubectl } from "../cluster/install.ts";
 import {
@@ -313,12 +314,12 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
     expect((await cluster.node.exec("ls /sys/fs/bpf/hive 2>&1 || true")).trim()).toMatch(/No such file/);
   }, 900_000);
 
-  it("installs with the README's kubectl path and alerts the same read", async () => {
+  it("installs with the README's kubectl path and alerts the same read; kubectl get policyreport -A shows the read as fail", async () => {
     // The callback of this install is receiver A again (the Pulumi stack rotated to B, then went).
     const config = join(workDir, "hive.yaml");
     writeFileSync(
       config,
-      `image: ${cluster.images.agent.archiveRef}\ncallback:\n  url: ${cluster.serviceUrl(PORT_A, "/kubectl")}\ntraps:\n  - path: /etc/shadow\n    match:\n      matchLabels: { security: high }\n`,
+      `image: ${cluster.images.agent.archiveRef}\ncallback:\n  url: ${cluster.serviceUrl(PORT_A, "/kubectl")}\nreports:\n  installCrd: true\ntraps:\n  - path: /etc/shadow\n    match:\n      matchLabels: { security: high }\n`,
     );
     const hive = (...args: string[]) =>
       execFileSync(join(root, "node_modules/.bin/node"), [join(root, "runtime/cli/main.ts"), ...args], {
@@ -330,6 +331,7 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
       "--for=condition=Established",
       "crd/hivepolicies.hive-operator.com",
       "crd/hivedata.hive-operator.com",
+      "crd/policyreports.wgpolicyk8s.io",
     );
     kubectl(cluster.cp, ["apply", "-f", "-"], hive("render", "--config", config, "--skip-crds"));
     k("-n", "hive-system", "rollout", "status", "daemonset/hive-agent", "--timeout=900s");
@@ -341,5 +343,26 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
       },
       { timeoutMs: 300_000, intervalMs: 10_000, what: "an alert after the kubectl install" },
     );
+    // The pods role writes the default namespace's report one debounce (30 s) after the change.
+    const shadowTest = await waitAgent(
+      () => {
+        const report = JSON.parse(k("get", "policyreport", "-A", "-o", "json")) as { items: PolicyReport[] };
+        const result = report.items
+          .flatMap((r) => r.results ?? [])
+          .find((r) => r.resources?.[0]?.name === "shadow-test");
+        return result?.result === "fail" && result;
+      },
+      {
+        timeoutMs: 300_000,
+        intervalMs: 5000,
+        what: "shadow-test's fail in the default namespace's PolicyReport",
+      },
+    );
+    expect(shadowTest).toMatchObject({
+      rule: "/etc/shadow",
+      source: "hive",
+      properties: { exe: "/usr/bin/cat" },
+    });
+    expect(k("get", "policyreport", "-A")).toMatch(/default\s+hive-file-access\s+\d+\s+[1-9]/);
   }, 1_800_000);
 });
