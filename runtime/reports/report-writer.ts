@@ -105,7 +105,10 @@ const resultFields = (r: ReportResult): unknown[] => [
   r.timestamp?.seconds,
   r.timestamp?.nanos,
   r.resources?.map((x) => [x.apiVersion, x.kind, x.namespace, x.name, x.uid]),
-  r.properties && Object.keys(r.properties).sort().map((k) => [k, r.properties?.[k]]),
+  r.properties &&
+    Object.keys(r.properties)
+      .sort()
+      .map((k) => [k, r.properties?.[k]]),
 ];
 
 /** What a report says (not who wrote it, nor its version): equal text, no write. */

@@ -33,6 +33,8 @@ Shows what Hive has loaded into this machine's kernel: the program and how it is
 the watched files with the traps they belong to, the kernel counters (events, losses), and
 the accesses each trap's allow list let through (counted, not alerted), by entry.
 Reads the pinned BPF maps, so it works while an agent or \`hive watch\` runs (needs root).
+What the traps found across the cluster is in each namespace's PolicyReport:
+\`kubectl get policyreport -A\` (report hive-file-access).
 
 Options:
   --pin-root DIR  bpffs directory to read (default: both ${DEFAULT_PIN_ROOT}, the agent's,
