@@ -4,14 +4,10 @@ import type { HiveData } from "../../api/data.ts";
 import { trapId } from "../../api/ids.ts";
 import { LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
-import { echoDataWriter } from "../../test/fixtures/data-writer.ts";
-import { RecordingKernel } from "../../test/integration/harness.ts";
+import { loaderWith } from "../../test/fixtures/layer-loader.ts";
 import type { KernelEvent } from "../kernel/contract.ts";
-import { createLogger } from "../log.ts";
-import type { EventDropReason } from "../metrics/metrics.ts";
 import { buildHiveData, buildLayerData } from "./hive-data.ts";
 import { type AccessOrigin, type AttributeAccess, quietKey } from "./layer-routing.ts";
-import { createLoaderController } from "./loader.ts";
 
 const KERNEL = "eeeeeeee-5555-4555-8555-555555555555";
 const NODE = "n1";
@@ -81,25 +77,6 @@ const pod = (
   },
 });
 
-function loaderWith(attribute: AttributeAccess) {
-  const kernel = new RecordingKernel();
-  const routed: HiveData[][] = [];
-  const dropped: EventDropReason[] = [];
-  const loader = createLoaderController({
-    kernelId: KERNEL,
-    nodeName: NODE,
-    kernel,
-    writer: echoDataWriter(),
-    log: createLogger({}, { level: "error" }),
-    onAccess: (_e, matched) => routed.push(matched.map((m) => m.data)),
-    onEventDropped: (reason) => dropped.push(reason),
-    attribute,
-    platformNamespace: PLATFORM,
-    debounceMs: 1,
-  });
-  return { kernel, loader, routed, dropped };
-}
-
 const origin = (p: V1Pod, containerId: string, containerName?: string): AccessOrigin => ({
   pod: p,
   containerId,
@@ -113,7 +90,7 @@ describe("accesses to an image layer's file", () => {
     const otherTeam = pod("web-2", "team-b", { app: "reader" });
     const unlabelled = pod("db-1", "team-a", { app: "db" });
     let next: AccessOrigin | null | undefined;
-    const { kernel, loader, routed, dropped } = loaderWith(() => next);
+    const { kernel, loader, routed, dropped } = loaderWith(KERNEL, () => next);
     for (const p of [platform, tenant]) {
       loader.onPolicy("ADDED", p);
       loader.onData("ADDED", layerData(p));
@@ -161,7 +138,7 @@ describe("accesses to an image layer's file", () => {
     const selected = pod("job-1", "team-a", { app: "reader" });
     // The pod list is not in yet (a restart during an API outage): the access waits.
     let next: ReturnType<AttributeAccess> = "pod-unknown";
-    const { kernel, loader, routed, dropped } = loaderWith(() => next);
+    const { kernel, loader, routed, dropped } = loaderWith(KERNEL, () => next);
     loader.onPolicy("ADDED", platform);
     loader.onData("ADDED", layerData(platform));
     loader.markSynced();
@@ -182,7 +159,7 @@ describe("accesses to an image layer's file", () => {
   });
 
   it("folds a container's overlay inode into the layer's group, and only when the layer is armed", async () => {
-    const { kernel, loader } = loaderWith(() => undefined);
+    const { kernel, loader } = loaderWith(KERNEL, () => undefined);
     const running = pod("web-1", PLATFORM, { app: "reader" }, { main: "a".repeat(64) });
     const containerData = (imageFile: typeof LAYER | undefined) =>
       buildHiveData({

@@ -8,12 +8,9 @@ import { describe, expect, it } from "vitest";
 import { trapId } from "../../api/ids.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { waitFor } from "../../test/cluster/testing.ts";
-import { echoDataWriter } from "../../test/fixtures/data-writer.ts";
-import { RecordingKernel } from "../../test/integration/harness.ts";
-import { createLogger } from "../log.ts";
+import { loaderWith } from "../../test/fixtures/layer-loader.ts";
 import { buildLayerData } from "./hive-data.ts";
 import type { AttributeAccess } from "./layer-routing.ts";
-import { createLoaderController } from "./loader.ts";
 
 const KERNEL = "eeeeeeee-6666-4666-8666-666666666666";
 const LAYER = { major: 8, minor: 1, ino: 500n };
@@ -29,21 +26,7 @@ const jobPod: V1Pod = {
 };
 
 async function layerLoader(attribute: AttributeAccess) {
-  const kernel = new RecordingKernel();
-  const alerted: string[] = [];
-  const dropped: string[] = [];
-  const loader = createLoaderController({
-    kernelId: KERNEL,
-    nodeName: "n1",
-    kernel,
-    writer: echoDataWriter(),
-    log: createLogger({}, { level: "error" }),
-    onAccess: (_e, matched) => alerted.push(...matched.map((m) => m.data.metadata.name ?? "")),
-    onEventDropped: (reason) => dropped.push(reason),
-    attribute,
-    platformNamespace: "hive-system",
-    debounceMs: 1,
-  });
+  const { kernel, loader, routed, dropped } = loaderWith(KERNEL, attribute);
   loader.onPolicy("ADDED", policy);
   const trap = policy.spec.traps[0] ?? { path: "" };
   loader.onData(
@@ -62,7 +45,7 @@ async function layerLoader(attribute: AttributeAccess) {
   await loader.idle();
   const slot = kernel.entries.find((e) => e.kind === "file")?.slot ?? -1;
   const read = () => kernel.emit({ slot, kind: "file", group: slot, cgroupId: 42n });
-  return { kernel, loader, alerted, dropped, read };
+  return { kernel, loader, routed, dropped, read };
 }
 
 describe("a layer access whose pod is not known yet", () => {
@@ -74,13 +57,13 @@ describe("a layer access whose pod is not known yet", () => {
       scheme: "containerd",
       containerName: "reader",
     };
-    const { kernel, loader, alerted, read } = await layerLoader(() => (known ? origin : "pod-unknown"));
+    const { kernel, loader, routed, read } = await layerLoader(() => (known ? origin : "pod-unknown"));
     try {
       const before = kernel.holds;
       read();
       expect(kernel.holds).toBe(before + 1);
       known = true; // the pod list came in
-      await waitFor(() => alerted.length > 0, { timeoutMs: 5000, intervalMs: 20, what: "the access routed" });
+      await waitFor(() => routed.length > 0, { timeoutMs: 5000, intervalMs: 20, what: "the access routed" });
       expect(kernel.holds).toBe(before);
     } finally {
       await loader.stop();
