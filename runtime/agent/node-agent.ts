@@ -15,14 +15,12 @@ import {
   type LayerFinder,
 } from "../controllers/discover.ts";
 import {
-  accessEventFeed,
   allDataFeed,
   type FeedOptions,
   kernelDataFeed,
   nodeDataFeed,
   nodePodFeed,
   policyFeed,
-  reportFeed,
   trapErrorFeed,
 } from "../controllers/feeds.ts";
 import {
@@ -50,8 +48,7 @@ import type { KubeClients } from "../k8s/kube-client.ts";
 import { type LeaderElectionOptions, LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
 import type { KernelWatcher } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
-import { createReportClient, reportsServed } from "../reports/kube-report-client.ts";
-import { createPolicyReports, type PolicyReports } from "../reports/policy-reports.ts";
+import { startReportFeeds } from "../reports/report-feeds.ts";
 import { createNodeKernelCheck, createNodeOwner, guardKernelData } from "./kernel-nodes.ts";
 import { LoaderElector } from "./loader-election.ts";
 import type { RoleElector } from "./node-lock.ts";
@@ -98,7 +95,7 @@ export interface NodeAgentOptions {
    * PolicyReports per namespace, written by the pods role (runtime/reports/): off when undefined
    * or when the API server does not serve them (their CRD is not installed; said in the log).
    */
-  reports?: { debounceMs?: number; failWindowMs?: number };
+  reports?: { debounceMs?: number; failWindowMs?: number; recheckMs?: number };
   /** Duration of each reconcile pass, by controller (discover, loader, pods). */
   observeReconcile?: (controller: "discover" | "loader" | "pods", seconds: number) => void;
   log: Logger;
@@ -353,34 +350,19 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     });
   }
 
-  /** The pods role's PolicyReports, when asked for and served by the API server. */
-  async function policyReports(): Promise<PolicyReports | undefined> {
-    if (!options.reports) return undefined;
-    const served = await reportsServed(clients.custom).catch((error: unknown) => {
-      log.warn("cannot tell whether PolicyReports are served; none written until the role starts again", {
-        error,
-      });
-      return false;
-    });
-    if (!served) {
-      log.warn(
-        "no PolicyReport CRD (wgpolicyk8s.io/v1alpha2) on the API server: no reports written; install it (HiveMonitor reportCrds: true) and restart the agent",
-      );
-      return undefined;
-    }
-    return createPolicyReports({
-      client: createReportClient(clients.custom),
-      log: log.child({ controller: "reports" }),
-      nodeName,
-      platformNamespace: options.namespace,
-      ...options.reports,
-    });
-  }
-
   if (options.roles?.pods !== false) {
     leadRole("pods", byPodsLease, async () => {
       let controller: PodsController | undefined;
-      const reports = await policyReports();
+      const feeds = options.reports
+        ? startReportFeeds({
+            ...options.reports,
+            feedOptions,
+            log: log.child({ controller: "reports" }),
+            nodeName,
+            platformNamespace: options.namespace,
+            onInput: () => controller?.onReportInput(),
+          })
+        : undefined;
       const coverage = watchCoverage(options.namespace, () => controller?.onCoverage(), {
         ...feedOptions,
         ...(options.uncoveredGraceMs !== undefined ? { graceMs: options.uncoveredGraceMs } : {}),
@@ -390,7 +372,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
         platformNamespace: options.namespace,
         uncoveredPods: () => coverage.pods(),
         ...(options.podsUncoveredGauge ? { podsUncoveredGauge: options.podsUncoveredGauge } : {}),
-        ...(reports ? { reports } : {}),
+        ...(feeds ? { reports: feeds.reports } : {}),
         writer,
         policyWriter: createPolicyWriter(clients.custom),
         log: log.child({ controller: "pods" }),
@@ -420,20 +402,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
         ),
         coverage,
       ];
-      if (reports) {
-        const input = () => controller?.onReportInput();
-        informers.push(
-          accessEventFeed((t, ev) => {
-            reports.onAccessEvent(t, ev);
-            input();
-          }, feedOptions),
-          reportFeed((t, r) => {
-            reports.onReport(t, r);
-            input();
-          }, feedOptions),
-        );
-      }
-      return { controller, informers };
+      return { controller, informers, ...(feeds ? { close: () => feeds.stop() } : {}) };
     });
   }
   for (const e of electors) e.start();

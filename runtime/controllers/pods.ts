@@ -56,7 +56,7 @@ export interface PodsOptions {
   uncoveredPods?: () => readonly V1Pod[] | undefined;
   /** hive_policy_pods_uncovered, set per policy and removed with it (or when the role ends). */
   podsUncoveredGauge?: PodsUncoveredGauge;
-  /** The namespaces' PolicyReports, recomputed on every pass (runtime/reports/). */
+  /** The namespaces' PolicyReports, recomputed on passes (runtime/reports/; their feeds start and stop them). */
   reports?: PolicyReports;
 }
 
@@ -285,14 +285,9 @@ export function createPodsController(options: PodsOptions): PodsController {
       runner.trigger();
     },
     ...loop.lifecycle,
-    markSynced() {
-      options.reports?.markSynced();
-      loop.lifecycle.markSynced();
-    },
     stop() {
       ended = true;
       loop.lifecycle.stop();
-      options.reports?.stop();
       // Another agent now holds the role and reports these policies.
       forgetGauges(new Map());
     },

@@ -1,11 +1,18 @@
 /**
  * PolicyReports on a real API server, with the PolicyReport CRD the monitor installs
- * (`reports: { installCrd: true }`): the elected pods role folds the agents' access Events into one
+ * (`reports: { installCrd: true }`), applied while an agent already runs: the elected pods role folds the agents' access Events into one
  * result per (policy, trap, pod) in the report of the pod's namespace, writes each report debounced,
  * and no tenant (nor a node for another) can write Hive's report or the Events it counts.
  */
-import { CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import {
+  ApiextensionsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  RbacAuthorizationV1Api,
+  type V1CustomResourceDefinition,
+} from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { policyReportCrd } from "../../api/crd.ts";
 import {
   ANNOTATION_ACCESS,
   ANNOTATION_REPORT_WRITER,
@@ -28,15 +35,25 @@ const DEBOUNCE_MS = 1000;
 
 let hive: HiveApi | undefined;
 beforeAll(async () => {
-  hive = await startHiveApi({ monitor: { reports: { installCrd: true } } });
-  const custom = hive.api.kubeConfig().makeApiClient(CustomObjectsApi);
+  // Installed without the PolicyReport CRD: the first test installs it while an agent runs.
+  hive = await startHiveApi();
+});
+
+/** The PolicyReport CRD the monitor installs (reports.installCrd), applied as an admin would. */
+async function ensureCrd(c: Cluster): Promise<void> {
+  const ext = c.api.kubeConfig().makeApiClient(ApiextensionsV1Api);
+  await ext
+    .createCustomResourceDefinition({ body: policyReportCrd() as unknown as V1CustomResourceDefinition })
+    .catch((error: unknown) => {
+      if ((error as { code?: number }).code !== 409) throw error;
+    });
   // A CRD just Established may still answer 404/429 for a moment.
   await eventually(
-    () => custom.listClusterCustomObject({ ...REPORTS, limit: 1 }).then(() => true),
+    () => c.admin.custom.listClusterCustomObject({ ...REPORTS, limit: 1 }).then(() => true),
     "PolicyReports served",
     30_000,
   );
-});
+}
 afterAll(async () => {
   await hive?.stop();
 });
@@ -72,7 +89,7 @@ async function startNode(c: Cluster): Promise<{ node: SimNode; close: () => Prom
   const node = await c.addNode("node-1", KERNEL_A, {
     alerts,
     agentPod: "ready",
-    reports: { debounceMs: DEBOUNCE_MS },
+    reports: { debounceMs: DEBOUNCE_MS, recheckMs: 500 },
   });
   return { node, close: () => alerts.close() };
 }
@@ -101,9 +118,29 @@ async function readFileOf(c: Cluster, node: SimNode, pod: string, n = 1): Promis
 }
 
 describe("PolicyReports", () => {
+  it("start once the cluster installs the PolicyReport CRD, while the policy's status never waited for it", async () => {
+    cluster = await Cluster.start(hive as HiveApi);
+    const c = cluster;
+    await c.createNamespace("team-0");
+    const { close } = await startNode(c);
+    await c.addPod("web", "node-1", { namespace: "team-0" });
+    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
+    await eventually(
+      async () => (await c.getPolicy("shadow"))?.status?.traps?.[0]?.inodesFound === 1,
+      "the policy's status, without PolicyReports",
+    );
+    await ensureCrd(c);
+    await eventually(
+      async () => resultOf(await reportOf(c, "team-0"), "web")?.result === "pass",
+      "the report written once the CRD is served",
+    );
+    await close();
+  });
+
   it("show fail with the executable for a pod whose file was read, pass for its neighbour, and error for a missing file", async () => {
     cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
+    await ensureCrd(c);
     await c.createNamespace("team-a");
     const { node, close } = await startNode(c);
     await c.addPod("web-1", "node-1", { namespace: "team-a" });
@@ -160,6 +197,7 @@ describe("PolicyReports", () => {
   it("folds 10,000 reads into one result with their count, in a bounded number of report writes", async () => {
     cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
+    await ensureCrd(c);
     await c.createNamespace("team-b");
     const { node, close } = await startNode(c);
     await c.addPod("busy", "node-1", { namespace: "team-b" });
@@ -194,6 +232,7 @@ describe("PolicyReports", () => {
   it("keeps a fail across a change of writer: taken up from the report, an Event both writers saw counted once", async () => {
     cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
+    await ensureCrd(c);
     await c.createNamespace("team-d");
     const { node, close } = await startNode(c);
     await c.addPod("web-1", "node-1", { namespace: "team-d" });
@@ -232,6 +271,7 @@ describe("PolicyReports", () => {
   it("refuses a tenant, even with a wildcard role, writing Hive's report or the access Events it counts, and a node naming another", async () => {
     cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
+    await ensureCrd(c);
     await c.createNamespace("team-c");
     const rbac = c.api.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
     await rbac.createNamespacedRoleBinding({
