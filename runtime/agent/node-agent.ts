@@ -92,8 +92,8 @@ export interface NodeAgentOptions {
   /** How long a node is without a ready agent before policies report its pods (default 60 s). */
   uncoveredGraceMs?: number;
   /**
-   * PolicyReports per namespace, written by the pods role (runtime/reports/): off when undefined
-   * or when the API server does not serve them (their CRD is not installed; said in the log).
+   * PolicyReports per namespace, written by the pods role (runtime/reports/): off when undefined,
+   * and waiting (said in the log) while the API server does not serve them (no CRD yet).
    */
   reports?: { debounceMs?: number; failWindowMs?: number; recheckMs?: number };
   /** Duration of each reconcile pass, by controller (discover, loader, pods). */

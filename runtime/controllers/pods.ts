@@ -245,7 +245,7 @@ export function createPodsController(options: PodsOptions): PodsController {
     // A fail leaves its window in days: looked at again within the hour (a timer holds at most ~24 days).
     const next = Math.min(
       retries.nextDueInMs(now),
-      Math.min(failExpires ?? Number.POSITIVE_INFINITY, 3_600_000),
+      failExpires === undefined ? Number.POSITIVE_INFINITY : Math.min(failExpires, 3_600_000),
     );
     if (next !== Number.POSITIVE_INFINITY) runner.retryIn(Math.max(100, next));
   }
