@@ -10,14 +10,7 @@ import type { TSchema } from "@sinclair/typebox";
 import { HiveDataSpecSchema } from "./data.ts";
 import { API_VERSION, GROUP, KIND_DATA, KIND_POLICY, PLURAL_DATA, PLURAL_POLICY, VERSION } from "./meta.ts";
 import { HivePolicySpecSchema, HivePolicyStatusSchema } from "./policy.ts";
-import {
-  KIND_REPORT,
-  PLURAL_REPORT,
-  REPORT_GROUP,
-  REPORT_VERSION,
-  ReportResultSchema,
-  ReportSummarySchema,
-} from "./report.ts";
+import { REPORT_FORMATS, type ReportFormat, ReportResultSchema, ReportSummarySchema } from "./report.ts";
 
 export type JsonSchema = { [key: string]: unknown };
 
@@ -204,28 +197,29 @@ export function hiveDataCrd(): CustomResourceDefinition {
 }
 
 /**
- * The PolicyReport CRD for clusters that have none (Kyverno and Policy Reporter install the same
- * one): Hive's part of the published schema, derived from api/report.ts. Not Hive's group, so not
- * Hive's label either: a later install of the published CRD takes it over unchanged.
+ * The report CRD of `format` for clusters that have none (Kyverno and Policy Reporter install the
+ * PolicyReport one): Hive's part of the published schema, derived from api/report.ts. Not Hive's
+ * group, so not Hive's label either: a later install of the published CRD takes it over unchanged.
  */
-export function policyReportCrd(): CustomResourceDefinition {
+export function policyReportCrd(format: ReportFormat = "policyreport"): CustomResourceDefinition {
+  const f = REPORT_FORMATS[format];
   return {
     apiVersion: "apiextensions.k8s.io/v1",
     kind: "CustomResourceDefinition",
-    metadata: { name: `${PLURAL_REPORT}.${REPORT_GROUP}` },
+    metadata: { name: `${f.plural}.${f.group}` },
     spec: {
-      group: REPORT_GROUP,
+      group: f.group,
       scope: "Namespaced",
       names: {
-        kind: KIND_REPORT,
-        listKind: `${KIND_REPORT}List`,
-        plural: PLURAL_REPORT,
-        singular: "policyreport",
-        shortNames: ["polr"],
+        kind: f.kind,
+        listKind: `${f.kind}List`,
+        plural: f.plural,
+        singular: f.singular,
+        shortNames: [...f.shortNames],
       },
       versions: [
         {
-          name: REPORT_VERSION,
+          name: f.version,
           served: true,
           storage: true,
           schema: {

@@ -1,19 +1,39 @@
 /**
  * PolicyReport (`wgpolicyk8s.io/v1alpha2`), the format `kubectl get policyreport -A`, Policy
- * Reporter and most cluster dashboards read: the part of it Hive writes. One report per namespace
- * with selected pods, one result per (HivePolicy, trap, pod). The published CRD (Kyverno's module
- * carries it) is the authority: test/contract/policy-report-crd.test.ts checks this schema and the
- * CRD derived from it against it.
+ * Reporter and most cluster dashboards read, and its successor OpenReports' Report
+ * (`openreports.io/v1alpha1`), whose results are the same: the part of them Hive writes. One report
+ * per namespace with selected pods, one result per (HivePolicy, trap, pod). The published CRDs
+ * (Kyverno's module carries the first, openreports/reports-api the second) are the authority:
+ * test/contract/policy-report-crd.test.ts checks this schema and the CRDs derived from it.
  */
 import { type Static, Type } from "@sinclair/typebox";
 import { GROUP } from "./meta.ts";
 import type { Severity } from "./policy.ts";
 
-export const REPORT_GROUP = "wgpolicyk8s.io";
-export const REPORT_VERSION = "v1alpha2";
-export const REPORT_API_VERSION = `${REPORT_GROUP}/${REPORT_VERSION}` as const;
-export const KIND_REPORT = "PolicyReport";
-export const PLURAL_REPORT = "policyreports";
+/** The report kinds Hive can write, by the name `reports` gives them. */
+export const REPORT_FORMATS = {
+  policyreport: {
+    group: "wgpolicyk8s.io",
+    version: "v1alpha2",
+    kind: "PolicyReport",
+    plural: "policyreports",
+    singular: "policyreport",
+    shortNames: ["polr"],
+  },
+  openreports: {
+    group: "openreports.io",
+    version: "v1alpha1",
+    kind: "Report",
+    plural: "reports",
+    singular: "report",
+    shortNames: ["reps"],
+  },
+} as const;
+export type ReportFormat = keyof typeof REPORT_FORMATS;
+export const REPORT_FORMAT_NAMES = Object.keys(REPORT_FORMATS) as ReportFormat[];
+export const DEFAULT_REPORT_FORMAT: ReportFormat = "policyreport";
+export const reportApiVersion = (format: ReportFormat): string =>
+  `${REPORT_FORMATS[format].group}/${REPORT_FORMATS[format].version}`;
 
 /** Hive's report in each namespace: this name is Hive's alone (admission keeps it so). */
 export const REPORT_NAME = "hive-file-access";
@@ -101,8 +121,8 @@ export const ReportSummarySchema = Type.Object({
 export type ReportSummary = Static<typeof ReportSummarySchema>;
 
 export const PolicyReportSchema = Type.Object({
-  apiVersion: Type.Literal(REPORT_API_VERSION),
-  kind: Type.Literal(KIND_REPORT),
+  apiVersion: Type.String(),
+  kind: Type.String(),
   metadata: Type.Object({
     name: Type.String(),
     namespace: Type.String(),

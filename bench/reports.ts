@@ -105,6 +105,7 @@ async function writer(objects: HiveData[]) {
     client: server.client,
     log: createLogger({}, { level: "error" }),
     nodeName: "bench",
+    format: "policyreport",
     platformNamespace: "hive-system",
     debounceMs: DEBOUNCE_MS,
   });

@@ -166,8 +166,11 @@ export interface GrafanaDashboardArgs {
 
 /** Findings as PolicyReports (`wgpolicyk8s.io/v1alpha2`), one per namespace with selected pods. */
 export interface ReportsArgs {
-  /** `policyreport` (written when the cluster has the CRD) or `none`. Default: `policyreport`. */
-  format?: "policyreport" | "none";
+  /**
+   * `policyreport` (`wgpolicyk8s.io/v1alpha2` PolicyReport), `openreports` (`openreports.io/v1alpha1`
+   * Report, its successor) or `none`. Written when the cluster has the CRD. Default: `policyreport`.
+   */
+  format?: "policyreport" | "openreports" | "none";
   /**
    * Install the PolicyReport CRD (for clusters without Kyverno or Policy Reporter, which bring
    * it) and let every namespace's `view` role read its report. Default: false.
@@ -301,10 +304,10 @@ export interface HiveMonitorArgs {
   grafanaDashboard?: boolean | GrafanaDashboardArgs;
   /**
    * What the traps found, as a PolicyReport per namespace (`kubectl get policyreport -A`):
-   * `"policyreport"` (written when the cluster has the CRD), its settings, or `"none"`. Plain.
-   * Default: `"policyreport"`.
+   * `"policyreport"`, `"openreports"` (written when the cluster has the CRD), the settings, or
+   * `"none"`. Plain. Default: `"policyreport"`.
    */
-  reports?: "policyreport" | "none" | ReportsArgs;
+  reports?: "policyreport" | "openreports" | "none" | ReportsArgs;
   /**
    * Delete the HivePolicy and HiveData CRDs on `pulumi destroy`. Deleting a CRD deletes every
    * HivePolicy of every team in the cluster, so by default the CRDs stay (Pulumi forgets them).

@@ -46,7 +46,7 @@ describe("resolveConfig", () => {
         podMonitor: undefined,
         prometheusRule: undefined,
         grafanaDashboard: undefined,
-        reports: {},
+        reports: { format: "policyreport" },
         deleteCrdsOnDestroy: false,
       },
     });
@@ -368,6 +368,22 @@ describe("resolveConfig", () => {
     [
       { image, grafanaDashboard: { namespace: "Monitoring" } },
       'grafanaDashboard.namespace: "Monitoring" is not a namespace name',
+    ],
+    [
+      { image, reports: "policyreports" },
+      'reports: "policyreports" must be "policyreport", "openreports" or "none"',
+    ],
+    [
+      { image, reports: { format: "falco" } },
+      'reports.format: "falco" must be "policyreport", "openreports" or "none"',
+    ],
+    [
+      { image, reports: { failWindowHours: 0 } },
+      "reports.failWindowHours: must be a whole number of hours from 1 to 8760 (a year), e.g. 168",
+    ],
+    [
+      { image, reports: { installCrds: true } },
+      "reports.installCrds: is not a known option (known: format, installCrd, failWindowHours)",
     ],
   ])("names the option and the fix for %j", (args, expected) => {
     expect(problems(args)).toContain(expected);

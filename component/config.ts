@@ -12,6 +12,7 @@ import {
   LABEL_VALUE_PATTERN,
   MAX_TRAPS_PER_POLICY,
 } from "../api/index.ts";
+import type { ReportFormat } from "../api/report.ts";
 import { callbackPrefixProblem, normalizeCallbackPrefix } from "../api/tenancy.ts";
 import {
   type Affinity,
@@ -100,8 +101,8 @@ export interface HiveConfig {
   prometheusRule: Plain<PrometheusRuleArgs> | undefined;
   /** The Grafana dashboard ConfigMap's settings, when one is wanted. */
   grafanaDashboard: Plain<GrafanaDashboardArgs> | undefined;
-  /** The PolicyReports' settings; undefined when `reports: "none"`. */
-  reports: Plain<ReportsArgs> | undefined;
+  /** The reports' format and settings; undefined when `reports: "none"`. */
+  reports: (Plain<ReportsArgs> & { format: ReportFormat }) | undefined;
   deleteCrdsOnDestroy: boolean;
 }
 

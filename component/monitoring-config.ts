@@ -3,6 +3,8 @@
  * PrometheusRule, the Grafana dashboard and the PolicyReports. Checked like every option (config.ts), each
  * problem naming its option.
  */
+
+import { DEFAULT_REPORT_FORMAT, REPORT_FORMAT_NAMES, type ReportFormat } from "../api/report.ts";
 import type { GrafanaDashboardArgs, Plain, PrometheusRuleArgs, ReportsArgs } from "./args.ts";
 import { isPlainObject, unknownKeys } from "./builders/traps.ts";
 import type { Checker } from "./config.ts";
@@ -40,24 +42,32 @@ export function checkGrafanaDashboard(
   return value as Plain<GrafanaDashboardArgs>;
 }
 
-/** The PolicyReports: undefined when `none`; `{}` for the default (written when the CRD exists). */
-export function checkReports(c: Checker, value: unknown): Plain<ReportsArgs> | undefined {
+/** The reports, with their format; undefined when `none`. */
+export function checkReports(
+  c: Checker,
+  value: unknown,
+): (Plain<ReportsArgs> & { format: ReportFormat }) | undefined {
+  const formats = REPORT_FORMAT_NAMES.map((f) => `"${f}"`).join(", ");
   if (value === "none") return undefined;
-  if (value === undefined || value === "policyreport") return {};
-  const usage =
-    '"policyreport", "none" or { format?: "policyreport", installCrd?: true, failWindowHours?: 168 }';
+  if (value === undefined) return { format: DEFAULT_REPORT_FORMAT };
+  if (typeof value === "string") {
+    if ((REPORT_FORMAT_NAMES as string[]).includes(value)) return { format: value as ReportFormat };
+    c.add("reports", `${JSON.stringify(value)} must be ${formats} or "none"`);
+    return undefined;
+  }
   if (!isPlainObject(value)) {
-    c.add("reports", `must be ${usage}`);
+    c.add("reports", `must be ${formats}, "none" or { format?, installCrd?: true, failWindowHours?: 168 }`);
     return undefined;
   }
   c.problems.push(...unknownKeys(value, ["format", "installCrd", "failWindowHours"], "reports"));
   if (value.format === "none") return undefined;
-  if (value.format !== undefined && value.format !== "policyreport")
-    c.add("reports.format", `${JSON.stringify(value.format)} must be "policyreport" or "none"`);
+  const format = (value.format ?? DEFAULT_REPORT_FORMAT) as ReportFormat;
+  if (!(REPORT_FORMAT_NAMES as unknown[]).includes(format))
+    c.add("reports.format", `${JSON.stringify(value.format)} must be ${formats} or "none"`);
   if (value.installCrd !== undefined && typeof value.installCrd !== "boolean")
     c.add("reports.installCrd", "must be true or false");
   const hours = value.failWindowHours;
   if (hours !== undefined && (!Number.isInteger(hours) || (hours as number) < 1 || (hours as number) > 8760))
     c.add("reports.failWindowHours", "must be a whole number of hours from 1 to 8760 (a year), e.g. 168");
-  return value as Plain<ReportsArgs>;
+  return { ...(value as Plain<ReportsArgs>), format };
 }

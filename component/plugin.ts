@@ -135,7 +135,7 @@ export interface GrafanaDashboard {
 
 /** Findings as PolicyReports, one per namespace with selected pods. */
 export interface Reports {
-  /** `policyreport` (written when the cluster has the CRD) or `none`. Default: `policyreport`. */
+  /** `policyreport`, `openreports` (written when the cluster has the CRD) or `none`. Default: `policyreport`. */
   format?: string;
   /** Install the PolicyReport CRD and let every namespace's `view` role read its report. Default: false. */
   installCrd?: boolean;

@@ -56,11 +56,11 @@ export function buildManifests(config: HiveConfig, id: Identity = RENDER_IDENTIT
   const optional = (o: KubernetesObject | undefined) => (o ? label(o) : undefined);
   return {
     namespace: config.createNamespace ? label(namespaceManifest(config.namespace)) : undefined,
-    crds: crdManifests(config.reports?.installCrd === true).map(label),
+    crds: crdManifests(config.reports?.installCrd ? config.reports.format : undefined).map(label),
     access: [
       serviceAccountManifest(config.namespace),
-      ...rbacManifests(config.namespace, config.callback, config.reports !== undefined),
-      ...(config.reports?.installCrd ? [reportReaderRole()] : []),
+      ...rbacManifests(config.namespace, config.callback, config.reports?.format),
+      ...(config.reports?.installCrd ? [reportReaderRole(config.reports.format)] : []),
     ].map(label),
     callbackSecret: optional(callbackSecretManifest(config.namespace, config.callback)),
     admission: config.admissionPolicy

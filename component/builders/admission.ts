@@ -20,7 +20,19 @@ import {
   POLICY_FINALIZER,
   VERSION,
 } from "../../api/index.ts";
-import { ANNOTATION_REPORT_WRITER, PLURAL_REPORT, REPORT_GROUP, REPORT_NAME } from "../../api/report.ts";
+import { ANNOTATION_REPORT_WRITER, REPORT_FORMATS, REPORT_NAME } from "../../api/report.ts";
+
+/** Every report kind Hive can write: its report name is Hive's in all of them, whichever it writes. */
+const REPORT_RULES = Object.values(REPORT_FORMATS).map((f) => ({
+  apiGroups: [f.group],
+  apiVersions: ["*"],
+  operations: ["CREATE", "UPDATE", "DELETE"],
+  resources: [f.plural],
+}));
+const IS_REPORT = Object.values(REPORT_FORMATS)
+  .map((f) => `(request.resource.group == '${f.group}' && request.resource.resource == '${f.plural}')`)
+  .join(" || ");
+
 import { tenantCallbackCel } from "../../api/tenancy.ts";
 import { AGENT_NAME, agentUsername, hiveLabels, type KubernetesObject } from "./objects.ts";
 
@@ -204,17 +216,12 @@ function agentOnlyManifests(namespace: string): KubernetesObject[] {
         // Every Event is matched (an objectSelector would also be honoured by a real server, but
         // the rule below is cheap): only those carrying Hive's node label are constrained.
         { apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE", "UPDATE"], resources: ["events"] },
-        {
-          apiGroups: [REPORT_GROUP],
-          apiVersions: ["*"],
-          operations: ["CREATE", "UPDATE", "DELETE"],
-          resources: [PLURAL_REPORT],
-        },
+        ...REPORT_RULES,
       ],
     },
     variables: [
       { name: "isData", expression: `request.resource.resource == '${PLURAL_DATA}'` },
-      { name: "isReport", expression: `request.resource.resource == '${PLURAL_REPORT}'` },
+      { name: "isReport", expression: IS_REPORT },
       { name: "isEvent", expression: "request.resource.resource == 'events'" },
       { name: "reportNode", expression: nodeLabel("object") },
     ],
@@ -245,7 +252,7 @@ function agentOnlyManifests(namespace: string): KubernetesObject[] {
           `!variables.isReport || request.name != '${REPORT_NAME}' || (${agent} && (request.operation == 'DELETE' || ` +
           `(${metadataEntry("object", "annotations", ANNOTATION_REPORT_WRITER)}) == (${claimedNode})))`,
         message:
-          `only the Hive agent may create, change or delete the PolicyReport named ${REPORT_NAME} ` +
+          `only the Hive agent may create, change or delete the PolicyReport (or Report) named ${REPORT_NAME} ` +
           `(Hive's findings), and only naming its own node in ${ANNOTATION_REPORT_WRITER}`,
         reason: "Forbidden",
       },

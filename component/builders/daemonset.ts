@@ -134,8 +134,11 @@ export function agentArgs(config: HiveConfig): string[] {
   for (const prefix of config.tenantCallbacks) args.push("--tenant-callback", prefix);
   if (config.clusterName) args.push("--cluster-name", config.clusterName);
   if (!config.reports) args.push("--reports", "none");
-  else if (config.reports.failWindowHours !== undefined)
-    args.push("--report-fail-window", String(config.reports.failWindowHours));
+  else {
+    if (config.reports.format !== "policyreport") args.push("--reports", config.reports.format);
+    if (config.reports.failWindowHours !== undefined)
+      args.push("--report-fail-window", String(config.reports.failWindowHours));
+  }
   // The callback URL itself comes from a Secret (HIVE_CALLBACK, see daemonSetManifest), never from here.
   const cb = config.callback;
   if (cb) {

@@ -6,7 +6,7 @@
  * admission.ts adds.
  */
 import { GROUP, PLURAL_DATA, PLURAL_POLICY } from "../../api/index.ts";
-import { PLURAL_REPORT, REPORT_GROUP } from "../../api/report.ts";
+import { REPORT_FORMATS, type ReportFormat } from "../../api/report.ts";
 import type { CallbackValues } from "../args.ts";
 import { AGENT_NAME, hiveLabels, type KubernetesObject } from "./objects.ts";
 
@@ -18,7 +18,7 @@ export interface PolicyRule {
 }
 
 /** Cluster-wide rules: what the agent must see or touch in every namespace. */
-export function clusterRules(reports = true): PolicyRule[] {
+export function clusterRules(reports: ReportFormat | undefined = "policyreport"): PolicyRule[] {
   const rules: PolicyRule[] = [
     // Discover and the loader follow every HivePolicy (policies live in any namespace).
     { apiGroups: [GROUP], resources: [PLURAL_POLICY], verbs: ["list", "watch", "patch"] },
@@ -60,8 +60,8 @@ export function clusterRules(reports = true): PolicyRule[] {
   // Admission keeps the report's name to the agent.
   if (reports)
     rules.push({
-      apiGroups: [REPORT_GROUP],
-      resources: [PLURAL_REPORT],
+      apiGroups: [REPORT_FORMATS[reports].group],
+      resources: [REPORT_FORMATS[reports].plural],
       verbs: ["list", "watch", "create", "update", "delete"],
     });
   return rules;
@@ -105,7 +105,7 @@ export function namespaceRules(callback: CallbackValues | undefined): PolicyRule
 export function rbacManifests(
   namespace: string,
   callback: CallbackValues | undefined,
-  reports = true,
+  reports: ReportFormat | undefined = "policyreport",
 ): KubernetesObject[] {
   const labels = hiveLabels("agent");
   const subjects = [{ kind: "ServiceAccount", name: AGENT_NAME, namespace }];
@@ -144,7 +144,7 @@ export function rbacManifests(
  * role reads PolicyReports, so a team reads its namespace's report where it reads its pods.
  * Writing stays the agent's (admission keeps Hive's report to it).
  */
-export function reportReaderRole(): KubernetesObject {
+export function reportReaderRole(format: ReportFormat): KubernetesObject {
   return {
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "ClusterRole",
@@ -157,6 +157,12 @@ export function reportReaderRole(): KubernetesObject {
         "rbac.authorization.k8s.io/aggregate-to-admin": "true",
       },
     },
-    rules: [{ apiGroups: [REPORT_GROUP], resources: [PLURAL_REPORT], verbs: ["get", "list", "watch"] }],
+    rules: [
+      {
+        apiGroups: [REPORT_FORMATS[format].group],
+        resources: [REPORT_FORMATS[format].plural],
+        verbs: ["get", "list", "watch"],
+      },
+    ],
   };
 }

@@ -7,7 +7,12 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 import { CALLBACK_FORMATS, type CallbackFormat } from "../../api/alert.ts";
-import { DEFAULT_FAIL_WINDOW_SECONDS } from "../../api/report.ts";
+import {
+  DEFAULT_FAIL_WINDOW_SECONDS,
+  DEFAULT_REPORT_FORMAT,
+  REPORT_FORMAT_NAMES,
+  type ReportFormat,
+} from "../../api/report.ts";
 import { callbackPrefixProblem, normalizeCallbackPrefix } from "../../api/tenancy.ts";
 import { RESOLVE_TIMEOUT_MS } from "../discover/resolve-pool.ts";
 import { HiveError } from "../errors.ts";
@@ -66,8 +71,8 @@ export interface AgentConfig {
   /** containerd's state directory, with the task bundles naming each container (default: the socket's directory). */
   runtimeStateDir?: string;
   lease: LeaseTiming;
-  /** PolicyReports per namespace (runtime/reports/): written by the pods role unless `none`. */
-  reports: "policyreport" | "none";
+  /** Reports per namespace (runtime/reports/), in this format: written by the pods role unless `none`. */
+  reports: ReportFormat | "none";
   /** How long a report result stays `fail` after the last unexpected access (hours). */
   reportFailWindowHours: number;
   /** The DaemonSet that runs this agent: gone or being deleted when it stops, the kernel program is removed (uninstall.ts). */
@@ -112,7 +117,7 @@ Options (environment in brackets):
   --daemonset NAME          the DaemonSet running this agent, in --namespace [HIVE_DAEMONSET]: when the agent
                             stops while it is gone or being deleted, the kernel program is detached and
                             unpinned (an uninstall); otherwise it stays attached for the next agent
-  --reports FORMAT          findings as PolicyReports per namespace: policyreport | none [HIVE_REPORTS] (default: policyreport, when the API server serves the CRD)
+  --reports FORMAT          findings as a report per namespace: policyreport | openreports | none [HIVE_REPORTS] (default: policyreport, once the API server serves its CRD)
   --report-fail-window H    hours a result stays fail after the last unexpected access [HIVE_REPORT_FAIL_WINDOW_HOURS] (default: 168)
   --no-loader / --no-pods   never run that role on this node
   --no-trap-proof           arm the identity stat() gives without proving it with the kernel program
@@ -234,9 +239,11 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     str("lease-duration", "HIVE_LEASE_DURATION_MS"),
     DEFAULT_LEASE.leaseDurationMs,
   );
-  const reports = str("reports", "HIVE_REPORTS") ?? "policyreport";
-  if (reports !== "policyreport" && reports !== "none") {
-    throw new HiveError("ConfigInvalid", "--reports must be policyreport or none", { object: reports });
+  const reports = (str("reports", "HIVE_REPORTS") ?? DEFAULT_REPORT_FORMAT) as ReportFormat | "none";
+  if (reports !== "none" && !REPORT_FORMAT_NAMES.includes(reports)) {
+    throw new HiveError("ConfigInvalid", `--reports must be ${REPORT_FORMAT_NAMES.join(", ")} or none`, {
+      object: reports,
+    });
   }
   const reportFailWindowHours = positiveInt(
     "--report-fail-window",

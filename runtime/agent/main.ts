@@ -278,8 +278,8 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     log,
     roles: config.roles,
     lease: config.lease,
-    ...(config.reports === "policyreport"
-      ? { reports: { failWindowMs: config.reportFailWindowHours * 3_600_000 } }
+    ...(config.reports !== "none"
+      ? { reports: { format: config.reports, failWindowMs: config.reportFailWindowHours * 3_600_000 } }
       : {}),
   });
   onLayersChanged = () => agent.discover.onLayersChanged();

@@ -8,6 +8,7 @@
  */
 import { LABEL_MANAGED_BY, LABEL_NODE, LABEL_POLICY, MANAGED_BY } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
+import type { ReportFormat } from "../../api/report.ts";
 import { watchCoverage } from "../controllers/coverage-feeds.ts";
 import {
   createDiscoverController,
@@ -95,7 +96,7 @@ export interface NodeAgentOptions {
    * PolicyReports per namespace, written by the pods role (runtime/reports/): off when undefined,
    * and waiting (said in the log) while the API server does not serve them (no CRD yet).
    */
-  reports?: { debounceMs?: number; failWindowMs?: number; recheckMs?: number };
+  reports?: { format: ReportFormat; debounceMs?: number; failWindowMs?: number; recheckMs?: number };
   /** Duration of each reconcile pass, by controller (discover, loader, pods). */
   observeReconcile?: (controller: "discover" | "loader" | "pods", seconds: number) => void;
   log: Logger;

@@ -20,11 +20,11 @@ import {
   VERSION,
 } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
-import { type PolicyReport, REPORT_NAME } from "../../api/report.ts";
+import { type PolicyReport, REPORT_NAME, type ReportFormat } from "../../api/report.ts";
 import { createInformer, type Informer, type InformerOptions, type ResourceRef } from "../k8s/informer.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
 import type { Logger } from "../log.ts";
-import { REPORTS } from "../reports/kube-report-client.ts";
+import { reportResource } from "../reports/kube-report-client.ts";
 import type { WatchEventType } from "./ports.ts";
 
 export const POLICIES: ResourceRef = { group: GROUP, version: VERSION, plural: PLURAL_POLICY };
@@ -131,9 +131,13 @@ export const accessEventFeed = (sink: Sink<CoreV1Event>, o: FeedOptions) =>
     }),
   });
 
-/** Hive's PolicyReports (one per namespace, by name: admission keeps the name Hive's). */
-export const reportFeed = (sink: Sink<PolicyReport>, o: FeedOptions) =>
-  feed<PolicyReport & KubernetesObject>(REPORTS, sink as Sink<PolicyReport & KubernetesObject>, {
-    ...o,
-    fieldSelector: `metadata.name=${REPORT_NAME}`,
-  });
+/** Hive's reports of `format` (one per namespace, by name: admission keeps the name Hive's). */
+export const reportFeed = (format: ReportFormat, sink: Sink<PolicyReport>, o: FeedOptions) =>
+  feed<PolicyReport & KubernetesObject>(
+    reportResource(format),
+    sink as Sink<PolicyReport & KubernetesObject>,
+    {
+      ...o,
+      fieldSelector: `metadata.name=${REPORT_NAME}`,
+    },
+  );

@@ -1,12 +1,18 @@
-/** The report writer's API calls on the API server (CustomObjectsApi, `wgpolicyk8s.io/v1alpha2`). */
+/** The report writer's API calls on the API server (CustomObjectsApi, the format's group). */
 import type { CustomObjectsApi } from "@kubernetes/client-node";
-import { PLURAL_REPORT, REPORT_GROUP, REPORT_NAME, REPORT_VERSION } from "../../api/report.ts";
+import { REPORT_FORMATS, REPORT_NAME, type ReportFormat } from "../../api/report.ts";
 import { isNotFound } from "../k8s/api-errors.ts";
+import type { ResourceRef } from "../k8s/informer.ts";
 import type { ReportClient } from "./report-writer.ts";
 
-export const REPORTS = { group: REPORT_GROUP, version: REPORT_VERSION, plural: PLURAL_REPORT };
+/** The reports of `format` as the custom objects API and the informers address them. */
+export const reportResource = (format: ReportFormat): ResourceRef => {
+  const { group, version, plural } = REPORT_FORMATS[format];
+  return { group, version, plural };
+};
 
-export function createReportClient(custom: CustomObjectsApi): ReportClient {
+export function createReportClient(custom: CustomObjectsApi, format: ReportFormat): ReportClient {
+  const REPORTS = reportResource(format);
   return {
     async create(report) {
       await custom.createNamespacedCustomObject({
@@ -33,10 +39,10 @@ export function createReportClient(custom: CustomObjectsApi): ReportClient {
   };
 }
 
-/** Whether the API server serves PolicyReports (their CRD is installed). */
-export async function reportsServed(custom: CustomObjectsApi): Promise<boolean> {
+/** Whether the API server serves reports of `format` (their CRD is installed). */
+export async function reportsServed(custom: CustomObjectsApi, format: ReportFormat): Promise<boolean> {
   try {
-    await custom.listClusterCustomObject({ ...REPORTS, limit: 1 });
+    await custom.listClusterCustomObject({ ...reportResource(format), limit: 1 });
     return true;
   } catch (error) {
     if (isNotFound(error)) return false;

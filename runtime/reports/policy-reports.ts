@@ -6,7 +6,7 @@
  * Event both of them saw is counted once.
  */
 import type { CoreV1Event } from "@kubernetes/client-node";
-import { DEFAULT_FAIL_WINDOW_SECONDS, type PolicyReport } from "../../api/report.ts";
+import { DEFAULT_FAIL_WINDOW_SECONDS, type PolicyReport, type ReportFormat } from "../../api/report.ts";
 import type { WatchEventType } from "../controllers/ports.ts";
 import type { Logger } from "../log.ts";
 import { AccessFolds } from "./access-folds.ts";
@@ -20,6 +20,7 @@ import {
 
 export interface PolicyReportsOptions {
   client: ReportClient;
+  format: ReportFormat;
   log: Logger;
   nodeName: string;
   platformNamespace: string;
@@ -52,6 +53,7 @@ export function createPolicyReports(options: PolicyReportsOptions): PolicyReport
     client: options.client,
     log: options.log,
     nodeName: options.nodeName,
+    format: options.format,
     ...(options.debounceMs !== undefined ? { debounceMs: options.debounceMs } : {}),
     ...(options.maxResults !== undefined ? { maxResults: options.maxResults } : {}),
   });

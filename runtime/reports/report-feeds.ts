@@ -5,6 +5,7 @@
  * `reports.installCrd`) gets its reports without an agent restart. They are not the role's
  * informers: the HivePolicy status never waits for a CRD that may never come.
  */
+import { REPORT_FORMATS, reportApiVersion } from "../../api/report.ts";
 import { accessEventFeed, type FeedOptions, reportFeed } from "../controllers/feeds.ts";
 import { createReportClient, reportsServed } from "./kube-report-client.ts";
 import { createPolicyReports, type PolicyReports, type PolicyReportsOptions } from "./policy-reports.ts";
@@ -25,7 +26,10 @@ export interface ReportFeeds {
 export function startReportFeeds(options: ReportFeedsOptions): ReportFeeds {
   const { feedOptions, onInput, log } = options;
   const { clients } = feedOptions;
-  const reports = createPolicyReports({ ...options, client: createReportClient(clients.custom) });
+  const reports = createPolicyReports({
+    ...options,
+    client: createReportClient(clients.custom, options.format),
+  });
   const recheckMs = options.recheckMs ?? 60_000;
   let informers: { start(): Promise<void>; stop(): Promise<void> }[] = [];
   let timer: NodeJS.Timeout | undefined;
@@ -34,7 +38,7 @@ export function startReportFeeds(options: ReportFeedsOptions): ReportFeeds {
 
   async function served(): Promise<boolean> {
     try {
-      return await reportsServed(clients.custom);
+      return await reportsServed(clients.custom, options.format);
     } catch (error) {
       log.warn("cannot tell whether PolicyReports are served; asked again later", { error, recheckMs });
       return false;
@@ -46,7 +50,7 @@ export function startReportFeeds(options: ReportFeedsOptions): ReportFeeds {
     if (!(await served())) {
       if (!warned)
         log.warn(
-          "no PolicyReport CRD (wgpolicyk8s.io/v1alpha2) on the API server: no reports until one is installed (the monitor's reports.installCrd: true, Kyverno or Policy Reporter)",
+          `no ${REPORT_FORMATS[options.format].kind} CRD (${reportApiVersion(options.format)}) on the API server: no reports until one is installed (the monitor's reports.installCrd: true, Kyverno or Policy Reporter)`,
           { recheckMs },
         );
       warned = true;
@@ -59,10 +63,14 @@ export function startReportFeeds(options: ReportFeedsOptions): ReportFeeds {
         reports.onAccessEvent(t, ev);
         onInput();
       }, feedOptions),
-      reportFeed((t, r) => {
-        reports.onReport(t, r);
-        onInput();
-      }, feedOptions),
+      reportFeed(
+        options.format,
+        (t, r) => {
+          reports.onReport(t, r);
+          onInput();
+        },
+        feedOptions,
+      ),
     ];
     await Promise.all(informers.map((i) => i.start()));
     if (stopped) return;

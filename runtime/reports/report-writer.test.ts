@@ -64,7 +64,7 @@ afterEach(() => {
 describe("buildReport", () => {
   it("counts every result in the summary and keeps the first ones, saying how many it left out", () => {
     const results = [result("a", "fail"), result("b", "error"), result("c"), result("d")];
-    const report = buildReport("team-a", results, "node-1", 2);
+    const report = buildReport("policyreport", "team-a", results, "node-1", 2);
     expect(report.metadata.name).toBe(REPORT_NAME);
     expect(report.summary).toEqual({ pass: 2, fail: 1, warn: 0, error: 1, skip: 0 });
     expect(report.results?.map((r) => r.resources?.[0]?.name)).toEqual(["a", "b"]);
@@ -76,7 +76,13 @@ describe("the report writer", () => {
   it("writes a namespace at most once per debounce however often its results change, and deletes it when empty", async () => {
     vi.useFakeTimers();
     const s = server();
-    const writer = createReportWriter({ client: s.client, log, nodeName: "node-1", debounceMs: 30_000 });
+    const writer = createReportWriter({
+      client: s.client,
+      log,
+      nodeName: "node-1",
+      format: "policyreport",
+      debounceMs: 30_000,
+    });
     s.attach(writer);
     for (let i = 1; i <= 100; i++) {
       writer.desire(new Map([["team-a", Array.from({ length: i }, (_, n) => result(`p${n}`))]]));
@@ -98,7 +104,13 @@ describe("the report writer", () => {
   it("puts back a report someone else changed, and writes nothing while the server's copy says the same", async () => {
     vi.useFakeTimers();
     const s = server();
-    const writer = createReportWriter({ client: s.client, log, nodeName: "node-1", debounceMs: 1000 });
+    const writer = createReportWriter({
+      client: s.client,
+      log,
+      nodeName: "node-1",
+      format: "policyreport",
+      debounceMs: 1000,
+    });
     s.attach(writer);
     writer.desire(new Map([["team-a", [result("web", "fail")]]]));
     await vi.advanceTimersByTimeAsync(5000);

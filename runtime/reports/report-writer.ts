@@ -10,14 +10,15 @@ import { LABEL_MANAGED_BY, MANAGED_BY } from "../../api/meta.ts";
 import {
   ANNOTATION_REPORT_WRITER,
   ANNOTATION_RESULTS_OMITTED,
-  KIND_REPORT,
   MAX_REPORT_RESULTS,
   type PolicyReport,
-  REPORT_API_VERSION,
+  REPORT_FORMATS,
   REPORT_NAME,
   RESULTS,
+  type ReportFormat,
   type ReportResult,
   type ReportSummary,
+  reportApiVersion,
 } from "../../api/report.ts";
 import type { Logger } from "../log.ts";
 
@@ -37,6 +38,7 @@ export interface ReportWriterOptions {
   log: Logger;
   /** The writer's node, named in the report (admission binds it to the writer's token). */
   nodeName: string;
+  format: ReportFormat;
   debounceMs?: number;
   maxResults?: number;
 }
@@ -63,6 +65,7 @@ export interface ReportWriter {
 
 /** The report a namespace's results make: summary over all, results capped. */
 export function buildReport(
+  format: ReportFormat,
   namespace: string,
   results: readonly ReportResult[],
   nodeName: string,
@@ -73,8 +76,8 @@ export function buildReport(
   const kept = results.slice(0, maxResults);
   const omitted = results.length - kept.length;
   return {
-    apiVersion: REPORT_API_VERSION,
-    kind: KIND_REPORT,
+    apiVersion: reportApiVersion(format),
+    kind: REPORT_FORMATS[format].kind,
     metadata: {
       name: REPORT_NAME,
       namespace,
@@ -198,7 +201,7 @@ export function createReportWriter(options: ReportWriterOptions): ReportWriter {
         const text = JSON.stringify(results);
         if (results.length === 0) desired.delete(ns);
         else if (desiredText.get(ns) !== text || !desired.has(ns))
-          desired.set(ns, buildReport(ns, results, nodeName, options.maxResults));
+          desired.set(ns, buildReport(options.format, ns, results, nodeName, options.maxResults));
         desiredText.set(ns, text);
       }
       for (const ns of [...desiredText.keys()]) if (!desired.has(ns)) desiredText.delete(ns);

@@ -1,7 +1,7 @@
 /**
- * Hive's PolicyReport CRD (api/report.ts → api/crd.ts) against the published one, read from the
- * module that carries it (Kyverno's, as the Go module proxy serves it) in the module cache at test
- * time: same names and scope, and every field Hive writes exists there with the same type, the
+ * Hive's report CRDs (api/report.ts → api/crd.ts) against the published ones, read from the
+ * modules that carry them (Kyverno's for PolicyReport, OpenReports' for Report), as the Go module
+ * proxy serves them, in the module cache at test time: same names and scope, and every field Hive writes exists there with the same type, the
  * same allowed values and the same required fields, so a report Hive writes is valid under either.
  */
 import { readFileSync } from "node:fs";
@@ -9,12 +9,25 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { type JsonSchema, policyReportCrd } from "../../api/crd.ts";
-import { REPORT_VERSION } from "../../api/report.ts";
+import { REPORT_FORMAT_NAMES, REPORT_FORMATS, type ReportFormat } from "../../api/report.ts";
 import { moduleDir } from "../cluster/go-toolchain.ts";
 
-/** The Kyverno release whose `config/crds/policyreport` is the published PolicyReport CRD. */
-const PUBLISHER = { module: "github.com/kyverno/kyverno", version: "v1.19.1" };
-const PUBLISHED_FILE = "config/crds/policyreport/wgpolicyk8s.io_policyreports.yaml";
+/**
+ * Where each published CRD is: the PolicyReport one in a Kyverno release (the wg-policy module is
+ * not served by the Go module proxy), the Report one in OpenReports' own API module.
+ */
+const PUBLISHED: Record<ReportFormat, { module: string; version: string; file: string }> = {
+  policyreport: {
+    module: "github.com/kyverno/kyverno",
+    version: "v1.19.1",
+    file: "config/crds/policyreport/wgpolicyk8s.io_policyreports.yaml",
+  },
+  openreports: {
+    module: "github.com/openreports/reports-api",
+    version: "v0.2.1",
+    file: "config/crd/openreports.io_reports.yaml",
+  },
+};
 
 interface Crd {
   metadata: { name: string };
@@ -61,11 +74,13 @@ function differences(ours: JsonSchema, published: JsonSchema | undefined, path =
   return out;
 }
 
-describe("the PolicyReport CRD Hive can install", () => {
+describe.each(REPORT_FORMAT_NAMES)("the %s CRD Hive can install", (format) => {
+  const where = PUBLISHED[format];
   const published = parse(
-    readFileSync(join(moduleDir(PUBLISHER.module, PUBLISHER.version), PUBLISHED_FILE), "utf8"),
+    readFileSync(join(moduleDir(where.module, where.version), where.file), "utf8"),
   ) as Crd;
-  const ours = policyReportCrd() as unknown as Crd;
+  const ours = policyReportCrd(format) as unknown as Crd;
+  const REPORT_VERSION = REPORT_FORMATS[format].version;
 
   it("has the published names, scope and version", () => {
     expect(ours.metadata.name).toBe(published.metadata.name);

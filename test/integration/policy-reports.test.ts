@@ -16,20 +16,20 @@ import { policyReportCrd } from "../../api/crd.ts";
 import {
   ANNOTATION_ACCESS,
   ANNOTATION_REPORT_WRITER,
-  PLURAL_REPORT,
   type PolicyReport,
-  REPORT_GROUP,
   REPORT_NAME,
-  REPORT_VERSION,
+  type ReportFormat,
+  reportApiVersion,
 } from "../../api/report.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { createPodEventRecorder } from "../../runtime/alerts/pod-events.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
+import { reportResource } from "../../runtime/reports/kube-report-client.ts";
 import { captureLogger } from "../alerts/fixtures.ts";
 import { Cluster, eventually, type HiveApi, type SimNode, startHiveApi } from "./harness.ts";
 
 const KERNEL_A = "55555555-5555-4555-8555-555555555555";
-const REPORTS = { group: REPORT_GROUP, version: REPORT_VERSION, plural: PLURAL_REPORT };
+const REPORTS = reportResource("policyreport");
 /** Short enough for a test; the writes it allows are counted below. */
 const DEBOUNCE_MS = 1000;
 
@@ -39,18 +39,20 @@ beforeAll(async () => {
   hive = await startHiveApi();
 });
 
-/** The PolicyReport CRD the monitor installs (reports.installCrd), applied as an admin would. */
-async function ensureCrd(c: Cluster): Promise<void> {
+/** The report CRD the monitor installs (reports.installCrd), applied as an admin would. */
+async function ensureCrd(c: Cluster, format: ReportFormat = "policyreport"): Promise<void> {
   const ext = c.api.kubeConfig().makeApiClient(ApiextensionsV1Api);
   await ext
-    .createCustomResourceDefinition({ body: policyReportCrd() as unknown as V1CustomResourceDefinition })
+    .createCustomResourceDefinition({
+      body: policyReportCrd(format) as unknown as V1CustomResourceDefinition,
+    })
     .catch((error: unknown) => {
       if ((error as { code?: number }).code !== 409) throw error;
     });
   // A CRD just Established may still answer 404/429 for a moment.
   await eventually(
-    () => c.admin.custom.listClusterCustomObject({ ...REPORTS, limit: 1 }).then(() => true),
-    "PolicyReports served",
+    () => c.admin.custom.listClusterCustomObject({ ...reportResource(format), limit: 1 }).then(() => true),
+    `${format} reports served`,
     30_000,
   );
 }
@@ -63,9 +65,13 @@ afterEach(async () => {
   cluster = undefined;
 });
 
-const reportOf = async (c: Cluster, namespace: string): Promise<PolicyReport | undefined> =>
+const reportOf = async (
+  c: Cluster,
+  namespace: string,
+  format: ReportFormat = "policyreport",
+): Promise<PolicyReport | undefined> =>
   (await c.admin.custom
-    .getNamespacedCustomObject({ ...REPORTS, namespace, name: REPORT_NAME })
+    .getNamespacedCustomObject({ ...reportResource(format), namespace, name: REPORT_NAME })
     .catch((error: unknown) => {
       if ((error as { code?: number }).code === 404) return undefined;
       throw error;
@@ -75,7 +81,10 @@ const resultOf = (report: PolicyReport | undefined, pod: string, policy = "hive-
   report?.results?.find((r) => r.resources?.[0]?.name === pod && r.policy === policy);
 
 /** node-1 runs every role, writes reports, and sends its alerts as pod Events as main.ts does. */
-async function startNode(c: Cluster): Promise<{ node: SimNode; close: () => Promise<void> }> {
+async function startNode(
+  c: Cluster,
+  format: ReportFormat = "policyreport",
+): Promise<{ node: SimNode; close: () => Promise<void> }> {
   const core = (await c.agentKubeConfig("node-1")).makeApiClient(CoreV1Api);
   const logger = captureLogger().logger;
   const podEvents = createPodEventRecorder({ core, nodeName: "node-1", logger, flushIntervalMs: 200 });
@@ -89,7 +98,7 @@ async function startNode(c: Cluster): Promise<{ node: SimNode; close: () => Prom
   const node = await c.addNode("node-1", KERNEL_A, {
     alerts,
     agentPod: "ready",
-    reports: { debounceMs: DEBOUNCE_MS, recheckMs: 500 },
+    reports: { format, debounceMs: DEBOUNCE_MS, recheckMs: 500 },
   });
   return { node, close: () => alerts.close() };
 }
@@ -118,22 +127,24 @@ async function readFileOf(c: Cluster, node: SimNode, pod: string, n = 1): Promis
 }
 
 describe("PolicyReports", () => {
-  it("start once the cluster installs the PolicyReport CRD, while the policy's status never waited for it", async () => {
+  it("start once the cluster installs the report CRD (here OpenReports' Report), while the policy's status never waited for it", async () => {
     cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     await c.createNamespace("team-0");
-    const { close } = await startNode(c);
+    const { close } = await startNode(c, "openreports");
     await c.addPod("web", "node-1", { namespace: "team-0" });
     await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
     await eventually(
       async () => (await c.getPolicy("shadow"))?.status?.traps?.[0]?.inodesFound === 1,
       "the policy's status, without PolicyReports",
     );
-    await ensureCrd(c);
-    await eventually(
-      async () => resultOf(await reportOf(c, "team-0"), "web")?.result === "pass",
-      "the report written once the CRD is served",
-    );
+    await ensureCrd(c, "openreports");
+    const report = await eventually(async () => {
+      const r = await reportOf(c, "team-0", "openreports");
+      return resultOf(r, "web")?.result === "pass" && r;
+    }, "the report written once the CRD is served");
+    expect(report).toMatchObject({ apiVersion: reportApiVersion("openreports"), kind: "Report" });
+    expect(await reportOf(c, "team-0")).toBeUndefined();
     await close();
   });
 
@@ -208,7 +219,7 @@ describe("PolicyReports", () => {
     );
     const started = Date.now();
     const writes = () =>
-      c.api.requests.filter((r) => r.resource === PLURAL_REPORT && ["create", "update"].includes(r.verb))
+      c.api.requests.filter((r) => r.resource === REPORTS.plural && ["create", "update"].includes(r.verb))
         .length;
     const writesBefore = writes();
 
@@ -253,7 +264,7 @@ describe("PolicyReports", () => {
 
     const next = await c.addNode("node-2", "66666666-6666-4666-8666-666666666666", {
       agentPod: "ready",
-      reports: { debounceMs: DEBOUNCE_MS },
+      reports: { format: "policyreport", debounceMs: DEBOUNCE_MS },
     });
     await node.agent.stop();
     await eventually(() => next.agent.pods() !== undefined, "node-2 holds the pods role");
@@ -283,7 +294,7 @@ describe("PolicyReports", () => {
       },
     });
     const forged: PolicyReport = {
-      apiVersion: `${REPORT_GROUP}/${REPORT_VERSION}`,
+      apiVersion: reportApiVersion("policyreport"),
       kind: "PolicyReport",
       metadata: {
         name: REPORT_NAME,
@@ -329,7 +340,7 @@ describe("PolicyReports", () => {
       ),
     ).toContain("only the Hive agent may write an Event labelled trap-id");
     // The agent's own token on node-2, naming node-1 as the writer.
-    c.expectRefusals({ node: "node-2", resource: PLURAL_REPORT });
+    c.expectRefusals({ node: "node-2", resource: REPORTS.plural });
     c.expectRefusals({ node: "node-2", resource: "events" });
     const node2 = await c.agentKubeConfig("node-2");
     await refused(
