@@ -9,6 +9,7 @@ import {
   CoreV1Api,
   CustomObjectsApi,
   RbacAuthorizationV1Api,
+  type V1ClusterRole,
   type V1CustomResourceDefinition,
 } from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -21,6 +22,7 @@ import {
   type ReportFormat,
   reportApiVersion,
 } from "../../api/report.ts";
+import { clusterRules } from "../../component/builders/rbac.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { createPodEventRecorder } from "../../runtime/alerts/pod-events.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
@@ -131,6 +133,23 @@ describe("PolicyReports", () => {
     cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
     await c.createNamespace("team-0");
+    // The Role rule a monitor with reports: "openreports" renders (this file's install renders the default).
+    const rbac = c.api.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
+    const rule = clusterRules("openreports").find((r) => r.apiGroups.includes("openreports.io"));
+    await rbac.createClusterRole({
+      body: { metadata: { name: "hive-agent-openreports" }, rules: [rule ?? {}] } as V1ClusterRole,
+    });
+    await rbac.createClusterRoleBinding({
+      body: {
+        metadata: { name: "hive-agent-openreports" },
+        roleRef: {
+          apiGroup: "rbac.authorization.k8s.io",
+          kind: "ClusterRole",
+          name: "hive-agent-openreports",
+        },
+        subjects: [{ kind: "ServiceAccount", name: "hive-agent", namespace: "hive-system" }],
+      },
+    });
     const { close } = await startNode(c, "openreports");
     await c.addPod("web", "node-1", { namespace: "team-0" });
     await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
@@ -146,6 +165,8 @@ describe("PolicyReports", () => {
     expect(report).toMatchObject({ apiVersion: reportApiVersion("openreports"), kind: "Report" });
     expect(await reportOf(c, "team-0")).toBeUndefined();
     await close();
+    await rbac.deleteClusterRoleBinding({ name: "hive-agent-openreports" });
+    await rbac.deleteClusterRole({ name: "hive-agent-openreports" });
   });
 
   it("show fail with the executable for a pod whose file was read, pass for its neighbour, and error for a missing file", async () => {
