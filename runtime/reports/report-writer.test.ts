@@ -101,6 +101,29 @@ describe("the report writer", () => {
     writer.stop();
   });
 
+  it("leaves the reports it sees alone until it is first told what they must hold", async () => {
+    vi.useFakeTimers();
+    const s = server();
+    const writer = createReportWriter({
+      client: s.client,
+      log,
+      nodeName: "node-1",
+      format: "policyreport",
+      debounceMs: 1000,
+    });
+    s.attach(writer);
+    writer.observe("ADDED", {
+      ...buildReport("policyreport", "team-a", [result("web", "fail")], "node-0"),
+      metadata: { ...buildReport("policyreport", "team-a", [], "node-0").metadata, resourceVersion: "7" },
+    });
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(s.calls).toEqual([]);
+    writer.desire(new Map([["team-a", [result("web", "fail")]]]));
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(s.calls).toEqual([]);
+    writer.stop();
+  });
+
   it("puts back a report someone else changed, and writes nothing while the server's copy says the same", async () => {
     vi.useFakeTimers();
     const s = server();

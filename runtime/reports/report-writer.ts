@@ -143,6 +143,8 @@ export function createReportWriter(options: ReportWriterOptions): ReportWriter {
   const stats: ReportWriterStats = { created: 0, replaced: 0, deleted: 0, failed: 0 };
   let writing: Promise<void> = Promise.resolve();
   let stopped = false;
+  /** Nothing is written before the first desire: until then every report seen would look unwanted. */
+  let desiredOnce = false;
 
   const differs = (ns: string): boolean => said(desired.get(ns)) !== said(seen.get(ns));
 
@@ -151,7 +153,7 @@ export function createReportWriter(options: ReportWriterOptions): ReportWriter {
    * changes in between fold into it.
    */
   function schedule(ns: string): void {
-    if (stopped || timers.has(ns) || !differs(ns)) return;
+    if (stopped || !desiredOnce || timers.has(ns) || !differs(ns)) return;
     const last = lastWrite.get(ns);
     const wait = last === undefined ? debounceMs : Math.max(0, last + debounceMs - Date.now());
     const timer = setTimeout(() => {
@@ -194,6 +196,7 @@ export function createReportWriter(options: ReportWriterOptions): ReportWriter {
 
   return {
     desire(byNamespace) {
+      desiredOnce = true;
       for (const ns of [...desired.keys()]) if (!byNamespace.has(ns)) desired.delete(ns);
       for (const [ns, results] of byNamespace) {
         // Results come in a stable order and shape: an unchanged namespace keeps its report
