@@ -89,7 +89,7 @@ describe("the report writer", () => {
       await vi.advanceTimersByTimeAsync(1000); // 100 changes over 100 s
     }
     await vi.advanceTimersByTimeAsync(30_000);
-    // The first write one debounce after the first change, then one per debounce: 4 over 130 s.
+    // The first write 5 s after the first change, then one per debounce: 5 over 130 s.
     expect(s.calls.length).toBeLessThanOrEqual(5);
     expect(s.calls[0]).toBe("create team-a");
     expect(s.held.get("team-a")?.results).toHaveLength(100);

@@ -1,7 +1,7 @@
 /**
  * Writes Hive's PolicyReport of each namespace, aggregated and bounded: a namespace's report is
- * written at most once per `debounceMs` (Kyverno waits 30 s too), however many accesses or pods
- * changed meanwhile; only when what it says differs from what the API server holds (so a report
+ * written at most once per `debounceMs` (Kyverno waits 30 s too) after this writer's first write of
+ * it, however many accesses or pods changed meanwhile; only when what it says differs from what the API server holds (so a report
  * changed by anyone else is put back); with at most `maxResults` results (fails and errors first;
  * the summary counts all, an annotation says how many were left out); and deleted when its
  * namespace has no result left. API writes per minute grow with namespaces, not accesses.
@@ -24,6 +24,9 @@ import type { Logger } from "../log.ts";
 
 /** A namespace's report is written at most once per this (Kyverno waits as long). */
 export const DEFAULT_DEBOUNCE_MS = 30_000;
+
+/** A namespace's first write by a writer waits this long (or the debounce, if shorter). */
+export const FIRST_WRITE_MS = 5_000;
 
 /** The API calls the writer makes (runtime/reports/kube-report-client.ts). */
 export interface ReportClient {
@@ -133,6 +136,7 @@ function said(report: PolicyReport | undefined): string {
 export function createReportWriter(options: ReportWriterOptions): ReportWriter {
   const { client, log, nodeName } = options;
   const debounceMs = options.debounceMs ?? DEFAULT_DEBOUNCE_MS;
+  const firstWriteMs = Math.min(FIRST_WRITE_MS, debounceMs);
   const desired = new Map<string, PolicyReport>();
   const seen = new Map<string, PolicyReport>();
   /** JSON of the results each desired report was built from. */
@@ -149,13 +153,14 @@ export function createReportWriter(options: ReportWriterOptions): ReportWriter {
   const differs = (ns: string): boolean => said(desired.get(ns)) !== said(seen.get(ns));
 
   /**
-   * A write of `ns` one debounce after its previous write (or after this first change): the
-   * changes in between fold into it.
+   * A write of `ns` one debounce after its previous write, the changes in between folding into
+   * it; a namespace this writer has not written yet waits a few seconds only (a first finding
+   * shows within seconds, and a burst of them still makes one write).
    */
   function schedule(ns: string): void {
     if (stopped || !desiredOnce || timers.has(ns) || !differs(ns)) return;
     const last = lastWrite.get(ns);
-    const wait = last === undefined ? debounceMs : Math.max(0, last + debounceMs - Date.now());
+    const wait = last === undefined ? firstWriteMs : Math.max(0, last + debounceMs - Date.now());
     const timer = setTimeout(() => {
       timers.delete(ns);
       writing = writing.then(() => write(ns));

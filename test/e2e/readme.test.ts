@@ -343,7 +343,7 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
       },
       { timeoutMs: 300_000, intervalMs: 10_000, what: "an alert after the kubectl install" },
     );
-    // The pods role writes the default namespace's report one debounce (30 s) after the change.
+    // The new agent's pods role writes the default namespace's report seconds after its first pass.
     const shadowTest = await waitAgent(
       () => {
         const report = JSON.parse(k("get", "policyreport", "-A", "-o", "json")) as { items: PolicyReport[] };
