@@ -57,6 +57,21 @@ function server(): {
 }
 
 const log = createLogger({}, { level: "error" });
+
+/** A writer (fake timers) attached to a fresh in-memory server. */
+function startWriter(debounceMs: number) {
+  vi.useFakeTimers();
+  const s = server();
+  const writer = createReportWriter({
+    client: s.client,
+    log,
+    nodeName: "node-1",
+    format: "policyreport",
+    debounceMs,
+  });
+  s.attach(writer);
+  return { s, writer };
+}
 afterEach(() => {
   vi.useRealTimers();
 });
@@ -74,16 +89,7 @@ describe("buildReport", () => {
 
 describe("the report writer", () => {
   it("writes a namespace at most once per debounce however often its results change, and deletes it when empty", async () => {
-    vi.useFakeTimers();
-    const s = server();
-    const writer = createReportWriter({
-      client: s.client,
-      log,
-      nodeName: "node-1",
-      format: "policyreport",
-      debounceMs: 30_000,
-    });
-    s.attach(writer);
+    const { s, writer } = startWriter(30_000);
     for (let i = 1; i <= 100; i++) {
       writer.desire(new Map([["team-a", Array.from({ length: i }, (_, n) => result(`p${n}`))]]));
       await vi.advanceTimersByTimeAsync(1000); // 100 changes over 100 s
@@ -102,16 +108,7 @@ describe("the report writer", () => {
   });
 
   it("leaves the reports it sees alone until it is first told what they must hold", async () => {
-    vi.useFakeTimers();
-    const s = server();
-    const writer = createReportWriter({
-      client: s.client,
-      log,
-      nodeName: "node-1",
-      format: "policyreport",
-      debounceMs: 1000,
-    });
-    s.attach(writer);
+    const { s, writer } = startWriter(1000);
     writer.observe("ADDED", {
       ...buildReport("policyreport", "team-a", [result("web", "fail")], "node-0"),
       metadata: { ...buildReport("policyreport", "team-a", [], "node-0").metadata, resourceVersion: "7" },
@@ -125,16 +122,7 @@ describe("the report writer", () => {
   });
 
   it("puts back a report someone else changed, and writes nothing while the server's copy says the same", async () => {
-    vi.useFakeTimers();
-    const s = server();
-    const writer = createReportWriter({
-      client: s.client,
-      log,
-      nodeName: "node-1",
-      format: "policyreport",
-      debounceMs: 1000,
-    });
-    s.attach(writer);
+    const { s, writer } = startWriter(1000);
     writer.desire(new Map([["team-a", [result("web", "fail")]]]));
     await vi.advanceTimersByTimeAsync(5000);
     expect(s.calls).toEqual(["create team-a"]);
