@@ -71,6 +71,7 @@ function accessEvent(n: number, p: number, count: number): CoreV1Event {
       },
     },
     involvedObject: { kind: "Pod", name: `pod-${p}`, namespace: `ns-${n}` },
+    reportingInstance: "node-0",
     count,
     lastTimestamp: new Date() as unknown as Date,
   };
@@ -108,6 +109,9 @@ async function writer(objects: HiveData[]) {
     format: "policyreport",
     platformNamespace: "hive-system",
     debounceMs: DEBOUNCE_MS,
+    // Every pod on the node that wrote its Events (the API server's answer, without a server).
+    placement: async () => ({ node: "node-0" }),
+    onFolded: () => {},
   });
   server.attach(reports);
   reports.markSynced();
@@ -130,6 +134,7 @@ export async function run(): Promise<void> {
     w.reports.onAccessEvent("MODIFIED", accessEvent(Math.floor(pod / PODS_PER_NS), pod % PODS_PER_NS, count));
   };
   for (let pod = 0; pod < pods; pod++) access(pod);
+  await new Promise((r) => setImmediate(r)); // each pod's placement looked up once
   w.update();
   await w.reports.flush();
   const baseHeap = heapMiB() - heapStart;

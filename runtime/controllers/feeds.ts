@@ -125,6 +125,8 @@ export const accessEventFeed = (sink: Sink<CoreV1Event>, o: FeedOptions) =>
         annotations: ev.metadata?.annotations,
       },
       involvedObject: ev.involvedObject,
+      // The node that wrote it (admission: its own), checked against the pod's (access-origin.ts).
+      reportingInstance: ev.reportingInstance,
       count: ev.count,
       lastTimestamp: ev.lastTimestamp,
       firstTimestamp: ev.firstTimestamp,

@@ -10,6 +10,7 @@ import { DEFAULT_FAIL_WINDOW_SECONDS, type PolicyReport, type ReportFormat } fro
 import type { WatchEventType } from "../controllers/ports.ts";
 import type { Logger } from "../log.ts";
 import { AccessFolds } from "./access-folds.ts";
+import { createAccessOrigin, type PlacementLookup } from "./access-origin.ts";
 import { type ReportInputs, reportResults } from "./report-results.ts";
 import {
   createReportWriter,
@@ -27,6 +28,10 @@ export interface PolicyReportsOptions {
   debounceMs?: number;
   failWindowMs?: number;
   maxResults?: number;
+  /** Where an accessed pod runs (an access Event counts only from that node: access-origin.ts). */
+  placement: PlacementLookup;
+  /** Events that waited for their pod's lookup were folded: the role recomputes. */
+  onFolded: () => void;
 }
 
 export type ReportSources = Pick<ReportInputs, "policies" | "data" | "trapErrors" | "uncovered">;
@@ -43,7 +48,7 @@ export interface PolicyReports {
    */
   update(sources: ReportSources): number | undefined;
   flush(): Promise<void>;
-  stats(): ReportWriterStats & { fails: number };
+  stats(): ReportWriterStats & { fails: number; rejectedEvents: number };
   stop(): void;
 }
 
@@ -66,11 +71,17 @@ export function createPolicyReports(options: PolicyReportsOptions): PolicyReport
   const minIntervalMs = Math.max(100, (options.debounceMs ?? DEFAULT_DEBOUNCE_MS) / 2);
   let computedAt = Number.NEGATIVE_INFINITY;
 
+  const origin = createAccessOrigin({
+    lookup: options.placement,
+    fold: (type, event) => folds.onEvent(type, event),
+    onFolded: options.onFolded,
+    log: options.log,
+  });
   const fold = (type: WatchEventType, event: CoreV1Event) => {
     const name = `${event.metadata?.namespace}/${event.metadata?.name}`;
     if (type === "DELETED") live.delete(name);
     else live.add(name);
-    folds.onEvent(type, event);
+    origin.check(type, event);
   };
 
   return {
@@ -93,6 +104,7 @@ export function createPolicyReports(options: PolicyReportsOptions): PolicyReport
       if (now - computedAt < minIntervalMs) return computedAt + minIntervalMs - now;
       computedAt = now;
       folds.prune(now, failWindowMs, live);
+      origin.retain(new Set(Array.from(folds.values(), (f) => `${f.namespace}/${f.pod}`)));
       let oldest = Number.POSITIVE_INFINITY;
       for (const f of folds.values()) oldest = Math.min(oldest, f.lastAccess);
       writer.desire(
@@ -109,7 +121,7 @@ export function createPolicyReports(options: PolicyReportsOptions): PolicyReport
         : Math.max(1000, oldest + failWindowMs - now + 1);
     },
     flush: () => writer.flush(),
-    stats: () => ({ ...writer.stats(), fails: folds.size }),
+    stats: () => ({ ...writer.stats(), fails: folds.size, rejectedEvents: origin.rejected }),
     stop: () => writer.stop(),
   };
 }

@@ -10,7 +10,7 @@ import { accessEventFeed, type FeedOptions, reportFeed } from "../controllers/fe
 import { createReportClient, reportsServed } from "./kube-report-client.ts";
 import { createPolicyReports, type PolicyReports, type PolicyReportsOptions } from "./policy-reports.ts";
 
-export interface ReportFeedsOptions extends Omit<PolicyReportsOptions, "client"> {
+export interface ReportFeedsOptions extends Omit<PolicyReportsOptions, "client" | "placement" | "onFolded"> {
   feedOptions: FeedOptions;
   /** Called when an input changed or the reports became ready: the pods role recomputes. */
   onInput: () => void;
@@ -29,6 +29,17 @@ export function startReportFeeds(options: ReportFeedsOptions): ReportFeeds {
   const reports = createPolicyReports({
     ...options,
     client: createReportClient(clients.custom, options.format),
+    placement: async (namespace, name) => {
+      // A list by name: the agent may list pods (discover), and needs no get.
+      const pods = await clients.core.listNamespacedPod({
+        namespace,
+        fieldSelector: `metadata.name=${name}`,
+      });
+      const pod = pods.items[0];
+      const node = pod?.spec?.nodeName;
+      return node ? { node, ...(pod.metadata?.uid ? { uid: pod.metadata.uid } : {}) } : undefined;
+    },
+    onFolded: onInput,
   });
   const recheckMs = options.recheckMs ?? 60_000;
   let informers: { start(): Promise<void>; stop(): Promise<void> }[] = [];
