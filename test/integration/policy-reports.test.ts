@@ -6,8 +6,10 @@
  */
 import { RbacAuthorizationV1Api, type V1ClusterRole } from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { HiveData } from "../../api/data.ts";
 import { ANNOTATION_REPORT_WRITER, reportApiVersion } from "../../api/report.ts";
 import { clusterRules } from "../../component/builders/rbac.ts";
+import type { ProcessIdentity } from "../../runtime/kernel/contract.ts";
 import { Cluster, eventually, type HiveApi, startHiveApi } from "./harness.ts";
 import {
   DEBOUNCE_MS,
@@ -130,6 +132,51 @@ describe("PolicyReports", () => {
     );
     await c.deletePolicy("shadow");
     await eventually(async () => (await reportOf(c, "team-a")) === undefined, "the empty report deleted");
+  });
+
+  it("keep pass for a read by an allowed executable (the image's sshd), and fail for the same read by another", async () => {
+    cluster = await Cluster.start(hive as HiveApi);
+    const c = cluster;
+    await ensureCrd(c);
+    await c.createNamespace("team-f");
+    const { node, close } = await startNode(c);
+    const files = { "etc/shadow": "root:*:1::::::\n", "usr/sbin/sshd": "sshd\n" };
+    await c.addPod("login", "node-1", { namespace: "team-f", files });
+    await c.addPod("other", "node-1", { namespace: "team-f", files });
+    await c.createPolicy("shadow", [{ path: "/etc/shadow", allow: [{ exe: "/usr/sbin/sshd" }] }]);
+    // The image's sshd, as the kernel records it: its file, from the image, in the pod's root.
+    const sshd = (data: HiveData): ProcessIdentity => {
+      const exe = data.spec.executables?.[0];
+      if (!exe) throw new Error(`no executables in ${data.metadata.name}: discover found no /usr/sbin/sshd`);
+      const file = { major: exe.device.major, minor: exe.device.minor, ino: BigInt(exe["inode-no"]) };
+      return {
+        exe: { exe: "/usr/sbin/sshd", source: "exec" },
+        provenance: {
+          file,
+          layer: "image",
+          loaderEnv: [],
+          envUnread: false,
+          traced: false,
+          forkUnseen: false,
+        },
+        chroot: false,
+        rootDev: { major: file.major, minor: file.minor },
+        execNs: 1n,
+      };
+    };
+    await eventually(
+      async () => (await c.data()).filter((d) => d.spec.executables?.length).length === 2,
+      "both pods' HiveData name their sshd",
+    );
+    await readFileOf(c, node, "login", 5, sshd);
+    // Read after the allowed ones, by a binary no entry allows: once it shows, the others were folded.
+    await readFileOf(c, node, "other", 1);
+    const report = await eventually(async () => {
+      const r = await reportOf(c, "team-f");
+      return resultOf(r, "other")?.result === "fail" && r;
+    }, "the other pod fails");
+    expect(resultOf(report, "login")?.result).toBe("pass");
+    await close();
   });
 
   it("folds 10,000 reads into one result with their count, in a bounded number of report writes", async () => {

@@ -5,9 +5,11 @@
  */
 import { ApiextensionsV1Api, CoreV1Api, type V1CustomResourceDefinition } from "@kubernetes/client-node";
 import { policyReportCrd } from "../../api/crd.ts";
+import type { HiveData } from "../../api/data.ts";
 import { type PolicyReport, REPORT_NAME, type ReportFormat } from "../../api/report.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { createPodEventRecorder } from "../../runtime/alerts/pod-events.ts";
+import type { ProcessIdentity } from "../../runtime/kernel/contract.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { reportResource } from "../../runtime/reports/kube-report-client.ts";
 import { captureLogger } from "../alerts/fixtures.ts";
@@ -74,7 +76,17 @@ export async function startNode(
 }
 
 /** Emits `n` reads of the trapped file of `pod` in node-1's kernel. */
-export async function readFileOf(c: Cluster, node: SimNode, pod: string, n = 1): Promise<void> {
+export async function readFileOf(
+  c: Cluster,
+  node: SimNode,
+  pod: string,
+  n = 1,
+  /** The reading process as the kernel records it (default: /usr/bin/cat, no allow entry holds). */
+  reader: (data: HiveData) => ProcessIdentity = () => ({
+    exe: { exe: "/usr/bin/cat", source: "exec" },
+    execNs: 1n,
+  }),
+): Promise<void> {
   const data = await eventually(
     async () => (await c.data()).find((d) => d.metadata.annotations?.pod_name === pod),
     `${pod}'s HiveData`,
@@ -90,7 +102,7 @@ export async function readFileOf(c: Cluster, node: SimNode, pod: string, n = 1):
       slot: kernel.entry.slot,
       kind: "file",
       key: kernel.entry.key,
-      process: { exe: { exe: "/usr/bin/cat", source: "exec" }, execNs: 1n },
+      process: reader(data),
     });
     if (i % 500 === 499) await new Promise((r) => setImmediate(r));
   }
