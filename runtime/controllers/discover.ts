@@ -31,6 +31,7 @@ import {
   type NodeOwner,
 } from "./hive-data.ts";
 import { inPool } from "./in-pool.ts";
+import { KubeletPodUids } from "./kubelet-pod-uids.ts";
 import { createObjectRetries } from "./object-retries.ts";
 import {
   type DataWriter,
@@ -111,7 +112,7 @@ export interface DiscoverController extends ControllerLifecycle<DiscoverStats> {
   onData(type: WatchEventType, data: HiveData): void;
   /** The image layers changed (an image was unpacked or removed): their files are found again. */
   onLayersChanged(): void;
-  /** A pod of this node by uid, as its last watch event showed it. */
+  /** A pod of this node by the uid its cgroups carry (kubelet-pod-uids.ts), as its last watch event showed it. */
   podByUid(uid: string): V1Pod | undefined;
   /**
    * A trapped file of this node changed (this agent's loader saw it in the kernel): re-resolve.
@@ -120,9 +121,6 @@ export interface DiscoverController extends ControllerLifecycle<DiscoverStats> {
   resolveNow(reason: string): void;
 }
 
-/** How long a deleted pod's accesses can still be attributed to it. */
-const DELETED_POD_MS = 60_000;
-
 export function createDiscoverController(options: DiscoverOptions): DiscoverController {
   const { nodeName, kernelId, resolver, writer, reporter, log } = options;
   const retryBaseMs = options.retryBaseMs ?? 500;
@@ -130,13 +128,8 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
   const concurrency = options.concurrency ?? 16;
   const policies = new Map<string, HivePolicy>();
   const pods = new Map<string, V1Pod>();
-  /** The same pods by uid: what an access attributed by cgroup names (looked up per event). */
-  const podsByUid = new Map<string, V1Pod>();
-  /**
-   * Deleted pods stay nameable by uid for DELETED_POD_MS: an access made just before a tenant
-   * deleted its pod may still wait in the ring, and must not go unattributed for that.
-   */
-  const deletedAt = new Map<string, number>();
+  /** The same pods by the uid their cgroups carry: what an access attributed by cgroup names. */
+  const podUids = new KubeletPodUids(nodeName, log);
   const data = new Map<string, HiveData>();
   const resolveRequests = new Map<string, string>();
   /** Consecutive transient failures per item, for the backoff. */
@@ -355,20 +348,9 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
     },
     onPod(type, pod) {
       if (pod.spec?.nodeName !== nodeName && type !== "DELETED") return; // defence: the watch is node-scoped already
-      const uid = pod.metadata?.uid;
-      if (type === "DELETED") {
-        pods.delete(objectKey(pod));
-        if (uid) deletedAt.set(uid, Date.now());
-      } else {
-        pods.set(objectKey(pod), pod);
-        if (uid) podsByUid.set(uid, pod);
-        if (uid) deletedAt.delete(uid);
-      }
-      for (const [gone, at] of deletedAt) {
-        if (Date.now() - at < DELETED_POD_MS) break; // in deletion order: the rest are newer
-        deletedAt.delete(gone);
-        podsByUid.delete(gone);
-      }
+      if (type === "DELETED") pods.delete(objectKey(pod));
+      else pods.set(objectKey(pod), pod);
+      podUids.onPod(type, pod);
       options.onPodChanged?.();
       runner.trigger();
     },
@@ -393,7 +375,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
       runner.trigger();
     },
     podByUid(uid) {
-      return podsByUid.get(uid);
+      return podUids.podByUid(uid);
     },
     resolveNow(reason) {
       log.debug("re-resolving: a trapped file changed", { reason });

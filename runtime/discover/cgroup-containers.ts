@@ -27,8 +27,9 @@ export interface CgroupContainer {
   scheme: string;
 }
 
+/** A pod's uid: the API server's (a UUID) or a static pod's (the 32-hex hash of its manifest). */
 const POD_LEVEL =
-  /(?:^|-)pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})(?:\.slice)?$/;
+  /(?:^|-)pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}|[0-9a-f]{32})(?:\.slice)?$/;
 const CONTAINER_LEVEL = /^(?:cri-containerd-|crio-|docker-)?([0-9a-f]{64})(?:\.scope)?$/;
 
 /** The pod and container a kubelet-made cgroup path names; undefined for any other cgroup. */
