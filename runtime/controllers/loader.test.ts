@@ -233,6 +233,54 @@ describe("loader controller", () => {
     }
   });
 
+  it("while routing by a snapshot, holds an event for a key the snapshot does not know until the lists are in", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hive-snapshot-"));
+    const log = createLogger({}, { level: "error" });
+    const store = createRoutingSnapshotStore(routingSnapshotFileFor("/sys/fs/bpf/hive", dir), KERNEL, log);
+    try {
+      // The previous agent saved a snapshot with trap a, then armed c (its next save failed) and died.
+      let saves = 0;
+      const firstSaveOnly: RoutingSnapshotStore = {
+        ...store,
+        save: (snapshot) => {
+          if (saves++ === 0) store.save(snapshot);
+        },
+      };
+      const before = routingLoader(new RecordingKernel(), { snapshot: firstSaveOnly });
+      before.loader.onPolicy("ADDED", policy);
+      before.loader.onData("ADDED", data("a", idOf(0), 100, ["read"]));
+      before.loader.markSynced();
+      await before.loader.idle();
+      await store.idle();
+      before.loader.onData("ADDED", data("c", idOf(0), 300, ["read"]));
+      await before.loader.idle();
+      before.loader.stop();
+      const kernel = new RecordingKernel();
+      kernel.entries = [...before.kernel.entries];
+      const { accesses, loader } = routingLoader(kernel, {
+        snapshot: {
+          ...store,
+          load: () => ({ ...(store.load() ?? { policies: [], data: [], savedAt: "" }) }),
+        },
+      });
+      kernel.emit({ slot: 1, kind: "file", key: { major: 8, minor: 1, ino: 100n } });
+      kernel.emit({ slot: 2, kind: "file", key: { major: 8, minor: 1, ino: 300n } });
+      expect(accesses).toEqual([["a"]]);
+      expect(kernel.holds).toBe(1); // c's read stays in the ring meanwhile
+      expect(loader.stats().unmatchedEvents).toBe(0);
+      loader.onPolicy("ADDED", policy);
+      loader.onData("ADDED", data("a", idOf(0), 100, ["read"]));
+      loader.onData("ADDED", data("c", idOf(0), 300, ["read"]));
+      loader.markSynced();
+      await loader.idle();
+      expect(accesses).toEqual([["a"], ["c"]]);
+      expect(kernel.holds).toBe(0);
+      loader.stop();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("watches and routes an inode number beyond 2^53 exactly", async () => {
     const { kernel, accesses, loader } = routingLoader();
     const ino = (1n << 60n) + 1n; // Number() would round it to 2^60

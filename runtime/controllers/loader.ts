@@ -191,6 +191,13 @@ export function createLoaderController(options: LoaderOptions): LoaderController
    */
   let held: KernelEvent[] | undefined = seed ? undefined : [];
   const releaseHeld = seed ? undefined : kernel.holdAcks?.();
+  /**
+   * While routing by the snapshot, events for a key it does not know wait for the first pass
+   * instead of being dropped as unmatched: the snapshot may predate traps armed in the pinned map
+   * (its last save failed, or came after the agent's death).
+   */
+  let unknownWhileSeeded: KernelEvent[] | undefined = seed ? [] : undefined;
+  let releaseUnknown: (() => void) | undefined;
   const maxHeld = options.maxHeldEvents ?? 65_536;
   const stats: LoaderStats = {
     syncs: 0,
@@ -273,12 +280,12 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     stats.entries = entries.length;
     options.onSynced?.(entries, lookup);
     options.snapshot?.save({ policies: [...policies.values()], data: valid.map((v) => v.data) });
-    if (held) {
-      const waiting = held;
-      held = undefined;
-      for (const event of waiting) route(event);
-      releaseHeld?.();
-    }
+    const waiting = [...(held ?? []), ...(unknownWhileSeeded ?? [])];
+    held = undefined;
+    unknownWhileSeeded = undefined;
+    for (const event of waiting) route(event);
+    releaseHeld?.();
+    releaseUnknown?.();
   }
 
   /** One entry per distinct key; traps sharing a file share its slot (accesses united). */
@@ -385,6 +392,18 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   /** Routes one event; with `retrying`, false when its container still cannot be named (it waits on). */
   function route(event: KernelEvent, retrying = false): boolean {
     const watched = routes.find(event);
+    if (!watched && unknownWhileSeeded) {
+      if (unknownWhileSeeded.length >= maxHeld) {
+        stats.heldEventsDropped += 1;
+        options.onEventDropped?.("hold_full");
+        return true;
+      }
+      // Kept in the ring too until routed: an agent killed meanwhile leaves them to the next.
+      releaseUnknown ??= kernel.holdAcks?.();
+      unknownWhileSeeded.push(event);
+      stats.heldEvents += 1;
+      return true;
+    }
     if (!watched) {
       stats.unmatchedEvents += 1;
       options.onEventDropped?.("unmatched");

@@ -5,7 +5,7 @@
  * until its lists are in. The file is trusted like the pins beside it (root on the node writes
  * both); it names a boot ID, so a snapshot of another boot of the kernel is never used.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import type { HiveData } from "../../api/data.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { createLatestWriter } from "../latest-writer.ts";
@@ -29,7 +29,11 @@ export interface RoutingSnapshotStore {
   idle(): Promise<void>;
 }
 
+/** The file's format: bumped whenever what it holds or means changes. */
+export const ROUTING_SNAPSHOT_VERSION = 2;
+
 interface SnapshotFile extends RoutingSnapshot {
+  version: number;
   kernelId: string;
 }
 
@@ -45,7 +49,20 @@ export function createRoutingSnapshotStore(
 ): RoutingSnapshotStore {
   const writer = createLatestWriter((next: SnapshotFile) => writePrivateJsonFile(file, next), {
     // Once per failure streak: a restart then holds events until its lists, as without it.
-    failed: (error) => logger.warn("cannot save the routing snapshot", { file, error }),
+    failed: (error) => {
+      let removed = true;
+      try {
+        rmSync(file, { force: true });
+      } catch {
+        removed = false;
+      }
+      logger.warn(
+        removed
+          ? "cannot save the routing snapshot; the last one is removed (a restart waits for the lists)"
+          : "cannot save the routing snapshot, nor remove the last one: a restart routes by it until the lists are in",
+        { file, error },
+      );
+    },
   });
   return {
     load() {
@@ -57,6 +74,13 @@ export function createRoutingSnapshotStore(
           logger.warn("the routing snapshot is unreadable; waiting for the lists instead", { file, error });
         return undefined;
       }
+      if (parsed.version !== ROUTING_SNAPSHOT_VERSION) {
+        logger.info("the routing snapshot is of another format; waiting for the lists instead", {
+          file,
+          version: parsed.version ?? null,
+        });
+        return undefined;
+      }
       if (parsed.kernelId !== kernelId || !Array.isArray(parsed.policies) || !Array.isArray(parsed.data))
         return undefined;
       return {
@@ -66,7 +90,12 @@ export function createRoutingSnapshotStore(
       };
     },
     save(snapshot) {
-      writer.write({ kernelId, savedAt: new Date().toISOString(), ...snapshot });
+      writer.write({
+        version: ROUTING_SNAPSHOT_VERSION,
+        kernelId,
+        savedAt: new Date().toISOString(),
+        ...snapshot,
+      });
     },
     idle: () => writer.idle(),
   };
