@@ -4,6 +4,7 @@ import { join } from "node:path";
 import type { V1Pod } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { HiveData } from "../../api/data.ts";
+import { ANNOTATION_RESOLVE_REQUEST, LABEL_NODE } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { echoDataWriter } from "../../test/fixtures/data-writer.ts";
 import { FakeContainers } from "../../test/integration/harness.ts";
@@ -224,5 +225,41 @@ describe("pods by uid, for accesses attributed by cgroup", () => {
       clock.mockRestore();
       discover.stop();
     }
+  });
+});
+
+describe("re-resolve requests through HiveData", () => {
+  it("answer a stream of requests with at most one pass per interval, whoever writes them", async () => {
+    const discover = createDiscoverController({
+      ...discoverOptions(fakeContainers()),
+      resolveRequestIntervalMs: 300,
+    });
+    discover.markSynced();
+    await discover.idle();
+    const data = (request: number): HiveData =>
+      ({
+        apiVersion: "hive-operator.com/v1alpha1",
+        kind: "HiveData",
+        metadata: {
+          name: "hive-data-x",
+          namespace: "hive",
+          labels: { [LABEL_NODE]: "n1" },
+          annotations: { [ANNOTATION_RESOLVE_REQUEST]: String(request) },
+        },
+        spec: {},
+      }) as unknown as HiveData;
+    const before = discover.stats().passes;
+    // Another node's token, rewriting the request every 25 ms for a second.
+    for (let i = 1; i <= 40; i++) {
+      discover.onData("MODIFIED", data(i));
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    await new Promise((r) => setTimeout(r, 400));
+    await discover.idle();
+    const passes = discover.stats().passes - before;
+    expect(passes).toBeGreaterThanOrEqual(2);
+    expect(passes).toBeLessThanOrEqual(6);
+    expect(discover.stats().resolveRequestsFolded).toBeGreaterThan(30);
+    discover.stop();
   });
 });

@@ -33,6 +33,7 @@ import {
 import { inPool } from "./in-pool.ts";
 import { KubeletPodUids } from "./kubelet-pod-uids.ts";
 import { createObjectRetries } from "./object-retries.ts";
+import { createPacedTrigger } from "./paced-trigger.ts";
 import {
   type DataWriter,
   objectKey,
@@ -79,6 +80,8 @@ export interface DiscoverOptions {
   retryBaseMs?: number;
   retryMaxMs?: number;
   debounceMs?: number;
+  /** At least this long between passes that HiveData re-resolve requests cause (default 2 s). */
+  resolveRequestIntervalMs?: number;
   /** A container still not running after this long is reported in the policy status (default 30 s). */
   notReadyReportMs?: number;
   /** Parallel resolutions / API writes per pass. */
@@ -104,6 +107,8 @@ export interface DiscoverStats {
   updated: number;
   deleted: number;
   errors: number;
+  /** Re-resolve requests answered by a later pass than their own (createPacedTrigger). */
+  resolveRequestsFolded: number;
 }
 
 export interface DiscoverController extends ControllerLifecycle<DiscoverStats> {
@@ -140,7 +145,15 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
   let ownerAttempts = 0;
   /** HiveData writes and deletes that failed, each on its own backoff. */
   const writeRetries = createObjectRetries({ baseMs: retryBaseMs, maxMs: retryMaxMs });
-  const stats: DiscoverStats = { passes: 0, resolved: 0, created: 0, updated: 0, deleted: 0, errors: 0 };
+  const stats: DiscoverStats = {
+    passes: 0,
+    resolved: 0,
+    created: 0,
+    updated: 0,
+    deleted: 0,
+    errors: 0,
+    resolveRequestsFolded: 0,
+  };
 
   async function pass(): Promise<void> {
     stats.passes += 1;
@@ -326,6 +339,9 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
     onError: (error) => log.error("discover pass failed", { error }),
   });
   const { runner } = loop;
+  // Another node's loader asks through HiveData (a kernel shared by nodes); whoever can write that
+  // annotation could ask endlessly: at most one pass per interval answers all the asks within it.
+  const requested = createPacedTrigger(() => runner.trigger(), options.resolveRequestIntervalMs ?? 2000);
 
   return {
     onPolicy(eventType, policy) {
@@ -368,7 +384,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
       if (request !== undefined && resolveRequests.get(key) !== request) {
         resolveRequests.set(key, request);
         log.debug("re-resolving after a change in a trapped file's directory", { name: key });
-        runner.trigger();
+        if (!requested.request()) stats.resolveRequestsFolded = requested.folded;
       }
     },
     onLayersChanged() {
@@ -382,6 +398,10 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
       runner.trigger();
     },
     ...loop.lifecycle,
+    stop() {
+      requested.stop();
+      loop.lifecycle.stop();
+    },
   };
 }
 
