@@ -179,8 +179,15 @@ static __always_inline int hive_flood_held(struct hive_event *burst, struct hive
 	struct hive_flood_key key = {
 		.cgroup_id = burst->cgroup_id,
 		.exe_ino = burst->exe_ino,
+		.parent_exe_ino = burst->parent_exe_ino,
 		.exe_dev = burst->exe_dev,
 		.slot = burst->slot,
+		.parent_exe_dev = burst->parent_exe_dev,
+		.root_dev = burst->root_dev,
+		.exe_flags = burst->exe_flags,
+		.parent_flags = burst->parent_flags,
+		.relation = burst->relation,
+		._pad = 0,
 	};
 	__u64 now = burst->last_ns;
 	struct hive_flood *f = bpf_map_lookup_elem(&hive_flood, &key);

@@ -169,15 +169,27 @@ struct hive_event {
 	char cgroup_parent[HIVE_CGROUP_NAME_MAX];
 };
 
-/* A flood key: one executable's accesses to one trapped file from one cgroup (container).
- * Each key may emit hive_flood_budget bursts per window; beyond that its bursts are held
- * (counted here, not put in the ring buffer), so one container cannot take the ring buffer
- * from another, and a new executable gets its own budget. */
+/* A flood key: one executable's accesses to one trapped file from one cgroup (container),
+ * under everything an allow decision reads of the process (its flags: loader environment,
+ * tracing, layer; its parent and the parent's flags; its root and chroot). Each key may emit
+ * hive_flood_budget bursts per window; beyond that its bursts are held (counted here, not put in
+ * the ring buffer), so one container cannot take the ring buffer from another, a new executable
+ * gets its own budget, and a held burst is always one an allow list judges as the emitted ones of
+ * its key: an allowed program's flood cannot carry the same program run with LD_PRELOAD, traced,
+ * in a chroot or under another parent. Each field has its hive_event field's name and width
+ * (user space builds the key of an event from those: runtime/kernel/layout.ts). */
 struct hive_flood_key {
 	__u64 cgroup_id;
 	__u64 exe_ino;
+	__u64 parent_exe_ino;
 	__u32 exe_dev;
 	__u32 slot;
+	__u32 parent_exe_dev;
+	__u32 root_dev;
+	__u32 exe_flags;
+	__u32 parent_flags;
+	__u32 relation;
+	__u32 _pad;
 };
 
 struct hive_flood {
@@ -219,7 +231,7 @@ _Static_assert(sizeof(struct hive_proc) == 320, "hive_proc layout");
 _Static_assert(sizeof(struct hive_event) == 896, "hive_event layout");
 _Static_assert(sizeof(struct hive_counters) == 64, "hive_counters layout");
 _Static_assert(sizeof(struct hive_quiet_key) == 16, "hive_quiet_key layout");
-_Static_assert(sizeof(struct hive_flood_key) == 24, "hive_flood_key layout");
+_Static_assert(sizeof(struct hive_flood_key) == 56, "hive_flood_key layout");
 _Static_assert(sizeof(struct hive_flood) == 40, "hive_flood layout");
 _Static_assert(sizeof(struct hive_proof) == 72, "hive_proof layout");
 

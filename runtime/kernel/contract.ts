@@ -174,10 +174,12 @@ export interface KernelEvent {
   count: number;
   process: ProcessIdentity;
   /**
-   * The cumulative held counts of this burst's flood key (its trapped file, cgroup and
-   * executable) as the kernel wrote them: what flood-summaries.ts turns into `summarized`.
+   * The cumulative held counts of this burst's flood key (its trapped file, cgroup, executable
+   * and what an allow decision reads of the process) as the kernel wrote them: what flood-summaries.ts turns into `summarized`.
    */
   heldTotal?: { bursts: bigint; checks: bigint };
+  /** The flood key the kernel counted this burst under (hex of struct hive_flood_key). */
+  floodKey?: string;
   /**
    * Bursts of the same trapped file, container and executable that the kernel held since the
    * previous event of theirs (a flood, summarised before the ring buffer), and their checks.

@@ -3,9 +3,20 @@ import { makeEvent } from "../../test/alerts/fixtures.ts";
 import type { KernelEvent } from "./contract.ts";
 import { FloodSummaries } from "./flood-summaries.ts";
 
-/** An event of flood key (cgroup 7, the fixture's executable, slot 3) carrying cumulative held counts. */
-const keyed = (n: number, bursts: bigint, checks: bigint, overrides: Partial<KernelEvent> = {}) =>
-  makeEvent(n, { cgroupId: 7n, slot: 3, kind: "file", heldTotal: { bursts, checks }, ...overrides });
+/**
+ * An event of a flood key (cgroup 7, the fixture's executable, slot 3 unless overridden) carrying
+ * cumulative held counts; its key as the kernel would give it, from those fields.
+ */
+const keyed = (n: number, bursts: bigint, checks: bigint, overrides: Partial<KernelEvent> = {}) => {
+  const event = makeEvent(n, {
+    cgroupId: 7n,
+    slot: 3,
+    kind: "file",
+    heldTotal: { bursts, checks },
+    ...overrides,
+  });
+  return { ...event, floodKey: `${event.cgroupId}:${event.slot}:${event.process.exe.exe}` };
+};
 
 describe("flood summaries", () => {
   it("report what the kernel held since the key's previous event, once", () => {
@@ -42,6 +53,16 @@ describe("flood summaries", () => {
     const restarted = keyed(4, 6n, 6n);
     flood.annotate(restarted);
     expect(restarted.summarized).toEqual({ bursts: 6, checks: 6 });
+  });
+
+  it("name the watched file in a summary whose key's last event was forgotten (it is routed by that file)", () => {
+    const file = { major: 8, minor: 1, ino: 4242n };
+    const flood = new FloodSummaries(-1, 1_000_000_000n, (slot) => (slot === 3 ? file : undefined));
+    const bare = (
+      flood as unknown as { summaryEvent: (last: undefined, at: object) => KernelEvent }
+    ).summaryEvent(undefined, { cgroup: 7n, file: { major: 0, minor: 9, ino: 1n }, slot: 3, lastNs: 5n });
+    expect(bare.key).toEqual(file);
+    expect(bare.process.exe.source).toBe("unknown");
   });
 
   it("leave control events alone", () => {

@@ -1,6 +1,6 @@
 /**
  * Flood summaries, user-space half. The kernel lets each flood key (one executable's accesses to
- * one trapped file from one cgroup) emit a few bursts per window and holds the rest, counting
+ * one trapped file from one cgroup, under the same process facts an allow list reads) emit a few bursts per window and holds the rest, counting
  * them in hive_flood (bpf/hive.bpf.c hive_flood_held); an emitted burst carries its key's
  * cumulative held counts. Here they become `summarized` (held since the key's previous event),
  * and a key whose flood stopped with counts still unreported gets one summary event from the
@@ -9,7 +9,7 @@
  */
 import type { Logger } from "../log.ts";
 import type { FileKey, KernelEvent } from "./contract.ts";
-import { FLOOD_KEY_LAYOUT, FLOOD_LAYOUT, fileKeyId, keyFromKernelDev } from "./layout.ts";
+import { FLOOD_KEY_LAYOUT, FLOOD_LAYOUT, keyFromKernelDev } from "./layout.ts";
 import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
 
 /**
@@ -26,19 +26,23 @@ interface Reported {
   checks: bigint;
 }
 
-const fileOf = (e: KernelEvent): FileKey => e.process.provenance?.file ?? { major: 0, minor: 0, ino: 0n };
-const keyText = (cgroup: bigint, file: FileKey, slot: number) => `${cgroup}:${fileKeyId(file)}:${slot}`;
-
 export class FloodSummaries {
   private readonly reported = new Map<string, Reported>();
   private readonly lastEvents = new Map<string, KernelEvent>();
   private readonly floodFd: number;
   private readonly windowNs: bigint;
+  private readonly keyOfSlot: (slot: number) => FileKey | undefined;
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(floodFd: number, windowNs: bigint) {
+  /** `keyOfSlot`: the watched file at a slot, for a summary whose key's last event was forgotten. */
+  constructor(
+    floodFd: number,
+    windowNs: bigint,
+    keyOfSlot: (slot: number) => FileKey | undefined = () => undefined,
+  ) {
     this.floodFd = floodFd;
     this.windowNs = windowNs;
+    this.keyOfSlot = keyOfSlot;
   }
 
   /**
@@ -65,8 +69,8 @@ export class FloodSummaries {
 
   /** Sets `summarized` on an event from the ring buffer (bursts held since the key's previous event). */
   annotate(event: KernelEvent): void {
-    if (event.kind !== "file" || event.heldTotal === undefined) return;
-    const key = keyText(event.cgroupId, fileOf(event), event.slot);
+    if (event.kind !== "file" || event.heldTotal === undefined || event.floodKey === undefined) return;
+    const key = event.floodKey;
     this.rememberLast(key, event);
     const seen = this.reported.get(key);
     const { bursts, checks } = event.heldTotal;
@@ -95,7 +99,7 @@ export class FloodSummaries {
       const bursts = v.readBigUInt64LE(FLOOD_LAYOUT.held_bursts);
       const checks = v.readBigUInt64LE(FLOOD_LAYOUT.held_checks);
       const lastNs = v.readBigUInt64LE(FLOOD_LAYOUT.last_ns);
-      const key = keyText(cgroup, file, slot);
+      const key = Buffer.from(k).toString("hex");
       const seen = this.reported.get(key);
       const reported = seen && bursts >= seen.bursts ? seen.bursts : 0n;
       if (bursts > reported && nowNs - lastNs >= this.windowNs) {
@@ -126,7 +130,8 @@ export class FloodSummaries {
     if (last) return { ...last, ktimeNs: at.lastNs, count: 0 };
     return {
       ktimeNs: at.lastNs,
-      key: { major: 0, minor: 0, ino: 0n },
+      // The watched file (routed by it): the key's last event, which named it, was forgotten.
+      key: this.keyOfSlot(at.slot) ?? { major: 0, minor: 0, ino: 0n },
       mask: 0,
       accesses: [],
       kind: "file",

@@ -107,8 +107,45 @@ export const EVENT_LAYOUT = {
   cgroup_parent: 800,
   cgroupNameSize: 96,
 } as const;
+/**
+ * struct hive_flood_key, field by field with its width: each is the hive_event field of its name
+ * (bpf/hive.h), so that the key of an event is built from the event (floodKeyOf), and a trailing
+ * 4-byte _pad. FLOOD_KEY_LAYOUT (offsets) is derived from it.
+ */
+const FLOOD_KEY_FIELDS = [
+  ["cgroup_id", 8],
+  ["exe_ino", 8],
+  ["parent_exe_ino", 8],
+  ["exe_dev", 4],
+  ["slot", 4],
+  ["parent_exe_dev", 4],
+  ["root_dev", 4],
+  ["exe_flags", 4],
+  ["parent_flags", 4],
+  ["relation", 4],
+] as const satisfies readonly (readonly [keyof typeof EVENT_LAYOUT, 4 | 8])[];
+type FloodKeyField = (typeof FLOOD_KEY_FIELDS)[number][0];
+const floodKeyOffsets = (): Record<FloodKeyField, number> & { size: number } => {
+  let at = 0;
+  const out: Record<string, number> = {};
+  for (const [name, width] of FLOOD_KEY_FIELDS) {
+    out[name] = at;
+    at += width;
+  }
+  return { ...(out as Record<FloodKeyField, number>), size: at + 4 };
+};
 /** struct hive_flood_key and struct hive_flood (hive_flood's keys and values). */
-export const FLOOD_KEY_LAYOUT = { size: 24, cgroup_id: 0, exe_ino: 8, exe_dev: 16, slot: 20 } as const;
+export const FLOOD_KEY_LAYOUT = floodKeyOffsets();
+const floodKeyScratch = Buffer.alloc(FLOOD_KEY_LAYOUT.size);
+
+/** The flood key (hex of struct hive_flood_key) of a raw hive_event: what the kernel held its burst under. */
+export function floodKeyOf(event: Uint8Array): string {
+  const bytes = asBuffer(event);
+  floodKeyScratch.fill(0);
+  for (const [name, width] of FLOOD_KEY_FIELDS)
+    bytes.copy(floodKeyScratch, FLOOD_KEY_LAYOUT[name], EVENT_LAYOUT[name], EVENT_LAYOUT[name] + width);
+  return floodKeyScratch.toString("hex");
+}
 export const FLOOD_LAYOUT = {
   size: 40,
   window_ns: 0,
@@ -433,6 +470,7 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
       bursts: view.getBigUint64(L.held_bursts, true),
       checks: view.getBigUint64(L.held_checks, true),
     },
+    floodKey: floodKeyOf(bytes),
     ...(change ? { change } : {}),
   };
 }

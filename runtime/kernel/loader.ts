@@ -436,7 +436,9 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     const deliver = (event: KernelEvent) => {
       for (const listener of this.listeners) listener(event);
     };
-    const flood = new FloodSummaries(this.fds.hive_flood, this.floodWindowNs);
+    const flood = new FloodSummaries(this.fds.hive_flood, this.floodWindowNs, (slot) =>
+      this.watchMap.keyOfSlot(slot),
+    );
     flood.startSweeps(deliver, this.logger);
     this.flood = flood;
     this.consumer = new RingConsumer({

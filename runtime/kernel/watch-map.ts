@@ -5,7 +5,7 @@
  */
 import { HiveError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import type { SyncResult, WatchEntry } from "./contract.ts";
+import type { FileKey, SyncResult, WatchEntry } from "./contract.ts";
 import {
   BITMAP_MASK,
   BITMAP_WORDS,
@@ -69,6 +69,13 @@ export class WatchMap {
   /** Entries the map holds. */
   get size(): number {
     return this.current.size;
+  }
+
+  /** The file of the entry at `slot` (a scan: for the rare summary whose last event was forgotten). */
+  keyOfSlot(slot: number): FileKey | undefined {
+    for (const stored of this.current.values())
+      if (stored.value.readUInt32LE(VALUE_LAYOUT.slot) === slot) return decodeKey(stored.key);
+    return undefined;
   }
 
   sync(entries: readonly WatchEntry[]): SyncResult {

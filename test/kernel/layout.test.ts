@@ -201,6 +201,7 @@ for (const arch of Object.keys(ARCHITECTURES) as Architecture[]) {
         cgroupNames: { name: "ab".repeat(32), parent: "pod6f1c3e0a-2b7d-4c51-9a8e-0d2f4b6c8e10", level: 4 },
         count: 3,
         heldTotal: { bursts: 12n, checks: 36n },
+        floodKey: expect.stringMatching(new RegExp(`^[0-9a-f]{${2 * FLOOD_KEY_LAYOUT.size}}$`)),
         process: {
           exe: { exe: "/usr/bin/cat", source: "exec", truncated: true },
           provenance: {
@@ -238,6 +239,26 @@ for (const arch of Object.keys(ARCHITECTURES) as Architecture[]) {
       expect(event.process.provenance).toEqual(
         decodeProvenance(exeFlags, { major: 0, minor: 40, ino: 0x2_0000_0007n }),
       );
+
+      // The flood key is the burst's file, cgroup and every fact an allow decision reads of the
+      // process: the same program with LD_PRELOAD, or under another parent, is another key.
+      const keyOf = (write: () => void) => {
+        const saved = Buffer.from(buf);
+        write();
+        const key = decodeEvent(buf).floodKey;
+        saved.copy(buf);
+        return key;
+      };
+      const base = event.floodKey;
+      expect(keyOf(() => buf.writeUInt32LE(4242, at("pid")))).toBe(base);
+      expect(keyOf(() => buf.write("other", at("comm")))).toBe(base);
+      expect(
+        keyOf(() => buf.writeUInt32LE(exeFlags & ~define("HIVE_EXE_LD_PRELOAD"), at("exe_flags"))),
+      ).not.toBe(base);
+      expect(keyOf(() => buf.writeBigUInt64LE(56n, at("parent_exe_ino")))).not.toBe(base);
+      expect(keyOf(() => buf.writeUInt32LE(0, at("relation")))).not.toBe(base);
+      expect(keyOf(() => buf.writeUInt32LE((0 << 20) | 42, at("root_dev")))).not.toBe(base);
+      expect(keyOf(() => buf.writeUInt32LE(define("HIVE_EXE_TRACED"), at("parent_flags")))).not.toBe(base);
 
       // The other relation bits, each on its own field.
       buf.writeUInt32LE(define("HIVE_REL_PARENT_CHROOT") | define("HIVE_REL_REPARENTED"), at("relation"));
