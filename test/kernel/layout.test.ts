@@ -120,6 +120,24 @@ for (const arch of Object.keys(ARCHITECTURES) as Architecture[]) {
       }
     });
 
+    it("hive_flood_key's fields are hive_event's of the same names and widths (a key is built from an event)", () => {
+      const sizeOf = (struct: string, field: string) => {
+        let id = structs.get(struct)?.members?.find((m) => m.name === field)?.type_id;
+        // Through typedefs (__u32 → unsigned int) to the sized type.
+        for (
+          let t = types.find((x) => x.id === id);
+          t && t.size === undefined;
+          t = types.find((x) => x.id === id)
+        )
+          id = (t as { type_id?: number }).type_id;
+        return types.find((x) => x.id === id)?.size;
+      };
+      for (const field of Object.keys(tsFields(FLOOD_KEY_LAYOUT))) {
+        expect(sizeOf("hive_event", field), field).toBeDefined();
+        expect(sizeOf("hive_flood_key", field), field).toBe(sizeOf("hive_event", field));
+      }
+    });
+
     it("hive_quiet_key", () => {
       const btf = offsets("hive_quiet_key");
       expect(QUIET_KEY_LAYOUT.size).toBe(btf.size);
