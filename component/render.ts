@@ -3,7 +3,8 @@
  * component applies exactly these objects; `hive render` prints them for kubectl users.
  */
 import { stringify } from "yaml";
-import { HiveError } from "../runtime/errors.ts";
+import { HiveError } from "../api/errors.ts";
+import { PACKAGE_VERSION } from "../api/version.ts";
 import type { HiveMonitorArgs, HiveMonitorValues } from "./args.ts";
 import { admissionManifests } from "./builders/admission.ts";
 import { callbackSecretManifest } from "./builders/callback-secret.ts";
@@ -21,7 +22,6 @@ import { priorityQuotaManifest } from "./builders/resource-quota.ts";
 import { serviceAccountManifest } from "./builders/service-account.ts";
 import { type HiveConfig, resolveConfig } from "./config.ts";
 import { findInputs } from "./inputs.ts";
-import { PACKAGE_VERSION } from "./version.ts";
 
 /** The objects of a monitor, grouped by what must exist before what. */
 export interface MonitorManifests {

@@ -6,7 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { PACKAGE_VERSION } from "../component/version.ts";
+import { PACKAGE_VERSION } from "../api/version.ts";
 import { ATTACH_MODES, type AttachMode } from "./kernel/contract.ts";
 import { DEFAULT_OBJECT_PATH } from "./kernel/object-path.ts";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { HiveError } from "../api/errors.ts";
 import { UNSAFE_TEXT } from "../test/fixtures/hostile-text.ts";
-import { HiveError } from "./errors.ts";
 import { createLogger } from "./log.ts";
 
 describe("logger", () => {

@@ -5,7 +5,7 @@
  */
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
-import { HiveError } from "./errors.ts";
+import { HiveError } from "../api/errors.ts";
 
 /** Writes `content` as JSON to a temporary file (0600) and renames it over `file`. */
 export async function writePrivateJsonFile(file: string, content: unknown): Promise<void> {

@@ -18,8 +18,9 @@
  * Not granted: DAC_OVERRIDE, so `create: true` cannot write into a container directory that its
  * owner's mode forbids to root's uid (user-namespaced pods); the trap reports that in its status.
  */
+
+import { ARCHITECTURES } from "../../api/architecture.ts";
 import { AGENT_SELECTOR } from "../../api/meta.ts";
-import { ARCHITECTURES } from "../../runtime/kernel/architecture.ts";
 import type { HiveConfig } from "../config.ts";
 import { CALLBACK_CHECKSUM_ANNOTATION, callbackChecksum, callbackSecretRef } from "./callback-secret.ts";
 import { AGENT_NAME, hiveLabels, type KubernetesObject } from "./objects.ts";

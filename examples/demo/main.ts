@@ -6,7 +6,7 @@
  * runs the same demo inside it. Exit 0 when the alert reached the callback receiver.
  */
 import { spawnSync } from "node:child_process";
-import { isHiveError } from "../../runtime/errors.ts";
+import { isHiveError } from "../../api/errors.ts";
 import { openKernelWatcher } from "../../runtime/kernel/index.ts";
 import { bootVm, findKernels, vmUnavailable } from "../../test/kernel/vm.ts";
 

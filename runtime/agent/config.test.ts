@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { isHiveError } from "../errors.ts";
+import { isHiveError } from "../../api/errors.ts";
 import { parseAgentConfig, readBootId } from "./config.ts";
 
 describe("agent configuration", () => {

@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 import { CALLBACK_FORMATS, type CallbackFormat } from "../../api/alert.ts";
+import { HiveError } from "../../api/errors.ts";
 import {
   DEFAULT_FAIL_WINDOW_SECONDS,
   DEFAULT_REPORT_FORMAT,
@@ -15,7 +16,6 @@ import {
 } from "../../api/report.ts";
 import { callbackPrefixProblem, normalizeCallbackPrefix } from "../../api/tenancy.ts";
 import { RESOLVE_TIMEOUT_MS } from "../discover/resolve-pool.ts";
-import { HiveError } from "../errors.ts";
 import { DEFAULT_LEASE, type LeaseTiming, leaseTiming } from "../k8s/lease.ts";
 import { ATTACH_REQUESTS, type AttachRequest } from "../kernel/contract.ts";
 

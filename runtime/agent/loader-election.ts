@@ -10,7 +10,7 @@
  * with the pods Lease (lease.ts DEFAULT_LEASE) the agent's only periodic writes, at most the
  * kubelet's own node-lease rate (one per 10 s) on the node holding both.
  */
-import type { HiveError } from "../errors.ts";
+import type { HiveError } from "../../api/errors.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
 import { type LeaderElectionOptions, LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
 import type { Logger } from "../log.ts";

@@ -6,6 +6,7 @@
  */
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { isHiveError } from "../../api/errors.ts";
 import { allowedFileFor } from "../alerts/allowed-counts.ts";
 import {
   alertSourceFromHiveData,
@@ -25,7 +26,6 @@ import { createContainerRuntime } from "../discover/container-runtime.ts";
 import { createFileResolver } from "../discover/file-resolver.ts";
 import { createLayerFinder } from "../discover/layer-finder.ts";
 import { containerdWritableDirs } from "../discover/writable-layers.ts";
-import { isHiveError } from "../errors.ts";
 import { createKubeClients, type KubeConfigSource } from "../k8s/kube-client.ts";
 import { checkArchitecture } from "../kernel/architecture.ts";
 import { DEFAULT_PIN_ROOT } from "../kernel/bpffs.ts";

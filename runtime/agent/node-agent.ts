@@ -6,6 +6,8 @@
  * main.ts adds flags, signals and the HTTP endpoints; tests and the benchmark start several
  * of these in one process, one per simulated node.
  */
+
+import { isHiveError } from "../../api/errors.ts";
 import { LABEL_MANAGED_BY, LABEL_NODE, LABEL_POLICY, MANAGED_BY } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import type { ReportFormat } from "../../api/report.ts";
@@ -42,7 +44,6 @@ import {
 import type { RoutingSnapshotStore } from "../controllers/routing-snapshot.ts";
 import type { OriginOf } from "../discover/cgroup-containers.ts";
 import type { FileResolver } from "../discover/file-resolver.ts";
-import { isHiveError } from "../errors.ts";
 import { isNotFound } from "../k8s/api-errors.ts";
 import type { InformerStats } from "../k8s/informer.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";

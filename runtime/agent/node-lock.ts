@@ -9,7 +9,7 @@
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import koffi from "koffi";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import type { Logger } from "../log.ts";
 
 /** The loader lock of the agents pinning under `pinRoot`: /run/hive/<basename>.loader.lock. */

@@ -12,7 +12,7 @@
  * again (the first list after start repeats what the agent read at start).
  */
 import type { CoreV1Api, CustomObjectsApi, V1Secret, Watch } from "@kubernetes/client-node";
-import { HiveError, isHiveError } from "../errors.ts";
+import { HiveError, isHiveError } from "../../api/errors.ts";
 import { createInformer, type Informer } from "../k8s/informer.ts";
 import type { Logger } from "../log.ts";
 import type { DestinationOptions } from "./delivery/dispatcher.ts";

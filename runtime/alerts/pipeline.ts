@@ -7,8 +7,8 @@
  * `handle(event, source)` for every decoded kernel event.
  */
 import type { Alert } from "../../api/alert.ts";
+import { HiveError } from "../../api/errors.ts";
 import { tenantCallbackAllowed } from "../../api/tenancy.ts";
-import { HiveError } from "../errors.ts";
 import type { Ancestor, KernelEvent, ProcessIdentity, RingGate } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import type { CheckResult } from "../metrics/health.ts";

@@ -9,7 +9,7 @@ import {
   isHiveError,
   KERNEL_ERROR_CODES,
   TARGET_ERROR_CODES,
-} from "../errors.ts";
+} from "../../api/errors.ts";
 
 export const EXIT = {
   /** Success; for `watch`, also a clean detach after Ctrl-C / SIGTERM. */

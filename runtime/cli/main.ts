@@ -4,7 +4,7 @@
  * composes: each subcommand lives in commands/ and is imported when it runs, so that
  * `hive validate` never loads libbpf and `hive status` never loads Pulumi.
  */
-import { type HiveError, isHiveError } from "../errors.ts";
+import { type HiveError, isHiveError } from "../../api/errors.ts";
 import { type Command, UsageError } from "./command.ts";
 import { EXIT, type ExitCode, exitCodeFor } from "./exit-codes.ts";
 

@@ -10,13 +10,13 @@
 
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Executable, HiveData } from "../../api/data.ts";
+import { HiveError, isHiveError } from "../../api/errors.ts";
 import { ANNOTATION_RESOLVE_REQUEST, LABEL_NODE, LABEL_TRAP_ID } from "../../api/meta.ts";
 import { type HivePolicy, type HiveTrap, parseMode } from "../../api/policy.ts";
 import { exactAllowPaths } from "../alerts/allowlist.ts";
 import { backoffDelay } from "../backoff.ts";
 import type { ContainerFiles, FileResolver, ResolveOutcome } from "../discover/file-resolver.ts";
 import type { ResolveOptions } from "../discover/safe-path.ts";
-import { HiveError, isHiveError } from "../errors.ts";
 import type { FileKey } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import { displaySafe } from "../text.ts";

@@ -4,8 +4,8 @@
  * HTTP, so their logic is the same against a cluster and against the test API server.
  */
 import type { HiveData } from "../../api/data.ts";
+import { HiveError } from "../../api/errors.ts";
 import type { HivePolicy, HivePolicyStatus, TrapError } from "../../api/policy.ts";
-import { HiveError } from "../errors.ts";
 
 export interface DataWriter {
   /** Creates the object, or replaces one written earlier (a restart); resolves with the stored object. */

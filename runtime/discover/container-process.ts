@@ -14,7 +14,7 @@
  * /proc/self/fd magic link gives the same guarantee.
  */
 import { closeSync, constants, openSync, readFileSync } from "node:fs";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import { containerCgroupMatcher } from "./container-runtime.ts";
 
 /** O_PATH is not in Node's constants; the value is the same on x86-64 and arm64 (asm-generic). */

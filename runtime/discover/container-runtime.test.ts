@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { isHiveError } from "../errors.ts";
+import { isHiveError } from "../../api/errors.ts";
 import { bareContainerId, createContainerRuntime, findPidByCgroup } from "./container-runtime.ts";
 
 const dirs: string[] = [];

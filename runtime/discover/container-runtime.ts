@@ -11,7 +11,7 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import { callRuntime, connectRuntimeService } from "./containerd-api.ts";
 
 export interface ContainerProcess {

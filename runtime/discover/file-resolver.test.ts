@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { isHiveError } from "../errors.ts";
+import { isHiveError } from "../../api/errors.ts";
 import type { ContainerRuntime } from "./container-runtime.ts";
 import { createFileResolver } from "./file-resolver.ts";
 

@@ -19,7 +19,7 @@
  */
 import { closeSync, constants, fstatSync, openSync, readdirSync, readlinkSync } from "node:fs";
 import { posix } from "node:path";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import type { FileKey } from "../kernel/contract.ts";
 import { fileKeyFromStat } from "../kernel/layout.ts";
 

@@ -4,8 +4,8 @@
  * or removes an image (the snapshots directory changes).
  */
 import { type FSWatcher, watch } from "node:fs";
+import { HiveError } from "../../api/errors.ts";
 import type { LayerFinder } from "../controllers/discover.ts";
-import { HiveError } from "../errors.ts";
 import type { FileKey } from "../kernel/contract.ts";
 import { type PinnedProofMaps, proveFile, provenKey } from "../kernel/trap-proof.ts";
 import type { Logger } from "../log.ts";

@@ -20,8 +20,8 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { isHiveError } from "../../api/errors.ts";
 import { hungFuseAvailable, mountHungFuse } from "../../test/fixtures/hung-fuse.ts";
-import { isHiveError } from "../errors.ts";
 import type { ContainerRuntime } from "./container-runtime.ts";
 import { createFileResolver } from "./file-resolver.ts";
 import { ResolvePool } from "./resolve-pool.ts";

@@ -21,7 +21,7 @@
  */
 import { closeSync } from "node:fs";
 import { Worker } from "node:worker_threads";
-import { HiveError, type HiveErrorCode } from "../errors.ts";
+import { HiveError, type HiveErrorCode } from "../../api/errors.ts";
 import { PinnedProofMaps, type ProofMaps } from "../kernel/trap-proof.ts";
 import type { ResolvedFile, ResolveOptions } from "./safe-path.ts";
 

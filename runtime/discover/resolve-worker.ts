@@ -9,7 +9,7 @@
  * proven here, while the walk still holds it (runtime/kernel/trap-proof.ts).
  */
 import { parentPort } from "node:worker_threads";
-import { HiveError, isHiveError } from "../errors.ts";
+import { HiveError, isHiveError } from "../../api/errors.ts";
 import { type ProofMaps, type ProveHook, proveWith } from "../kernel/trap-proof.ts";
 // Types only: the thread loads what it walks with, not the pool's main-thread side.
 import type { ReadyMessage, ResolveReply, ResolveRequest, WalkResult } from "./resolve-pool.ts";

@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type HiveError, isHiveError } from "../errors.ts";
+import { type HiveError, isHiveError } from "../../api/errors.ts";
 import { fileKeyFromStat } from "../kernel/layout.ts";
 import { MAX_PATH_COMPONENTS, resolveInRoot } from "./safe-path.ts";
 

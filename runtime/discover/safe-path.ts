@@ -23,7 +23,7 @@ import {
   readlinkSync,
   statSync,
 } from "node:fs";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import type { FileKey } from "../kernel/contract.ts";
 import { fileKeyFromStat } from "../kernel/layout.ts";
 import type { ProveHook } from "../kernel/trap-proof.ts";

@@ -3,7 +3,7 @@
  * Status reason, whichever shape the error came in (ApiException from the typed clients,
  * an Error with statusCode from Watch, an ERROR watch event's Status object).
  */
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 
 export interface ApiFailure {
   code: number | undefined;

@@ -1,8 +1,8 @@
 /** Client configuration and connection reuse, against a real kube-apiserver behind the fault proxy. */
 import { AuthenticationV1Api, CoreV1Api, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isHiveError } from "../../api/errors.ts";
 import { type RealApi, startRealApi } from "../../test/cluster/real-api.ts";
-import { isHiveError } from "../errors.ts";
 import { createKubeClients, loadKubeConfig } from "./kube-client.ts";
 
 let api: RealApi;

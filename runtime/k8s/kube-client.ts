@@ -6,7 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from "@kubernetes/client-node";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 
 export interface KubeConfigSource {
   /** A ready KubeConfig (wins over everything else). */

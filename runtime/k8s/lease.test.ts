@@ -6,9 +6,9 @@
  */
 import { CoordinationV1Api } from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { isHiveError } from "../../api/errors.ts";
 import { type RealApi, startRealApi } from "../../test/cluster/real-api.ts";
 import { waitFor } from "../../test/cluster/testing.ts";
-import { isHiveError } from "../errors.ts";
 import { createLogger } from "../log.ts";
 import { LeaderElector } from "./lease.ts";
 

@@ -16,7 +16,7 @@
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type CoordinationV1Api, type V1Lease, V1MicroTime } from "@kubernetes/client-node";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { apiFailure, isAlreadyExists, isConflict, isNotFound } from "./api-errors.ts";
 

@@ -12,7 +12,7 @@
  *                 resort, for kernels that have neither link.
  */
 import { readFileSync } from "node:fs";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import { ATTACH_MODES, type AttachMode, type AttachRequest } from "./contract.ts";
 import { errnoName } from "./libbpf-ffi.ts";
 

@@ -1,7 +1,7 @@
 /** The BPF filesystem where maps and links are pinned so that a restarted agent adopts them. */
 import { existsSync, mkdirSync, statfsSync } from "node:fs";
 import { dirname } from "node:path";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 
 /** Where the agent pins its maps and link. */
 export const DEFAULT_PIN_ROOT = "/sys/fs/bpf/hive";

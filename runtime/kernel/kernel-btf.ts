@@ -5,7 +5,7 @@
  */
 import { existsSync } from "node:fs";
 import koffi from "koffi";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import { libbpf } from "./libbpf-ffi.ts";
 
 const BTF_KIND_PTR = 2;

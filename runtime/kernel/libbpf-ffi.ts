@@ -7,7 +7,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import koffi, { type LibraryHandle } from "koffi";
-import { HiveError, type HiveErrorCode } from "../errors.ts";
+import { HiveError, type HiveErrorCode } from "../../api/errors.ts";
 
 export type Pointer = bigint;
 

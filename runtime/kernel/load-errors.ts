@@ -4,7 +4,7 @@
  * limit, missing capabilities, maps of another version left pinned.
  */
 import koffi from "koffi";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import { type KernelFacts, privilegeError } from "./attach.ts";
 import type { AttachMode } from "./contract.ts";
 import { errnoName, libbpf, libcFns } from "./libbpf-ffi.ts";

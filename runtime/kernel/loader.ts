@@ -8,7 +8,7 @@
  */
 import { closeSync, existsSync, readdirSync, rmdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import type { Logger } from "../log.ts";
 import { ATTACH_PROGRAMS, CHANGE_HOOKS, type KernelFacts, PROGRAM_PIN } from "./attach.ts";
 import { DEFAULT_PIN_ROOT, ensureBpffsDir } from "./bpffs.ts";

@@ -3,7 +3,7 @@ import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ARCHITECTURES } from "./architecture.ts";
+import { ARCHITECTURES } from "../../api/architecture.ts";
 import { DEFAULT_OBJECT_PATH, objectPathFor } from "./object-path.ts";
 
 const bpfDir = join(import.meta.dirname, "../../bpf");

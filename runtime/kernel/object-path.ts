@@ -3,7 +3,7 @@
  * object (`hive version`, hive_build_info) never loads libbpf.
  */
 import { fileURLToPath } from "node:url";
-import { ARCHITECTURES, type Architecture, isSupportedArchitecture } from "./architecture.ts";
+import { ARCHITECTURES, type Architecture, isSupportedArchitecture } from "../../api/architecture.ts";
 
 /** The object for `arch` under bpf/ at the package root: two levels up from sources, three from dist/. */
 export function objectPathFor(arch: Architecture): string {

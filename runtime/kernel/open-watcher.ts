@@ -5,7 +5,7 @@
  */
 import { existsSync, readdirSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
-import { HiveError, isHiveError } from "../errors.ts";
+import { HiveError, isHiveError } from "../../api/errors.ts";
 import { checkArchitecture } from "./architecture.ts";
 import { attachCandidates, pinnedLinkMode, readKernelFacts } from "./attach.ts";
 import { DEFAULT_PIN_ROOT } from "./bpffs.ts";

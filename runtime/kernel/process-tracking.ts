@@ -8,7 +8,7 @@ import { closeSync, readSync } from "node:fs";
 import { join } from "node:path";
 import koffi from "koffi";
 import { MAX_ANCESTORS } from "../../api/alert.ts";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Ancestor, ProcessIdentity } from "./contract.ts";
 import { decodeProc, PROC_LAYOUT } from "./layout.ts";

@@ -11,7 +11,7 @@
  * a process killed in between leaves the records for the next reader (at-least-once).
  */
 import koffi from "koffi";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import { errnoName, libbpf, libcFns } from "./libbpf-ffi.ts";
 
 const BUSY_BIT = 0x80000000;

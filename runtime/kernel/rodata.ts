@@ -4,7 +4,7 @@
  * sees them as constants.
  */
 import koffi from "koffi";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import { datasecOffsets } from "./kernel-btf.ts";
 import { checkPointer, libbpf, type Pointer } from "./libbpf-ffi.ts";
 

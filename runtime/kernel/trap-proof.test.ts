@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isHiveError } from "../errors.ts";
+import { isHiveError } from "../../api/errors.ts";
 import { provenKey } from "./trap-proof.ts";
 
 const stated = { major: 0, minor: 27, ino: 17n };

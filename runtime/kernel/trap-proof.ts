@@ -12,7 +12,7 @@
  */
 import { accessSync, closeSync, constants, existsSync, readlinkSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import type { FileKey } from "./contract.ts";
 import { decodeProof, fileKeyId, PROOF_LAYOUT } from "./layout.ts";
 import { check, forEachMapEntry, libbpf } from "./libbpf-ffi.ts";

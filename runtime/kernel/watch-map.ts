@@ -3,7 +3,7 @@
  * the entries the loader wants: a diff against what the map holds, removals first so that a
  * full map recovers as soon as entries go, and what still does not fit returned, never thrown.
  */
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import type { Logger } from "../log.ts";
 import type { FileKey, SyncResult, WatchEntry } from "./contract.ts";
 import {

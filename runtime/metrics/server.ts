@@ -6,7 +6,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Registry } from "prom-client";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Health, HealthReport } from "./health.ts";
 

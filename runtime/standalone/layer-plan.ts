@@ -4,7 +4,7 @@
  * image runs, so that a container's first instruction is watched too. An access to a layer file
  * names no container by itself: layer-alerts.ts finds it by the accessing task's cgroup.
  */
-import { HiveError, isHiveError } from "../errors.ts";
+import { HiveError, isHiveError } from "../../api/errors.ts";
 import type { FileKey } from "../kernel/contract.ts";
 import type { TrapRef } from "./watch-plan.ts";
 

@@ -11,8 +11,8 @@
  * The gRPC subset of containerd's API is defined once in runtime/discover/containerd-api.ts.
  */
 import { existsSync } from "node:fs";
+import { HiveError } from "../../api/errors.ts";
 import type { RuntimeEnvelope } from "../discover/containerd-api.ts";
-import { HiveError } from "../errors.ts";
 import type { ContainerChange, ContainerEventSource } from "./container-events.ts";
 import type { ContainerRecord, LocalContainer } from "./watch-plan.ts";
 

@@ -6,8 +6,8 @@
  */
 import { readFile } from "node:fs/promises";
 import { isMap, LineCounter, parseAllDocuments } from "yaml";
+import { HiveError } from "../../api/errors.ts";
 import { type HivePolicy, validatePolicy } from "../../api/index.ts";
-import { HiveError } from "../errors.ts";
 
 export interface PolicyDocument {
   file: string;

@@ -11,8 +11,8 @@
  * access to it is told to its container by cgroup (layer-plan.ts, layer-alerts.ts).
  */
 
+import { HiveError } from "../../api/errors.ts";
 import type { AlertSource } from "../alerts/alert-source.ts";
-import { HiveError } from "../errors.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
 import { proveWith } from "../kernel/trap-proof.ts";
 import type { Logger } from "../log.ts";

@@ -11,6 +11,7 @@
  */
 import { hostname } from "node:os";
 import type { V1Pod } from "@kubernetes/client-node";
+import { HiveError, isHiveError } from "../../api/errors.ts";
 import {
   ACCESS_KINDS,
   type AccessKind,
@@ -28,7 +29,6 @@ import { podMatches } from "../controllers/match.ts";
 import { openContainerProcess } from "../discover/container-process.ts";
 import { resolveInProcessRoot } from "../discover/file-resolver.ts";
 import { type ResolvedFile, type ResolveOptions, resolveInRoot } from "../discover/safe-path.ts";
-import { HiveError, isHiveError } from "../errors.ts";
 import type { FileKey, WatchEntry } from "../kernel/contract.ts";
 import type { ProveHook } from "../kernel/trap-proof.ts";
 import { fileKeyId, type LayerFile, type LayerMiss, type LayerSource, planLayers } from "./layer-plan.ts";

@@ -7,7 +7,7 @@
 
 import { rm } from "node:fs/promises";
 import { basename } from "node:path";
-import { HiveError } from "../errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import type { AttachMode } from "../kernel/contract.ts";
 import { readFileIfPresent, writePrivateJsonFile } from "../private-file.ts";
 import { displaySafe } from "../text.ts";

@@ -18,7 +18,7 @@ import {
   type PodEventRecorder,
   type PodEventRecorderOptions,
 } from "../../runtime/alerts/pod-events.ts";
-import { isHiveError } from "../../runtime/errors.ts";
+import { isHiveError } from "../../api/errors.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { type Installed, installHive } from "../cluster/install.ts";
 import { type RealApi, startRealApi } from "../cluster/real-api.ts";

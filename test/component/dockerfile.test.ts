@@ -7,8 +7,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join, posix } from "node:path";
 import { describe, expect, it } from "vitest";
+import { ARCHITECTURES } from "../../api/architecture.ts";
 import { renderManifests } from "../../component/index.ts";
-import { ARCHITECTURES } from "../../runtime/kernel/architecture.ts";
 import { MINIMAL } from "./configs.ts";
 
 const root = join(import.meta.dirname, "../..");

@@ -12,7 +12,7 @@ import {
   createContainerRuntime,
   createFileResolver,
 } from "../../runtime/discover/index.ts";
-import { isHiveError } from "../../runtime/errors.ts";
+import { isHiveError } from "../../api/errors.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { type Containerd, containerSuiteGate, startContainerd } from "./containerd-harness.ts";
 

@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { validateAlert, validatePolicy } from "../../api/index.ts";
 import { EXIT } from "../../runtime/cli/exit-codes.ts";
-import { ERROR_CODES } from "../../runtime/errors.ts";
+import { ERROR_CODES } from "../../api/errors.ts";
 
 const root = join(import.meta.dirname, "../..");
 const pages = [

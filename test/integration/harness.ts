@@ -43,7 +43,7 @@ import type { AlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import type { LiveTrap } from "../../runtime/controllers/live-traps.ts";
 import type { ContainerRuntime } from "../../runtime/discover/container-runtime.ts";
 import { createFileResolver } from "../../runtime/discover/file-resolver.ts";
-import { HiveError } from "../../runtime/errors.ts";
+import { HiveError } from "../../api/errors.ts";
 import { createKubeClients } from "../../runtime/k8s/kube-client.ts";
 import type {
   KernelCounters,

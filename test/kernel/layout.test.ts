@@ -6,7 +6,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { ARCHITECTURES, type Architecture } from "../../runtime/kernel/architecture.ts";
+import { ARCHITECTURES, type Architecture } from "../../api/architecture.ts";
 import {
   COUNTERS_LAYOUT,
   decodeBurstTimes,

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { isHiveError } from "../../runtime/errors.ts";
+import { isHiveError } from "../../api/errors.ts";
 import { inodePermissionSignature } from "../../runtime/kernel/kernel-btf.ts";
 import { objectPathFor } from "../../runtime/kernel/object-path.ts";
 import { openKernelWatcher } from "../../runtime/kernel/open-watcher.ts";

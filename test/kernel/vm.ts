@@ -14,7 +14,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { HiveError } from "../../runtime/errors.ts";
+import { HiveError } from "../../api/errors.ts";
 
 export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url)).replace(/\/$/, "");
 /** Initramfs images and per-boot shared directories live here (inside the repository's .tmp/). */

@@ -9,7 +9,7 @@
  * destination holding the most loses its oldest (spool_full). One dead callback cannot
  * evict the smaller backlog of another.
  */
-import { HiveError } from "../../errors.ts";
+import { HiveError } from "../../../api/errors.ts";
 import type { Logger } from "../../log.ts";
 import type { DropReason, HiveMetrics } from "../../metrics/metrics.ts";
 import type { SegmentDrop, Spool } from "../spool/spool.ts";

@@ -5,7 +5,7 @@
  * rotated, so alerts are kept and retried), and a line when it accepts alerts again.
  * Further retries log at debug level.
  */
-import { HiveError } from "../../errors.ts";
+import { HiveError } from "../../../api/errors.ts";
 import type { Logger } from "../../log.ts";
 import { redact } from "./callback-options.ts";
 import type { Item } from "./delivery-queue.ts";

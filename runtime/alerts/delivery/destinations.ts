@@ -5,7 +5,7 @@
  * writes into a trap.
  */
 import type { CoreV1Api } from "@kubernetes/client-node";
-import { HiveError } from "../../errors.ts";
+import { HiveError } from "../../../api/errors.ts";
 import type { AlertFormat, DestinationOptions } from "./dispatcher.ts";
 import { loadSecretHeaders, loadSecretValue } from "./secret-headers.ts";
 

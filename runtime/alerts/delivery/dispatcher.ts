@@ -21,7 +21,7 @@
  * - Every request carries `Hive-Alert-Id` (the alert id, stable across retries, so a
  *   receiver can drop duplicates) and `Hive-Delivery-Attempt` (1, 2, …).
  */
-import { HiveError, isHiveError } from "../../errors.ts";
+import { HiveError, isHiveError } from "../../../api/errors.ts";
 import type { Logger } from "../../log.ts";
 import type { HiveMetrics } from "../../metrics/metrics.ts";
 import { displaySafe } from "../../text.ts";

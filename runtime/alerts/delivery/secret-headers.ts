@@ -5,7 +5,7 @@
  * client-node CoreV1Api; the pipeline only ever sees resolved values.
  */
 import type { CoreV1Api } from "@kubernetes/client-node";
-import { HiveError } from "../../errors.ts";
+import { HiveError } from "../../../api/errors.ts";
 
 /** RFC 9110 token characters: what a header name may be made of. */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;

@@ -7,7 +7,7 @@
  */
 import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { HiveError } from "../../errors.ts";
+import { HiveError } from "../../../api/errors.ts";
 import { parseStatField } from "../proc-stat.ts";
 
 export const LOCK_FILE = "spool.lock";

@@ -9,7 +9,7 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { HiveError } from "../../errors.ts";
+import { HiveError } from "../../../api/errors.ts";
 import type { Logger } from "../../log.ts";
 import {
   decodeRecord,

@@ -16,7 +16,7 @@
  */
 import { openSync, readSync } from "node:fs";
 import { join } from "node:path";
-import { HiveError } from "../../errors.ts";
+import { HiveError } from "../../../api/errors.ts";
 import { AppendFile, type SpoolFiles } from "./spool-file.ts";
 import { decodeFramedBody, frameAck, HEADER_BYTES, segmentFileName } from "./spool-format.ts";
 import type { RecoveredSegment, SpoolRef } from "./spool-recovery.ts";

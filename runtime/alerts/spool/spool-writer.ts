@@ -15,7 +15,7 @@
  * the thread pool (default 1 s; 0 = after every write), which bounds what a machine crash
  * can lose. The directory is fsynced the same way after a segment is created or deleted.
  */
-import { HiveError } from "../../errors.ts";
+import { HiveError } from "../../../api/errors.ts";
 import type { Logger } from "../../log.ts";
 import { type SpoolWriteError, writeErrorReason } from "./spool-file.ts";
 import { HEADER_BYTES } from "./spool-format.ts";

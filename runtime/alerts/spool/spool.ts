@@ -15,7 +15,7 @@
  */
 import { mkdirSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { HiveError } from "../../errors.ts";
+import { HiveError } from "../../../api/errors.ts";
 import type { Logger } from "../../log.ts";
 import { boundedMemo } from "./bounded-memo.ts";
 import { SpoolFiles, type SpoolWriteError } from "./spool-file.ts";

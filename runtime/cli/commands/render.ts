@@ -5,9 +5,9 @@
  */
 import { readFile } from "node:fs/promises";
 import { parse } from "yaml";
+import { HiveError } from "../../../api/errors.ts";
 import type { HiveMonitorArgs } from "../../../component/args.ts";
 import { type RenderPart, renderYaml } from "../../../component/render.ts";
-import { HiveError } from "../../errors.ts";
 import { type Command, parseCommandArgs, UsageError } from "../command.ts";
 import { EXIT } from "../exit-codes.ts";
 

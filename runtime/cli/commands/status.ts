@@ -8,8 +8,8 @@
 import { spawnSync } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { dirname, join } from "node:path";
+import { HiveError } from "../../../api/errors.ts";
 import { type AllowedFile, allowedFileFor, readAllowedFile } from "../../alerts/allowed-counts.ts";
-import { HiveError } from "../../errors.ts";
 import type { AttachMode } from "../../kernel/contract.ts";
 import { DEFAULT_PIN_ROOT, type PinnedState, readPinnedState } from "../../kernel/index.ts";
 import { accessesFromMask } from "../../kernel/layout.ts";

@@ -1,5 +1,5 @@
 /** `hive validate FILE…` — checks HivePolicy files with the same schema and rules as admission. */
-import { isHiveError } from "../../errors.ts";
+import { isHiveError } from "../../../api/errors.ts";
 import {
   formatProblem,
   type PolicyFiles,

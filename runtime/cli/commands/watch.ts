@@ -7,11 +7,11 @@
 
 import { readFileSync } from "node:fs";
 import { dirname } from "node:path";
+import { HiveError } from "../../../api/errors.ts";
 import { FORMATS } from "../../../api/formats.ts";
 import { allowedFileFor } from "../../alerts/allowed-counts.ts";
 import { type AlertPipelineConfig, createAlertPipeline } from "../../alerts/index.ts";
 import { containerdWritableDirs } from "../../discover/writable-layers.ts";
-import { HiveError } from "../../errors.ts";
 import { ATTACH_REQUESTS, type AttachRequest } from "../../kernel/contract.ts";
 import { isOnBpffs, openKernelWatcher } from "../../kernel/index.ts";
 import { createLogger } from "../../log.ts";
