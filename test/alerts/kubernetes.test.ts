@@ -7,6 +7,7 @@
 import { CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Alert } from "../../api/alert.ts";
+import { isHiveError } from "../../api/errors.ts";
 import { createBootClock } from "../../runtime/alerts/boot-clock.ts";
 import { buildAlert } from "../../runtime/alerts/build-alert.ts";
 import { resolveDestinations } from "../../runtime/alerts/delivery/destinations.ts";
@@ -18,7 +19,6 @@ import {
   type PodEventRecorder,
   type PodEventRecorderOptions,
 } from "../../runtime/alerts/pod-events.ts";
-import { isHiveError } from "../../api/errors.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { type Installed, installHive } from "../cluster/install.ts";
 import { type RealApi, startRealApi } from "../cluster/real-api.ts";

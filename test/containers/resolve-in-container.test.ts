@@ -7,12 +7,12 @@ import { existsSync, lstatSync, mkdtempSync, rmSync, statSync, symlinkSync, writ
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isHiveError } from "../../api/errors.ts";
 import {
   type ContainerRuntime,
   createContainerRuntime,
   createFileResolver,
 } from "../../runtime/discover/index.ts";
-import { isHiveError } from "../../api/errors.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { type Containerd, containerSuiteGate, startContainerd } from "./containerd-harness.ts";
 

@@ -7,9 +7,9 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { ERROR_CODES } from "../../api/errors.ts";
 import { validateAlert, validatePolicy } from "../../api/index.ts";
 import { EXIT } from "../../runtime/cli/exit-codes.ts";
-import { ERROR_CODES } from "../../api/errors.ts";
 
 const root = join(import.meta.dirname, "../..");
 const pages = [

@@ -14,8 +14,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { AGENT_CAPABILITIES } from "../../component/builders/daemonset.ts";
 import { isHiveError } from "../../api/errors.ts";
+import { AGENT_CAPABILITIES } from "../../component/builders/daemonset.ts";
 import { type GuestApi, guestApiUnavailable, startGuestApi } from "../cluster/guest-api.ts";
 import { type BootResult, bootVm, findKernels, REPO_ROOT, vmUnavailable, WORK_DIR } from "../kernel/vm.ts";
 import { ensureAgentImage } from "./agent-image.ts";

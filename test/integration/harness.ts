@@ -24,6 +24,7 @@ import {
   type V1Pod,
 } from "@kubernetes/client-node";
 import type { HiveData } from "../../api/data.ts";
+import { HiveError } from "../../api/errors.ts";
 import {
   API_VERSION,
   GROUP,
@@ -43,7 +44,6 @@ import type { AlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import type { LiveTrap } from "../../runtime/controllers/live-traps.ts";
 import type { ContainerRuntime } from "../../runtime/discover/container-runtime.ts";
 import { createFileResolver } from "../../runtime/discover/file-resolver.ts";
-import { HiveError } from "../../api/errors.ts";
 import { createKubeClients } from "../../runtime/k8s/kube-client.ts";
 import type {
   KernelCounters,
