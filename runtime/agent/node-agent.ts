@@ -2,65 +2,39 @@
  * One node's agent, composed: discover always runs; the loader role runs where this agent
  * holds its node's lock and its kernel's Lease (loader-election.ts: an API-server outage never
  * ends it), the pods role where it holds the cluster-wide Lease (`hive-pods`). A role's
- * informers and controller live exactly as long as its leadership.
+ * informers and controller live exactly as long as its leadership (agent-roles.ts; the roles
+ * themselves: loader-role.ts, pods-role.ts, over what node-agent-context.ts shares).
  * main.ts adds flags, signals and the HTTP endpoints; tests and the benchmark start several
  * of these in one process, one per simulated node.
  */
 
-import { isHiveError } from "../../api/errors.ts";
-import { LABEL_MANAGED_BY, LABEL_NODE, LABEL_POLICY, MANAGED_BY } from "../../api/meta.ts";
-import type { HivePolicy } from "../../api/policy.ts";
 import type { ReportFormat } from "../../api/report.ts";
-import { watchCoverage } from "../controllers/coverage-feeds.ts";
 import {
   createDiscoverController,
   type DiscoverController,
   type LayerFinder,
 } from "../controllers/discover.ts";
-import {
-  allDataFeed,
-  type FeedOptions,
-  kernelDataFeed,
-  nodeDataFeed,
-  nodePodFeed,
-  policyFeed,
-  trapErrorFeed,
-} from "../controllers/feeds.ts";
-import {
-  createDataWriter,
-  createPolicyWriter,
-  createTrapErrorReporter,
-  trapErrorFromEvent,
-} from "../controllers/kube-ports.ts";
-import type { AttributeAccess } from "../controllers/layer-routing.ts";
-import { createLoaderController, type LoaderController, type LoaderOptions } from "../controllers/loader.ts";
-import { createPodsController, type PodsController, type PodsUncoveredGauge } from "../controllers/pods.ts";
-import {
-  type NodeTrapError,
-  objectKey,
-  type TrapErrorReporter,
-  type WatchEventType,
-} from "../controllers/ports.ts";
+import { type FeedOptions, nodeDataFeed, nodePodFeed } from "../controllers/feeds.ts";
+import { createDataWriter, createTrapErrorReporter } from "../controllers/kube-ports.ts";
+import type { LoaderController, LoaderOptions } from "../controllers/loader.ts";
+import type { PodsController, PodsUncoveredGauge } from "../controllers/pods.ts";
+import type { NodeTrapError, TrapErrorReporter } from "../controllers/ports.ts";
 import type { RoutingSnapshotStore } from "../controllers/routing-snapshot.ts";
 import type { OriginOf } from "../discover/cgroup-containers.ts";
 import type { FileResolver } from "../discover/file-resolver.ts";
-import { isNotFound } from "../k8s/api-errors.ts";
-import type { InformerStats } from "../k8s/informer.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
-import { type LeaderElectionOptions, LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
+import { LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
 import type { KernelWatcher } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
-import { startReportFeeds } from "../reports/report-feeds.ts";
-import { createNodeKernelCheck, createNodeOwner, guardKernelData } from "./kernel-nodes.ts";
+import { createRoleRunner, type Leadership, type RunningInformer, sharedPolicyFeed } from "./agent-roles.ts";
+import { createNodeKernelCheck, createNodeOwner, type NodeKernelCheck } from "./kernel-nodes.ts";
 import { LoaderElector } from "./loader-election.ts";
+import { loaderRole } from "./loader-role.ts";
+import type { AgentContext, AgentState } from "./node-agent-context.ts";
 import type { RoleElector } from "./node-lock.ts";
+import { podsRole } from "./pods-role.ts";
 
-/** What the agent needs of any informer, whatever its object type. */
-export interface RunningInformer {
-  start(): Promise<void>;
-  stop(): Promise<void>;
-  readonly stats: InformerStats;
-}
+export type { RunningInformer } from "./agent-roles.ts";
 
 export interface NodeAgentOptions {
   clients: KubeClients;
@@ -159,11 +133,12 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     log,
     ...(options.pageSize ? { pageSize: options.pageSize } : {}),
   };
-  const writer = createDataWriter(clients.custom);
+  const roles = createRoleRunner();
   const reconcileObserver =
     (controller: "discover" | "loader" | "pods") =>
     (seconds: number): void =>
       options.observeReconcile?.(controller, seconds);
+  const writer = createDataWriter(clients.custom);
   const discover = createDiscoverController({
     nodeName,
     platformNamespace: options.namespace,
@@ -179,268 +154,85 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     ...(options.notReadyReportMs !== undefined ? { notReadyReportMs: options.notReadyReportMs } : {}),
     // A file re-resolved here is armed by this agent's loader (when it is the kernel's) at once:
     // the watch of the written HiveData brings the same object again later.
-    onDesired: (d) => leading.loader?.onData("MODIFIED", d),
+    onDesired: (d) => roles.leading.loader?.onData("MODIFIED", d),
     // Accesses an image layer's file attributes to a pod are selected by what the pod cache shows.
-    onPodChanged: () => leading.loader?.selectionChanged(),
+    onPodChanged: () => roles.leading.loader?.selectionChanged(),
   });
-  // One policy watch per node, shared by every role: a role subscribes while it runs.
-  const policySinks = new Set<(type: WatchEventType, policy: HivePolicy) => void>();
-  const policyInformer = policyFeed((t, p) => {
-    discover.onPolicy(t, p);
-    for (const sink of policySinks) sink(t, p);
-  }, feedOptions);
-  const sharedPolicies = (sink: (type: WatchEventType, policy: HivePolicy) => void): RunningInformer => {
-    let stopped = false;
-    return {
-      stats: policyInformer.stats,
-      async start() {
-        await policyInformer.start();
-        if (stopped) return; // the role ended while the shared watch synced
-        // Replay and subscribe in one synchronous step: no event can fall between them.
-        for (const p of policyInformer.list()) sink("ADDED", p);
-        policySinks.add(sink);
-      },
-      async stop() {
-        stopped = true;
-        policySinks.delete(sink);
-      },
-    };
-  };
+  const policies = sharedPolicyFeed((t, p) => discover.onPolicy(t, p), feedOptions);
   const discoverInformers: RunningInformer[] = [
-    policyInformer,
+    policies.informer,
     nodePodFeed(nodeName, (t, p) => discover.onPod(t, p), feedOptions),
     nodeDataFeed(options.namespace, nodeName, (t, d) => discover.onData(t, d), feedOptions),
   ];
-  const all: RunningInformer[] = [...discoverInformers];
   let ready = false;
   void Promise.all(discoverInformers.map((i) => i.start())).then(() => {
     ready = true;
     discover.markSynced();
   });
 
-  const electors: RoleElector[] = [];
-  // The controllers of the roles this node leads now.
-  const leading: { loader?: LoaderController | undefined; pods?: PodsController | undefined } = {};
-  type Leadership = Pick<LeaderElectionOptions, "onStartedLeading" | "onStoppedLeading">;
-  /** Runs a role while this node leads it: `start` makes its controller and informers (undefined: none this term). */
-  const leadRole = <K extends keyof typeof leading>(
-    role: K,
-    elect: (leadership: Leadership) => RoleElector,
-    start: (signal: AbortSignal) => Promise<
-      | {
-          controller: NonNullable<(typeof leading)[K]>;
-          informers: RunningInformer[];
-          close?: () => Promise<void>;
-        }
-      | undefined
-    >,
-  ): void => {
-    let stopRole: (() => Promise<void>) | undefined;
-    electors.push(
-      elect({
-        onStartedLeading: async (signal) => {
-          const started = await start(signal);
-          if (!started) return;
-          const { controller, informers, close } = started;
-          stopRole = async () => {
-            // The kernel first: the ring worker's last batch reaches the listeners while the
-            // controller still routes events (stopped first, it would drop them as unmatched).
-            await close?.();
-            controller.stop();
-            await Promise.all(informers.map((i) => i.stop()));
-            if (leading[role] === controller) leading[role] = undefined;
-          };
-          if (signal.aborted) return;
-          leading[role] = controller;
-          await Promise.all(informers.map((i) => i.start()));
-          if (!signal.aborted) controller.markSynced();
-        },
-        onStoppedLeading: async () => {
-          const stop = stopRole;
-          stopRole = undefined;
-          await stop?.();
-        },
-      }),
-    );
-  };
-
-  let loaderFailure: string | undefined;
-  /** Set by stop({ detach: true }): the loader's close then unpins and detaches the program. */
-  let detaching = false;
-  const byPodsLease = (leadership: Leadership): RoleElector =>
-    new LeaderElector({
-      coordination: clients.coordination,
-      namespace: options.namespace,
-      name: PODS_LEASE,
-      identity: options.identity,
-      ...options.lease, // unset fields: the elector's defaults
-      logger: log.child({ role: "pods" }),
-      ...leadership,
-    });
-  const reportsKernel = createNodeKernelCheck(clients, kernelId);
-  const byNodeLockAndLease = (leadership: Leadership): RoleElector =>
-    new LoaderElector({
-      clients,
-      nodeReportsKernel: reportsKernel,
-      namespace: options.namespace,
-      identity: options.identity,
-      kernelId,
-      lockPath: options.loaderLock,
-      ...(options.loaderLease ? { lease: options.loaderLease } : {}),
-      logger: log.child({ role: "loader" }),
-      onLockUnavailable: (error) => {
-        loaderFailure = error.describe();
-      },
-      ...(options.resumable ? { resumable: options.resumable } : {}),
-      ...leadership,
-    });
-
+  const state: AgentState = { loaderFailure: undefined, detaching: false };
+  const ctx: AgentContext = { options, feedOptions, writer, discover, policies, state, reconcileObserver };
   if (options.roles?.loader !== false) {
-    leadRole("loader", byNodeLockAndLease, async (signal) => {
-      let kernel: KernelWatcher;
-      try {
-        kernel = await options.openKernel();
-        loaderFailure = undefined;
-      } catch (error) {
-        // The kernel refuses the program (no BTF, no kprobes, no privileges): the same on every node of
-        // this kernel, so the Lease is kept and the failure is reported by readiness and the log.
-        loaderFailure = isHiveError(error) ? error.describe() : String(error);
-        log.error("cannot load the kernel program; this kernel's files are not watched", { error });
-        return undefined;
-      }
-      if (signal.aborted) {
-        // Leadership ended while the program loaded: onStoppedLeading has run already, so close here.
-        await kernel.close({ keepPinned: true });
-        return undefined;
-      }
-      const controller = createLoaderController({
-        kernelId,
-        nodeName,
-        kernel,
-        writer,
-        log: log.child({ controller: "loader" }),
-        onAccess: options.onAccess,
-        // This node's HiveData is re-resolved by this agent's discover, in memory; other nodes'
-        // (sharing this kernel) through the API server.
-        resolveLocally: (d) => {
-          if (d.metadata.labels?.[LABEL_NODE] !== nodeName) return false;
-          discover.resolveNow(`${d.metadata.name} changed`);
-          return true;
-        },
-        ...(options.onKernelSynced ? { onSynced: options.onKernelSynced } : {}),
-        ...(options.onEventDropped ? { onEventDropped: options.onEventDropped } : {}),
-        ...(options.observeReconcile ? { observeReconcile: reconcileObserver("loader") } : {}),
-        ...(options.orphanGraceMs !== undefined ? { orphanGraceMs: options.orphanGraceMs } : {}),
-        ...(options.routingSnapshot ? { snapshot: options.routingSnapshot } : {}),
-        platformNamespace: options.namespace,
-        ...(options.originOf ? { attribute: attributeWith(options.originOf, discover) } : {}),
-      });
-      const informers: RunningInformer[] = [
-        sharedPolicies((t, p) => controller.onPolicy(t, p)),
-        kernelDataFeed(
-          options.namespace,
-          kernelId,
-          guardKernelData(nodeName, reportsKernel, (t, d) => controller.onData(t, d), log),
-          feedOptions,
-        ),
-      ];
-      // The role ends only when the agent stops (a restart, an update): the program stays
-      // attached and pinned, its events wait in the ring buffer for the next agent, and the
-      // watch table still names its slots for `hive status`.
-      const close = () => kernel.close({ keepPinned: !detaching });
-      return { controller, informers, close };
-    });
+    const reportsKernel = createNodeKernelCheck(clients, kernelId);
+    roles.lead(
+      "loader",
+      (leadership) => byNodeLockAndLease(options, reportsKernel, state, leadership),
+      loaderRole(ctx, reportsKernel),
+    );
   }
-
-  if (options.roles?.pods !== false) {
-    leadRole("pods", byPodsLease, async () => {
-      let controller: PodsController | undefined;
-      const feeds = options.reports
-        ? startReportFeeds({
-            ...options.reports,
-            feedOptions,
-            log: log.child({ controller: "reports" }),
-            nodeName,
-            platformNamespace: options.namespace,
-            onInput: () => controller?.onReportInput(),
-          })
-        : undefined;
-      const coverage = watchCoverage(options.namespace, () => controller?.onCoverage(), {
-        ...feedOptions,
-        ...(options.uncoveredGraceMs !== undefined ? { graceMs: options.uncoveredGraceMs } : {}),
-      });
-      controller = createPodsController({
-        nodeName,
-        platformNamespace: options.namespace,
-        uncoveredPods: () => coverage.pods(),
-        ...(options.podsUncoveredGauge ? { podsUncoveredGauge: options.podsUncoveredGauge } : {}),
-        ...(feeds ? { reports: feeds.reports } : {}),
-        writer,
-        policyWriter: createPolicyWriter(clients.custom),
-        log: log.child({ controller: "pods" }),
-        ...(options.observeReconcile ? { observeReconcile: reconcileObserver("pods") } : {}),
-        removeErrorReports: async (policy) => {
-          const ns = policy.metadata.namespace ?? "default";
-          const events = await clients.core.listNamespacedEvent({
-            namespace: ns,
-            labelSelector: `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_POLICY}=${policy.metadata.name}`,
-          });
-          for (const ev of events.items) {
-            const name = ev.metadata?.name ?? "";
-            // A report that cannot be removed expires with the Event TTL; the policy goes on.
-            await clients.core.deleteNamespacedEvent({ namespace: ns, name }).catch((error: unknown) => {
-              if (!isNotFound(error))
-                log.warn("could not remove a trap-error report", { event: `${ns}/${name}`, error });
-            });
-          }
-        },
-      });
-      const informers: RunningInformer[] = [
-        sharedPolicies((t, p) => controller.onPolicy(t, p)),
-        allDataFeed(options.namespace, (t, d) => controller.onData(t, d), feedOptions),
-        trapErrorFeed(
-          (t, ev) => controller.onTrapError(t, objectKey(ev), trapErrorFromEvent(ev)),
-          feedOptions,
-        ),
-        coverage,
-      ];
-      return { controller, informers, ...(feeds ? { close: () => feeds.stop() } : {}) };
-    });
-  }
-  for (const e of electors) e.start();
+  if (options.roles?.pods !== false)
+    roles.lead("pods", (leadership) => byPodsLease(options, leadership), podsRole(ctx));
+  roles.startAll();
 
   return {
     discover,
-    loader: () => leading.loader,
-    pods: () => leading.pods,
+    loader: () => roles.leading.loader,
+    pods: () => roles.leading.pods,
     ready: () => ready,
-    loaderFailure: () => loaderFailure,
-    informers: () => all,
+    loaderFailure: () => state.loaderFailure,
+    informers: () => discoverInformers,
     async stop(stopOptions = {}) {
-      detaching = stopOptions.detach === true;
-      await Promise.all(electors.map((e) => e.stop(stopOptions)));
+      state.detaching = stopOptions.detach === true;
+      await roles.stopAll(stopOptions);
       discover.stop();
       await Promise.all(discoverInformers.map((i) => i.stop()));
     },
   };
 }
 
-/**
- * An access's container, named by this node: its cgroup, then the pod by uid from discover's
- * cache (this node's pods only: another node's container sharing this kernel is not known here).
- */
-function attributeWith(originOf: OriginOf, discover: DiscoverController): AttributeAccess {
-  return (event) => {
-    const origin = originOf(event.cgroupId, event.ktimeNs, event.cgroupNames);
-    if (!origin) return origin;
-    const pod = discover.podByUid(origin.podUid);
-    // A kubelet's container of a pod not listed yet (the pod list not in after a restart): it waits.
-    if (!pod) return "pod-unknown";
-    return {
-      pod,
-      containerId: origin.containerId,
-      scheme: origin.scheme,
-      containerName: origin.containerName,
-    };
-  };
+/** The cluster-wide pods role's elector: the `hive-pods` Lease. */
+function byPodsLease(options: NodeAgentOptions, leadership: Leadership): RoleElector {
+  return new LeaderElector({
+    coordination: options.clients.coordination,
+    namespace: options.namespace,
+    name: PODS_LEASE,
+    identity: options.identity,
+    ...options.lease, // unset fields: the elector's defaults
+    logger: options.log.child({ role: "pods" }),
+    ...leadership,
+  });
+}
+
+/** The loader role's elector: the node lock, then the kernel's Lease (loader-election.ts). */
+function byNodeLockAndLease(
+  options: NodeAgentOptions,
+  reportsKernel: NodeKernelCheck,
+  state: AgentState,
+  leadership: Leadership,
+): RoleElector {
+  return new LoaderElector({
+    clients: options.clients,
+    nodeReportsKernel: reportsKernel,
+    namespace: options.namespace,
+    identity: options.identity,
+    kernelId: options.kernelId,
+    lockPath: options.loaderLock,
+    ...(options.loaderLease ? { lease: options.loaderLease } : {}),
+    logger: options.log.child({ role: "loader" }),
+    onLockUnavailable: (error) => {
+      state.loaderFailure = error.describe();
+    },
+    ...(options.resumable ? { resumable: options.resumable } : {}),
+    ...leadership,
+  });
 }
