@@ -172,9 +172,10 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
     ...AGENT_CAPABILITIES,
     ...(config.legacyKernelCapabilities ? LEGACY_KERNEL_CAPABILITIES : []),
   ];
-  // Liveness restarts the agent only when it is stuck (a minute without an answer): a restart drops
-  // what it holds in memory (accesses waiting for their pod's name), and a busy node can delay an
-  // answer by seconds. Readiness, which only gates a rollout, reacts within 30 s.
+  // Liveness restarts the agent only when it is stuck (two minutes without an answer): a restart
+  // drops what it holds in memory (accesses waiting for their pod's name), and a starved node can
+  // hold the agent's event loop for over a minute (75 s seen on an emulated node under load).
+  // Readiness, which only gates a rollout, reacts within 30 s.
   const probe = (path: string, failureThreshold: number) => ({
     httpGet: { path, port: "metrics" },
     periodSeconds: 10,
@@ -196,7 +197,7 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
     ports: [{ name: "metrics", containerPort: config.metricsPort, protocol: "TCP" }],
     // Loading and verifying the BPF program can take a while on a busy node; liveness waits for it.
     startupProbe: probe("/healthz", 30),
-    livenessProbe: probe("/healthz", 6),
+    livenessProbe: probe("/healthz", 12),
     readinessProbe: probe("/readyz", 3),
     resources: config.resources,
     securityContext: {

@@ -12,7 +12,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import * as grpc from "@grpc/grpc-js";
 import { HiveError } from "../../api/errors.ts";
-import { callRuntime, connectRuntimeService } from "./containerd-api.ts";
+import { callRuntime, connectRuntimeService, RUNTIME_CALL_TIMEOUT_MS } from "./containerd-api.ts";
 
 export interface ContainerProcess {
   pid: number;
@@ -86,7 +86,7 @@ export function findPidByCgroup(id: string, procRoot = "/proc"): number | undefi
 }
 
 export function createContainerRuntime(options: RuntimeOptions = {}): ContainerRuntime {
-  const timeoutMs = options.timeoutMs ?? 2000;
+  const timeoutMs = options.timeoutMs ?? RUNTIME_CALL_TIMEOUT_MS;
   const namespaces = options.namespaces ?? ["k8s.io"];
   let tasks: grpc.Client | undefined;
   let cri: grpc.Client | undefined;

@@ -290,6 +290,12 @@ type Unary<Res> = (
   cb: (error: grpc.ServiceError | null, res: Res) => void,
 ) => void;
 
+/**
+ * How long one call to the container runtime may take by default: long enough for a busy node's
+ * containerd (calls of over 7 s were seen on a loaded node), short enough to notice one that hangs.
+ */
+export const RUNTIME_CALL_TIMEOUT_MS = 15_000;
+
 /** One unary call with a deadline; `namespace` goes in containerd's namespace header. Rejects with the grpc.ServiceError. */
 export function callRuntime<Res>(
   client: grpc.Client,

@@ -12,7 +12,12 @@
  * its database, so one seen once may be a writable layer the API does not show yet.
  */
 import * as grpc from "@grpc/grpc-js";
-import { callRuntime, collectRuntimeStream, connectRuntimeService } from "./containerd-api.ts";
+import {
+  callRuntime,
+  collectRuntimeStream,
+  connectRuntimeService,
+  RUNTIME_CALL_TIMEOUT_MS,
+} from "./containerd-api.ts";
 import { layerDirs } from "./image-layers.ts";
 
 /** What the API said: the directory names of every ACTIVE snapshot. Rejects when it cannot answer. */
@@ -45,7 +50,7 @@ export function containerdWritableDirs(options: {
   timeoutMs?: number;
 }): WritableDirs {
   const snapshotter = options.snapshotter ?? "overlayfs";
-  const timeoutMs = options.timeoutMs ?? 5000;
+  const timeoutMs = options.timeoutMs ?? RUNTIME_CALL_TIMEOUT_MS;
   let namespaces: grpc.Client | undefined;
   let snapshots: grpc.Client | undefined;
   /** `namespace/key@created` → its directory: an ACTIVE snapshot's mounts never change, so each is asked once. */

@@ -104,10 +104,14 @@ export async function openContainerLister(
 ): Promise<ContainerLister | undefined> {
   const socket = options.socket ?? CONTAINERD_SOCKET;
   if (!existsSync(socket)) return undefined;
-  const { callRuntime, connectRuntimeService, decodeRuntimeEvent, subscribeRuntimeEvents } = await import(
-    "../discover/containerd-api.ts"
-  );
-  const timeoutMs = options.timeoutMs ?? 3000;
+  const {
+    callRuntime,
+    connectRuntimeService,
+    decodeRuntimeEvent,
+    RUNTIME_CALL_TIMEOUT_MS,
+    subscribeRuntimeEvents,
+  } = await import("../discover/containerd-api.ts");
+  const timeoutMs = options.timeoutMs ?? RUNTIME_CALL_TIMEOUT_MS;
   const clients = {
     namespaces: connectRuntimeService(socket, "namespaces"),
     containers: connectRuntimeService(socket, "containers"),

@@ -223,6 +223,8 @@ describe("HiveMonitor with the minimal configuration", () => {
     });
     expect(c.ports).toEqual([{ name: "metrics", containerPort: 9464, protocol: "TCP" }]);
     expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "metrics" });
+    // Only a stuck agent is restarted: two minutes without an answer.
+    expect(c.livenessProbe.periodSeconds * c.livenessProbe.failureThreshold).toBe(120);
     expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "metrics" });
   });
 
