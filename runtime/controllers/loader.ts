@@ -186,18 +186,13 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     provisional.add(`data:${objectKey(d)}`);
   }
   /**
-   * Events that came before the first sync (undefined once it ran). With a snapshot there is no
-   * wait: the pinned map is the one the snapshot was saved with, and events route by it.
+   * Events that wait for the first sync (undefined once it ran): without a snapshot, every event;
+   * with one, only those for a key it does not know (it may predate traps armed in the pinned map:
+   * its last save failed, or came after the agent's death), the rest route by it at once. Held
+   * events stay in the ring too until routed: an agent killed meanwhile leaves them to the next.
    */
-  let held: KernelEvent[] | undefined = seed ? undefined : [];
-  const releaseHeld = seed ? undefined : kernel.holdAcks?.();
-  /**
-   * While routing by the snapshot, events for a key it does not know wait for the first pass
-   * instead of being dropped as unmatched: the snapshot may predate traps armed in the pinned map
-   * (its last save failed, or came after the agent's death).
-   */
-  let unknownWhileSeeded: KernelEvent[] | undefined = seed ? [] : undefined;
-  let releaseUnknown: (() => void) | undefined;
+  let held: KernelEvent[] | undefined = [];
+  let releaseHeld = seed ? undefined : kernel.holdAcks?.();
   const maxHeld = options.maxHeldEvents ?? 65_536;
   const stats: LoaderStats = {
     syncs: 0,
@@ -280,12 +275,24 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     stats.entries = entries.length;
     options.onSynced?.(entries, lookup);
     options.snapshot?.save({ policies: [...policies.values()], data: valid.map((v) => v.data) });
-    const waiting = [...(held ?? []), ...(unknownWhileSeeded ?? [])];
-    held = undefined;
-    unknownWhileSeeded = undefined;
-    for (const event of waiting) route(event);
-    releaseHeld?.();
-    releaseUnknown?.();
+    if (held) {
+      const waiting = held;
+      held = undefined;
+      for (const event of waiting) route(event);
+      releaseHeld?.();
+    }
+  }
+
+  /** Keeps `event` for the first sync (bounded: beyond, it is counted lost). */
+  function hold(waiting: KernelEvent[], event: KernelEvent): void {
+    if (waiting.length >= maxHeld) {
+      stats.heldEventsDropped += 1;
+      options.onEventDropped?.("hold_full");
+      return;
+    }
+    releaseHeld ??= kernel.holdAcks?.();
+    waiting.push(event);
+    stats.heldEvents += 1;
   }
 
   /** One entry per distinct key; traps sharing a file share its slot (accesses united). */
@@ -392,16 +399,9 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   /** Routes one event; with `retrying`, false when its container still cannot be named (it waits on). */
   function route(event: KernelEvent, retrying = false): boolean {
     const watched = routes.find(event);
-    if (!watched && unknownWhileSeeded) {
-      if (unknownWhileSeeded.length >= maxHeld) {
-        stats.heldEventsDropped += 1;
-        options.onEventDropped?.("hold_full");
-        return true;
-      }
-      // Kept in the ring too until routed: an agent killed meanwhile leaves them to the next.
-      releaseUnknown ??= kernel.holdAcks?.();
-      unknownWhileSeeded.push(event);
-      stats.heldEvents += 1;
+    // Only with a snapshot are events routed before the first sync: one it does not know waits.
+    if (!watched && held) {
+      hold(held, event);
       return true;
     }
     if (!watched) {
@@ -476,17 +476,8 @@ export function createLoaderController(options: LoaderOptions): LoaderController
 
   kernel.onEvent((event) => {
     if (stopped) return;
-    if (!held) {
-      route(event);
-      return;
-    }
-    if (held.length < maxHeld) {
-      held.push(event);
-      stats.heldEvents += 1;
-    } else {
-      stats.heldEventsDropped += 1;
-      options.onEventDropped?.("hold_full");
-    }
+    if (held && !seed) hold(held, event);
+    else route(event);
   });
 
   return {
@@ -519,7 +510,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       runner.trigger();
     },
     lookup,
-    holding: () => held !== undefined,
+    holding: () => held !== undefined && !seed,
     selectionChanged: () => kernel.clearQuiet?.(),
     ...loop.lifecycle,
     stop() {

@@ -5,13 +5,14 @@
  * and a new writer takes up the fails its predecessor wrote (who may write them: report-trust.test.ts).
  */
 import { RbacAuthorizationV1Api, type V1ClusterRole } from "@kubernetes/client-node";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { HiveData } from "../../api/data.ts";
 import { ANNOTATION_REPORT_WRITER, reportApiVersion } from "../../api/report.ts";
 import { clusterRules } from "../../component/builders/rbac.ts";
 import type { ProcessIdentity } from "../../runtime/kernel/contract.ts";
-import { Cluster, eventually, type HiveApi, startHiveApi } from "./harness.ts";
+import { eventually } from "./harness.ts";
 import {
+  clusterPerTest,
   DEBOUNCE_MS,
   ensureCrd,
   REPORTS,
@@ -21,25 +22,12 @@ import {
   startNode,
 } from "./report-fixtures.ts";
 
-let hive: HiveApi | undefined;
-beforeAll(async () => {
-  // Installed without the PolicyReport CRD: the first test installs it while an agent runs.
-  hive = await startHiveApi();
-});
-
-afterAll(async () => {
-  await hive?.stop();
-});
-let cluster: Cluster | undefined;
-afterEach(async () => {
-  await cluster?.stop();
-  cluster = undefined;
-});
+// Installed without the PolicyReport CRD: the first test installs it while an agent runs.
+const freshCluster = clusterPerTest();
 
 describe("PolicyReports", () => {
   it("start once the cluster installs the report CRD (here OpenReports' Report), while the policy's status never waited for it", async () => {
-    cluster = await Cluster.start(hive as HiveApi);
-    const c = cluster;
+    const c = await freshCluster();
     await c.createNamespace("team-0");
     // The Role rule a monitor with reports: "openreports" renders (this file's install renders the default).
     const rbac = c.api.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
@@ -78,8 +66,7 @@ describe("PolicyReports", () => {
   });
 
   it("show fail with the executable for a pod whose file was read, pass for its neighbour, and error for a missing file", async () => {
-    cluster = await Cluster.start(hive as HiveApi);
-    const c = cluster;
+    const c = await freshCluster();
     await ensureCrd(c);
     await c.createNamespace("team-a");
     const { node, close } = await startNode(c);
@@ -135,8 +122,7 @@ describe("PolicyReports", () => {
   });
 
   it("keep pass for a read by an allowed executable (the image's sshd), and fail for the same read by another", async () => {
-    cluster = await Cluster.start(hive as HiveApi);
-    const c = cluster;
+    const c = await freshCluster();
     await ensureCrd(c);
     await c.createNamespace("team-f");
     const { node, close } = await startNode(c);
@@ -180,8 +166,7 @@ describe("PolicyReports", () => {
   });
 
   it("folds 10,000 reads into one result with their count, in a bounded number of report writes", async () => {
-    cluster = await Cluster.start(hive as HiveApi);
-    const c = cluster;
+    const c = await freshCluster();
     await ensureCrd(c);
     await c.createNamespace("team-b");
     const { node, close } = await startNode(c);
@@ -215,8 +200,7 @@ describe("PolicyReports", () => {
   });
 
   it("keeps a fail across a change of writer: taken up from the report, an Event both writers saw counted once", async () => {
-    cluster = await Cluster.start(hive as HiveApi);
-    const c = cluster;
+    const c = await freshCluster();
     await ensureCrd(c);
     await c.createNamespace("team-d");
     const { node, close } = await startNode(c);

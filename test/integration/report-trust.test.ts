@@ -5,7 +5,7 @@
  * that node runs, so a compromised node cannot make other nodes' pods fail.
  */
 import { CoreV1Api, CustomObjectsApi, RbacAuthorizationV1Api } from "@kubernetes/client-node";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { LABEL_TRAP_ID } from "../../api/meta.ts";
 import {
   ANNOTATION_ACCESS,
@@ -14,8 +14,9 @@ import {
   REPORT_NAME,
   reportApiVersion,
 } from "../../api/report.ts";
-import { Cluster, eventually, type HiveApi, startHiveApi } from "./harness.ts";
+import { eventually } from "./harness.ts";
 import {
+  clusterPerTest,
   DEBOUNCE_MS,
   ensureCrd,
   REPORTS,
@@ -25,23 +26,11 @@ import {
   startNode,
 } from "./report-fixtures.ts";
 
-let hive: HiveApi | undefined;
-beforeAll(async () => {
-  hive = await startHiveApi();
-});
-afterAll(async () => {
-  await hive?.stop();
-});
-let cluster: Cluster | undefined;
-afterEach(async () => {
-  await cluster?.stop();
-  cluster = undefined;
-});
+const freshCluster = clusterPerTest();
 
 describe("PolicyReports' trust", () => {
   it("refuses a tenant, even with a wildcard role, writing Hive's report or the access Events it counts, and a node naming another", async () => {
-    cluster = await Cluster.start(hive as HiveApi);
-    const c = cluster;
+    const c = await freshCluster();
     await ensureCrd(c);
     await c.createNamespace("team-c");
     const rbac = c.api.kubeConfig().makeApiClient(RbacAuthorizationV1Api);
@@ -115,8 +104,7 @@ describe("PolicyReports' trust", () => {
   });
 
   it("count a node's access Event only for a pod that node runs: a compromised node cannot make another node's pod fail", async () => {
-    cluster = await Cluster.start(hive as HiveApi);
-    const c = cluster;
+    const c = await freshCluster();
     await ensureCrd(c);
     await c.createNamespace("team-e");
     const { node, close } = await startNode(c);
