@@ -7,6 +7,7 @@
 import type { LoaderController } from "../controllers/loader.ts";
 import type { KernelWatcher } from "../kernel/contract.ts";
 import type { Health } from "../metrics/health.ts";
+import type { NodeAgent } from "./node-agent.ts";
 
 /** Events lost this recently keep readiness failing (the kubelet probes every 10 s or so). */
 export const LOSS_WINDOW_MS = 60_000;
@@ -63,4 +64,22 @@ export function addKernelReadinessChecks(health: Health, sources: KernelReadines
         }
       : { ok: true },
   );
+}
+
+/** Every readiness check of a node agent (what main.ts serves as /readyz), but the alerts'. */
+export function addNodeAgentReadinessChecks(
+  health: Health,
+  agent: Pick<NodeAgent, "ready" | "armed" | "loader" | "loaderFailure">,
+  kernel: () => KernelWatcher | undefined,
+): void {
+  health.addReadinessCheck("discover-synced", () => ({
+    ok: agent.ready(),
+    message: "waiting for the first list of policies, pods and HiveData",
+  }));
+  health.addReadinessCheck("traps-armed", () => agent.armed());
+  addKernelReadinessChecks(health, {
+    kernel,
+    loader: () => agent.loader(),
+    loaderFailure: () => agent.loaderFailure(),
+  });
 }

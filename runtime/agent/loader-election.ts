@@ -168,6 +168,11 @@ export class LoaderElector implements RoleElector {
     this.lock.start();
   }
 
+  /** The kernel Lease's holder as last seen, while this agent holds the node lock (else undefined). */
+  kernelHolder(): string | undefined {
+    return this.lease?.leader();
+  }
+
   /** Ends the role, releases the Lease (unless `release: false`, as a crash would), frees the lock. */
   async stop(options: { release?: boolean } = {}): Promise<void> {
     this.release = options.release ?? true;

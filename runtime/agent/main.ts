@@ -36,7 +36,7 @@ import { createHealth, createHiveMetrics, startMetricsServer } from "../metrics/
 import { WATCH_TABLE_DIR, watchTableFileFor } from "../standalone/watch-table-file.ts";
 import { callbackDestinations, callbackSecretNames } from "./callback-destinations.ts";
 import { AGENT_USAGE, type AgentConfig, parseAgentConfig, readBootId } from "./config.ts";
-import { addKernelReadinessChecks } from "./kernel-readiness.ts";
+import { addNodeAgentReadinessChecks } from "./kernel-readiness.ts";
 import { agentIdentity } from "./loader-election.ts";
 import { startNodeAgent } from "./node-agent.ts";
 import { loaderLockFileFor } from "./node-lock.ts";
@@ -283,15 +283,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
       : {}),
   });
   onLayersChanged = () => agent.discover.onLayersChanged();
-  health.addReadinessCheck("discover-synced", () => ({
-    ok: agent.ready(),
-    message: "waiting for the first list of policies, pods and HiveData",
-  }));
-  addKernelReadinessChecks(health, {
-    kernel: () => kernel,
-    loader: () => agent.loader(),
-    loaderFailure: () => agent.loaderFailure(),
-  });
+  addNodeAgentReadinessChecks(health, agent, () => kernel);
   health.addReadinessCheck("alert-spool", () => alerts.health());
   health.addReadinessCheck("callback-credentials", () =>
     credentialsPending === undefined

@@ -26,6 +26,7 @@ import type { KubeClients } from "../k8s/kube-client.ts";
 import { LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
 import type { KernelWatcher } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
+import type { CheckResult } from "../metrics/health.ts";
 import { createRoleRunner, type Leadership, type RunningInformer, sharedPolicyFeed } from "./agent-roles.ts";
 import { createNodeKernelCheck, createNodeOwner, type NodeKernelCheck } from "./kernel-nodes.ts";
 import { LoaderElector } from "./loader-election.ts";
@@ -33,6 +34,7 @@ import { loaderRole } from "./loader-role.ts";
 import type { AgentContext, AgentState } from "./node-agent-context.ts";
 import type { RoleElector } from "./node-lock.ts";
 import { podsRole } from "./pods-role.ts";
+import { createArmedCheck } from "./traps-armed.ts";
 
 export type { RunningInformer } from "./agent-roles.ts";
 
@@ -102,6 +104,8 @@ export interface NodeAgent {
   ready(): boolean;
   /** Why this node, elected loader, could not load the kernel program (readiness). */
   loaderFailure(): string | undefined;
+  /** Readiness: the program attached and what the agent found at start armed (traps-armed.ts). */
+  armed(): CheckResult;
   informers(): RunningInformer[];
   /**
    * Stops the roles, releases the Leases (unless `release: false`, as a crash would). The kernel
@@ -172,14 +176,26 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
 
   const state: AgentState = { loaderFailure: undefined, detaching: false };
   const ctx: AgentContext = { options, feedOptions, writer, discover, policies, state, reconcileObserver };
+  let loaderElector: LoaderElector | undefined;
   if (options.roles?.loader !== false) {
     const reportsKernel = createNodeKernelCheck(clients, kernelId);
     roles.lead(
       "loader",
-      (leadership) => byNodeLockAndLease(options, reportsKernel, state, leadership),
+      (leadership) => {
+        loaderElector = byNodeLockAndLease(options, reportsKernel, state, leadership);
+        return loaderElector;
+      },
       loaderRole(ctx, reportsKernel),
     );
   }
+  const armed = createArmedCheck({
+    loads: options.roles?.loader !== false,
+    nodeName,
+    discover,
+    loader: () => roles.leading.loader,
+    kernelHolder: () => loaderElector?.kernelHolder(),
+    loaderFailure: () => state.loaderFailure,
+  });
   if (options.roles?.pods !== false)
     roles.lead("pods", (leadership) => byPodsLease(options, leadership), podsRole(ctx));
   roles.startAll();
@@ -190,6 +206,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     pods: () => roles.leading.pods,
     ready: () => ready,
     loaderFailure: () => state.loaderFailure,
+    armed,
     informers: () => discoverInformers,
     async stop(stopOptions = {}) {
       state.detaching = stopOptions.detach === true;
@@ -219,7 +236,7 @@ function byNodeLockAndLease(
   reportsKernel: NodeKernelCheck,
   state: AgentState,
   leadership: Leadership,
-): RoleElector {
+): LoaderElector {
   return new LoaderElector({
     clients: options.clients,
     nodeReportsKernel: reportsKernel,

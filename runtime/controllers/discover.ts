@@ -124,6 +124,11 @@ export interface DiscoverController extends ControllerLifecycle<DiscoverStats> {
    * Never dropped: asked while a pass runs, another pass follows it.
    */
   resolveNow(reason: string): void;
+  /**
+   * The HiveData (`namespace/name`) the first pass after the lists wanted on this node, once that
+   * pass has written them: what this agent must see armed before it is ready (traps-armed.ts).
+   */
+  firstArming(): ReadonlySet<string> | undefined;
 }
 
 export function createDiscoverController(options: DiscoverOptions): DiscoverController {
@@ -154,6 +159,8 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
     errors: 0,
     resolveRequestsFolded: 0,
   };
+
+  let firstArming: Set<string> | undefined;
 
   async function pass(): Promise<void> {
     stats.passes += 1;
@@ -275,6 +282,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
         ...(options.onDesired ? { onWrite: options.onDesired } : {}),
       },
     );
+    if (loop.synced()) firstArming ??= new Set([...desired.keys(), ...keep]);
     const reported = dueReports(errors.list, waitingSince, notReadyReportMs, (ms) => runner.retryIn(ms));
     try {
       await reporter.sync(reported);
@@ -393,6 +401,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
     podByUid(uid) {
       return podUids.podByUid(uid);
     },
+    firstArming: () => firstArming,
     resolveNow(reason) {
       log.debug("re-resolving: a trapped file changed", { reason });
       runner.trigger();

@@ -137,6 +137,8 @@ export interface LoaderController extends ControllerLifecycle<LoaderStats> {
   lookup(slot: number): readonly HiveData[];
   /** True while events are held unrouted (before the first sync, without a routing snapshot). */
   holding(): boolean;
+  /** Whether the HiveData `namespace/name` was in the kernel's watch map at the last sync. */
+  armed(key: string): boolean;
   /**
    * What selects an access to an image layer could have changed (a pod of this node added,
    * changed or gone): the kernel forgets every quieted cgroup. Call after the change is visible
@@ -207,6 +209,9 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     layerDropped: 0,
   };
 
+  /** The HiveData written to the kernel's map by the last sync (readiness: traps-armed.ts). */
+  let armedKeys = new Set<string>();
+
   async function pass(): Promise<void> {
     // Before the first lists, an empty cache would wipe the pinned map the previous agent left.
     if (!loop.synced()) return;
@@ -271,6 +276,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     // `hive status` report it) and takes the rest as soon as entries go.
     stats.notWatched = kernel.sync(entries).notWatched.length;
     routes.replace(byKey, true, now);
+    armedKeys = new Set(valid.map((v) => objectKey(v.data)));
     stats.syncs += 1;
     stats.entries = entries.length;
     options.onSynced?.(entries, lookup);
@@ -511,6 +517,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     },
     lookup,
     holding: () => held !== undefined && !seed,
+    armed: (key) => armedKeys.has(key),
     selectionChanged: () => kernel.clearQuiet?.(),
     ...loop.lifecycle,
     stop() {

@@ -7,7 +7,9 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { LABEL_KERNEL_ID } from "../../api/meta.ts";
-import { Cluster, eventually, FAST_LEASE, type HiveApi, startHiveApi } from "./harness.ts";
+import { addNodeAgentReadinessChecks } from "../../runtime/agent/kernel-readiness.ts";
+import { createHealth, type Health } from "../../runtime/metrics/health.ts";
+import { Cluster, eventually, FAST_LEASE, type HiveApi, type SimNode, startHiveApi } from "./harness.ts";
 
 const KERNEL_A = "aaaaaaaa-1111-4111-8111-111111111111";
 const KERNEL_B = "bbbbbbbb-2222-4222-8222-222222222222";
@@ -30,6 +32,15 @@ const fileSlots = (c: Cluster, kernelId: string) =>
     .loadersOf(kernelId)[0]
     ?.activeKernel()
     ?.entries.filter((e) => e.kind === "file").length ?? -1;
+
+/** The node agent's readiness checks as `hive agent` serves them on /readyz. */
+function readinessOf(node: SimNode): Health {
+  const health = createHealth();
+  addNodeAgentReadinessChecks(health, node.agent, () => node.activeKernel());
+  return health;
+}
+const failing = async (health: Health) =>
+  (await health.readiness()).checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.message}`);
 
 describe("elections and resilience", () => {
   it("elects one loader for nodes sharing a kernel and one per kernel, each watching only its kernel's HiveData", async () => {
@@ -218,5 +229,46 @@ describe("elections and resilience", () => {
     expect(
       c.api.countRequests({ verb: "delete", resource: "hivedata", node: "node-2" }),
     ).toBeGreaterThanOrEqual(1);
+  });
+
+  it("is ready only once its program is attached and the pods found at start are in its watch map", async () => {
+    cluster = await Cluster.start(hive as HiveApi);
+    const c = cluster;
+    await c.ensureNode("node-1", KERNEL_A);
+    await c.addPod("web", "node-1");
+    await c.createPolicy("shadow", [{ path: "/etc/shadow", match: { namespace: "default" } }]);
+    let load = () => {};
+    const loads = new Promise<void>((resolve) => {
+      load = resolve;
+    });
+    const node = await c.addNode("node-1", KERNEL_A, { kernelLoads: loads });
+    const health = readinessOf(node);
+    // The lists are in and the pod's HiveData written, but the program is still loading (it took
+    // 41 s under emulation): a read now would go unseen, so the agent must not be Ready.
+    await eventually(async () => (await c.data()).length === 1 && node.agent.ready(), "HiveData written");
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await failing(health)).toEqual([expect.stringMatching(/^traps-armed: the kernel program is not loaded yet/)]);
+    load();
+    await eventually(async () => (await health.readiness()).ok, "ready", 30_000);
+    // Ready means watching: the pod's file is in the kernel's map at that moment.
+    const [data] = await c.data();
+    const kernel = node.activeKernel();
+    expect(kernel?.entries.filter((e) => e.kind === "file").map((e) => String(e.key.ino))).toEqual([
+      data?.spec["inode-no"],
+    ]);
+  });
+
+  it("is ready without loading when another node sharing its kernel loads it, or when it has no loader role", async () => {
+    cluster = await Cluster.start(hive as HiveApi);
+    const c = cluster;
+    const first = await c.addNode("node-1", KERNEL_A);
+    await eventually(() => first.agent.loader() !== undefined, "node-1 loads the shared kernel");
+    const second = await c.addNode("node-2", KERNEL_A);
+    const third = await c.addNode("node-3", KERNEL_B, { loader: false });
+    for (const node of [first, second, third]) {
+      const health = readinessOf(node);
+      await eventually(async () => (await health.readiness()).ok, `${node.name} ready`);
+    }
+    expect(second.agent.loader()).toBeUndefined();
   });
 });

@@ -492,6 +492,8 @@ export class Cluster {
       /** The kernel Lease's timing (default: `lease`). */
       loaderLease?: typeof FAST_LEASE;
       kernelFails?: boolean;
+      /** The kernel program loads only once this settles (a slow load, as under emulation). */
+      kernelLoads?: Promise<unknown>;
       /** Accesses also go through this alert pipeline, as the agent's main.ts sends them. */
       alerts?: AlertPipeline;
       /**
@@ -531,6 +533,7 @@ export class Cluster {
           throw new HiveError("KprobeUnsupported", "kprobes are not available", {
             object: "inode_permission",
           });
+        await options.kernelLoads;
         const k = new RecordingKernel();
         kernels.push(k);
         return k;
