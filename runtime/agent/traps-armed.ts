@@ -37,7 +37,8 @@ export function createArmedCheck(sources: ArmedSources): () => CheckResult {
       if (holder && !holder.startsWith(`${sources.nodeName}/`)) return { ok: true };
       return {
         ok: false,
-        message: "the kernel program is not loaded yet (this node's loader lock, its kernel's Lease, then the load)",
+        message:
+          "the kernel program is not loaded yet (this node's loader lock, its kernel's Lease, then the load)",
       };
     }
     const wanted = sources.discover.firstArming();

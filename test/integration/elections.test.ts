@@ -247,7 +247,9 @@ describe("elections and resilience", () => {
     // 41 s under emulation): a read now would go unseen, so the agent must not be Ready.
     await eventually(async () => (await c.data()).length === 1 && node.agent.ready(), "HiveData written");
     await new Promise((r) => setTimeout(r, 500));
-    expect(await failing(health)).toEqual([expect.stringMatching(/^traps-armed: the kernel program is not loaded yet/)]);
+    expect(await failing(health)).toEqual([
+      expect.stringMatching(/^traps-armed: the kernel program is not loaded yet/),
+    ]);
     load();
     await eventually(async () => (await health.readiness()).ok, "ready", 30_000);
     // Ready means watching: the pod's file is in the kernel's map at that moment.
