@@ -119,6 +119,10 @@ export const ALLOW_MISS_REASONS = [
 ] as const;
 export type AllowMissReason = (typeof ALLOW_MISS_REASONS)[number];
 
+/** Alert.deny_reason: why a denying trap's access was, or was not, refused. */
+export const DENY_REASONS = ["denied", "dry-run", "not-armed"] as const;
+export type DenyReason = (typeof DENY_REASONS)[number];
+
 export const AlertSchema = Type.Object(
   {
     id: Type.String({
@@ -285,6 +289,21 @@ export const AlertSchema = Type.Object(
           { additionalProperties: false },
         ),
         { description: "Why each entry of the trap's allow list did not hold: its first unmet condition." },
+      ),
+    ),
+    denied: Type.Optional(
+      Type.Boolean({
+        description:
+          "Only for a trap with action: deny: true when the kernel refused the access (the process got EACCES).",
+      }),
+    ),
+    deny_reason: Type.Optional(
+      Type.Union(
+        DENY_REASONS.map((r) => Type.Literal(r)),
+        {
+          description:
+            "Only for a trap with action: deny, why the access was or was not refused: `denied` (the trap denies in this container), `dry-run` (the trap's dryRun: it would have been), `not-armed` (the kernel did not deny it: the container's own file was not armed yet, as at a container's first instruction, or the node's kernel cannot deny).",
+        },
       ),
     ),
     summarized: Type.Optional(

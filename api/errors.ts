@@ -32,6 +32,7 @@ export const TARGET_ERROR_CODES = [
   "RuntimeUnavailable",
   "NotLoaded",
   "TrapNotProven",
+  "DenyUnavailable",
 ] as const;
 export const ERROR_CODES = [
   ...INPUT_ERROR_CODES,

@@ -175,6 +175,28 @@ export const SEVERITIES = ["info", "warning", "critical"] as const;
 export type Severity = (typeof SEVERITIES)[number];
 export const DEFAULT_SEVERITY: Severity = "warning";
 
+/**
+ * What a trap does with an access: `alert` reports it; `deny` also has the kernel refuse it
+ * (EACCES) in the containers the trap selects, where the node's kernel can (bpf/hive.bpf.c
+ * hive_deny). `dryRun` reports what deny would refuse and refuses nothing.
+ */
+export const TRAP_ACTIONS = ["alert", "deny"] as const;
+export type TrapAction = (typeof TRAP_ACTIONS)[number];
+
+/** What a trap asks the kernel to do besides reporting: refuse ("deny"), mark ("dryRun"), or nothing. */
+export function trapDeny(trap: Pick<HiveTrap, "action" | "dryRun">): "deny" | "dryRun" | undefined {
+  if (trap.action !== "deny") return undefined;
+  return trap.dryRun === true ? "dryRun" : "deny";
+}
+
+/** What the kernel does with a file several traps watch: one that denies makes it deny. */
+export function strongestDeny(
+  denies: ReadonlyArray<"deny" | "dryRun" | undefined>,
+): "deny" | "dryRun" | undefined {
+  if (denies.includes("deny")) return "deny";
+  return denies.includes("dryRun") ? "dryRun" : undefined;
+}
+
 /** The most labels one trap gives its alerts (bounds every alert's size and the CRD's CEL cost). */
 export const MAX_TRAP_LABELS = 32;
 
@@ -205,6 +227,10 @@ export const TrapLabelsSchema = Type.Record(
     ],
   },
 );
+
+/** Until the allow decision is made in the kernel, a denying trap cannot let anyone through. */
+export const DENY_WITH_ALLOW =
+  "action: deny takes no allow list: who may pass is decided after the access, too late to deny (use action: alert with allow)";
 
 export const HiveTrapSchema = Type.Object(
   {
@@ -291,6 +317,24 @@ export const HiveTrapSchema = Type.Object(
       ),
     ),
     labels: Type.Optional(TrapLabelsSchema),
+    action: Type.Optional(
+      Type.Union(
+        TRAP_ACTIONS.map((a) => Type.Literal(a)),
+        {
+          description:
+            "alert (default): report each access. deny: the kernel also refuses it (the process gets EACCES) in the " +
+            "containers the trap selects, once the container's own file is armed; the alert says denied: true. " +
+            "Where a node's kernel cannot deny, the trap keeps alerting and its status says so.",
+          errorMessage: `must be one of ${TRAP_ACTIONS.join(", ")}`,
+        },
+      ),
+    ),
+    dryRun: Type.Optional(
+      Type.Boolean({
+        description:
+          "With action: deny, refuse nothing: each alert says what would have been denied (denied: false, deny_reason: dry-run).",
+      }),
+    ),
   },
   {
     additionalProperties: false,
@@ -299,6 +343,14 @@ export const HiveTrapSchema = Type.Object(
       {
         rule: "!has(self.mode) || (has(self.create) && self.create)",
         message: "mode only applies with create: true",
+      },
+      {
+        rule: "!has(self.dryRun) || (has(self.action) && self.action == 'deny')",
+        message: "dryRun only applies with action: deny",
+      },
+      {
+        rule: "!has(self.allow) || !has(self.action) || self.action != 'deny'",
+        message: DENY_WITH_ALLOW,
       },
     ],
   },

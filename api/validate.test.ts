@@ -1,5 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { DENY_WITH_ALLOW } from "./policy.ts";
 import { formatErrors, validateData, validatePolicy, validatePolicySpec } from "./validate.ts";
 
 function policy(traps: unknown[]): unknown {
@@ -111,6 +112,21 @@ describe("policy validation", () => {
       "mode without create",
       { path: "/a", mode: "0644" },
       "spec.traps[0].mode: only applies with create: true",
+    ],
+    [
+      "dryRun without deny",
+      { path: "/a", dryRun: true },
+      "spec.traps[0].dryRun: only applies with action: deny",
+    ],
+    [
+      "an unknown action",
+      { path: "/a", action: "block" },
+      "spec.traps[0].action: must be one of alert, deny",
+    ],
+    [
+      "deny with an allow list",
+      { path: "/a", action: "deny", allow: [{ exe: "/usr/sbin/sshd" }] },
+      `spec.traps[0].allow: ${DENY_WITH_ALLOW}`,
     ],
     [
       "bad IP",

@@ -9,6 +9,7 @@ import { Value } from "@sinclair/typebox/value";
 import { type Alert, AlertSchema } from "./alert.ts";
 import { type HiveData, HiveDataSchema } from "./data.ts";
 import {
+  DENY_WITH_ALLOW,
   type HivePolicy,
   HivePolicySchema,
   type HivePolicySpec,
@@ -94,6 +95,10 @@ function specRules(spec: unknown, prefix: string): FieldError[] {
     if (trap.mode !== undefined && trap.create !== true) {
       errors.push({ field: `${at}.mode`, message: "only applies with create: true" });
     }
+    if (trap.dryRun !== undefined && trap.action !== "deny")
+      errors.push({ field: `${at}.dryRun`, message: "only applies with action: deny" });
+    if (trap.action === "deny" && trap.allow !== undefined)
+      errors.push({ field: `${at}.allow`, message: DENY_WITH_ALLOW });
     if (trap.labels !== null && typeof trap.labels === "object" && !Array.isArray(trap.labels)) {
       // The schema checks the values; a Record's keys only the CRD's CEL rule and this check see.
       for (const key of Object.keys(trap.labels)) {

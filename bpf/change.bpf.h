@@ -45,7 +45,9 @@ static __always_inline void hive_follow(struct dentry *from, struct dentry *onto
 	struct hive_value *watch = bpf_map_lookup_elem(&hive_watch, &key);
 	if (!watch || watch->kind == HIVE_KIND_PARENT)
 		return;
-	struct hive_value armed = { .slot = watch->slot, .mask = watch->mask, .kind = HIVE_KIND_FOLLOWED };
+	struct hive_value armed = {
+		.slot = watch->slot, .mask = watch->mask, .kind = HIVE_KIND_FOLLOWED, .action = watch->action
+	};
 	struct hive_key follower = { ._pad = 0 };
 	follower.ino = direct ? next->i_ino : BPF_CORE_READ(next, i_ino);
 	follower.dev = direct ? next->i_sb->s_dev : BPF_CORE_READ(next, i_sb, s_dev);

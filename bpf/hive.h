@@ -23,6 +23,16 @@
 #define HIVE_CHANGE_TRUNCATED 0x80000 /* its size set (truncate, ftruncate, open with O_TRUNC) */
 #define HIVE_CHANGES 0xf0000
 
+/* A denying trap's outcome (hive.bpf.c hive_deny), in hive_event.mask above the change bits: the
+ * kernel refused the access (EACCES), or a dry run would have. */
+#define HIVE_DENIED 0x100000
+#define HIVE_DENY_DRY_RUN 0x200000
+
+/* hive_value.action: what the kernel does besides reporting (HivePolicy trap `action`, `dryRun`). */
+#define HIVE_ACTION_ALERT 0
+#define HIVE_ACTION_DENY 1
+#define HIVE_ACTION_DRY_RUN 2
+
 /* Watch entry kinds: a trapped file, or the directory holding one (entry changes there
  * are control events telling user space to re-resolve the path). */
 #define HIVE_KIND_FILE 0
@@ -89,6 +99,10 @@ struct hive_value {
 	 * an overlay entry over it has the layer's slot as group, never its own. Only the layer's
 	 * entry is reached by every container of the image, so only it is looked up in hive_quiet. */
 	__u32 group;
+	/* HIVE_ACTION_*: only a container's own file (kind FILE or FOLLOWED, group != slot) denies; an
+	 * image layer's file is every container's of the image, selected or not. */
+	__u32 action;
+	__u32 _pad;
 };
 
 /* hive_quiet's key: a cgroup (container) whose accesses to an image layer's group alert nobody.
@@ -223,13 +237,14 @@ struct hive_counters {
 	__u64 held;     /* bursts held by flood summarisation (reported as counts, not one by one) */
 	__u64 flood_full; /* bursts emitted without a flood budget: hive_flood was full */
 	__u64 quiet;      /* checks of an image layer's entry skipped: hive_quiet holds their cgroup and group */
+	__u64 denied;     /* accesses refused (EACCES) by a denying trap */
 };
 
 _Static_assert(sizeof(struct hive_key) == 16, "hive_key layout");
-_Static_assert(sizeof(struct hive_value) == 16, "hive_value layout");
+_Static_assert(sizeof(struct hive_value) == 24, "hive_value layout");
 _Static_assert(sizeof(struct hive_proc) == 320, "hive_proc layout");
 _Static_assert(sizeof(struct hive_event) == 896, "hive_event layout");
-_Static_assert(sizeof(struct hive_counters) == 64, "hive_counters layout");
+_Static_assert(sizeof(struct hive_counters) == 72, "hive_counters layout");
 _Static_assert(sizeof(struct hive_quiet_key) == 16, "hive_quiet_key layout");
 _Static_assert(sizeof(struct hive_flood_key) == 56, "hive_flood_key layout");
 _Static_assert(sizeof(struct hive_flood) == 40, "hive_flood layout");

@@ -13,7 +13,7 @@
  */
 import type * as k8s from "@pulumi/kubernetes";
 import type * as pulumi from "@pulumi/pulumi";
-import type { AccessKind, CallbackFormat, Severity } from "../api/index.ts";
+import type { AccessKind, CallbackFormat, Severity, TrapAction } from "../api/index.ts";
 
 type Input<T> = pulumi.Input<T>;
 
@@ -88,6 +88,13 @@ export interface TrapArgs {
   severity?: Input<Severity>;
   /** Labels every alert of this trap carries (e.g. `{ team: "payments" }`), as Kubernetes label names and values (at most 32). */
   labels?: Input<Record<string, Input<string>>>;
+  /**
+   * `deny`: the kernel also refuses the access (EACCES) in each selected container once its own
+   * file is armed; takes no `allow`. Default: `alert`.
+   */
+  action?: Input<TrapAction>;
+  /** With `action: "deny"`: refuse nothing, alert what would have been refused. */
+  dryRun?: Input<boolean>;
 }
 
 /** A trap placed by HiveMonitor into a HivePolicy named by `policy`. */

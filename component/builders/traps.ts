@@ -24,6 +24,8 @@ export const TRAP_KEYS = [
   "allow",
   "severity",
   "labels",
+  "action",
+  "dryRun",
 ] as const;
 export const MATCH_KEYS = ["pod", "namespace", "ip", "containerName", "matchLabels"] as const;
 export const ALLOW_KEYS = ["exe", "parentExe", "accesses"] as const;
@@ -80,6 +82,8 @@ export function toHiveTrap(trap: TrapValues): HiveTrap {
   }
   if (trap.severity !== undefined) out.severity = trap.severity;
   if (trap.labels !== undefined) out.labels = { ...trap.labels };
+  if (trap.action !== undefined) out.action = trap.action;
+  if (trap.dryRun !== undefined) out.dryRun = trap.dryRun;
   return out;
 }
 

@@ -6,7 +6,7 @@
 import { isHiveError } from "../../api/errors.ts";
 import { LABEL_NODE } from "../../api/meta.ts";
 import { kernelDataFeed } from "../controllers/feeds.ts";
-import { createLoaderController } from "../controllers/loader.ts";
+import { createLoaderController, type LoaderOptions } from "../controllers/loader.ts";
 import type { KernelWatcher } from "../kernel/contract.ts";
 import type { RoleStart, RunningInformer } from "./agent-roles.ts";
 import { guardKernelData, type NodeKernelCheck } from "./kernel-nodes.ts";
@@ -33,6 +33,16 @@ export function loaderRole(ctx: AgentContext, reportsKernel: NodeKernelCheck): R
       await kernel.close({ keepPinned: true });
       return undefined;
     }
+    state.kernel = kernel;
+    // Discover reports the denying traps a kernel cannot deny; until now it assumed it could.
+    let denyAvailable = true;
+    const onSynced: LoaderOptions["onSynced"] = (entries, lookup) => {
+      options.onKernelSynced?.(entries, lookup);
+      const available = kernel.denyState?.().available ?? true;
+      if (available === denyAvailable) return;
+      denyAvailable = available;
+      discover.resolveNow("the kernel's deny availability changed");
+    };
     const controller = createLoaderController({
       kernelId,
       nodeName,
@@ -47,7 +57,7 @@ export function loaderRole(ctx: AgentContext, reportsKernel: NodeKernelCheck): R
         discover.resolveNow(`${d.metadata.name} changed`);
         return true;
       },
-      ...(options.onKernelSynced ? { onSynced: options.onKernelSynced } : {}),
+      onSynced,
       ...(options.onEventDropped ? { onEventDropped: options.onEventDropped } : {}),
       ...(options.observeReconcile ? { observeReconcile: reconcileObserver("loader") } : {}),
       ...(options.orphanGraceMs !== undefined ? { orphanGraceMs: options.orphanGraceMs } : {}),
@@ -67,7 +77,10 @@ export function loaderRole(ctx: AgentContext, reportsKernel: NodeKernelCheck): R
     // The role ends only when the agent stops (a restart, an update): the program stays
     // attached and pinned, its events wait in the ring buffer for the next agent, and the
     // watch table still names its slots for `hive status`.
-    const close = () => kernel.close({ keepPinned: !state.detaching });
+    const close = async () => {
+      if (state.kernel === kernel) state.kernel = undefined;
+      await kernel.close({ keepPinned: !state.detaching });
+    };
     return { controller, informers, close };
   };
 }

@@ -8,6 +8,7 @@ import type { FeedOptions } from "../controllers/feeds.ts";
 import type { AttributeAccess } from "../controllers/layer-routing.ts";
 import type { DataWriter } from "../controllers/ports.ts";
 import type { OriginOf } from "../discover/cgroup-containers.ts";
+import type { KernelWatcher } from "../kernel/contract.ts";
 import type { SharedPolicies } from "./agent-roles.ts";
 import type { NodeAgentOptions } from "./node-agent.ts";
 
@@ -16,6 +17,8 @@ export interface AgentState {
   loaderFailure: string | undefined;
   /** Set by stop({ detach: true }): the loader's close then unpins and detaches the program. */
   detaching: boolean;
+  /** The kernel program while this agent loads it (its deny state is discover's to report). */
+  kernel: KernelWatcher | undefined;
 }
 
 export interface AgentContext {

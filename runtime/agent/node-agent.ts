@@ -143,6 +143,7 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     (seconds: number): void =>
       options.observeReconcile?.(controller, seconds);
   const writer = createDataWriter(clients.custom);
+  const state: AgentState = { loaderFailure: undefined, detaching: false, kernel: undefined };
   const discover = createDiscoverController({
     nodeName,
     platformNamespace: options.namespace,
@@ -156,6 +157,10 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     ...(options.observeReconcile ? { observeReconcile: reconcileObserver("discover") } : {}),
     ...(options.retryBaseMs ? { retryBaseMs: options.retryBaseMs } : {}),
     ...(options.notReadyReportMs !== undefined ? { notReadyReportMs: options.notReadyReportMs } : {}),
+    denyUnavailable: () => {
+      const deny = state.kernel?.denyState?.();
+      return deny?.available === false ? deny.reason : undefined;
+    },
     // A file re-resolved here is armed by this agent's loader (when it is the kernel's) at once:
     // the watch of the written HiveData brings the same object again later.
     onDesired: (d) => roles.leading.loader?.onData("MODIFIED", d),
@@ -174,7 +179,6 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     discover.markSynced();
   });
 
-  const state: AgentState = { loaderFailure: undefined, detaching: false };
   const ctx: AgentContext = { options, feedOptions, writer, discover, policies, state, reconcileObserver };
   let loaderElector: LoaderElector | undefined;
   if (options.roles?.loader !== false) {

@@ -6,7 +6,7 @@
  */
 import { type HiveData, type HiveDataSpec, inodeOf, type PodFacts } from "../../api/data.ts";
 import { type DataAnnotations, LABEL_TRAP_ID } from "../../api/meta.ts";
-import type { AllowEntry, Severity } from "../../api/policy.ts";
+import { type AllowEntry, type Severity, trapDeny } from "../../api/policy.ts";
 import type { LiveTrap } from "../controllers/live-traps.ts";
 import type { FileKey } from "../kernel/contract.ts";
 import type { AllowFiles } from "./allowlist.ts";
@@ -35,6 +35,8 @@ export interface AlertSource {
   policyNamespace?: string;
   /** The trap's severity (the live HivePolicy's); default warning. */
   severity?: Severity;
+  /** The trap denies (or, dryRun, would): the alert says whether the kernel refused the access. */
+  deny?: "deny" | "dryRun";
   /** The trap's labels (the live HivePolicy's), copied into the alert's `labels`. */
   trapLabels?: Readonly<Record<string, string>>;
   /** The monitor's cluster name (alert `cluster.name`). */
@@ -81,6 +83,8 @@ export function alertSourceFromHiveData(
   };
   if (live.trap.callback) source.callback = live.trap.callback;
   if (live.trap.severity) source.severity = live.trap.severity;
+  const deny = trapDeny(live.trap);
+  if (deny) source.deny = deny;
   if (live.trap.labels && Object.keys(live.trap.labels).length > 0) source.trapLabels = live.trap.labels;
   if (context.clusterName) source.clusterName = context.clusterName;
   if (data.spec.pod) source.pod = data.spec.pod;

@@ -196,6 +196,24 @@ describe("alert builder", () => {
     expect(alert.metadata.inode).toBe("9223372036854775813");
   });
 
+  it("says whether a denying trap's access was refused, would have been, or was not armed to be", () => {
+    const deny = { ...makeSource("t-deny", "http://x/"), deny: "deny" as const };
+    const refused = buildAlert(makeEvent(1, { deny: "denied" }), deny, context, 0);
+    assertValidAlert(refused);
+    expect(refused).toMatchObject({ denied: true, deny_reason: "denied" });
+    // The kernel had no deny for it (a layer's file before the container's own was armed).
+    expect(buildAlert(makeEvent(1), deny, context, 0)).toMatchObject({
+      denied: false,
+      deny_reason: "not-armed",
+    });
+    const dry = buildAlert(makeEvent(1, { deny: "dryRun" }), { ...deny, deny: "dryRun" }, context, 0);
+    expect(dry).toMatchObject({ denied: false, deny_reason: "dry-run" });
+    // A trap that only alerts says nothing of denying.
+    const plain = buildAlert(makeEvent(1), makeSource("t-1", "http://x/"), context, 0);
+    expect(plain.denied).toBeUndefined();
+    expect(plain.deny_reason).toBeUndefined();
+  });
+
   it("gives every alert its own id", () => {
     const ids = new Set(
       Array.from({ length: 100 }, (_, i) => buildAlert(makeEvent(i), makeSource("t"), context).id),

@@ -6,7 +6,7 @@
  * read from /proc after the fact, where a short-lived process is gone and a pid reused.
  */
 import { randomUUID } from "node:crypto";
-import { type Alert, MAX_ANCESTORS } from "../../api/alert.ts";
+import { type Alert, type DenyReason, MAX_ANCESTORS } from "../../api/alert.ts";
 import { DEFAULT_SEVERITY } from "../../api/policy.ts";
 import type {
   Ancestor,
@@ -155,6 +155,12 @@ export function buildAlert(
   }
   if (allowMisses !== undefined && allowMisses.length > 0)
     alert.allow_misses = allowMisses.map(({ entry, field, reason }) => ({ entry, field, reason }));
+  if (source.deny !== undefined || event.deny !== undefined) {
+    const reason: DenyReason =
+      event.deny === "denied" ? "denied" : event.deny === "dryRun" ? "dry-run" : "not-armed";
+    alert.denied = reason === "denied";
+    alert.deny_reason = reason;
+  }
   if (event.summarized && event.summarized.bursts > 0) alert.summarized = { ...event.summarized };
   if (suppressed > 0) alert.suppressed = suppressed;
   return alert;

@@ -12,7 +12,7 @@ import type { V1Pod } from "@kubernetes/client-node";
 import type { Executable, HiveData } from "../../api/data.ts";
 import { HiveError, isHiveError } from "../../api/errors.ts";
 import { ANNOTATION_RESOLVE_REQUEST, LABEL_NODE, LABEL_TRAP_ID } from "../../api/meta.ts";
-import { type HivePolicy, type HiveTrap, parseMode } from "../../api/policy.ts";
+import { type HivePolicy, type HiveTrap, parseMode, trapDeny } from "../../api/policy.ts";
 import { exactAllowPaths } from "../alerts/allowlist.ts";
 import { backoffDelay } from "../backoff.ts";
 import type { ContainerFiles, FileResolver, ResolveOutcome } from "../discover/file-resolver.ts";
@@ -98,6 +98,11 @@ export interface DiscoverOptions {
    * decide which traps select an access (the loader's quiet map is cleared).
    */
   onPodChanged?: () => void;
+  /**
+   * Why this node's kernel cannot deny (undefined while it can): each container of a denying
+   * trap is then reported `DenyUnavailable` (the trap alerts there, and its status says so).
+   */
+  denyUnavailable?: () => string | undefined;
 }
 
 export interface DiscoverStats {
@@ -168,6 +173,7 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
     const keep = new Set<string>();
     const errors = new TrapErrors(nodeName);
     const items = collectItems(policies.values(), pods.values(), options.platformNamespace, errors, log);
+    reportDenyUnavailable(items, errors, options.denyUnavailable?.());
     let owner: NodeOwner | undefined;
     if (options.nodeOwner && items.length > 0) {
       try {
@@ -475,4 +481,20 @@ async function resolveContainer(
     const executables = exactAllowPaths(trap).flatMap((path) => found.get(path) ?? []);
     record(item, trap, outcomes[i] ?? { ok: false, error: undefined }, executables);
   });
+}
+
+/** Each container of a denying trap, on a node whose kernel cannot deny: alerted, not refused. */
+function reportDenyUnavailable(items: readonly Item[], errors: TrapErrors, reason: string | undefined): void {
+  if (reason === undefined) return;
+  for (const item of items) {
+    const trap = item.policy.spec.traps[item.trapIndex];
+    if (!trap || trapDeny(trap) !== "deny") continue;
+    errors.add(item.policy, item.trapId, {
+      reason: "DenyUnavailable",
+      message: `this node's kernel cannot deny, so accesses are alerted and not refused: ${reason}`,
+      pod: item.pod.metadata?.name ?? "",
+      podNamespace: item.pod.metadata?.namespace ?? "default",
+      container: item.container.name,
+    });
+  }
 }

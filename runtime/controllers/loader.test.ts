@@ -8,7 +8,7 @@ import { ANNOTATION_RESOLVE_REQUEST, LABEL_KERNEL_ID, LABEL_NODE, LABEL_TRAP_ID 
 import type { HivePolicy } from "../../api/policy.ts";
 import { RecordingKernel } from "../../test/integration/harness.ts";
 import { createLogger } from "../log.ts";
-import { ANNOTATION_PARENT } from "./hive-data.ts";
+import { ANNOTATION_IMAGE_LAYER, ANNOTATION_PARENT } from "./hive-data.ts";
 import { createLoaderController } from "./loader.ts";
 import type { DataWriter } from "./ports.ts";
 import {
@@ -341,6 +341,43 @@ describe("loader controller", () => {
     expect(file?.accesses).toEqual(["read"]);
     kernel.emit({ slot: file?.slot ?? -1, kind: "file", key: file?.key ?? { major: 0, minor: 0, ino: 0n } });
     expect(accesses).toEqual([["a"]]);
+    loader.stop();
+  });
+
+  it("has the kernel deny a denying trap's file in its container, never an image layer's, and a shared file if one trap denies", async () => {
+    const denying: HivePolicy = {
+      ...policy,
+      spec: {
+        traps: [
+          { path: "/etc/shadow", accesses: ["read"], action: "deny" },
+          { path: "/etc/passwd", accesses: ["read"], action: "deny", dryRun: true },
+          { path: "/etc/group", accesses: ["read"] },
+        ],
+      },
+    };
+    const id = (i: number) => trapId({ namespace: "hive", name: "p" }, denying.spec.traps[i] ?? { path: "" });
+    const { kernel, loader } = routingLoader();
+    loader.onPolicy("ADDED", denying);
+    const layer = data("layer", id(0), 300, ["read"]);
+    layer.metadata.annotations = { ...layer.metadata.annotations, [ANNOTATION_IMAGE_LAYER]: "true" };
+    for (const d of [
+      data("own", id(0), 100, ["read"]),
+      data("dry", id(1), 200, ["read"]),
+      layer,
+      // One file two traps watch: the alerting one's and the denying one's.
+      data("shared-alert", id(2), 400, ["read"]),
+      data("shared-deny", id(0), 400, ["read"]),
+    ])
+      loader.onData("ADDED", d);
+    loader.markSynced();
+    await loader.idle();
+    const denyOf = (ino: bigint) => kernel.entries.find((e) => e.kind === "file" && e.key.ino === ino)?.deny;
+    expect([denyOf(100n), denyOf(200n), denyOf(300n), denyOf(400n)]).toEqual([
+      "deny",
+      "dryRun",
+      undefined,
+      "deny",
+    ]);
     loader.stop();
   });
 

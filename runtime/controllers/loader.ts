@@ -24,7 +24,7 @@
  */
 import { type HiveData, inodeOf } from "../../api/data.ts";
 import { ANNOTATION_RESOLVE_REQUEST, LABEL_KERNEL_ID, LABEL_NODE, LABEL_TRAP_ID } from "../../api/meta.ts";
-import type { HivePolicy } from "../../api/policy.ts";
+import { type HivePolicy, strongestDeny, trapDeny } from "../../api/policy.ts";
 import type { KernelEvent, KernelWatcher, WatchEntry } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
@@ -310,6 +310,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       d: HiveData,
       accesses: readonly string[],
       changes = false,
+      deny?: WatchEntry["deny"],
     ) => {
       const key = parseKeyText(text);
       if (!key) return;
@@ -327,6 +328,9 @@ export function createLoaderController(options: LoaderOptions): LoaderController
           accesses: [...new Set([...have.entry.accesses, ...accesses])] as WatchEntry["accesses"],
           ...(changes || have.entry.changes ? { changes: true } : {}),
         };
+        // Traps sharing a file share its entry: one that denies makes the kernel deny it.
+        const strongest = strongestDeny([have.entry.deny, deny]);
+        if (strongest) have.entry.deny = strongest;
       } else {
         byKey.set(id, {
           entry: {
@@ -335,6 +339,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
             accesses: accesses as WatchEntry["accesses"],
             kind,
             ...(changes ? { changes: true } : {}),
+            ...(deny ? { deny } : {}),
           },
           data: [d],
         });
@@ -344,7 +349,15 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       const { major, minor } = d.spec.device;
       const ino = inodeOf(d.spec);
       if (!isMissing(d) && ino !== undefined)
-        add(keyText({ major, minor, ino }), "file", d, trapAccesses(trap.trap), trapChanges(trap.trap));
+        add(
+          keyText({ major, minor, ino }),
+          "file",
+          d,
+          trapAccesses(trap.trap),
+          trapChanges(trap.trap),
+          // A layer's file is every container's of the image, selected or not: never denied.
+          isLayerData(d) ? undefined : trapDeny(trap.trap),
+        );
       const parent = d.metadata.annotations?.[ANNOTATION_PARENT];
       if (parent) add(parent, "parent", d, ["write"]);
     }

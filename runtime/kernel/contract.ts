@@ -32,6 +32,8 @@ export interface FileKey {
  * unlink, create): the kernel reports those as control events so the agent re-resolves
  * the path instead of polling.
  */
+export type DenyState = { available: true; attached: boolean } | { available: false; reason: string };
+
 export interface WatchEntry {
   key: FileKey;
   slot: number;
@@ -47,6 +49,12 @@ export interface WatchEntry {
    * slot, whatever `accesses` says (bpf/hive.h HIVE_CHANGE_*). Off when absent.
    */
   changes?: boolean;
+  /**
+   * The kernel refuses this file's accesses of the wanted kinds (EACCES), or with "dryRun" only
+   * marks them (bpf/hive.bpf.c hive_deny). Only for a container's own file, never an image
+   * layer's (which every container of the image shares).
+   */
+  deny?: "deny" | "dryRun";
 }
 
 /**
@@ -147,6 +155,11 @@ export interface KernelEvent {
    * again), or its data was cut (truncated).
    */
   change?: FileChange;
+  /**
+   * A denying entry's outcome (WatchEntry.deny): the kernel refused the access (EACCES), or a dry
+   * run would have. Absent on other entries, and on a denying one whose access was not refused.
+   */
+  deny?: "denied" | "dryRun";
   kind: "file" | "parent";
   /**
    * On a file the kernel armed itself when it was renamed over a trapped file (it took the
@@ -250,6 +263,8 @@ export interface KernelWatcher {
    * skips them from now on (no burst, no event; counted) until clearQuiet. Only for an access
    * dropped because no trap selects its container, never for one not yet attributable.
    */
+  /** Whether this kernel can deny (bpf/hive.bpf.c hive_deny), and whether it does now. */
+  denyState?(): DenyState;
   quiet?(cgroupId: bigint, group: number): void;
   /** Forgets every quieted cgroup: called whenever what selects an access could have changed. */
   clearQuiet?(): void;

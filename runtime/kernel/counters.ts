@@ -14,6 +14,7 @@ export function readCounters(
   held: bigint;
   floodFull: bigint;
   quiet: bigint;
+  denied: bigint;
 } {
   const lib = libbpf();
   const buf = Buffer.alloc(ncpus * COUNTERS_LAYOUT.size);
@@ -33,5 +34,6 @@ export function readCounters(
     held: sum(COUNTERS_LAYOUT.held),
     floodFull: sum(COUNTERS_LAYOUT.flood_full),
     quiet: sum(COUNTERS_LAYOUT.quiet),
+    denied: sum(COUNTERS_LAYOUT.denied),
   };
 }

@@ -51,6 +51,11 @@ const CHANGE_BITS: ReadonlyArray<readonly [FileChange, number]> = [
 /** Every change bit: what a watch entry wants when its trap reports changes. */
 export const CHANGE_MASK = 0xf0000;
 
+/** HIVE_DENIED, HIVE_DENY_DRY_RUN (bpf/hive.h): a denying entry's outcome, above the change bits. */
+export const DENY_BITS = { denied: 0x100000, dryRun: 0x200000 } as const;
+/** HIVE_ACTION_* (bpf/hive.h hive_value.action). */
+export const ACTIONS = { alert: 0, deny: 1, dryRun: 2 } as const;
+
 /** The change a mask names, if any (changeFromMask(0x40000) === "replaced"). */
 export function changeFromMask(mask: number): FileChange | undefined {
   return CHANGE_BITS.find(([, bit]) => (mask & bit) !== 0)?.[0];
@@ -64,7 +69,7 @@ const KIND_FOLLOWED = 2;
 /** Byte offsets, sizes: struct hive_key. */
 export const KEY_LAYOUT = { size: 16, ino: 0, dev: 8 } as const;
 /** struct hive_value */
-export const VALUE_LAYOUT = { size: 16, slot: 0, mask: 4, kind: 8, group: 12 } as const;
+export const VALUE_LAYOUT = { size: 24, slot: 0, mask: 4, kind: 8, group: 12, action: 16 } as const;
 /** struct hive_event */
 export const EVENT_LAYOUT = {
   size: 896,
@@ -192,7 +197,7 @@ const EXE = {
 const REL = { chroot: 0x1, parentChroot: 0x2, parentExeced: 0x4, reparented: 0x8 } as const;
 /** struct hive_counters (one per CPU in hive_counters). */
 export const COUNTERS_LAYOUT = {
-  size: 64,
+  size: 72,
   events: 0,
   lost: 8,
   checks: 16,
@@ -201,6 +206,7 @@ export const COUNTERS_LAYOUT = {
   held: 40,
   flood_full: 48,
   quiet: 56,
+  denied: 64,
 } as const;
 
 /** struct hive_quiet_key (hive_quiet's keys; the value is one byte). */
@@ -285,6 +291,8 @@ export function encodeValue(entry: WatchEntry): Buffer {
   buf.writeUInt32LE(entryMask(entry), VALUE_LAYOUT.mask);
   buf.writeUInt32LE(entry.kind === "parent" ? KIND_PARENT : KIND_FILE, VALUE_LAYOUT.kind);
   buf.writeUInt32LE((entry.group ?? 0) >>> 0, VALUE_LAYOUT.group);
+  const action = entry.kind === "file" && entry.deny ? ACTIONS[entry.deny] : ACTIONS.alert;
+  buf.writeUInt32LE(action, VALUE_LAYOUT.action);
   return buf;
 }
 
@@ -293,6 +301,8 @@ export interface DecodedValue {
   mask: number;
   kind: "file" | "parent";
   group: number;
+  /** HIVE_ACTION_* (ACTIONS). */
+  action: number;
 }
 
 export function decodeValue(buf: Buffer): DecodedValue {
@@ -301,6 +311,7 @@ export function decodeValue(buf: Buffer): DecodedValue {
     mask: buf.readUInt32LE(VALUE_LAYOUT.mask),
     kind: buf.readUInt32LE(VALUE_LAYOUT.kind) === KIND_PARENT ? "parent" : "file",
     group: buf.readUInt32LE(VALUE_LAYOUT.group),
+    action: buf.readUInt32LE(VALUE_LAYOUT.action),
   };
 }
 
@@ -403,8 +414,11 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
   const L = EVENT_LAYOUT;
   const u32 = (offset: number) => view.getUint32(offset, true);
   const rawMask = u32(L.mask);
-  // The MAY_* bits alone are the access mask; the bits above name a change of the file.
-  const mask = rawMask & ~CHANGE_MASK;
+  // The MAY_* bits alone are the access mask; the bits above name a change of the file, or a
+  // denying entry's outcome.
+  const mask = rawMask & ~(CHANGE_MASK | DENY_BITS.denied | DENY_BITS.dryRun);
+  const deny =
+    rawMask & DENY_BITS.denied ? "denied" : rawMask & DENY_BITS.dryRun ? ("dryRun" as const) : undefined;
   const change = changeFromMask(rawMask);
   const ppid = u32(L.ppid);
   const nsPid = u32(L.ns_pid);
@@ -444,6 +458,7 @@ export function decodeEvent(buf: Uint8Array): KernelEvent {
     key: keyFromKernelDev(u32(L.dev), view.getBigUint64(L.ino, true)),
     mask,
     accesses: accessesFromMask(mask),
+    ...(deny ? { deny } : {}),
     kind: u32(L.kind) === KIND_PARENT ? "parent" : "file",
     ...(u32(L.kind) === KIND_FOLLOWED ? { followed: true } : {}),
     slot: u32(L.slot),

@@ -16,6 +16,7 @@ import {
   type Ancestor,
   ATTACH_MODES,
   type AttachMode,
+  type DenyState,
   type KernelEvent,
   type KernelWatcher,
   type ProcessIdentity,
@@ -24,6 +25,7 @@ import {
   type WatchEntry,
 } from "./contract.ts";
 import { readCounters } from "./counters.ts";
+import { DENY_PROGRAM, DenyLink } from "./deny-link.ts";
 import { FloodSummaries } from "./flood-summaries.ts";
 import { type InodePermissionSignature, inodePermissionSignature, overlayUpperOffset } from "./kernel-btf.ts";
 import { check, checkPointer, libbpf, type Pointer } from "./libbpf-ffi.ts";
@@ -104,6 +106,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   private readonly lib = libbpf();
   private readonly obj: Pointer;
   private link: Pointer | null = null;
+  /** The deny program's link, attached while an entry denies (deny-link.ts); null when not attaching. */
+  private deny: DenyLink | null = null;
   /** The link was attached by this watcher, not adopted from a pin. */
   private ownsLink = false;
   private readonly pinRoot: string | null;
@@ -172,6 +176,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         this.setAutoload(parent, mode === this.attachMode && loadParentHook);
         for (const hook of CHANGE_HOOKS) this.setAutoload(hook.programs[mode], mode === this.attachMode);
       }
+      this.setAutoload(DENY_PROGRAM, options.denyUnavailable === undefined);
       setRodata(this.obj, {
         hive_inode_arg: this.signature.inodeArg,
         hive_truncate_arg: this.signature.truncateDentryArg,
@@ -252,6 +257,14 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         }
       }
       this.adopted = options.attach === false ? false : this.attach(prog);
+      if (options.attach !== false)
+        this.deny = new DenyLink(
+          this.lib,
+          options.denyUnavailable === undefined ? this.program(DENY_PROGRAM) : null,
+          this.pinRoot,
+          this.logger,
+          options.denyUnavailable,
+        );
       if (options.attach !== false && split && loadParentHook) this.attachParentHook();
       if (options.attach !== false) this.attachChangeHooks();
       this.parentEvents = !split || this.parentLink !== null;
@@ -274,6 +287,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         this.lib.bpf_link__destroy(this.link);
       }
       this.tracking?.close(false);
+      this.deny?.close({ detach: false });
       this.lib.bpf_object__close(this.obj);
       throw error;
     }
@@ -354,13 +368,22 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     return this.changeLinks.size === CHANGE_HOOKS.length;
   }
 
+  /** Whether this kernel can deny, and whether the deny program is attached now. */
+  denyState(): DenyState {
+    return (
+      this.deny?.state() ?? { available: false, reason: "the kernel program is loaded without attaching" }
+    );
+  }
+
   /** The trap-proof maps (trap-proof.ts), owned by this watcher: valid until close(). */
   proofMaps(): ProofMaps {
     return { provers: this.fds.hive_provers, proofs: this.fds.hive_proofs };
   }
 
   sync(entries: readonly WatchEntry[]): SyncResult {
-    return this.watchMap.sync(entries);
+    const result = this.watchMap.sync(entries);
+    this.deny?.set(entries.some((e) => e.deny !== undefined));
+    return result;
   }
 
   quiet(cgroupId: bigint, group: number): void {
@@ -506,6 +529,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     await this.consumer?.stop();
     const keep = options.keepPinned === true && this.pinRoot !== null;
     this.tracking?.close(keep);
+    this.deny?.close({ detach: !keep });
     if (this.parentLink) {
       if (keep)
         this.lib.bpf_link__disconnect(this.parentLink); // its pin keeps it attached

@@ -60,7 +60,7 @@ function openInSomeMode(options: KernelWatcherOptions): LibbpfKernelWatcher {
   for (const [i, candidate] of candidates.entries()) {
     const reason = refused.length > 0 ? `${candidate.reason} (${refused.join("; ")})` : candidate.reason;
     try {
-      const watcher = new LibbpfKernelWatcher(options, { ...candidate, reason, facts });
+      const watcher = openWithDeny(options, { ...candidate, reason, facts });
       if (options.attach !== false) {
         options.logger?.info("kernel program attached", { attachMode: watcher.attachMode, reason });
       }
@@ -87,4 +87,24 @@ function openInSomeMode(options: KernelWatcherOptions): LibbpfKernelWatcher {
     }
   }
   throw new HiveError("KprobeUnsupported", "no attach mode to try", { object: "inode_permission" });
+}
+
+/**
+ * The watcher with its deny program, or, when the program with it does not load here (a kernel
+ * without BPF trampolines refuses fmod_ret), without it: denying traps then only alert, and the
+ * watcher says why (denyState). An error that is not the deny program's recurs without it.
+ */
+function openWithDeny(
+  options: KernelWatcherOptions,
+  choice: ConstructorParameters<typeof LibbpfKernelWatcher>[1],
+): LibbpfKernelWatcher {
+  if (options.denyUnavailable !== undefined) return new LibbpfKernelWatcher(options, choice);
+  try {
+    return new LibbpfKernelWatcher(options, choice);
+  } catch (error) {
+    const reason = `the program with fmod_ret on security_inode_permission did not load: ${isHiveError(error) ? error.describe() : String(error)}`;
+    const watcher = new LibbpfKernelWatcher({ ...options, denyUnavailable: reason }, choice);
+    options.logger?.error("this kernel cannot deny: denying traps only alert here", { reason });
+    return watcher;
+  }
 }

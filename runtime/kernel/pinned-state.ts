@@ -3,12 +3,14 @@
  * diagnosing a node): which link is attached, the watched entries and the counters. Only
  * reads; adopting the state is the loader's job.
  */
+
 import { closeSync, existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { pinnedLinkMode } from "./attach.ts";
 import { DEFAULT_PIN_ROOT } from "./bpffs.ts";
 import type { AttachMode, FileKey } from "./contract.ts";
 import { readCounters } from "./counters.ts";
+import { DENY_LINK_PIN } from "./deny-link.ts";
 import { type DecodedValue, decodeKey, decodeValue, KEY_LAYOUT, VALUE_LAYOUT } from "./layout.ts";
 import { check, forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
 
@@ -16,6 +18,8 @@ export interface PinnedState {
   pinRoot: string;
   /** Attach mode of a pinned link, or null when no link is pinned (nothing attached, or a legacy kprobe). */
   attachMode: AttachMode | null;
+  /** The deny program's link is pinned: the kernel refuses what denying entries name. */
+  denyAttached: boolean;
   maps: string[];
   watched: Array<{ key: FileKey } & DecodedValue>;
   counters: {
@@ -26,6 +30,8 @@ export interface PinnedState {
     unfolded: bigint;
     /** Checks of an image layer's file skipped for a quieted cgroup (quiet-map.ts). */
     quiet: bigint;
+    /** Accesses refused for a denying trap. */
+    denied: bigint;
   } | null;
 }
 
@@ -57,5 +63,12 @@ export function readPinnedState(pinRoot = DEFAULT_PIN_ROOT): PinnedState | null 
     counters = readCounters(fd, lib.libbpf_num_possible_cpus() as number);
     closeSync(fd); // node:fs closes any descriptor of this process, BPF objects included
   }
-  return { pinRoot, attachMode, maps: names.filter((n) => n.startsWith("hive_")), watched, counters };
+  return {
+    pinRoot,
+    attachMode,
+    denyAttached: names.includes(DENY_LINK_PIN),
+    maps: names.filter((n) => n.startsWith("hive_")),
+    watched,
+    counters,
+  };
 }

@@ -31,6 +31,11 @@ export interface KernelWatcherOptions {
    * only there; "always" loads it anyway (e.g. to verify it), "never" not at all.
    */
   parentHook?: "auto" | "always" | "never";
+  /**
+   * Set when the deny program (bpf/hive.bpf.c hive_deny) cannot load here: it is left out and
+   * denying traps only alert, for this reason (open-watcher.ts sets it after a load without it).
+   */
+  denyUnavailable?: string;
   /** How often idle bursts are swept from the kernel map. Default 10 ms. */
   sweepIntervalMs?: number;
   /**
@@ -90,4 +95,6 @@ export interface LibbpfCounters extends KernelCounters {
   floodFull: bigint;
   /** Checks of an image layer's file skipped in the kernel: their cgroup was quieted for its group. */
   quiet: bigint;
+  /** Accesses the kernel refused for a denying trap (EACCES). */
+  denied: bigint;
 }

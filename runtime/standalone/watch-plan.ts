@@ -20,6 +20,8 @@ import {
   type HiveTrap,
   LABEL_TRAP_ID,
   parseMode,
+  strongestDeny,
+  trapDeny,
   trapId,
 } from "../../api/index.ts";
 import type { AlertSource } from "../alerts/alert-source.ts";
@@ -185,6 +187,8 @@ export function alertSource(ref: TrapRef, target: WatchTarget, context: PlanCont
     kernelId: context.kernelId,
   };
   if (callback !== undefined) source.callback = callback;
+  const deny = trapDeny(ref.trap);
+  if (deny) source.deny = deny;
   if (ref.policy.metadata.namespace !== undefined) source.policyNamespace = ref.policy.metadata.namespace;
   // The trap's allow list, as a cluster's loader takes it from the live policy, and the files at
   // its exact paths on the same target, found like the trapped path (discover's job in a cluster).
@@ -368,6 +372,8 @@ export function buildWatchTable(
         : ACCESS_KINDS.filter((kind) => info.files.some((f) => trapAccesses(f.ref.trap).includes(kind)));
     const changes = info.kind === "file" && info.files.some((f) => trapChanges(f.ref.trap));
     const group = info.kind === "file" ? layerSlot(info.files[0]?.resolved.lower) : undefined;
+    const deny =
+      info.kind === "file" ? strongestDeny(info.files.map((f) => trapDeny(f.ref.trap))) : undefined;
     entries.push({
       key: info.key,
       slot,
@@ -375,6 +381,7 @@ export function buildWatchTable(
       kind: info.kind,
       ...(changes ? { changes } : {}),
       ...(group === undefined ? {} : { group }),
+      ...(deny ? { deny } : {}),
     });
   }
   return { entries, slots };

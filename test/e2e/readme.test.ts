@@ -12,6 +12,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Alert } from "../../api/alert.ts";
 import type { PolicyReport } from "../../api/report.ts";
 import { type Received, type Receiver, startReceiver } from "../alerts/receiver.ts";
 import { kubectl } from "../cluster/install.ts";
@@ -30,14 +31,6 @@ const root = join(import.meta.dirname, "../..");
 const PORT_A = 8081;
 const PORT_B = 8082;
 
-interface Alert {
-  hive_policy_name: string;
-  metadata: { path: string; accesses: string[] };
-  pod: { name: string; namespace: string; container: { id: string; name: string } };
-  node: { name: string };
-  process: { exe?: string; comm?: string };
-}
-
 const receivedFor = (r: Receiver, pod: string): Received[] =>
   r.accepted.filter((x) => {
     const name = (JSON.parse(x.body) as Alert).pod?.name;
@@ -53,6 +46,8 @@ function spread(ms: number[]): Record<string, number> {
   return { min: at(0), p50: at(0.5), p90: at(0.9), max: at(1) };
 }
 const figures: Record<string, unknown> = {};
+/** A pod's command that keeps it running (`kubectl run … --command -- sleep infinity`). */
+const SLEEP = ["--command", "--", "sleep", "infinity"];
 /** When the unlabelled pod was created (it runs beside the Job). */
 let plainStarted = 0;
 
@@ -171,7 +166,7 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
       },
     );
     expect(alert?.metadata.path).toBe("/etc/shadow");
-    expect(alert?.pod.container.id).toBe(containerId);
+    expect(alert?.pod?.container.id).toBe(containerId);
     expect(alert?.process.exe).toBe("/usr/bin/cat");
     expect(alert?.node.name).toBe(cluster.node.name);
     await waitFor(() => /FileAccessed/.test(k("describe", "pod", "shadow-test")), {
@@ -255,9 +250,9 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
       },
     );
     const pod = k("get", "pods", "-l", "job-name=first-read", "-o", "jsonpath={.items[0].metadata.name}");
-    expect(alert?.pod.name).toBe(pod);
-    expect(alert?.pod.container.name).toBe("reader");
-    expect(alert?.pod.container.id).toBe(
+    expect(alert?.pod?.name).toBe(pod);
+    expect(alert?.pod?.container.name).toBe("reader");
+    expect(alert?.pod?.container.id).toBe(
       k("get", "pod", pod, "-o", "jsonpath={.status.containerStatuses[0].containerID}"),
     );
     expect(alert?.process.exe).toBe("/usr/bin/cat");
@@ -270,6 +265,48 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
     // then at least 10 s more): nothing for the unlabelled pod.
     await new Promise((r) => setTimeout(r, Math.max(10_000, plainStarted + 30_000 - Date.now())));
     expect(alertsFor(a, "plain")).toEqual([]);
+  }, 900_000);
+
+  it("a trap with action: deny refuses kubectl exec … cat /etc/shadow (Permission denied), alerts it denied, and lifts when its policy goes", async () => {
+    k(...["run", "deny-test", "--image=debian:bookworm-slim", "--labels=hive-deny=yes"], ...SLEEP);
+    k("wait", "--for=condition=Ready", "pod/deny-test", "--timeout=600s");
+    const policy = {
+      apiVersion: "hive-operator.com/v1alpha1",
+      kind: "HivePolicy",
+      metadata: { name: "deny-shadow", namespace: "hive-system" },
+      spec: {
+        traps: [{ path: "/etc/shadow", match: { matchLabels: { "hive-deny": "yes" } }, action: "deny" }],
+      },
+    };
+    kubectl(cluster.cp, ["apply", "-f", "-"], JSON.stringify(policy));
+    const catShadow = () => {
+      try {
+        return k("exec", "deny-test", "--", "cat", "/etc/shadow") && "read";
+      } catch (error) {
+        return /Permission denied/.test(String(error)) ? "refused" : String(error);
+      }
+    };
+    // Refused once the container's own file is armed (the HivePolicy finds it), seconds after.
+    await waitAgent(() => catShadow() === "refused", {
+      timeoutMs: 300_000,
+      intervalMs: 2_000,
+      what: "cat /etc/shadow refused in the denying trap's pod",
+    });
+    const [alert] = await waitAgent(
+      () =>
+        alertsFor(a, "deny-test").filter((x) => x.denied).length > 0 &&
+        alertsFor(a, "deny-test").filter((x) => x.denied),
+      { timeoutMs: 120_000, intervalMs: 500, what: "the denied alert for deny-test" },
+    );
+    expect(alert).toMatchObject({ denied: true, deny_reason: "denied", hive_policy_name: "deny-shadow" });
+    expect(alert?.process.exe).toBe("/usr/bin/cat");
+    k("-n", "hive-system", "delete", "hivepolicy", "deny-shadow");
+    await waitAgent(() => catShadow() === "read", {
+      timeoutMs: 120_000,
+      intervalMs: 1_000,
+      what: "the deny lifted once its policy was deleted",
+    });
+    k("delete", "pod", "deny-test", "--wait=false");
   }, 900_000);
 
   it("ran all the while without a restart by the kubelet (its probes tolerate a busy node)", () => {
@@ -291,7 +328,8 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
         k("exec", "shadow-test", "--", "cat", "/etc/shadow");
         return alertsFor(b, "shadow-test").length > 0;
       },
-      { timeoutMs: 300_000, intervalMs: 10_000, what: "an alert at the rotated callback" },
+      // An alert arrives seconds after its read: each try reads again only after that long.
+      { timeoutMs: 300_000, intervalMs: 4_000, what: "an alert at the rotated callback" },
     );
     expect(alertsFor(a, "shadow-test").length).toBe(before);
   }, 1_800_000);

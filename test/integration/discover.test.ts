@@ -203,6 +203,34 @@ describe("discover through the API server", () => {
     expect(p.status?.conditions?.[0]?.status).toBe("True");
   });
 
+  it("arms a denying trap's file to deny, and where the kernel cannot deny says so in the trap's status while it alerts", async () => {
+    cluster = await Cluster.start(hive as HiveApi);
+    const c = cluster;
+    const able = await c.addNode("node-1", KERNEL_A);
+    const unable = await c.addNode("node-2", "22222222-2222-4222-8222-222222222222", {
+      denyUnavailable: "no BPF trampolines",
+    });
+    await c.addPod("web-1", "node-1");
+    await c.addPod("web-2", "node-2");
+    await c.createPolicy("deny", [{ path: "/etc/shadow", match: TEST_PODS, action: "deny" }]);
+    const policy = await eventually(async () => {
+      const p = await c.getPolicy("deny");
+      return p?.status?.traps?.[0]?.errors?.length === 1 && p.status.traps[0].inodesFound === 2
+        ? p
+        : undefined;
+    }, "web-2 reported as not denied");
+    expect(policy.status?.traps?.[0]?.errors?.[0]).toMatchObject({
+      reason: "DenyUnavailable",
+      node: "node-2",
+      pod: "web-2",
+      message: expect.stringContaining("no BPF trampolines"),
+    });
+    // Both kernels watch the file; the one that can deny is told to.
+    const file = (n: typeof able) => n.activeKernel()?.entries.find((e) => e.kind === "file");
+    await eventually(() => file(able) && file(unable), "both kernel maps synced");
+    expect(file(able)?.deny).toBe("deny");
+  });
+
   it("follows policy edits and deletion (finalizer), and reports bad traps in status", async () => {
     cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;

@@ -46,6 +46,7 @@ import type { ContainerRuntime } from "../../runtime/discover/container-runtime.
 import { createFileResolver } from "../../runtime/discover/file-resolver.ts";
 import { createKubeClients } from "../../runtime/k8s/kube-client.ts";
 import type {
+  DenyState,
   KernelCounters,
   KernelEvent,
   KernelWatcher,
@@ -89,6 +90,13 @@ export class RecordingKernel implements KernelWatcher {
   }
   onEvent(listener: (event: KernelEvent) => void): void {
     this.listeners.push(listener);
+  }
+  /** Why this kernel cannot deny (KernelWatcher.denyState); undefined: it can. */
+  denyUnavailable: string | undefined;
+  denyState(): DenyState {
+    return this.denyUnavailable === undefined
+      ? { available: true, attached: this.entries.some((e) => e.deny !== undefined) }
+      : { available: false, reason: this.denyUnavailable };
   }
   /** Holds on consuming events not yet released (KernelWatcher.holdAcks). */
   holds = 0;
@@ -494,6 +502,8 @@ export class Cluster {
       kernelFails?: boolean;
       /** The kernel program loads only once this settles (a slow load, as under emulation). */
       kernelLoads?: Promise<unknown>;
+      /** The kernel cannot deny, for this reason (KernelWatcher.denyState). */
+      denyUnavailable?: string;
       /** Accesses also go through this alert pipeline, as the agent's main.ts sends them. */
       alerts?: AlertPipeline;
       /**
@@ -535,6 +545,7 @@ export class Cluster {
           });
         await options.kernelLoads;
         const k = new RecordingKernel();
+        k.denyUnavailable = options.denyUnavailable;
         kernels.push(k);
         return k;
       },

@@ -8,12 +8,15 @@ import { existsSync, readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { ARCHITECTURES, type Architecture } from "../../api/architecture.ts";
 import {
+  ACTIONS,
   COUNTERS_LAYOUT,
+  DENY_BITS,
   decodeBurstTimes,
   decodeEvent,
   decodeKey,
   decodeProc,
   decodeProvenance,
+  decodeValue,
   EVENT_LAYOUT,
   encodeKey,
   encodeValue,
@@ -379,6 +382,33 @@ for (const arch of Object.keys(ARCHITECTURES) as Architecture[]) {
       expect(value.readUInt32LE(v.slot)).toBe(5);
       expect(value.readUInt32LE(v.mask)).toBe(0x03);
       expect(value.readUInt32LE(v.kind)).toBe(0);
+      expect(value.readUInt32LE(v.action)).toBe(define("HIVE_ACTION_ALERT"));
+      const entry = { key: { major: 8, minor: 17, ino: 42n }, slot: 5, accesses: ["read" as const] };
+      expect(encodeValue({ ...entry, kind: "file", deny: "deny" }).readUInt32LE(v.action)).toBe(
+        define("HIVE_ACTION_DENY"),
+      );
+      expect(encodeValue({ ...entry, kind: "file", deny: "dryRun" }).readUInt32LE(v.action)).toBe(
+        define("HIVE_ACTION_DRY_RUN"),
+      );
+      // A directory's entry never denies, whatever it is given.
+      expect(encodeValue({ ...entry, kind: "parent", deny: "deny" }).readUInt32LE(v.action)).toBe(0);
+      expect(decodeValue(encodeValue({ ...entry, kind: "file", deny: "deny" })).action).toBe(ACTIONS.deny);
+    });
+
+    it("decodes a denying entry's outcome from the mask bits of bpf/hive.h, apart from the access kinds", () => {
+      const { size, fields } = offsets("hive_event");
+      const buf = Buffer.alloc(size);
+      const mask = fields.mask ?? -1;
+      buf.writeUInt32LE(0x24 | define("HIVE_DENIED"), mask);
+      const denied = decodeEvent(buf);
+      expect(denied.deny).toBe("denied");
+      expect(denied.mask).toBe(0x24);
+      expect(denied.accesses).toEqual(["read", "open"]);
+      buf.writeUInt32LE(0x04 | define("HIVE_DENY_DRY_RUN"), mask);
+      expect(decodeEvent(buf).deny).toBe("dryRun");
+      buf.writeUInt32LE(0x04, mask);
+      expect(decodeEvent(buf).deny).toBeUndefined();
+      expect(DENY_BITS).toEqual({ denied: define("HIVE_DENIED"), dryRun: define("HIVE_DENY_DRY_RUN") });
     });
   });
 }

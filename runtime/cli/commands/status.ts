@@ -12,7 +12,7 @@ import { HiveError } from "../../../api/errors.ts";
 import { type AllowedFile, allowedFileFor, readAllowedFile } from "../../alerts/allowed-counts.ts";
 import type { AttachMode } from "../../kernel/contract.ts";
 import { DEFAULT_PIN_ROOT, type PinnedState, readPinnedState } from "../../kernel/index.ts";
-import { accessesFromMask } from "../../kernel/layout.ts";
+import { ACTIONS, accessesFromMask } from "../../kernel/layout.ts";
 import { linkPinName } from "../../kernel/loader.ts";
 import type { ContainerFollowState } from "../../standalone/container-events.ts";
 import {
@@ -157,6 +157,8 @@ function render(root: RootStatus): string {
   } else {
     lines.push("  counters  (not pinned)");
   }
+  const deny = denySummary(state);
+  if (deny) lines.push(`  deny      ${deny}`);
   const files = state.watched.filter((w) => w.kind === "file").length;
   const dirs = state.watched.length - files;
   lines.push(
@@ -237,6 +239,16 @@ export function renderAllowed(allowed: AllowedFile | undefined): string[] {
   return lines;
 }
 
+/** What the kernel refuses: the deny link, the denying entries, the refusals counted; "" when none. */
+export function denySummary(state: RootStatus["state"]): string {
+  const denying = state.watched.filter((w) => w.action === ACTIONS.deny).length;
+  const dryRun = state.watched.filter((w) => w.action === ACTIONS.dryRun).length;
+  if (!state.denyAttached && denying + dryRun === 0) return "";
+  const link = state.denyAttached ? "attached (link_deny)" : "NOT ATTACHED: denying entries are only alerted";
+  const refused = state.counters ? ` · refused ${state.counters.denied}` : "";
+  return `${link} · ${denying} file${denying === 1 ? "" : "s"} denied, ${dryRun} dry run${refused}`;
+}
+
 function toJson(root: RootStatus): unknown {
   const bySlot = new Map((root.table?.slots ?? []).map((r) => [r.slot, r]));
   return {
@@ -246,6 +258,7 @@ function toJson(root: RootStatus): unknown {
       : null,
     attachMode: root.state.attachMode ?? root.table?.attachMode ?? null,
     attachReason: root.table?.attachReason ?? null,
+    denyAttached: root.state.denyAttached,
     program: root.program ?? null,
     maps: root.state.maps,
     counters: root.state.counters
@@ -257,6 +270,11 @@ function toJson(root: RootStatus): unknown {
       device: `${w.key.major}:${w.key.minor}`,
       inode: w.key.ino.toString(),
       accesses: w.kind === "parent" ? [] : accessesFromMask(w.mask),
+      ...(w.action === ACTIONS.deny
+        ? { deny: "deny" }
+        : w.action === ACTIONS.dryRun
+          ? { deny: "dryRun" }
+          : {}),
       traps: bySlot.get(w.slot)?.traps ?? [],
     })),
     notWatched: notWatched(root).map((r) => ({

@@ -31,6 +31,7 @@ import { allowCases } from "./allow-cases.ts";
 import { capacityCases } from "./capacity-cases.ts";
 import { excludedOn, KERNEL_CASES, type KernelCaseName, type KernelCaseResult } from "./case-names.ts";
 import { changeCases } from "./change-cases.ts";
+import { denyCases } from "./deny-cases.ts";
 import { durabilityCases } from "./durability-cases.ts";
 import { floodCases } from "./flood-cases.ts";
 import { followCases } from "./follow-cases.ts";
@@ -112,6 +113,7 @@ const harness: GuestHarness = {
 const cases: Record<KernelCaseName, () => Promise<Record<string, unknown> | undefined>> = {
   ...processCases(harness),
   ...allowCases(harness),
+  ...denyCases(harness, PIN_ROOT),
   ...followCases(harness),
   ...floodCases(harness),
   ...proofCases(harness, PIN_ROOT),

@@ -75,7 +75,12 @@ function resolved(name: string): string {
  */
 export async function pipelineFor(
   allow: AllowEntry[],
-  options: { rateLimit?: { perSecond: number; burst: number }; files?: AllowFiles; host?: boolean } = {},
+  options: {
+    rateLimit?: { perSecond: number; burst: number };
+    files?: AllowFiles;
+    host?: boolean;
+    deny?: "deny" | "dryRun";
+  } = {},
 ) {
   const { rateLimit, files } = options;
   const metrics = createHiveMetrics({ processMetrics: false });
@@ -90,6 +95,7 @@ export async function pipelineFor(
   source.allow = allow;
   if (options.host) source.allowHost = true;
   if (files) source.allowFiles = files;
+  if (options.deny) source.deny = options.deny;
   return {
     alerts,
     /** Hands `events` to the pipeline; returns the alerts they raised, each valid. */
