@@ -22,35 +22,23 @@
  * numbering, and an event written under the previous agent's numbering must not reach
  * another trap.
  */
-import { type HiveData, inodeOf } from "../../api/data.ts";
+import type { HiveData } from "../../api/data.ts";
 import { ANNOTATION_RESOLVE_REQUEST, LABEL_KERNEL_ID, LABEL_NODE, LABEL_TRAP_ID } from "../../api/meta.ts";
-import { type HivePolicy, strongestDeny, trapDeny } from "../../api/policy.ts";
+import type { HivePolicy } from "../../api/policy.ts";
 import type { KernelEvent, KernelWatcher, WatchEntry } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
 import { createAttributionRetry } from "./attribution-retry.ts";
 import { EventRoutes } from "./event-routes.ts";
-import { ANNOTATION_PARENT, isLayerData, isMissing, keyText, parseKeyText } from "./hive-data.ts";
-import {
-  type AttributeAccess,
-  foldGroups,
-  layerFingerprint,
-  quietKey,
-  routeLayerAccess,
-} from "./layer-routing.ts";
-import {
-  type ArmedData,
-  indexLiveTraps,
-  type LiveTrap,
-  trapAccesses,
-  trapChanges,
-  trapWantsEvent,
-} from "./live-traps.ts";
+import { isLayerData } from "./hive-data.ts";
+import { type AttributeAccess, layerFingerprint, quietKey, routeLayerAccess } from "./layer-routing.ts";
+import { type ArmedData, indexLiveTraps, type LiveTrap, trapWantsEvent } from "./live-traps.ts";
 import { createObjectRetries } from "./object-retries.ts";
 import { type DataWriter, isForbidden, objectKey, specProblems, type WatchEventType } from "./ports.ts";
 import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
 import { createResolveRequests } from "./resolve-requests.ts";
 import type { RoutingSnapshotStore } from "./routing-snapshot.ts";
+import { WatchEntries } from "./watch-entries.ts";
 
 export interface LoaderOptions {
   kernelId: string;
@@ -163,10 +151,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   const orphanSince = new Map<string, number>();
   /** Orphan deletes that failed, each on its own backoff. */
   const deletes = createObjectRetries();
-  /** Stable slots per watched key, so events in flight during a resync still map correctly. */
-  const slotOfKey = new Map<string, number>();
-  const freeSlots: number[] = [];
-  let nextSlot = 1;
+  const watchEntries = new WatchEntries();
   /** `kind:major:minor:ino` → its kernel entry and the HiveData behind it: the event path's one lookup. */
   const routes = new EventRoutes({
     retiredMs: options.retiredKeyMs ?? 30_000,
@@ -262,7 +247,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     const nextDelete = deletes.nextDueInMs(now);
     if (nextDelete !== Number.POSITIVE_INFINITY) runner.retryIn(Math.max(100, nextDelete));
 
-    const byKey = indexByKey(valid);
+    const byKey = watchEntries.index(valid);
     const entries = [...byKey.values()].map((v) => v.entry);
     // Another layer entry, group number or HiveData behind one: what selects may have changed, or a
     // group number gone to another layer. Every quieted cgroup is forgotten before the sync; only
@@ -299,76 +284,6 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     releaseHeld ??= kernel.holdAcks?.();
     waiting.push(event);
     stats.heldEvents += 1;
-  }
-
-  /** One entry per distinct key; traps sharing a file share its slot (accesses united). */
-  function indexByKey(valid: readonly ArmedData[]): Map<string, { entry: WatchEntry; data: HiveData[] }> {
-    const byKey = new Map<string, { entry: WatchEntry; data: HiveData[] }>();
-    const add = (
-      text: string,
-      kind: "file" | "parent",
-      d: HiveData,
-      accesses: readonly string[],
-      changes = false,
-      deny?: WatchEntry["deny"],
-    ) => {
-      const key = parseKeyText(text);
-      if (!key) return;
-      const id = `${kind}:${text}`;
-      let slot = slotOfKey.get(id);
-      if (slot === undefined) {
-        slot = freeSlots.pop() ?? nextSlot++;
-        slotOfKey.set(id, slot);
-      }
-      const have = byKey.get(id);
-      if (have) {
-        have.data.push(d);
-        have.entry = {
-          ...have.entry,
-          accesses: [...new Set([...have.entry.accesses, ...accesses])] as WatchEntry["accesses"],
-          ...(changes || have.entry.changes ? { changes: true } : {}),
-        };
-        // Traps sharing a file share its entry: one that denies makes the kernel deny it.
-        const strongest = strongestDeny([have.entry.deny, deny]);
-        if (strongest) have.entry.deny = strongest;
-      } else {
-        byKey.set(id, {
-          entry: {
-            key,
-            slot,
-            accesses: accesses as WatchEntry["accesses"],
-            kind,
-            ...(changes ? { changes: true } : {}),
-            ...(deny ? { deny } : {}),
-          },
-          data: [d],
-        });
-      }
-    };
-    for (const { data: d, trap } of valid) {
-      const { major, minor } = d.spec.device;
-      const ino = inodeOf(d.spec);
-      if (!isMissing(d) && ino !== undefined)
-        add(
-          keyText({ major, minor, ino }),
-          "file",
-          d,
-          trapAccesses(trap.trap),
-          trapChanges(trap.trap),
-          // A layer's file is every container's of the image, selected or not: never denied.
-          isLayerData(d) ? undefined : trapDeny(trap.trap),
-        );
-      const parent = d.metadata.annotations?.[ANNOTATION_PARENT];
-      if (parent) add(parent, "parent", d, ["write"]);
-    }
-    foldGroups(byKey);
-    for (const [id, slot] of [...slotOfKey]) {
-      if (!byKey.has(id)) {
-        slotOfKey.delete(id);
-        freeSlots.push(slot);
-      }
-    }
-    return byKey;
   }
 
   const loop = createReconcileLoop(pass, stats, {
@@ -481,7 +396,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
       const trap = trapOf(d);
       if (trap) valid.push({ data: d, trap });
     }
-    routes.replace(indexByKey(valid), false);
+    routes.replace(watchEntries.index(valid), false);
     // Fresh maps (an upgrade to another map layout replaced them): watched from the snapshot now,
     // not from the first list; pinned maps of this layout are left as they are.
     if (kernel.counters().watched === 0 && routes.size > 0)

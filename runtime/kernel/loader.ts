@@ -530,23 +530,12 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     const keep = options.keepPinned === true && this.pinRoot !== null;
     this.tracking?.close(keep);
     this.deny?.close({ detach: !keep });
-    if (this.parentLink) {
-      if (keep)
-        this.lib.bpf_link__disconnect(this.parentLink); // its pin keeps it attached
-      else if (this.pinRoot) this.lib.bpf_link__unpin(this.parentLink);
-      this.lib.bpf_link__destroy(this.parentLink);
-    }
-    for (const link of this.changeLinks.values()) {
+    for (const link of [this.parentLink, ...this.changeLinks.values(), this.link]) {
+      if (!link) continue;
       if (keep)
         this.lib.bpf_link__disconnect(link); // its pin keeps it attached
       else if (this.pinRoot) this.lib.bpf_link__unpin(link);
       this.lib.bpf_link__destroy(link);
-    }
-    if (this.link) {
-      if (keep)
-        this.lib.bpf_link__disconnect(this.link); // the pin keeps it attached
-      else if (this.pinRoot) this.lib.bpf_link__unpin(this.link);
-      this.lib.bpf_link__destroy(this.link);
     }
     if (this.runningProgramFd >= 0) closeSync(this.runningProgramFd);
     if (!keep && this.pinRoot) {

@@ -74,8 +74,11 @@ describe.skipIf(!enabled)("hive agent end to end with real containers", () => {
     const file = fileKeyFromStat(statSync(join(rootfs, "etc/shadow"), { bigint: true }));
     expect(BigInt(data?.spec["inode-no"] ?? 0)).toBe(file.ino);
     expect(data?.spec.device).toEqual({ major: file.major, minor: file.minor });
-    const readyz = await fetch(`${agent.metricsUrl}/readyz?verbose`);
-    expect(readyz.status).toBe(200);
+    // Ready once the file found at start is in the kernel's map (traps-armed), a sync after its HiveData.
+    const readyz = await eventually(async () => {
+      const r = await fetch(`${agent.metricsUrl}/readyz?verbose`);
+      return r.status === 200 ? r : undefined;
+    }, "the agent ready");
     // The alert spool is one of the readiness checks (it fails while the spool cannot be written).
     expect(await readyz.text()).toContain("[+]alert-spool ok");
 
