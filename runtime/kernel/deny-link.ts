@@ -78,7 +78,8 @@ export class DenyLink {
   }
 
   private attach(): void {
-    if (!this.prog) return;
+    // Tried once per agent: a kernel that refused it refuses every sync (the next agent tries again).
+    if (!this.prog || this.failure !== undefined) return;
     const link = this.lib.bpf_program__attach(this.prog) as Pointer | null;
     if (!link) {
       this.failure = `attaching fmod_ret on security_inode_permission failed: ${errnoName(-koffi.errno())}`;
