@@ -62,4 +62,26 @@ describe("tenant policies", () => {
     expect(await podsOf(trapId(tenant, everywhere))).toEqual(["team-a/web"]);
     expect(await podsOf(trapId(tenant, intoKubeSystem))).toEqual([]);
   });
+
+  it("a tenant's denying trap has the kernel refuse only its own pods' files; another tenant's pod is not even watched", async () => {
+    cluster = await Cluster.start(hive as HiveApi);
+    const c = cluster;
+    const node = await c.addNode("node-1", KERNEL_A);
+    for (const ns of ["team-a", "team-b"]) await c.createNamespace(ns);
+    const files = { "etc/shadow": "root:*:1::::::\n" };
+    await c.addPod("web", "node-1", { namespace: "team-a", files });
+    await c.addPod("api", "node-1", { namespace: "team-b", files });
+    // The tenant asks to deny every pod's file, the other tenant's included.
+    await c.createPolicy("deny-all", [{ path: "/etc/shadow", action: "deny" }], "team-a");
+    const [own] = await eventually(async () => {
+      const d = await c.data();
+      return d.length === 1 ? d : undefined;
+    }, "the tenant's own pod's HiveData");
+    expect(own?.metadata.annotations?.namespace).toBe("team-a");
+    const denied = await eventually(() => {
+      const files = node.activeKernel()?.entries.filter((e) => e.kind === "file") ?? [];
+      return files.length > 0 ? files : undefined;
+    }, "the kernel map synced");
+    expect(denied.map((e) => [String(e.key.ino), e.deny])).toEqual([[String(own?.spec["inode-no"]), "deny"]]);
+  });
 });
