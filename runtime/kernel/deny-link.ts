@@ -10,7 +10,14 @@ import { join } from "node:path";
 import koffi from "koffi";
 import type { Logger } from "../log.ts";
 import type { DenyState } from "./contract.ts";
-import { detachLink, errnoName, type Libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
+import {
+  detachLink,
+  errnoName,
+  type Libbpf,
+  openPinnedLink,
+  type Pointer,
+  releaseLink,
+} from "./libbpf-ffi.ts";
 
 export const DENY_LINK_PIN = "link_deny";
 /** The program's name in bpf/hive.bpf.c. */
@@ -65,14 +72,7 @@ export class DenyLink {
 
   /** Ends this agent's hold; the pinned link stays attached unless `detach` (an uninstall). */
   close(options: { detach: boolean }): void {
-    for (const link of [this.own, this.earlier]) {
-      if (!link) continue;
-      if (options.detach) detachLink(this.lib, link);
-      else {
-        this.lib.bpf_link__disconnect(link); // its pin keeps it attached
-        this.lib.bpf_link__destroy(link);
-      }
-    }
+    for (const link of [this.own, this.earlier]) if (link) releaseLink(this.lib, link, !options.detach);
     this.own = null;
     this.earlier = null;
   }

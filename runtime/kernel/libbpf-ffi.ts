@@ -146,6 +146,16 @@ export function detachLink(lib: Libbpf, link: Pointer): void {
 }
 
 /**
+ * Ends this process's hold on `link`: with `keep` its pin keeps it attached for the next agent,
+ * else it is unpinned and detached (unpinning a link that was never pinned changes nothing).
+ */
+export function releaseLink(lib: Libbpf, link: Pointer, keep: boolean): void {
+  if (keep) lib.bpf_link__disconnect(link);
+  else lib.bpf_link__unpin(link);
+  lib.bpf_link__destroy(link);
+}
+
+/**
  * A BPF link pinned at `path`, or null when nothing is pinned there or what is pinned is not
  * a link (libbpf's bpf_link__open takes any pinned object: a map squatting on a link's name
  * would pass for an attached program).

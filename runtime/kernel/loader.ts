@@ -28,7 +28,7 @@ import { readCounters } from "./counters.ts";
 import { DENY_PROGRAM, DenyLink } from "./deny-link.ts";
 import { FloodSummaries } from "./flood-summaries.ts";
 import { type InodePermissionSignature, inodePermissionSignature, overlayUpperOffset } from "./kernel-btf.ts";
-import { check, checkPointer, libbpf, type Pointer } from "./libbpf-ffi.ts";
+import { check, checkPointer, libbpf, type Pointer, releaseLink } from "./libbpf-ffi.ts";
 import { captureLibbpfLog, clearLibbpfLog, loadError } from "./load-errors.ts";
 import { DEFAULT_OBJECT_PATH } from "./object-path.ts";
 import { ProcessTracking } from "./process-tracking.ts";
@@ -530,13 +530,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     const keep = options.keepPinned === true && this.pinRoot !== null;
     this.tracking?.close(keep);
     this.deny?.close({ detach: !keep });
-    for (const link of [this.parentLink, ...this.changeLinks.values(), this.link]) {
-      if (!link) continue;
-      if (keep)
-        this.lib.bpf_link__disconnect(link); // its pin keeps it attached
-      else if (this.pinRoot) this.lib.bpf_link__unpin(link);
-      this.lib.bpf_link__destroy(link);
-    }
+    for (const link of [this.parentLink, ...this.changeLinks.values(), this.link])
+      if (link) releaseLink(this.lib, link, keep);
     if (this.runningProgramFd >= 0) closeSync(this.runningProgramFd);
     if (!keep && this.pinRoot) {
       for (const name of PINNED_MAPS) this.lib.bpf_map__unpin(this.maps[name], null);

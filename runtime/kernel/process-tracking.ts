@@ -12,7 +12,15 @@ import { HiveError } from "../../api/errors.ts";
 import type { Logger } from "../log.ts";
 import type { Ancestor, ProcessIdentity } from "./contract.ts";
 import { decodeProc, PROC_LAYOUT } from "./layout.ts";
-import { check, detachLink, errnoName, type Libbpf, openPinnedLink, type Pointer } from "./libbpf-ffi.ts";
+import {
+  check,
+  detachLink,
+  errnoName,
+  type Libbpf,
+  openPinnedLink,
+  type Pointer,
+  releaseLink,
+} from "./libbpf-ffi.ts";
 
 /** The tracker programs and the names their links are pinned under. */
 export const TRACKERS = [
@@ -23,7 +31,7 @@ export const TRACKERS = [
 export const SEED_PROGRAM = "hive_proc_seed";
 
 export class ProcessTracking {
-  private readonly links: Array<{ link: Pointer; owned: boolean }> = [];
+  private readonly links: Pointer[] = [];
   private readonly lib: Libbpf;
   private readonly program: (name: string) => Pointer;
   private readonly pinRoot: string | null;
@@ -60,7 +68,7 @@ export class ProcessTracking {
           program,
           errno: errnoName(koffi.errno()),
         });
-        this.links.push({ link: earlier, owned: false });
+        this.links.push(earlier);
         continue;
       }
       if (earlier) {
@@ -77,7 +85,7 @@ export class ProcessTracking {
           },
         );
       }
-      this.links.push({ link, owned: true });
+      this.links.push(link);
       if (path)
         check(this.lib.bpf_link__pin(link, path) as number, "pinning a process tracker", { object: path });
     }
@@ -142,12 +150,7 @@ export class ProcessTracking {
   }
 
   close(keepPinned: boolean): void {
-    for (const { link, owned } of this.links) {
-      if (keepPinned)
-        this.lib.bpf_link__disconnect(link); // the pin keeps it attached
-      else if (this.pinRoot || !owned) this.lib.bpf_link__unpin(link);
-      this.lib.bpf_link__destroy(link);
-    }
+    for (const link of this.links) releaseLink(this.lib, link, keepPinned);
     this.links.length = 0;
   }
 }
