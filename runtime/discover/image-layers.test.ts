@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { fileKeyFromStat } from "../kernel/layout.ts";
-import { findInLayers, layerDirs, MAX_LAYER_PATHS } from "./image-layers.ts";
+import { findInLayers, LayerSteps, layerDirs, MAX_LAYER_PATHS, resolveInLayers } from "./image-layers.ts";
 
 let snapshots: string;
 const layer = (id: string) => {
@@ -56,13 +56,55 @@ describe("image layers", () => {
     ).toEqual(["1", "3"]);
   });
 
-  it("follows a layer's symlink through every layer, as the merged root would", () => {
+  it("follows a layer's symlink within that layer", () => {
     const real = put("1", "usr/share/secret");
-    link("2", "etc", "../usr/share"); // relative, from another layer
-    link("3", "run/secret", "/etc/secret"); // absolute: the image's root
+    link("1", "etc", "usr/share"); // relative, as merged /usr's /bin → usr/bin
+    link("1", "run/secret", "/etc/secret"); // absolute: the image's root
     const found = find("/run/secret");
     expect(keys(found)).toEqual([real.ino]);
     expect(found[0]?.path).toBe("/usr/share/secret");
+  });
+
+  it("follows a symlink into the layers above it in an image's chain, never below", () => {
+    // A distribution's base layer shared by every image: its own shadow and libc.
+    const shadow = put("1", "etc/shadow");
+    put("1", "usr/lib/libc.so.6");
+    link("1", "bin", "usr/bin");
+    // An image's upper layer installed a tool where the base's /bin leads.
+    const tool = put("2", "usr/bin/tool");
+    // An attacker's image over the same base links the trapped path to the base's libc.
+    link("3", "etc/shadow", "/usr/lib/libc.so.6");
+    const chains: Record<string, string[]> = { "1": ["2", "3"] };
+    const above = (layer: string) => chains[layer] ?? [];
+    const layers = layerDirs(snapshots);
+    const shadows = findInLayers(snapshots, layers, "/etc/shadow", undefined, undefined, above);
+    expect(keys(shadows)).toEqual([shadow.ino]);
+    expect(keys(findInLayers(snapshots, layers, "/bin/tool", undefined, undefined, above))).toEqual([
+      tool.ino,
+    ]);
+    // Which image an upper layer belongs to is known only from a chain seen: without it, not followed.
+    expect(find("/bin/tool")).toEqual([]);
+    // The attacker's own copy, in its own layer, is its own image's file.
+    const own = put("3", "usr/lib/libc.so.6");
+    expect(keys(findInLayers(snapshots, layers, "/etc/shadow", undefined, undefined, above))).toEqual(
+      [shadow.ino, own.ino].sort(),
+    );
+  });
+
+  it("walks each layer once per path: a new image costs its own layers only", () => {
+    for (let i = 1; i <= 20; i++) put(String(i), "etc/shadow");
+    const steps = new LayerSteps(snapshots);
+    expect(resolveInLayers(steps, layerDirs(snapshots), "/etc/shadow")).toHaveLength(20);
+    const first = { ...steps.counts };
+    expect(first.walks).toBe(20);
+    put("21", "etc/shadow");
+    put("22", "etc/other");
+    expect(resolveInLayers(steps, layerDirs(snapshots), "/etc/shadow")).toHaveLength(21);
+    expect(steps.counts.walks - first.walks).toBe(2);
+    // A layer removed with its image is forgotten.
+    rmSync(join(snapshots, "21"), { recursive: true });
+    steps.keepOnly(layerDirs(snapshots));
+    expect(resolveInLayers(steps, layerDirs(snapshots), "/etc/shadow")).toHaveLength(20);
   });
 
   it("never leaves the layers: an absolute or climbing symlink names the image's root, not the host's", () => {

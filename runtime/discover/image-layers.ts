@@ -8,9 +8,18 @@
  * Every copy of the path in every layer is returned (a superset of what any one image shows): a
  * copy hidden by an upper layer's whiteout, opaque directory or newer copy is never reached at
  * that path, so arming it costs a map entry and never fires; which container an access comes from
- * is decided by its cgroup (runtime/controllers/cgroup-attribution.ts), never by the layer. So the
- * layer chain of each image need not be known. A symlink on the path is followed as the merged
- * view would: its target is looked up again in every layer.
+ * is decided by its cgroup (runtime/controllers/cgroup-attribution.ts), never by the layer.
+ *
+ * A symlink is different: what it names depends on the image it is in. Its target is looked up
+ * only in its own layer and in the layers known to lie above it in some image's chain (`above`:
+ * read from containers' overlay mounts, writable-layers.ts). A layer above another exists only in
+ * images that contain the lower one (containerd keys a snapshot by its whole chain), so the copy
+ * found there belongs to an image where the symlink is on the path. Never below: a layer shared
+ * by many images (a distribution's base) would otherwise be armed as the trapped file of every
+ * one of them because one image, maybe an attacker's, links the trapped path to it.
+ *
+ * Committed layers never change, so each (layer, path) is walked once and remembered
+ * (`LayerSteps`): a new image costs a walk of its own layers, not of every layer on the node.
  *
  * The snapshot directories also hold containers' writable layers, whose contents containers
  * control: the agent searches only those containerd shows are not (writable-layers.ts), and each
@@ -26,7 +35,7 @@ import { fileKeyFromStat } from "../kernel/layout.ts";
 const O_PATH = 0o10000000;
 const O_NOFOLLOW = constants.O_NOFOLLOW;
 
-/** Paths looked up for one trap path, symlink targets included. */
+/** Paths looked up from one layer for one trap path, symlink targets included. */
 export const MAX_LAYER_PATHS = 16;
 /** Components of one path. */
 const MAX_COMPONENTS = 256;
@@ -62,18 +71,29 @@ export function layerDirs(snapshotsDir: string): string[] {
 
 type Step = { file: { fd: number; key: FileKey } } | { redirect: string } | { absent: true };
 
+/** What one path is in one layer, once proven: the file's identity, a symlink's target, or nothing. */
+type Found = { key: FileKey } | { redirect: string } | { absent: true };
+
+/** The work the layer walks did: walks of a path in a layer, and names opened. */
+export interface LayerWalkCounts {
+  walks: number;
+  opens: number;
+}
+
 function fdPath(fd: number, name: string): string {
   return `/proc/self/fd/${fd}/${name}`;
 }
 
 /** Looks `parts` up in one layer: the file, where a symlink sends the path instead, or nothing. */
-function walkLayer(layerFd: number, parts: readonly string[]): Step {
+function walkLayer(layerFd: number, parts: readonly string[], counts: LayerWalkCounts): Step {
   let dirFd = layerFd;
+  counts.walks++;
   try {
     for (let i = 0; i < parts.length; i++) {
       const name = parts[i] as string;
       let fd: number;
       try {
+        counts.opens++;
         fd = openSync(fdPath(dirFd, name), O_PATH | O_NOFOLLOW);
       } catch {
         return { absent: true }; // not in this layer (ENOENT, ENOTDIR, EACCES: nothing to arm here)
@@ -110,70 +130,125 @@ function walkLayer(layerFd: number, parts: readonly string[]): Step {
 }
 
 /**
- * Every copy of `path` in the layers `layers` (names under `snapshotsDir`), proven with `prove`.
- * When the symlinks on the path lead to more than MAX_LAYER_PATHS paths, the rest are not
- * followed and `onBound` is told (PathInvalid): any image can carry such a chain, and what the
- * path names in the other images (found first: the path itself before any symlink's target) must
- * stay armed.
+ * What each path is in each layer, walked once: committed layers never change. The cache follows
+ * the layers listed (`keepOnly`); a proof that fails (the program not loaded yet) is not kept.
  */
+export class LayerSteps {
+  readonly counts: LayerWalkCounts = { walks: 0, opens: 0 };
+  private readonly snapshotsDir: string;
+  private readonly prove: LayerProve | undefined;
+  private readonly remember: boolean;
+  private readonly steps = new Map<string, Map<string, Found>>();
+
+  /** `remember`: false where the directories searched may be writable (nothing is cached then). */
+  constructor(snapshotsDir: string, prove?: LayerProve, remember = true) {
+    this.snapshotsDir = snapshotsDir;
+    this.prove = prove;
+    this.remember = remember;
+  }
+
+  /** Forgets the layers not in `layers` (removed with their image). */
+  keepOnly(layers: readonly string[]): void {
+    const keep = new Set(layers);
+    for (const layer of this.steps.keys()) if (!keep.has(layer)) this.steps.delete(layer);
+  }
+
+  /** What `path` (normalized, absolute) is in `layer`. */
+  step(layer: string, path: string): Found {
+    const known = this.steps.get(layer)?.get(path);
+    if (known) return known;
+    const found = this.walk(layer, path);
+    if (this.remember && found) {
+      const byPath = this.steps.get(layer) ?? new Map<string, Found>();
+      this.steps.set(layer, byPath);
+      byPath.set(path, found);
+    }
+    return found ?? { absent: true };
+  }
+
+  /** One walk; undefined when the layer is gone (not remembered: it may be listed again). */
+  private walk(layer: string, path: string): Found | undefined {
+    const parts = path.split("/").filter((c) => c !== "" && c !== ".");
+    if (parts.length === 0 || parts.length > MAX_COMPONENTS) return { absent: true };
+    let root: number;
+    try {
+      root = openSync(`${this.snapshotsDir}/${layer}/fs`, O_PATH | constants.O_DIRECTORY | O_NOFOLLOW);
+    } catch {
+      return undefined; // removed since it was listed
+    }
+    try {
+      const step = walkLayer(root, parts, this.counts);
+      if (!("file" in step)) return step;
+      try {
+        const what = `${path} in image layer ${layer}`;
+        return { key: this.prove ? this.prove(step.file.fd, step.file.key, what) : step.file.key };
+      } finally {
+        closeSync(step.file.fd);
+      }
+    } finally {
+      closeSync(root);
+    }
+  }
+}
+
+/** Which layers lie above a layer in some image's chain (none known: its symlinks stay in it). */
+export type LayersAbove = (layer: string) => readonly string[];
+
+/**
+ * Every copy of `path` in the layers `layers`, each layer's symlinks followed in that layer and
+ * the layers `above` it. When one layer's symlinks lead to more than MAX_LAYER_PATHS paths, the
+ * rest are not followed and `onBound` is told (PathInvalid): any image can carry such a chain, and
+ * it must cost only that image's own copies.
+ */
+export function resolveInLayers(
+  steps: LayerSteps,
+  layers: readonly string[],
+  path: string,
+  above: LayersAbove = () => [],
+  onBound?: (error: HiveError) => void,
+): LayerFile[] {
+  const found = new Map<string, LayerFile>();
+  const start = posix.normalize(path);
+  for (const layer of layers) {
+    const queue: [string, string][] = [[layer, start]];
+    const paths = new Set<string>();
+    const seen = new Set<string>();
+    while (queue.length > 0) {
+      const [where, current] = queue.shift() as [string, string];
+      if (seen.has(`${where}\0${current}`)) continue;
+      seen.add(`${where}\0${current}`);
+      paths.add(current);
+      if (paths.size > MAX_LAYER_PATHS) {
+        onBound?.(tooManyPaths(path, layer));
+        break;
+      }
+      const step = steps.step(where, current);
+      if ("redirect" in step) for (const next of [where, ...above(where)]) queue.push([next, step.redirect]);
+      else if ("key" in step) {
+        const { key } = step;
+        found.set(`${key.major}:${key.minor}:${key.ino}`, { key, layer: where, path: current });
+      }
+    }
+  }
+  return [...found.values()];
+}
+
+function tooManyPaths(path: string, layer: string): HiveError {
+  return new HiveError(
+    "PathInvalid",
+    `image layer ${layer}'s symlinks lead ${path} to more than ${MAX_LAYER_PATHS} paths; the rest are not followed`,
+    { object: path, layer, bound: MAX_LAYER_PATHS, hint: "trap the file by the path its symlinks lead to" },
+  );
+}
+
+/** Every copy of `path` in `layers` (names under `snapshotsDir`), walked afresh: see resolveInLayers. */
 export function findInLayers(
   snapshotsDir: string,
   layers: readonly string[],
   path: string,
   prove?: LayerProve,
   onBound?: (error: HiveError) => void,
+  above?: LayersAbove,
 ): LayerFile[] {
-  const found = new Map<string, LayerFile>();
-  const seen = new Set<string>();
-  const queue = [posix.normalize(path)];
-  const roots = new Map<string, number>();
-  try {
-    while (queue.length > 0) {
-      const current = queue.shift() as string;
-      if (seen.has(current)) continue;
-      seen.add(current);
-      if (seen.size > MAX_LAYER_PATHS) {
-        onBound?.(
-          new HiveError(
-            "PathInvalid",
-            `an image's symlinks lead ${path} to more than ${MAX_LAYER_PATHS} paths; the rest are not followed`,
-            {
-              object: path,
-              bound: MAX_LAYER_PATHS,
-              hint: "trap the file by the path its symlinks lead to",
-            },
-          ),
-        );
-        break;
-      }
-      const parts = current.split("/").filter((c) => c !== "" && c !== ".");
-      if (parts.length === 0 || parts.length > MAX_COMPONENTS) continue;
-      for (const layer of layers) {
-        let root = roots.get(layer);
-        if (root === undefined) {
-          try {
-            root = openSync(`${snapshotsDir}/${layer}/fs`, O_PATH | constants.O_DIRECTORY | O_NOFOLLOW);
-          } catch {
-            continue; // removed since it was listed
-          }
-          roots.set(layer, root);
-        }
-        const step = walkLayer(root, parts);
-        if ("redirect" in step) queue.push(step.redirect);
-        else if ("file" in step) {
-          try {
-            const key = prove
-              ? prove(step.file.fd, step.file.key, `${current} in image layer ${layer}`)
-              : step.file.key;
-            found.set(`${key.major}:${key.minor}:${key.ino}`, { key, layer, path: current });
-          } finally {
-            closeSync(step.file.fd);
-          }
-        }
-      }
-    }
-  } finally {
-    for (const fd of roots.values()) closeSync(fd);
-  }
-  return [...found.values()];
+  return resolveInLayers(new LayerSteps(snapshotsDir, prove, false), layers, path, above, onBound);
 }

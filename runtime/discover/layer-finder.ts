@@ -1,7 +1,8 @@
 /**
- * The node's image layers as discover uses them: a trap path's files found once per set of
- * layers (image-layers.ts) and proven by the kernel program, found again when the runtime unpacks
- * or removes an image (the snapshots directory changes).
+ * The node's image layers as discover uses them: a trap path's files found in the layers
+ * (image-layers.ts) and proven by the kernel program, found again when the runtime unpacks or
+ * removes an image (the snapshots directory changes). Each layer is walked for a path once: a
+ * new image costs its own layers' walks, whatever the number of images on the node.
  */
 import { type FSWatcher, watch } from "node:fs";
 import { HiveError } from "../../api/errors.ts";
@@ -9,7 +10,13 @@ import type { LayerFinder } from "../controllers/discover.ts";
 import type { FileKey } from "../kernel/contract.ts";
 import { type PinnedProofMaps, proveFile, provenKey } from "../kernel/trap-proof.ts";
 import type { Logger } from "../log.ts";
-import { findInLayers, type LayerProve, layerDirs } from "./image-layers.ts";
+import {
+  type LayerProve,
+  LayerSteps,
+  type LayerWalkCounts,
+  layerDirs,
+  resolveInLayers,
+} from "./image-layers.ts";
 import { TrustedLayers, type WritableDirs } from "./writable-layers.ts";
 
 /** After a change, the layers are looked at again this much later (a layer unpacked is committed then). */
@@ -35,6 +42,8 @@ export interface LayerFinderOptions {
 export interface NodeLayerFinder extends LayerFinder {
   /** Resolves once the first looks at which directories are image layers are done (never rejects). */
   ready: Promise<void>;
+  /** The layer walks done so far (each a path in one layer), and the names they opened. */
+  counts(): Readonly<LayerWalkCounts>;
   close(): void;
 }
 
@@ -60,6 +69,9 @@ export function createLayerFinder(options: LayerFinderOptions): NodeLayerFinder 
   /** Per trap path: the layer list it was found in, and what was found. */
   const cache = new Map<string, { layers: string; files: FileKey[] }>();
   const trusted = options.writable ? new TrustedLayers(snapshotsDir, options.writable) : undefined;
+  // Without containerd's word every numbered directory is searched, writable ones too: nothing is remembered.
+  const steps = new LayerSteps(snapshotsDir, prove, trusted !== undefined);
+  const above = (layer: string) => trusted?.above(layer) ?? [];
   let followUps: NodeJS.Timeout[] = [];
   let closed = false;
   let looking: Promise<void> | undefined;
@@ -114,15 +126,19 @@ export function createLayerFinder(options: LayerFinderOptions): NodeLayerFinder 
     ready,
     find(path) {
       const layers = trusted ? trusted.layers() : layerDirs(snapshotsDir);
-      const signature = layers.join(",");
+      const signature = `${layers.join(",")};${trusted?.chainsSignature() ?? ""}`;
       const hit = cache.get(path);
       if (hit && hit.layers === signature) return hit.files;
-      const files = findInLayers(snapshotsDir, layers, path, prove, (error) =>
-        log.warn("an image's symlinks lead a trap path too far; the copies found are armed", { error }),
+      steps.keepOnly(layers);
+      const files = resolveInLayers(steps, layers, path, above, (error) =>
+        log.warn("an image's symlinks lead a trap path too far; that layer's other copies are armed", {
+          error,
+        }),
       ).map((f) => f.key);
       cache.set(path, { layers: signature, files });
       return files;
     },
+    counts: () => ({ ...steps.counts }),
     close() {
       closed = true;
       watcher?.close();

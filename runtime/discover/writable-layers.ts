@@ -10,6 +10,10 @@
  * A directory is trusted as an image layer only when it was there at the previous look as well
  * and its snapshot is not ACTIVE now: the snapshotter makes a directory before the snapshot is in
  * its database, so one seen once may be a writable layer the API does not show yet.
+ *
+ * The same mounts give each container's image chain (the overlay's `lowerdir`, topmost first):
+ * which layers lie above which, so that a layer's symlink is followed only into the images that
+ * hold it (image-layers.ts).
  */
 import * as grpc from "@grpc/grpc-js";
 import {
@@ -20,11 +24,21 @@ import {
 } from "./containerd-api.ts";
 import { layerDirs } from "./image-layers.ts";
 
-/** What the API said: the directory names of every ACTIVE snapshot. Rejects when it cannot answer. */
-export type WritableDirs = () => Promise<Set<string>>;
+/** What containerd's snapshots say about the directories. */
+export interface SnapshotDirs {
+  /** The directory names of every ACTIVE snapshot. */
+  writable: Set<string>;
+  /** The image chains under those snapshots: layer directory names, topmost first. */
+  chains: string[][];
+}
+
+/** Asks containerd; rejects when it cannot answer. */
+export type WritableDirs = () => Promise<SnapshotDirs>;
 
 /** More ACTIVE snapshots than this are not asked for their mounts (the look fails instead). */
 const MAX_ACTIVE = 20_000;
+
+const idOf = (path: string | undefined) => (path ? /\/snapshots\/([0-9]+)\/fs$/.exec(path)?.[1] : undefined);
 
 /**
  * The snapshot directory an ACTIVE snapshot's mounts write to: the overlay's upperdir, or the
@@ -33,14 +47,24 @@ const MAX_ACTIVE = 20_000;
 export function writableDirOf(
   mounts: readonly { type?: string; source?: string; options?: string[] }[],
 ): string | undefined {
-  const idOf = (path: string | undefined) =>
-    path ? /\/snapshots\/([0-9]+)\/fs$/.exec(path)?.[1] : undefined;
   for (const m of mounts) {
     const upper = m.options?.find((o) => o.startsWith("upperdir="));
     const id = upper ? idOf(upper.slice("upperdir=".length)) : m.type === "bind" ? idOf(m.source) : undefined;
     if (id) return id;
   }
   return undefined;
+}
+
+/** The image chain under an ACTIVE snapshot: its overlay's lower directories, topmost first. */
+export function lowerChainOf(mounts: readonly { options?: string[] }[]): string[] {
+  for (const m of mounts) {
+    const lower = m.options?.find((o) => o.startsWith("lowerdir="));
+    if (!lower) continue;
+    const ids = lower.slice("lowerdir=".length).split(":").map(idOf);
+    // A chain with a directory outside the snapshots is not one this agent can reason about.
+    return ids.every((id) => id !== undefined) ? (ids as string[]) : [];
+  }
+  return [];
 }
 
 /** The ACTIVE snapshots' directories, asked of containerd on its socket. */
@@ -53,8 +77,8 @@ export function containerdWritableDirs(options: {
   const timeoutMs = options.timeoutMs ?? RUNTIME_CALL_TIMEOUT_MS;
   let namespaces: grpc.Client | undefined;
   let snapshots: grpc.Client | undefined;
-  /** `namespace/key@created` → its directory: an ACTIVE snapshot's mounts never change, so each is asked once. */
-  let known = new Map<string, string | undefined>();
+  /** `namespace/key@created` → its directories: an ACTIVE snapshot's mounts never change, so each is asked once. */
+  let known = new Map<string, ActiveDirs>();
   return async () => {
     namespaces ??= connectRuntimeService(options.socket, "namespaces");
     snapshots ??= connectRuntimeService(options.socket, "snapshots");
@@ -65,41 +89,46 @@ export function containerdWritableDirs(options: {
       { timeoutMs },
     );
     const dirs = new Set<string>();
-    const seen = new Map<string, string | undefined>();
-    let active = 0;
+    const chains: string[][] = [];
+    const seen = new Map<string, ActiveDirs>();
+    let activeCount = 0;
     for (const { name: namespace } of listed.namespaces) {
       const pages = await collectRuntimeStream<{
         info: { name: string; kind: string; created_at?: { seconds: number; nanos: number } | null }[];
       }>(snapshots, "List", { snapshotter }, { namespace, timeoutMs });
       for (const info of pages.flatMap((p) => p.info)) {
         if (info.kind !== "ACTIVE") continue;
-        if (++active > MAX_ACTIVE) throw new Error(`more than ${MAX_ACTIVE} writable snapshots`);
+        if (++activeCount > MAX_ACTIVE) throw new Error(`more than ${MAX_ACTIVE} writable snapshots`);
         // With its creation time: a key removed and prepared again is another directory.
         const id = `${namespace}/${info.name}@${info.created_at?.seconds ?? 0}.${info.created_at?.nanos ?? 0}`;
-        if (known.has(id)) {
-          const dir = known.get(id);
-          seen.set(id, dir);
-          if (dir) dirs.add(dir);
-          continue;
+        let dirsOf = known.get(id);
+        if (!dirsOf) {
+          const res = await callRuntime<{ mounts: { type: string; source: string; options: string[] }[] }>(
+            snapshots,
+            "Mounts",
+            { snapshotter, key: info.name },
+            { namespace, timeoutMs },
+          ).catch((error: grpc.ServiceError) => {
+            // Removed since the list: nothing to exclude.
+            if (error.code === grpc.status.NOT_FOUND) return { mounts: [] };
+            throw error;
+          });
+          dirsOf = { dir: writableDirOf(res.mounts), chain: lowerChainOf(res.mounts) };
         }
-        const res = await callRuntime<{ mounts: { type: string; source: string; options: string[] }[] }>(
-          snapshots,
-          "Mounts",
-          { snapshotter, key: info.name },
-          { namespace, timeoutMs },
-        ).catch((error: grpc.ServiceError) => {
-          // Removed since the list: nothing to exclude.
-          if (error.code === grpc.status.NOT_FOUND) return { mounts: [] };
-          throw error;
-        });
-        const dir = writableDirOf(res.mounts);
-        seen.set(id, dir);
-        if (dir) dirs.add(dir);
+        seen.set(id, dirsOf);
+        if (dirsOf.dir) dirs.add(dirsOf.dir);
+        if (dirsOf.chain.length > 1) chains.push(dirsOf.chain);
       }
     }
     known = seen;
-    return dirs;
+    return { writable: dirs, chains };
   };
+}
+
+/** An ACTIVE snapshot's own directory and the image chain under it. */
+interface ActiveDirs {
+  dir: string | undefined;
+  chain: string[];
 }
 
 /**
@@ -109,6 +138,9 @@ export function containerdWritableDirs(options: {
 export class TrustedLayers {
   private previous = new Set<string>();
   private trusted: string[] = [];
+  /** Layer → the layers seen above it in an image's chain (kept while both are there: committed, they never move). */
+  private readonly over = new Map<string, Set<string>>();
+  private chainsVersion = 0;
   private readonly snapshotsDir: string;
   private readonly writable: WritableDirs;
 
@@ -121,9 +153,44 @@ export class TrustedLayers {
   async refresh(): Promise<void> {
     const present = layerDirs(this.snapshotsDir);
     // No snapshot directory (a node of another runtime, no image yet): nothing to ask about.
-    const writable = present.length === 0 ? new Set<string>() : await this.writable();
+    const { writable, chains } =
+      present.length === 0 ? { writable: new Set<string>(), chains: [] } : await this.writable();
     this.trusted = present.filter((d) => this.previous.has(d) && !writable.has(d));
     this.previous = new Set(present);
+    this.learnChains(chains, new Set(this.trusted));
+  }
+
+  /** Changes whenever what `above` answers may have (a chain learned or forgotten). */
+  chainsSignature(): number {
+    return this.chainsVersion;
+  }
+
+  /** Which trusted layers lie above `layer` in the chains seen so far. */
+  above(layer: string): string[] {
+    return [...(this.over.get(layer) ?? [])];
+  }
+
+  private learnChains(chains: readonly string[][], trusted: Set<string>): void {
+    let changed = false;
+    for (const [layer, over] of this.over) {
+      for (const d of over) if (!trusted.has(d)) changed = over.delete(d) || changed;
+      if (!trusted.has(layer) || over.size === 0) changed = this.over.delete(layer) || changed;
+    }
+    for (const chain of chains) {
+      // Only a chain of trusted layers: an untrusted one may be a writable layer named as a lower.
+      if (!chain.every((d) => trusted.has(d))) continue;
+      for (let i = 1; i < chain.length; i++) {
+        const layer = chain[i] as string;
+        const over = this.over.get(layer) ?? new Set<string>();
+        this.over.set(layer, over);
+        for (const d of chain.slice(0, i))
+          if (!over.has(d)) {
+            over.add(d);
+            changed = true;
+          }
+      }
+    }
+    if (changed) this.chainsVersion++;
   }
 
   /** The trusted layer directories that are still there. */

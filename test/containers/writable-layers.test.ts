@@ -1,10 +1,12 @@
 /**
- * A container's writable layer never steers what is armed for every image (the attack: a process
- * in any container runs `rm /etc/shadow; ln -s /usr/lib/libc.so.6 /etc/shadow`, and the next
- * rescan armed libc of every image as the /etc/shadow trap). A real containerd with its overlayfs
- * snapshotter: an image layer unpacked and committed, a container's ACTIVE snapshot over it that
- * holds the symlink, and a second namespace's container with a copy of the path of its own. Only
- * the image's file is found.
+ * Neither a container's writable layer nor another image's layer steers what is armed for every
+ * image (the attack: a process in any container runs `rm /etc/shadow; ln -s /usr/lib/libc.so.6
+ * /etc/shadow`, or a tenant runs an image whose layer holds that symlink, and the next rescan
+ * armed the base layer's libc as the /etc/shadow trap of every image built on it). A real
+ * containerd with its overlayfs snapshotter: an image layer unpacked and committed, a container's
+ * ACTIVE snapshot over it that holds the symlink, and a second namespace's container with a copy
+ * of the path of its own; then two images over the same base, one with a tool where the base's
+ * `/bin` symlink leads, one whose committed layer links the trapped path to the base's libc.
  */
 import { execFile } from "node:child_process";
 import { mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
@@ -43,6 +45,7 @@ describe.runIf(runs)("the image layers searched for a trap path", () => {
     const fs = join(snapshotsDir, layer, "fs");
     mkdirSync(join(fs, "etc"), { recursive: true });
     mkdirSync(join(fs, "usr/lib"), { recursive: true });
+    symlinkSync("usr/bin", join(fs, "bin")); // merged /usr
     writeFileSync(join(fs, "etc/shadow"), "root:*:19000:0:99999:7:::\n");
     writeFileSync(join(fs, "usr/lib/libc.so.6"), "\x7fELF");
     await ctr("k8s.io", "snapshots", "commit", "sha256:layer", "unpack-1");
@@ -62,11 +65,12 @@ describe.runIf(runs)("the image layers searched for a trap path", () => {
 
   it("every numbered directory holds the planted copies (what a search of all of them arms)", () => {
     const all = findInLayers(snapshotsDir, layerDirs(snapshotsDir), "/etc/shadow").map((f) => f.path);
-    expect(all.sort()).toEqual(["/etc/shadow", "/etc/shadow", "/usr/lib/libc.so.6"]);
+    // The writable layer's symlink is followed only within that layer, which has no libc.
+    expect(all.sort()).toEqual(["/etc/shadow", "/etc/shadow"]);
   });
 
   it("containerd names both writable layers, in every namespace", async () => {
-    const writable = await containerdWritableDirs({ socket: cd.socket })();
+    const { writable } = await containerdWritableDirs({ socket: cd.socket })();
     const dirs = readdirSync(snapshotsDir).filter((d) => /^[0-9]+$/.test(d));
     expect(writable.size).toBe(2);
     expect(dirs.filter((d) => !writable.has(d))).toHaveLength(1);
@@ -90,12 +94,49 @@ describe.runIf(runs)("the image layers searched for a trap path", () => {
 
   it("asks each snapshot's mounts once, and again for a key removed and prepared anew", async () => {
     const writable = containerdWritableDirs({ socket: cd.socket });
-    const before = await writable();
+    const { writable: before } = await writable();
     await ctr("k8s.io", "snapshots", "rm", "container-rw");
     const again = await prepare("k8s.io", "container-rw", "sha256:layer");
-    const after = await writable();
+    const { writable: after } = await writable();
     expect(before.has(again)).toBe(false);
     expect(after.has(again)).toBe(true);
     expect(after.size).toBe(2);
+  });
+
+  it("follows an image's symlink only into its own image: another image's link to the base's libc arms nothing", async () => {
+    /** Unpacks one committed layer over `parent` with `fill`, as an image pull does. */
+    const unpack = async (name: string, parent: string, fill: (fs: string) => void) => {
+      const dir = await prepare("k8s.io", `unpack-${name}`, parent);
+      fill(join(snapshotsDir, dir, "fs"));
+      await ctr("k8s.io", "snapshots", "commit", `sha256:${name}`, `unpack-${name}`);
+      return dir;
+    };
+    let tool = 0n;
+    await unpack("app", "sha256:layer", (fs) => {
+      mkdirSync(join(fs, "usr/bin"), { recursive: true });
+      writeFileSync(join(fs, "usr/bin/tool"), "\x7fELF");
+      tool = statSync(join(fs, "usr/bin/tool"), { bigint: true }).ino;
+    });
+    await unpack("evil", "sha256:layer", (fs) => {
+      mkdirSync(join(fs, "etc"), { recursive: true });
+      symlinkSync("/usr/lib/libc.so.6", join(fs, "etc/shadow"));
+    });
+    // A container of each image: its overlay names the image's chain.
+    await prepare("k8s.io", "app-rw", "sha256:app");
+    await prepare("k8s.io", "evil-rw", "sha256:evil");
+    const finder = createLayerFinder({
+      snapshotsDir,
+      log: createLogger({}, { level: "error" }),
+      onChange: () => undefined,
+      writable: containerdWritableDirs({ socket: cd.socket }),
+    });
+    try {
+      await finder.ready;
+      expect(finder.find("/etc/shadow").map((k) => k.ino)).toEqual([imageShadow]);
+      // The base's /bin → usr/bin, followed into the app image's own layer above it.
+      expect(finder.find("/bin/tool").map((k) => k.ino)).toEqual([tool]);
+    } finally {
+      finder.close();
+    }
   });
 });
