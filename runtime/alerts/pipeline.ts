@@ -5,30 +5,32 @@
  * and it spends none of the rate limit's budget.
  * The agent's loader controller and standalone `hive watch` both create one and call
  * `handle(event, source)` for every decoded kernel event.
+ *
+ * The steps of one event are in handle-event.ts; which callback an alert goes to (tenancy) in
+ * callback-routing.ts.
  */
 import type { Alert } from "../../api/alert.ts";
-import { HiveError } from "../../api/errors.ts";
-import { tenantCallbackAllowed } from "../../api/tenancy.ts";
 import type { Ancestor, KernelEvent, ProcessIdentity, RingGate } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import type { CheckResult } from "../metrics/health.ts";
 import type { HiveMetrics } from "../metrics/metrics.ts";
-import { type AlertSource, trapIdOf } from "./alert-source.ts";
+import type { AlertSource } from "./alert-source.ts";
 import {
+  type AllowedCounts,
   type AllowedFileWriter,
   type AllowedRecord,
   createAllowedCounts,
   createAllowedFileWriter,
 } from "./allowed-counts.ts";
-import { allowDecision } from "./allowlist.ts";
 import { type BootClock, createBootClock } from "./boot-clock.ts";
-import { buildAlert } from "./build-alert.ts";
+import { CallbackRouter } from "./callback-routing.ts";
 import {
   createDispatcher,
   type DestinationOptions,
   type Dispatcher,
   type DispatcherOptions,
 } from "./delivery/dispatcher.ts";
+import { handleEvent, type PipelineState } from "./handle-event.ts";
 import type { PodEventRecorder } from "./pod-events.ts";
 import { createTrapRateLimiter, type RateLimitOptions, type TrapRateLimiter } from "./rate-limit.ts";
 import { openSpool, type Spool, type SpoolOptions } from "./spool/spool.ts";
@@ -100,30 +102,60 @@ export interface AlertPipeline {
 export async function createAlertPipeline(config: AlertPipelineConfig): Promise<AlertPipeline> {
   const { logger, metrics } = config;
   const clock = config.clock ?? createBootClock();
-  const refusedLogged = new Set<string>();
-  /** The trap's callback, unless tenancy forbids it (then the monitor's). */
-  const destinationOf = (source: AlertSource): string | undefined => {
-    const own = source.callback;
-    const tenancy = config.tenancy;
-    const namespace = source.policyNamespace ?? "default";
-    if (!own || !tenancy || namespace === tenancy.platformNamespace) return own || config.defaultCallback;
-    if (tenantCallbackAllowed(own, tenancy.callbacks)) return own;
-    metrics.tenantCallbacksRefused.inc({ policy_namespace: namespace });
-    const key = `${namespace} ${own}`;
-    if (!refusedLogged.has(key) && refusedLogged.size < 1000) {
-      refusedLogged.add(key);
-      logger.warn("tenant callback not allowed; alerts go to the monitor's callback", {
-        policyNamespace: namespace,
-        callback: own.slice(0, 200),
-        hint: "the monitor's tenantCallbacks option lists the URL prefixes tenant policies may use",
-      });
-    }
-    return config.defaultCallback;
-  };
   const lines = config.lines === false ? undefined : (config.lines ?? stdoutSink());
   const limiter: TrapRateLimiter | undefined =
     config.rateLimit === false ? undefined : createTrapRateLimiter(config.rateLimit ?? {});
+  const { spool, dispatcher } = openDelivery(config);
+  const context = {
+    clock,
+    ...(config.ancestors ? { ancestors: config.ancestors } : {}),
+    ...(config.newId ? { newId: config.newId } : {}),
+  };
+  const allowedCounts = createAllowedCounts();
+  const allowedWriter = openAllowedWriter(config, allowedCounts);
+  metrics.observeAllowed(() => allowedCounts.records());
 
+  const state: PipelineState = {
+    logger,
+    metrics,
+    context,
+    lines,
+    limiter,
+    allowedCounts,
+    router: new CallbackRouter({
+      defaultCallback: config.defaultCallback,
+      tenancy: config.tenancy,
+      logger,
+      metrics,
+    }),
+    dispatcher,
+    podEvents: config.podEvents,
+    closed: false,
+  };
+
+  return {
+    handle: (event, source) => handleEvent(state, event, source),
+    allowed: () => allowedCounts.records(),
+    ringGate() {
+      if (!spool) return undefined;
+      spool.softenMemoryLimit();
+      return ringGateOf(spool);
+    },
+    drain: (timeoutMs) => dispatcher.idle(timeoutMs),
+    pending: () => dispatcher.pending(),
+    setDestinations: (list) => dispatcher.setDestinations(list),
+    health() {
+      const writeError = spool?.stats().writeError;
+      return writeError ? { ok: false, message: `alert spool not writable: ${writeError}` } : { ok: true };
+    },
+    close: (options = {}) => closePipeline(state, spool, allowedWriter, options.drainMs),
+  };
+}
+
+/** The spool (when configured) and the dispatcher that delivers from it. */
+function openDelivery(config: AlertPipelineConfig): { spool: Spool | undefined; dispatcher: Dispatcher } {
+  const { logger, metrics } = config;
+  // Bound late: the spool reports the segments its bounds drop to the dispatcher created after it.
   let dispatcher: Dispatcher | undefined;
   const spool: Spool | undefined = config.spool
     ? openSpool({
@@ -140,121 +172,45 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
     metrics,
     ...(spool ? { spool } : {}),
   });
+  return { spool, dispatcher };
+}
 
-  const context = {
-    clock,
-    ...(config.ancestors ? { ancestors: config.ancestors } : {}),
-    ...(config.newId ? { newId: config.newId } : {}),
-  };
-  let closed = false;
-  const allowedCounts = createAllowedCounts();
-  const allowedWriter: AllowedFileWriter | undefined = config.allowedFile
-    ? createAllowedFileWriter({
-        file: config.allowedFile,
-        counts: allowedCounts,
-        logger: logger.child({ component: "allowed-counts" }),
-        ...(config.allowedFlushMs !== undefined ? { intervalMs: config.allowedFlushMs } : {}),
-      })
-    : undefined;
+/** Writes the allowed counts for `hive status`, when a file is configured. */
+function openAllowedWriter(
+  config: AlertPipelineConfig,
+  counts: AllowedCounts,
+): AllowedFileWriter | undefined {
+  if (!config.allowedFile) return undefined;
+  return createAllowedFileWriter({
+    file: config.allowedFile,
+    counts,
+    logger: config.logger.child({ component: "allowed-counts" }),
+    ...(config.allowedFlushMs !== undefined ? { intervalMs: config.allowedFlushMs } : {}),
+  });
+}
 
-  metrics.observeAllowed(() => allowedCounts.records());
-
-  return {
-    handle(event, source) {
-      try {
-        const trapId = trapIdOf(source);
-        // Before the rate limit: an expected reader is counted, and spends no alert budget.
-        const verdict =
-          source.allow === undefined
-            ? undefined
-            : allowDecision(source.allow, event, { files: source.allowFiles, host: source.allowHost });
-        if (verdict !== undefined && "entry" in verdict) {
-          const entry = verdict.entry;
-          allowedCounts.add(source, entry, source.allow?.[entry] ?? {});
-          return undefined;
-        }
-        let suppressed = 0;
-        if (limiter) {
-          const identity = event.process?.exe;
-          const decision = limiter.take({
-            trapId,
-            container: source.annotations.container_id || "host",
-            exe: identity?.source !== "unknown" && identity?.exe ? identity.exe : "unknown",
-          });
-          if (!decision.allowed) {
-            metrics.alertsSuppressed.inc({ trap_id: trapId });
-            return undefined;
-          }
-          suppressed = decision.suppressed;
-        }
-        const alert = buildAlert(event, source, context, suppressed, verdict?.misses);
-        metrics.alerts.inc({
-          policy_namespace: alert.hive_policy_namespace ?? "",
-          policy: alert.hive_policy_name,
-          trap_id: trapId,
-        });
-        const json = JSON.stringify(alert);
-        lines?.(json);
-        const callback = destinationOf(source);
-        if (callback && !closed) {
-          dispatcher?.enqueue({
-            id: alert.id,
-            url: callback,
-            trapId,
-            createdMs: clock.toEpochMs(event.ktimeNs),
-            body: json,
-          });
-        }
-        config.podEvents?.record(alert, source.podUid);
-        return alert;
-      } catch (error) {
-        // What a container controls (its comm, its pid…) must never crash the agent; the access is
-        // not silently gone either: counted, and logged with what identifies it.
-        metrics.kernelEventsDropped.inc({ reason: "pipeline_error" });
-        logger.error("cannot produce an alert for a kernel event; counted as dropped", {
-          error:
-            error instanceof HiveError
-              ? error
-              : new HiveError("DeliveryFailed", "alert pipeline failed", { cause: error }),
-          slot: event.slot,
-          tgid: event.tgid,
-          pid: event.pid,
-          exe: event.process?.exe?.exe,
-          inode: event.key?.ino?.toString(),
-        });
-        return undefined;
-      }
-    },
-    allowed: () => allowedCounts.records(),
-    ringGate() {
-      if (!spool) return undefined;
-      spool.softenMemoryLimit();
-      return ringGateOf(spool);
-    },
-    drain: (timeoutMs) => dispatcher.idle(timeoutMs),
-    pending: () => dispatcher.pending(),
-    setDestinations: (list) => dispatcher.setDestinations(list),
-    health() {
-      const writeError = spool?.stats().writeError;
-      return writeError ? { ok: false, message: `alert spool not writable: ${writeError}` } : { ok: true };
-    },
-    async close(options = {}) {
-      if (closed) return;
-      closed = true;
-      if (options.drainMs && options.drainMs > 0) await dispatcher.idle(options.drainMs);
-      await dispatcher.close();
-      await config.podEvents?.close();
-      await allowedWriter?.close();
-      const lost = spool?.close().unwritten ?? 0;
-      if (lost > 0) metrics.alertsDropped.inc({ reason: "spool_unwritable" }, lost);
-      const unreported = limiter?.pending();
-      if (unreported && unreported.size > 0) {
-        logger.info("alerts suppressed by rate limiting and not yet reported in an alert", {
-          traps: Object.fromEntries(unreported),
-        });
-      }
-    },
-  };
+/** Stops delivery (after draining up to `drainMs`), then everything that writes; undelivered alerts stay spooled. */
+async function closePipeline(
+  state: PipelineState,
+  spool: Spool | undefined,
+  allowedWriter: AllowedFileWriter | undefined,
+  drainMs: number | undefined,
+): Promise<void> {
+  if (state.closed) return;
+  state.closed = true;
+  const { dispatcher, metrics } = state;
+  if (drainMs && drainMs > 0) await dispatcher.idle(drainMs);
+  await dispatcher.close();
+  await state.podEvents?.close();
+  await allowedWriter?.close();
+  const lost = spool?.close().unwritten ?? 0;
+  if (lost > 0) metrics.alertsDropped.inc({ reason: "spool_unwritable" }, lost);
+  const unreported = state.limiter?.pending();
+  if (unreported && unreported.size > 0) {
+    state.logger.info("alerts suppressed by rate limiting and not yet reported in an alert", {
+      traps: Object.fromEntries(unreported),
+    });
+  }
 }
 
 /** The ring gate of a spool (AlertPipeline.ringGate). */

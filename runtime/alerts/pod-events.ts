@@ -8,19 +8,26 @@
  * `flushIntervalMs` per group by a JSON patch. All writes share a token bucket
  * (`writesPerSecond`, `burst`); a group that finds no token stays dirty and is written,
  * with the accumulated count, on a later flush. Nothing here ever blocks or fails an alert.
+ *
+ * The pieces: the groups in pod-event-groups.ts, what an Event says in pod-event-content.ts,
+ * the API writes in pod-event-writer.ts.
  */
-import { createHash } from "node:crypto";
-import type { CoreV1Api, CoreV1Event } from "@kubernetes/client-node";
+import type { CoreV1Api } from "@kubernetes/client-node";
 import type { Alert } from "../../api/alert.ts";
-import { LABEL_TRAP_ID } from "../../api/meta.ts";
-import { type AccessNote, ANNOTATION_ACCESS } from "../../api/report.ts";
 import type { Logger } from "../log.ts";
 import type { HiveMetrics } from "../metrics/metrics.ts";
-import { displaySafe } from "../text.ts";
+import { EventGroups, instanceId } from "./pod-event-groups.ts";
+import { PodEventWriter } from "./pod-event-writer.ts";
+import { TokenBucket } from "./token-bucket.ts";
 
-export const EVENT_REASON = "FileAccessed";
-export const EVENT_COMPONENT = "hive-agent";
-export const REPORTING_CONTROLLER = "hive-operator.com/agent";
+export {
+  accessNote,
+  EVENT_COMPONENT,
+  EVENT_MESSAGE_MAX,
+  EVENT_REASON,
+  eventMessage,
+  REPORTING_CONTROLLER,
+} from "./pod-event-content.ts";
 
 export interface PodEventRecorderOptions {
   core: CoreV1Api;
@@ -44,246 +51,71 @@ export interface PodEventRecorder {
   close(): Promise<void>;
 }
 
-interface Group {
-  namespace: string;
-  pod: string;
-  podUid: string | undefined;
-  name: string;
-  created: boolean;
-  /** Count the API object holds. */
-  written: number;
-  /** Alerts not yet written. */
-  unwritten: number;
-  first: Date;
-  /** The group's latest alert; `last` and `message` are derived from it when the group is written. */
-  latest: Alert;
-  last: Date;
-  message: string;
-  lastWriteMs: number;
+export function createPodEventRecorder(options: PodEventRecorderOptions): PodEventRecorder {
+  const recorder = new GroupedEventRecorder(options);
+  return {
+    record: (alert, podUid) => recorder.record(alert, podUid),
+    flush: () => recorder.flush(),
+    close: () => recorder.close(),
+  };
 }
-
-/** Longest Event message written (the newer Events API bounds a note to 1 KiB: stay within it). */
-export const EVENT_MESSAGE_MAX = 1024;
 
 /**
- * "file /etc/shadow read by cat (pid 4242, /usr/bin/cat)" — accesses joined with "/". The path,
- * comm and executable are the container's to choose: each is escaped and bounded on its own (so
- * a long path cannot push the process out of the message), then the whole message once more.
+ * Groups alerts (pod-event-groups.ts) and flushes the dirty groups through the token bucket,
+ * one flush at a time: on a timer, when a new group appears, and on demand.
  */
-export function eventMessage(alert: Alert): string {
-  const what = alert.metadata.accesses.length > 0 ? alert.metadata.accesses.join("/") : "accessed";
-  const exe = alert.process.exe ? `, ${displaySafe(alert.process.exe, 256)}` : "";
-  const container = alert.pod?.container.name ? ` in container ${alert.pod.container.name}` : "";
-  const path = displaySafe(alert.metadata.path, 384);
-  const comm = displaySafe(alert.process.comm, 64);
-  return displaySafe(
-    `file ${path} ${what} by ${comm} (pid ${alert.process.tgid}${exe})${container}`,
-    EVENT_MESSAGE_MAX,
-  );
-}
+class GroupedEventRecorder {
+  private readonly groups: EventGroups;
+  private readonly writer: PodEventWriter;
+  private readonly bucket: TokenBucket;
+  private readonly metrics: HiveMetrics | undefined;
+  private readonly flushIntervalMs: number;
+  private readonly timer: NodeJS.Timeout;
+  private running: Promise<void> | undefined;
+  private closed = false;
 
-/** What the PolicyReports' writer folds from the group's latest alert (api/report.ts ANNOTATION_ACCESS). */
-export function accessNote(alert: Alert): Record<string, string> {
-  const note: AccessNote = {
-    policy: `${alert.hive_policy_namespace ?? "default"}/${alert.hive_policy_name}`,
-    accesses: alert.metadata.accesses.join("/") || alert.metadata.change || "accessed",
-    exe: alert.process.exe ?? "",
-    parentExe: alert.process.parent?.exe ?? "",
-    alertId: alert.id,
-    container: alert.pod?.container.name ?? "",
-  };
-  return { [ANNOTATION_ACCESS]: JSON.stringify(note) };
-}
+  constructor(options: PodEventRecorderOptions) {
+    this.flushIntervalMs = options.flushIntervalMs ?? 10_000;
+    this.metrics = options.metrics;
+    // Names are unique per agent start so a restarted agent never collides with an old Event.
+    this.groups = new EventGroups(options.maxGroups ?? 1024, instanceId(options.nodeName));
+    this.bucket = new TokenBucket(options.writesPerSecond ?? 5, options.burst ?? 10);
+    this.writer = new PodEventWriter(options);
+    this.timer = setInterval(() => void this.kick(), Math.min(this.flushIntervalMs, 1000));
+    this.timer.unref();
+  }
 
-const alertTime = (alert: Alert): Date => new Date(Date.parse(alert.timestamp) || Date.now());
+  record(alert: Alert, podUid: string | undefined): void {
+    if (this.closed || !alert.pod) return;
+    const g = this.groups.add(alert, alert.pod, podUid);
+    if (!g.created) void this.kick();
+  }
 
-export function createPodEventRecorder(options: PodEventRecorderOptions): PodEventRecorder {
-  const { core, nodeName, logger, metrics } = options;
-  const flushIntervalMs = options.flushIntervalMs ?? 10_000;
-  const rate = options.writesPerSecond ?? 5;
-  const burst = options.burst ?? 10;
-  const maxGroups = options.maxGroups ?? 1024;
-  const groups = new Map<string, Group>();
-  // Names are unique per agent start so a restarted agent never collides with an old Event.
-  const instance = createHash("sha256")
-    .update(`${nodeName}\0${Date.now()}\0${Math.random()}`)
-    .digest("hex")
-    .slice(0, 6);
-  let tokens = burst;
-  let tokensAt = performance.now();
-  let running: Promise<void> | undefined;
-  let closed = false;
+  async flush(): Promise<void> {
+    if (this.running) await this.running;
+    await this.kick(true);
+  }
 
-  const takeToken = (): boolean => {
-    const now = performance.now();
-    tokens = Math.min(burst, tokens + ((now - tokensAt) / 1000) * rate);
-    tokensAt = now;
-    if (tokens < 1) return false;
-    tokens -= 1;
-    return true;
-  };
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    if (this.running) await this.running;
+    await this.kick(true);
+  }
 
-  const create = async (g: Group, count: number): Promise<boolean> => {
-    const body: CoreV1Event = {
-      metadata: {
-        name: g.name,
-        namespace: g.namespace,
-        labels: { "app.kubernetes.io/managed-by": "hive", [LABEL_TRAP_ID]: g.latest.trap_id },
-        annotations: accessNote(g.latest),
-      },
-      involvedObject: {
-        apiVersion: "v1",
-        kind: "Pod",
-        name: g.pod,
-        namespace: g.namespace,
-        ...(g.podUid ? { uid: g.podUid } : {}),
-      },
-      reason: EVENT_REASON,
-      message: g.message,
-      type: "Warning",
-      count,
-      firstTimestamp: g.first,
-      lastTimestamp: g.last,
-      source: { component: EVENT_COMPONENT, host: nodeName },
-      reportingComponent: REPORTING_CONTROLLER,
-      reportingInstance: nodeName,
-      action: "Access",
-    };
-    try {
-      await core.createNamespacedEvent({ namespace: g.namespace, body });
-      metrics?.kubernetesEvents.inc({ result: "created" });
-      return true;
-    } catch (error) {
-      if ((error as { code?: number }).code === 409) return false; // exists: patch it instead
-      throw error;
-    }
-  };
-
-  const patch = async (g: Group, count: number): Promise<boolean> => {
-    const body = [
-      { op: "replace", path: "/count", value: count },
-      { op: "replace", path: "/lastTimestamp", value: g.last.toISOString() },
-      { op: "replace", path: "/message", value: g.message },
-      { op: "add", path: "/metadata/annotations", value: accessNote(g.latest) },
-    ];
-    try {
-      await core.patchNamespacedEvent({ name: g.name, namespace: g.namespace, body });
-      metrics?.kubernetesEvents.inc({ result: "patched" });
-      return true;
-    } catch (error) {
-      if ((error as { code?: number }).code === 404) return false; // expired (Events have a TTL): create again
-      throw error;
-    }
-  };
-
-  const write = async (g: Group): Promise<void> => {
-    // Derived here, once per write, not for every alert of a hot file.
-    g.last = alertTime(g.latest);
-    g.message = eventMessage(g.latest);
-    const count = g.written + g.unwritten;
-    const taken = g.unwritten;
-    g.unwritten = 0;
-    g.lastWriteMs = performance.now();
-    try {
-      if (!g.created) {
-        if (!(await create(g, count)) && !(await patch(g, count)))
-          throw new Error("event neither creatable nor patchable");
-        g.created = true;
-      } else if (!(await patch(g, count))) {
-        g.first = g.last;
-        if (!(await create(g, taken))) throw new Error("expired event could not be created again");
-        g.written = taken;
-        return;
-      }
-      g.written = count;
-    } catch (error) {
-      g.unwritten += taken;
-      metrics?.kubernetesEvents.inc({ result: "failed" });
-      logger.warn("cannot write a Kubernetes Event for an alert", {
-        event: `${g.namespace}/${g.name}`,
-        status: (error as { code?: number }).code,
-        message: (error as Error).message,
-      });
-    }
-  };
-
-  const runFlush = async (force: boolean): Promise<void> => {
-    const now = performance.now();
-    const due: Group[] = [];
-    for (const g of groups.values()) {
-      if (g.unwritten === 0) continue;
-      // A new group is written at once; an existing one at most once per interval.
-      if (!force && g.created && now - g.lastWriteMs < flushIntervalMs) continue;
-      if (!takeToken()) {
-        metrics?.kubernetesEvents.inc({ result: "throttled" });
-        break;
-      }
-      due.push(g);
-    }
-    for (const g of due) await write(g);
-  };
-
-  const kick = (force = false): Promise<void> => {
-    if (running) return running;
-    running = runFlush(force).finally(() => {
-      running = undefined;
+  /** Starts a flush unless one is running (then that one is waited for). */
+  private kick(force = false): Promise<void> {
+    if (this.running) return this.running;
+    this.running = this.runFlush(force).finally(() => {
+      this.running = undefined;
     });
-    return running;
-  };
+    return this.running;
+  }
 
-  const timer = setInterval(() => void kick(), Math.min(flushIntervalMs, 1000));
-  timer.unref();
-
-  return {
-    record(alert, podUid) {
-      if (closed || !alert.pod) return;
-      // The UID is part of the key: a pod deleted and re-created under its name is another object.
-      const key = `${alert.pod.namespace}/${alert.pod.name}/${podUid ?? ""}/${alert.trap_id}`;
-      let g = groups.get(key);
-      if (!g) {
-        if (groups.size >= maxGroups) {
-          for (const [k, old] of groups) {
-            if (old.unwritten === 0) {
-              groups.delete(k);
-              break;
-            }
-          }
-        }
-        const suffix = createHash("sha256")
-          .update(`${alert.trap_id}\0${instance}`)
-          .digest("hex")
-          .slice(0, 10);
-        const at = alertTime(alert);
-        g = {
-          namespace: alert.pod.namespace,
-          pod: alert.pod.name,
-          podUid,
-          // Event names follow kubectl's <object>.<suffix> convention; 253 characters at most.
-          name: `${alert.pod.name.slice(0, 200)}.hive-${suffix}`,
-          created: false,
-          written: 0,
-          unwritten: 0,
-          first: at,
-          latest: alert,
-          last: at,
-          message: "",
-          lastWriteMs: 0,
-        };
-        groups.set(key, g);
-      }
-      g.unwritten += 1;
-      g.latest = alert;
-      if (!g.created) void kick();
-    },
-    flush: async () => {
-      if (running) await running;
-      await kick(true);
-    },
-    async close() {
-      closed = true;
-      clearInterval(timer);
-      if (running) await running;
-      await kick(true);
-    },
-  };
+  private async runFlush(force: boolean): Promise<void> {
+    const take = () => this.bucket.take();
+    const { due, throttled } = this.groups.due(performance.now(), force, this.flushIntervalMs, take);
+    if (throttled) this.metrics?.kubernetesEvents.inc({ result: "throttled" });
+    for (const g of due) await this.writer.write(g);
+  }
 }

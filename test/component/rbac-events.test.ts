@@ -59,8 +59,8 @@ describe("the agent's events permissions", () => {
 
   it("finds the agent's Event calls at all (the scan is not blind)", () => {
     // The alert path's Event on the pod is the reason the grant exists.
-    expect(used.where.create).toContain("runtime/alerts/pod-events.ts");
-    expect(used.where.patch).toContain("runtime/alerts/pod-events.ts");
+    expect(used.where.create).toContain("runtime/alerts/pod-event-writer.ts");
+    expect(used.where.patch).toContain("runtime/alerts/pod-event-writer.ts");
   });
 
   it("grants core events exactly the verbs the runtime uses, cluster-wide", () => {

@@ -23,6 +23,7 @@ import { decodeFramedBody, frameRecord, HEADER_BYTES, type SpoolRecord } from ".
 import { acquireSpoolLock } from "./spool-lock.ts";
 import { type RecoveredRecord, recoverSpool, type SpoolRef } from "./spool-recovery.ts";
 import { type SegmentDrop, SpoolSegments, UNASSIGNED } from "./spool-segments.ts";
+import { type SpoolSettings, spoolSettings } from "./spool-settings.ts";
 import { SpoolWriter } from "./spool-writer.ts";
 
 export type { SpoolRecord } from "./spool-format.ts";
@@ -116,11 +117,40 @@ export interface Spool {
   close(): { unwritten: number };
 }
 
+/** Opens (creating it if need be) and locks the spool directory, and takes over what it holds. */
 export function openSpool(options: SpoolOptions): Spool {
   const { dir, logger } = options;
-  const maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
-  const fsyncIntervalMs = options.fsyncIntervalMs ?? 1000;
-  const quotaBytes = options.destinationQuotaBytes ?? maxBytes;
+  const settings = spoolSettings(options);
+  createSpoolDir(dir);
+  const releaseLock = acquireSpoolLock(dir);
+  const files = new SpoolFiles(dir, logger);
+  const recovery = recoverSpool(dir, logger, streamOf, options.onCorrupt);
+  // Created after recovery: nothing waits to be written while recovered segments are taken over.
+  let writer: SpoolWriter | undefined;
+  const segments = new SpoolSegments(dir, files, recovery.nextSegment, {
+    syncEachWrite: settings.fsyncIntervalMs === 0,
+    ...(options.onDrop ? { onDrop: options.onDrop } : {}),
+    onRemoved: (seg) => writer?.segmentRemoved(seg),
+  });
+  for (const found of recovery.segments) segments.adopt(found);
+  if (recovery.recovered.length > 0)
+    logger.info("alert spool recovered undelivered alerts", {
+      alerts: recovery.recovered.length,
+      bytes: segments.totalBytes,
+    });
+  writer = new SpoolWriter(segments, {
+    dir,
+    logger,
+    segmentBytes: settings.segmentBytes,
+    fsyncIntervalMs: settings.fsyncIntervalMs,
+    maxUnwrittenBytes: settings.maxUnwrittenBytes,
+    retryWriteMs: settings.retryWriteMs,
+    ...(options.onWriteError ? { onWriteError: options.onWriteError } : {}),
+  });
+  return new SegmentedSpool({ dir, logger, settings, segments, writer, releaseLock }, recovery.recovered);
+}
+
+function createSpoolDir(dir: string): void {
   try {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
   } catch (error) {
@@ -130,109 +160,113 @@ export function openSpool(options: SpoolOptions): Spool {
       cause: error,
     });
   }
+}
 
-  const releaseLock = acquireSpoolLock(dir);
-  const files = new SpoolFiles(dir, logger);
-  const recovery = recoverSpool(dir, logger, streamOf, options.onCorrupt);
-  // Created after recovery: nothing waits to be written while recovered segments are taken over.
-  let writer: SpoolWriter | undefined;
-  const segments = new SpoolSegments(dir, files, recovery.nextSegment, {
-    syncEachWrite: fsyncIntervalMs === 0,
-    ...(options.onDrop ? { onDrop: options.onDrop } : {}),
-    onRemoved: (seg) => writer?.segmentRemoved(seg),
-  });
-  for (const found of recovery.segments) segments.adopt(found);
-  const recovered = recovery.recovered;
-  if (recovered.length > 0)
-    logger.info("alert spool recovered undelivered alerts", {
-      alerts: recovered.length,
-      bytes: segments.totalBytes,
-    });
+/** What an open spool is made of. */
+interface SpoolParts {
+  dir: string;
+  logger: Logger;
+  settings: SpoolSettings;
+  /** The segments on disk and their bounds. */
+  segments: SpoolSegments;
+  /** Records on their way to disk (held in memory meanwhile). */
+  writer: SpoolWriter;
+  releaseLock: () => void;
+}
 
-  const maxUnwrittenBytes = Math.min(options.maxUnwrittenBytes ?? 8 * 1024 * 1024, maxBytes / 4);
-  const w = new SpoolWriter(segments, {
-    dir,
-    logger,
-    segmentBytes: Math.max(4096, options.segmentBytes ?? Math.floor(maxBytes / 16)),
-    fsyncIntervalMs,
-    maxUnwrittenBytes,
-    retryWriteMs: options.retryWriteMs ?? 1000,
-    ...(options.onWriteError ? { onWriteError: options.onWriteError } : {}),
-  });
-  writer = w;
-  const streamOfUrl = boundedMemo(streamOf);
-  let closed = false;
-  let softLimit = false;
+/** The Spool over its segments and writer: appends go through the writer, reads and acks to where the record is. */
+class SegmentedSpool implements Spool {
+  readonly maxBytes: number;
+  readonly recovered: readonly RecoveredRecord[];
+  private readonly parts: SpoolParts;
+  private readonly streamOfUrl = boundedMemo(streamOf);
+  private closed = false;
+  private softLimit = false;
 
-  return {
-    maxBytes,
-    recovered,
-    softenMemoryLimit() {
-      softLimit = true;
-    },
-    append(record) {
-      if (closed) return { refused: "spool_unwritable" };
-      const framed = frameRecord(record);
-      // Leave room for the acknowledgements: a record may use at most a quarter of the spool.
-      if (framed.length > maxBytes / 4) return { refused: "too_large" };
-      if (!w.hasRoomFor(framed.length) && !softLimit) return { refused: "spool_unwritable" };
-      const stream = streamOfUrl(record.url);
-      segments.makeRoom(stream, framed.length, maxBytes, quotaBytes);
-      const ref: SpoolRef = {
-        segment: UNASSIGNED,
-        index: -1,
-        offset: -1,
-        length: framed.length - HEADER_BYTES,
-      };
-      w.hold(ref, framed, stream);
-      return { ref, bytes: framed.length };
-    },
-    read(ref) {
-      const framed = w.framedOf(ref);
-      if (framed) return decodeFramedBody(framed);
-      return segments.read(ref);
-    },
-    ack(ref) {
-      if (ref.segment === UNASSIGNED) w.ackUnwritten(ref);
-      else if (segments.ack(ref, w.writeError === undefined) && w.writeError === undefined) w.schedule();
-    },
-    stats: () => ({
+  constructor(parts: SpoolParts, recovered: readonly RecoveredRecord[]) {
+    this.parts = parts;
+    this.maxBytes = parts.settings.maxBytes;
+    this.recovered = recovered;
+  }
+
+  softenMemoryLimit(): void {
+    this.softLimit = true;
+  }
+
+  append(record: SpoolRecord): Spooled | SpoolRefusal {
+    const { writer, segments, settings } = this.parts;
+    if (this.closed) return { refused: "spool_unwritable" };
+    const framed = frameRecord(record);
+    // Leave room for the acknowledgements: a record may use at most a quarter of the spool.
+    if (framed.length > settings.maxBytes / 4) return { refused: "too_large" };
+    if (!writer.hasRoomFor(framed.length) && !this.softLimit) return { refused: "spool_unwritable" };
+    const stream = this.streamOfUrl(record.url);
+    segments.makeRoom(stream, framed.length, settings.maxBytes, settings.quotaBytes);
+    const ref: SpoolRef = {
+      segment: UNASSIGNED,
+      index: -1,
+      offset: -1,
+      length: framed.length - HEADER_BYTES,
+    };
+    writer.hold(ref, framed, stream);
+    return { ref, bytes: framed.length };
+  }
+
+  read(ref: SpoolRef): string | undefined {
+    const framed = this.parts.writer.framedOf(ref);
+    if (framed) return decodeFramedBody(framed);
+    return this.parts.segments.read(ref);
+  }
+
+  ack(ref: SpoolRef): void {
+    const { writer, segments } = this.parts;
+    if (ref.segment === UNASSIGNED) writer.ackUnwritten(ref);
+    else if (segments.ack(ref, writer.writeError === undefined) && writer.writeError === undefined)
+      writer.schedule();
+  }
+
+  stats(): SpoolStats {
+    const { writer, segments, settings } = this.parts;
+    return {
       bytes: segments.totalBytes,
       pending: segments.pending,
       segments: segments.all.size,
-      unwrittenBytes: w.unassignedBytes,
-      unwritten: w.unwritten,
-      maxUnwrittenBytes,
-      ...(w.writeError !== undefined ? { writeError: w.writeError } : {}),
-    }),
-    flush() {
-      if (!w.flush()) return;
-      try {
-        segments.syncAll(false);
-      } catch (error) {
-        logger.warn("alert spool fdatasync failed", { error });
-      }
-    },
-    close() {
-      if (closed) return { unwritten: 0 };
-      this.flush();
-      closed = true;
-      w.close();
-      const unwritten = w.unwritten;
-      segments.close();
-      releaseLock();
-      if (unwritten > 0) {
-        logger.error("alerts the spool could not write are lost at shutdown", {
-          error: new HiveError("DeliveryFailed", "spool not writable at shutdown", {
-            object: dir,
-            reason: w.writeError,
-            alerts: unwritten,
-          }),
-        });
-      }
-      return { unwritten };
-    },
-  };
+      unwrittenBytes: writer.unassignedBytes,
+      unwritten: writer.unwritten,
+      maxUnwrittenBytes: settings.maxUnwrittenBytes,
+      ...(writer.writeError !== undefined ? { writeError: writer.writeError } : {}),
+    };
+  }
+
+  flush(): void {
+    if (!this.parts.writer.flush()) return;
+    try {
+      this.parts.segments.syncAll(false);
+    } catch (error) {
+      this.parts.logger.warn("alert spool fdatasync failed", { error });
+    }
+  }
+
+  close(): { unwritten: number } {
+    if (this.closed) return { unwritten: 0 };
+    const { writer, segments, logger, dir } = this.parts;
+    this.flush();
+    this.closed = true;
+    writer.close();
+    const unwritten = writer.unwritten;
+    segments.close();
+    this.parts.releaseLock();
+    if (unwritten > 0) {
+      logger.error("alerts the spool could not write are lost at shutdown", {
+        error: new HiveError("DeliveryFailed", "spool not writable at shutdown", {
+          object: dir,
+          reason: writer.writeError,
+          alerts: unwritten,
+        }),
+      });
+    }
+    return { unwritten };
+  }
 }
 
 /** Size of a spool directory's files (diagnostics and tests). */
