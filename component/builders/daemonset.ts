@@ -162,75 +162,37 @@ function fieldEnv(name: string, fieldPath: string) {
 
 export function daemonSetManifest(config: HiveConfig): KubernetesObject {
   const labels = { ...hiveLabels("agent"), ...AGENT_SELECTOR };
-  const callbackRef = callbackSecretRef(config.callback);
+  const annotations = podAnnotations(config);
+  return {
+    apiVersion: "apps/v1",
+    kind: "DaemonSet",
+    metadata: { name: AGENT_NAME, namespace: config.namespace, labels },
+    spec: {
+      selector: { matchLabels: AGENT_SELECTOR },
+      updateStrategy: config.updateStrategy,
+      template: {
+        metadata: {
+          // Hive's labels last: the selector's must stay (config.ts rejects pod labels that would change them).
+          labels: { ...config.podLabels, ...labels },
+          ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
+        },
+        spec: podSpec(config),
+      },
+    },
+  };
+}
+
+/** The user's pod annotations, and the callback URL's checksum: a new URL restarts the agents. */
+function podAnnotations(config: HiveConfig): Record<string, string> {
   const checksum = callbackChecksum(config.callback);
-  const annotations = {
+  return {
     ...config.podAnnotations,
     ...(checksum === undefined ? {} : { [CALLBACK_CHECKSUM_ANNOTATION]: checksum }),
   };
-  const capabilities = [
-    ...AGENT_CAPABILITIES,
-    ...(config.legacyKernelCapabilities ? LEGACY_KERNEL_CAPABILITIES : []),
-  ];
-  // Liveness restarts the agent only when it is stuck (two minutes without an answer): a restart
-  // drops what it holds in memory (accesses waiting for their pod's name), and a starved node can
-  // hold the agent's event loop for over a minute (75 s seen on an emulated node under load).
-  // Readiness, which only gates a rollout, reacts within 30 s.
-  const probe = (path: string, failureThreshold: number) => ({
-    httpGet: { path, port: "metrics" },
-    periodSeconds: 10,
-    timeoutSeconds: 5,
-    failureThreshold,
-  });
-  const container = {
-    name: "agent",
-    image: config.image,
-    imagePullPolicy: config.imagePullPolicy,
-    args: agentArgs(config),
-    env: [
-      fieldEnv("NODE_NAME", "spec.nodeName"),
-      fieldEnv("POD_NAME", "metadata.name"),
-      fieldEnv("POD_NAMESPACE", "metadata.namespace"),
-      // Resolved by the kubelet: the agent needs no permission on this Secret.
-      ...(callbackRef ? [{ name: "HIVE_CALLBACK", valueFrom: { secretKeyRef: callbackRef } }] : []),
-    ],
-    ports: [{ name: "metrics", containerPort: config.metricsPort, protocol: "TCP" }],
-    // Loading and verifying the BPF program can take a while on a busy node; liveness waits for it.
-    startupProbe: probe("/healthz", 30),
-    livenessProbe: probe("/healthz", 12),
-    readinessProbe: probe("/readyz", 3),
-    resources: config.resources,
-    securityContext: {
-      privileged: false,
-      // Kubernetes refuses allowPrivilegeEscalation: false together with SYS_ADMIN.
-      ...(config.legacyKernelCapabilities ? {} : { allowPrivilegeEscalation: false }),
-      readOnlyRootFilesystem: true,
-      runAsUser: 0,
-      runAsGroup: 0,
-      capabilities: { drop: ["ALL"], add: capabilities },
-      // The runtime's default AppArmor profile denies writes under /sys/fs other than cgroup,
-      // which pinning maps in the BPF filesystem needs. Seccomp stays RuntimeDefault (pod level):
-      // it allows bpf() and perf_event_open() to holders of CAP_BPF / CAP_PERFMON.
-      appArmorProfile: { type: "Unconfined" },
-    },
-    volumeMounts: [
-      // HostToContainer: a BPF filesystem the host mounts later is seen; Bidirectional would need privileged.
-      { name: "bpffs", mountPath: MOUNTS.bpffs, mountPropagation: "HostToContainer" },
-      { name: "btf", mountPath: MOUNTS.btf, readOnly: true },
-      // Read-only is enough to connect to a socket (write permission on sockets ignores read-only mounts).
-      { name: "container-runtime", mountPath: MOUNTS.runtimeDir, readOnly: true },
-      { name: "spool", mountPath: MOUNTS.spool },
-      { name: "watch-tables", mountPath: MOUNTS.watchTables },
-      { name: "tmp", mountPath: MOUNTS.tmp },
-      ...(config.containerdRoot
-        ? [
-            { name: "containerd-root", mountPath: MOUNTS.containerdRoot, readOnly: true },
-            { name: "cgroup", mountPath: MOUNTS.cgroup, readOnly: true },
-          ]
-        : []),
-    ],
-  };
-  const podSpec: Record<string, unknown> = {
+}
+
+function podSpec(config: HiveConfig): Record<string, unknown> {
+  return {
     serviceAccountName: AGENT_NAME,
     automountServiceAccountToken: true,
     // /proc/PID/root of every container's processes: the trap paths are resolved there.
@@ -246,39 +208,112 @@ export function daemonSetManifest(config: HiveConfig): KubernetesObject {
       : {}),
     securityContext: { seccompProfile: { type: "RuntimeDefault" } },
     terminationGracePeriodSeconds: 30,
-    containers: [container],
-    volumes: [
-      { name: "bpffs", hostPath: { path: "/sys/fs/bpf", type: "Directory" } },
-      { name: "btf", hostPath: { path: "/sys/kernel/btf", type: "Directory" } },
-      { name: "container-runtime", hostPath: { path: dirname(config.runtimeSocket), type: "Directory" } },
-      { name: "spool", hostPath: { path: config.spoolDir, type: "DirectoryOrCreate" } },
-      // The host's /run/hive: `sudo hive status` on the node finds the agent's table where it finds
-      // `hive watch`'s; /run is a tmpfs, so the table goes with the kernel state at reboot.
-      { name: "watch-tables", hostPath: { path: MOUNTS.watchTables, type: "DirectoryOrCreate" } },
-      { name: "tmp", emptyDir: { sizeLimit: "64Mi" } },
-      ...(config.containerdRoot
-        ? [
-            { name: "containerd-root", hostPath: { path: config.containerdRoot, type: "Directory" } },
-            { name: "cgroup", hostPath: { path: "/sys/fs/cgroup", type: "Directory" } },
-          ]
-        : []),
-    ],
+    containers: [agentContainer(config)],
+    volumes: agentVolumes(config),
   };
+}
+
+function agentContainer(config: HiveConfig) {
   return {
-    apiVersion: "apps/v1",
-    kind: "DaemonSet",
-    metadata: { name: AGENT_NAME, namespace: config.namespace, labels },
-    spec: {
-      selector: { matchLabels: AGENT_SELECTOR },
-      updateStrategy: config.updateStrategy,
-      template: {
-        metadata: {
-          // Hive's labels last: the selector's must stay (config.ts rejects pod labels that would change them).
-          labels: { ...config.podLabels, ...labels },
-          ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
-        },
-        spec: podSpec,
-      },
-    },
+    name: "agent",
+    image: config.image,
+    imagePullPolicy: config.imagePullPolicy,
+    args: agentArgs(config),
+    env: agentEnv(config),
+    ports: [{ name: "metrics", containerPort: config.metricsPort, protocol: "TCP" }],
+    // Loading and verifying the BPF program can take a while on a busy node; liveness waits for it.
+    startupProbe: probe("/healthz", 30),
+    livenessProbe: probe("/healthz", 12),
+    readinessProbe: probe("/readyz", 3),
+    resources: config.resources,
+    securityContext: containerSecurityContext(config),
+    volumeMounts: agentVolumeMounts(config),
   };
+}
+
+function agentEnv(config: HiveConfig) {
+  const callbackRef = callbackSecretRef(config.callback);
+  return [
+    fieldEnv("NODE_NAME", "spec.nodeName"),
+    fieldEnv("POD_NAME", "metadata.name"),
+    fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+    // Resolved by the kubelet: the agent needs no permission on this Secret.
+    ...(callbackRef ? [{ name: "HIVE_CALLBACK", valueFrom: { secretKeyRef: callbackRef } }] : []),
+  ];
+}
+
+/**
+ * Liveness restarts the agent only when it is stuck (two minutes without an answer): a restart
+ * drops what it holds in memory (accesses waiting for their pod's name), and a starved node can
+ * hold the agent's event loop for over a minute (75 s seen on an emulated node under load).
+ * Readiness, which only gates a rollout, reacts within 30 s.
+ */
+function probe(path: string, failureThreshold: number) {
+  return {
+    httpGet: { path, port: "metrics" },
+    periodSeconds: 10,
+    timeoutSeconds: 5,
+    failureThreshold,
+  };
+}
+
+/** Not privileged: every capability dropped but the agent's (see the top of this file). */
+function containerSecurityContext(config: HiveConfig) {
+  const capabilities = [
+    ...AGENT_CAPABILITIES,
+    ...(config.legacyKernelCapabilities ? LEGACY_KERNEL_CAPABILITIES : []),
+  ];
+  return {
+    privileged: false,
+    // Kubernetes refuses allowPrivilegeEscalation: false together with SYS_ADMIN.
+    ...(config.legacyKernelCapabilities ? {} : { allowPrivilegeEscalation: false }),
+    readOnlyRootFilesystem: true,
+    runAsUser: 0,
+    runAsGroup: 0,
+    capabilities: { drop: ["ALL"], add: capabilities },
+    // The runtime's default AppArmor profile denies writes under /sys/fs other than cgroup,
+    // which pinning maps in the BPF filesystem needs. Seccomp stays RuntimeDefault (pod level):
+    // it allows bpf() and perf_event_open() to holders of CAP_BPF / CAP_PERFMON.
+    appArmorProfile: { type: "Unconfined" },
+  };
+}
+
+/** Where the pod's volumes (agentVolumes, same names) appear in the container. */
+function agentVolumeMounts(config: HiveConfig) {
+  return [
+    // HostToContainer: a BPF filesystem the host mounts later is seen; Bidirectional would need privileged.
+    { name: "bpffs", mountPath: MOUNTS.bpffs, mountPropagation: "HostToContainer" },
+    { name: "btf", mountPath: MOUNTS.btf, readOnly: true },
+    // Read-only is enough to connect to a socket (write permission on sockets ignores read-only mounts).
+    { name: "container-runtime", mountPath: MOUNTS.runtimeDir, readOnly: true },
+    { name: "spool", mountPath: MOUNTS.spool },
+    { name: "watch-tables", mountPath: MOUNTS.watchTables },
+    { name: "tmp", mountPath: MOUNTS.tmp },
+    ...(config.containerdRoot
+      ? [
+          { name: "containerd-root", mountPath: MOUNTS.containerdRoot, readOnly: true },
+          { name: "cgroup", mountPath: MOUNTS.cgroup, readOnly: true },
+        ]
+      : []),
+  ];
+}
+
+/** The host's paths the agent works with, and its scratch space. */
+function agentVolumes(config: HiveConfig) {
+  return [
+    { name: "bpffs", hostPath: { path: "/sys/fs/bpf", type: "Directory" } },
+    { name: "btf", hostPath: { path: "/sys/kernel/btf", type: "Directory" } },
+    { name: "container-runtime", hostPath: { path: dirname(config.runtimeSocket), type: "Directory" } },
+    { name: "spool", hostPath: { path: config.spoolDir, type: "DirectoryOrCreate" } },
+    // The host's /run/hive: `sudo hive status` on the node finds the agent's table where it finds
+    // `hive watch`'s; /run is a tmpfs, so the table goes with the kernel state at reboot.
+    { name: "watch-tables", hostPath: { path: MOUNTS.watchTables, type: "DirectoryOrCreate" } },
+    { name: "tmp", emptyDir: { sizeLimit: "64Mi" } },
+    ...(config.containerdRoot
+      ? [
+          { name: "containerd-root", hostPath: { path: config.containerdRoot, type: "Directory" } },
+          { name: "cgroup", hostPath: { path: "/sys/fs/cgroup", type: "Directory" } },
+        ]
+      : []),
+  ];
 }

@@ -21,7 +21,16 @@ export interface AlertRule {
 export function hiveAlertRules(namespace: string): { groups: { name: string; rules: AlertRule[] }[] } {
   const ns = `namespace="${namespace}"`;
   const agent = "agent {{ $labels.namespace }}/{{ $labels.pod }}";
-  const rules: AlertRule[] = [
+  const rules = [...agentRules(ns, agent), ...kernelRules(ns, agent), ...alertPipelineRules(ns, agent)];
+  return { groups: [{ name: "hive-agent", rules }] };
+}
+
+// Each group below takes `ns`, the series selector of the monitor's namespace, and `agent`, the
+// alert text naming the agent pod.
+
+/** The agent pods themselves: ready, and not restarting. */
+function agentRules(ns: string, agent: string): AlertRule[] {
+  return [
     {
       alert: "HiveAgentNotReady",
       expr: `hive_agent_ready{${ns}} == 0`,
@@ -43,6 +52,12 @@ export function hiveAlertRules(namespace: string): { groups: { name: string; rul
           "The agent keeps restarting: its node is unwatched while it starts. Its previous logs (`kubectl logs --previous`) say why.",
       },
     },
+  ];
+}
+
+/** The kernel side: events lost or dropped, hooks skipped, files the watch map cannot hold. */
+function kernelRules(ns: string, agent: string): AlertRule[] {
+  return [
     {
       alert: "HiveKernelEventsLost",
       expr: `increase(hive_kernel_events_lost_total{${ns}}[10m]) > 0`,
@@ -96,6 +111,12 @@ export function hiveAlertRules(namespace: string): { groups: { name: string; rul
           "The program's watch map is full, so accesses to these files are missed. `hive status` on the node lists them as NOT WATCHED; fewer traps or containers per node make room.",
       },
     },
+  ];
+}
+
+/** Alerts on their way out: the spool and the deliveries to callbacks. */
+function alertPipelineRules(ns: string, agent: string): AlertRule[] {
+  return [
     {
       alert: "HiveSpoolFilling",
       expr: `hive_spool_bytes{${ns}} / hive_spool_capacity_bytes{${ns}} > 0.8 and hive_spool_capacity_bytes{${ns}} > 0`,
@@ -139,7 +160,6 @@ export function hiveAlertRules(namespace: string): { groups: { name: string; rul
       },
     },
   ];
-  return { groups: [{ name: "hive-agent", rules }] };
 }
 
 export function prometheusRuleManifest(
