@@ -5,7 +5,6 @@
  */
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { parseArgs } from "node:util";
 import { CALLBACK_FORMATS, type CallbackFormat } from "../../api/alert.ts";
 import { HiveError } from "../../api/errors.ts";
 import {
@@ -18,6 +17,7 @@ import { callbackPrefixProblem, normalizeCallbackPrefix } from "../../api/tenanc
 import { RESOLVE_TIMEOUT_MS } from "../discover/resolve-pool.ts";
 import { DEFAULT_LEASE, type LeaseTiming, leaseTiming } from "../k8s/lease.ts";
 import { ATTACH_REQUESTS, type AttachRequest } from "../kernel/contract.ts";
+import { type AgentFlags, flag, flagOrEnv, positiveInt, readAgentFlags } from "./config-flags.ts";
 
 export interface AgentConfig {
   nodeName: string;
@@ -125,121 +125,150 @@ Options (environment in brackets):
                             overlay such a trap may never fire)
   --lease-duration MS       [HIVE_LEASE_DURATION_MS] (default 90000: the pods Lease; renew deadline 2/3 of it, renewed every 1/3, candidates poll every 2/15)`;
 
-function positiveInt(name: string, text: string | undefined, fallback: number): number {
-  if (text === undefined || text === "") return fallback;
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 0) {
-    throw new HiveError("ConfigInvalid", `${name} must be a whole number`, {
-      object: text,
-      hint: `e.g. ${name}=${fallback}`,
-    });
-  }
-  return n;
+/** The agent's configuration from flags, else their environment twins; a problem is a ConfigInvalid error. */
+export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): AgentConfig {
+  const flags = readAgentFlags(argv, env);
+  // Each step throws on its section's first problem, so the steps' order decides which is reported.
+  const identity = parseIdentity(flags);
+  const attachMode = parseAttachMode(flags);
+  const logLevel = parseLogLevel(flags);
+  const callback = parseCallback(flags);
+  const lease = parseLease(flags);
+  const reports = parseReports(flags);
+  const tenantCallbacks = parseTenantCallbacks(flags);
+  const runtime = parseNodeRuntime(flags);
+  const metricsPort = positiveInt(
+    "--metrics-port",
+    flagOrEnv(flags, "metrics-port", "HIVE_METRICS_PORT"),
+    9090,
+  );
+  const kernel = parseKernelProgram(flags);
+  return {
+    ...identity,
+    attachMode,
+    logLevel,
+    ...callback,
+    lease,
+    ...reports,
+    tenantCallbacks,
+    ...runtime,
+    metricsPort,
+    ...kernel,
+    ...parseKubernetesAccess(flags),
+    roles: { loader: !flags.values["no-loader"], pods: !flags.values["no-pods"] },
+    bootIdPath: "/proc/sys/kernel/random/boot_id",
+    ...withoutUnset({
+      spoolDir: flagOrEnv(flags, "spool-dir", "HIVE_SPOOL_DIR"),
+      daemonSet: flagOrEnv(flags, "daemonset", "HIVE_DAEMONSET") || undefined,
+    }),
+  };
 }
 
-export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): AgentConfig {
-  let values: Record<string, string | boolean | string[] | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      strict: true,
-      options: {
-        "node-name": { type: "string" },
-        "pod-name": { type: "string" },
-        namespace: { type: "string" },
-        kubeconfig: { type: "string" },
-        server: { type: "string" },
-        token: { type: "string" },
-        "runtime-socket": { type: "string" },
-        "containerd-namespace": { type: "string" },
-        "proc-root": { type: "string" },
-        "resolve-timeout": { type: "string" },
-        "metrics-port": { type: "string" },
-        callback: { type: "string" },
-        "default-callback": { type: "string" },
-        "tenant-callback": { type: "string", multiple: true },
-        "callback-headers-secret": { type: "string" },
-        "callback-signing-secret": { type: "string" },
-        "callback-signing-key": { type: "string" },
-        "callback-format": { type: "string" },
-        "cluster-name": { type: "string" },
-        "log-level": { type: "string" },
-        "spool-dir": { type: "string" },
-        attach: { type: "string" },
-        "bpf-object": { type: "string" },
-        "watch-capacity": { type: "string" },
-        "burst-gap": { type: "string" },
-        "pin-root": { type: "string" },
-        "table-dir": { type: "string" },
-        "no-loader": { type: "boolean" },
-        "no-pods": { type: "boolean" },
-        "no-trap-proof": { type: "boolean" },
-        "lease-duration": { type: "string" },
-        "image-layers": { type: "string" },
-        "cgroup-root": { type: "string" },
-        "runtime-state-dir": { type: "string" },
-        daemonset: { type: "string" },
-        reports: { type: "string" },
-        "report-fail-window": { type: "string" },
-      },
-    }));
-  } catch (error) {
-    throw new HiveError("ConfigInvalid", (error as Error).message, {
-      object: argv.join(" "),
-      hint: "run `hive agent --help`",
-    });
-  }
-  const str = (flag: string, envName: string): string | undefined =>
-    (values[flag] as string | undefined) ?? env[envName] ?? undefined;
-  const nodeName = str("node-name", "NODE_NAME");
+/** `fields` without its unset entries: an unset optional setting is absent from the config. */
+function withoutUnset<T extends object>(fields: T): T {
+  return Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) as T;
+}
+
+/** Who this agent is: its node and pod (the downward API), and its Leases' namespace. */
+function parseIdentity(flags: AgentFlags): Pick<AgentConfig, "nodeName" | "podName" | "namespace"> {
+  const nodeName = flagOrEnv(flags, "node-name", "NODE_NAME");
   if (!nodeName) {
     throw new HiveError("ConfigInvalid", "the node name is not set", {
       object: "NODE_NAME",
       hint: "set env NODE_NAME from the downward API (fieldRef spec.nodeName) or pass --node-name",
     });
   }
-  const attach = (str("attach", "HIVE_ATTACH") ?? "auto") as AttachRequest;
+  return {
+    nodeName,
+    podName: flagOrEnv(flags, "pod-name", "POD_NAME") ?? hostname(),
+    namespace: flagOrEnv(flags, "namespace", "POD_NAMESPACE") ?? "hive-system",
+  };
+}
+
+function parseAttachMode(flags: AgentFlags): AttachRequest {
+  const attach = (flagOrEnv(flags, "attach", "HIVE_ATTACH") ?? "auto") as AttachRequest;
   if (!ATTACH_REQUESTS.includes(attach)) {
     throw new HiveError("ConfigInvalid", `attach mode must be one of ${ATTACH_REQUESTS.join(", ")}`, {
       object: attach,
     });
   }
-  const callback = (values["default-callback"] as string | undefined) ?? str("callback", "HIVE_CALLBACK");
-  const logLevel = str("log-level", "HIVE_LOG_LEVEL") ?? "info";
+  return attach;
+}
+
+function parseLogLevel(flags: AgentFlags): AgentConfig["logLevel"] {
+  const logLevel = flagOrEnv(flags, "log-level", "HIVE_LOG_LEVEL") ?? "info";
   if (!["debug", "info", "warn", "error"].includes(logLevel)) {
     throw new HiveError("ConfigInvalid", "log level must be debug, info, warn or error", {
       object: logLevel,
     });
   }
-  const signing = [values["callback-signing-secret"], values["callback-signing-key"]];
-  if (signing.filter((v) => v !== undefined).length === 1) {
+  return logLevel as AgentConfig["logLevel"];
+}
+
+/** The default callback: its URL, the Secrets of its headers and signing key, its alerts' format. */
+function parseCallback(
+  flags: AgentFlags,
+): Pick<
+  AgentConfig,
+  | "callback"
+  | "callbackHeadersSecret"
+  | "callbackSigningSecret"
+  | "callbackSigningKey"
+  | "callbackFormat"
+  | "clusterName"
+> {
+  const callback = flag(flags, "default-callback") ?? flagOrEnv(flags, "callback", "HIVE_CALLBACK");
+  const headersSecret = flag(flags, "callback-headers-secret");
+  const [signingSecret, signingKey] = [
+    flag(flags, "callback-signing-secret"),
+    flag(flags, "callback-signing-key"),
+  ];
+  if ((signingSecret === undefined) !== (signingKey === undefined)) {
     throw new HiveError("ConfigInvalid", "--callback-signing-secret and --callback-signing-key go together", {
-      object: argv.join(" "),
+      object: flags.argv.join(" "),
     });
   }
-  if (
-    callback === undefined &&
-    (values["callback-headers-secret"] !== undefined || signing[0] !== undefined)
-  ) {
+  if (callback === undefined && (headersSecret !== undefined || signingSecret !== undefined)) {
     throw new HiveError("ConfigInvalid", "callback secrets need a default callback", {
-      object: argv.join(" "),
+      object: flags.argv.join(" "),
     });
   }
   if (callback !== undefined && !/^https?:\/\//.test(callback)) {
     throw new HiveError("ConfigInvalid", "the callback must be an http(s) URL", { object: callback });
   }
-  const callbackFormat = (str("callback-format", "HIVE_CALLBACK_FORMAT") ?? "json") as CallbackFormat;
+  const callbackFormat = (flagOrEnv(flags, "callback-format", "HIVE_CALLBACK_FORMAT") ??
+    "json") as CallbackFormat;
   if (!CALLBACK_FORMATS.includes(callbackFormat)) {
     throw new HiveError("ConfigInvalid", `--callback-format must be one of ${CALLBACK_FORMATS.join(", ")}`, {
       object: callbackFormat,
     });
   }
-  const leaseDurationMs = positiveInt(
-    "--lease-duration",
-    str("lease-duration", "HIVE_LEASE_DURATION_MS"),
-    DEFAULT_LEASE.leaseDurationMs,
+  return {
+    callbackFormat,
+    ...withoutUnset({
+      callback,
+      callbackHeadersSecret: headersSecret,
+      callbackSigningSecret: signingSecret,
+      callbackSigningKey: signingKey,
+      clusterName: flagOrEnv(flags, "cluster-name", "HIVE_CLUSTER_NAME") || undefined,
+    }),
+  };
+}
+
+function parseLease(flags: AgentFlags): LeaseTiming {
+  return leaseTiming(
+    positiveInt(
+      "--lease-duration",
+      flagOrEnv(flags, "lease-duration", "HIVE_LEASE_DURATION_MS"),
+      DEFAULT_LEASE.leaseDurationMs,
+    ),
   );
-  const reports = (str("reports", "HIVE_REPORTS") ?? DEFAULT_REPORT_FORMAT) as ReportFormat | "none";
+}
+
+function parseReports(flags: AgentFlags): Pick<AgentConfig, "reports" | "reportFailWindowHours"> {
+  const reports = (flagOrEnv(flags, "reports", "HIVE_REPORTS") ?? DEFAULT_REPORT_FORMAT) as
+    | ReportFormat
+    | "none";
   if (reports !== "none" && !REPORT_FORMAT_NAMES.includes(reports)) {
     throw new HiveError("ConfigInvalid", `--reports must be ${REPORT_FORMAT_NAMES.join(", ")} or none`, {
       object: reports,
@@ -247,82 +276,97 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   }
   const reportFailWindowHours = positiveInt(
     "--report-fail-window",
-    str("report-fail-window", "HIVE_REPORT_FAIL_WINDOW_HOURS"),
+    flagOrEnv(flags, "report-fail-window", "HIVE_REPORT_FAIL_WINDOW_HOURS"),
     DEFAULT_FAIL_WINDOW_SECONDS / 3600,
   );
   if (reportFailWindowHours === 0)
     throw new HiveError("ConfigInvalid", "--report-fail-window must be at least 1 hour", { object: "0" });
-  const config: AgentConfig = {
-    nodeName,
-    reports,
-    reportFailWindowHours,
-    podName: str("pod-name", "POD_NAME") ?? hostname(),
-    namespace: str("namespace", "POD_NAMESPACE") ?? "hive-system",
-    runtimeSocket: str("runtime-socket", "HIVE_RUNTIME_SOCKET") ?? "/run/containerd/containerd.sock",
-    containerdNamespaces: (str("containerd-namespace", "HIVE_CONTAINERD_NAMESPACES") ?? "k8s.io")
-      .split(",")
-      .filter(Boolean),
-    tenantCallbacks: (
-      (values["tenant-callback"] as string[] | undefined) ??
-      (env.HIVE_TENANT_CALLBACKS ?? "").split(",").filter(Boolean)
-    ).map((prefix) => {
-      const problem = callbackPrefixProblem(prefix);
-      if (problem !== undefined)
-        throw new HiveError("ConfigInvalid", `a tenant callback prefix ${problem}`, { object: prefix });
-      return normalizeCallbackPrefix(prefix);
-    }),
-    procRoot: str("proc-root", "HIVE_PROC_ROOT") ?? "/proc",
-    resolveTimeoutMs: positiveInt(
-      "--resolve-timeout",
-      str("resolve-timeout", "HIVE_RESOLVE_TIMEOUT_MS"),
-      RESOLVE_TIMEOUT_MS,
-    ),
-    bootIdPath: "/proc/sys/kernel/random/boot_id",
-    metricsPort: positiveInt("--metrics-port", str("metrics-port", "HIVE_METRICS_PORT"), 9090),
-    attachMode: attach,
-    callbackFormat,
-    logLevel: logLevel as AgentConfig["logLevel"],
-    roles: { loader: !values["no-loader"], pods: !values["no-pods"] },
-    trapProof: !values["no-trap-proof"],
-    cgroupRoot: str("cgroup-root", "HIVE_CGROUP_ROOT") ?? "/sys/fs/cgroup",
-    lease: leaseTiming(leaseDurationMs),
-  };
-  if (config.resolveTimeoutMs === 0)
+  return { reports, reportFailWindowHours };
+}
+
+/** Where policies outside the agent's namespace may send alerts (api/tenancy.ts), as normalized prefixes. */
+function parseTenantCallbacks(flags: AgentFlags): string[] {
+  const prefixes =
+    (flags.values["tenant-callback"] as string[] | undefined) ??
+    (flags.env.HIVE_TENANT_CALLBACKS ?? "").split(",").filter(Boolean);
+  return prefixes.map((prefix) => {
+    const problem = callbackPrefixProblem(prefix);
+    if (problem !== undefined)
+      throw new HiveError("ConfigInvalid", `a tenant callback prefix ${problem}`, { object: prefix });
+    return normalizeCallbackPrefix(prefix);
+  });
+}
+
+/** The node's container runtime and host directories: where containers and their files are found. */
+function parseNodeRuntime(
+  flags: AgentFlags,
+): Pick<
+  AgentConfig,
+  | "runtimeSocket"
+  | "containerdNamespaces"
+  | "procRoot"
+  | "resolveTimeoutMs"
+  | "trapProof"
+  | "cgroupRoot"
+  | "imageLayers"
+  | "runtimeStateDir"
+> {
+  const resolveTimeoutMs = positiveInt(
+    "--resolve-timeout",
+    flagOrEnv(flags, "resolve-timeout", "HIVE_RESOLVE_TIMEOUT_MS"),
+    RESOLVE_TIMEOUT_MS,
+  );
+  if (resolveTimeoutMs === 0)
     throw new HiveError("ConfigInvalid", "--resolve-timeout must be more than 0", {
       object: "0",
       hint: `e.g. --resolve-timeout=${RESOLVE_TIMEOUT_MS}`,
     });
-  const optional: [keyof AgentConfig, string | undefined][] = [
-    ["kubeconfig", str("kubeconfig", "KUBECONFIG")],
-    ["server", str("server", "HIVE_API_SERVER")],
-    ["token", str("token", "HIVE_API_TOKEN")],
-    ["callback", callback],
-    ["callbackHeadersSecret", values["callback-headers-secret"] as string | undefined],
-    ["callbackSigningSecret", values["callback-signing-secret"] as string | undefined],
-    ["callbackSigningKey", values["callback-signing-key"] as string | undefined],
-    ["clusterName", str("cluster-name", "HIVE_CLUSTER_NAME") || undefined],
-    ["spoolDir", str("spool-dir", "HIVE_SPOOL_DIR")],
-    ["bpfObject", str("bpf-object", "HIVE_BPF_OBJECT")],
-    ["pinRoot", str("pin-root", "HIVE_PIN_ROOT")],
-    ["tableDir", str("table-dir", "HIVE_TABLE_DIR")],
-    ["imageLayers", str("image-layers", "HIVE_IMAGE_LAYERS") || undefined],
-    ["runtimeStateDir", str("runtime-state-dir", "HIVE_RUNTIME_STATE_DIR")],
-    ["daemonSet", str("daemonset", "HIVE_DAEMONSET") || undefined],
-  ];
-  for (const [k, v] of optional) if (v !== undefined) (config as unknown as Record<string, unknown>)[k] = v;
-  const gap = str("burst-gap", "HIVE_BURST_GAP_MS");
-  if (gap !== undefined) {
-    config.burstGapMs = positiveInt("--burst-gap", gap, 5);
-    if (config.burstGapMs < 1 || config.burstGapMs > 1000)
-      throw new HiveError("ConfigInvalid", "--burst-gap must be from 1 to 1000 ms", { object: gap });
-  }
-  const capacity = str("watch-capacity", "HIVE_WATCH_CAPACITY");
-  if (capacity !== undefined) {
-    config.watchCapacity = positiveInt("--watch-capacity", capacity, 65_536);
-    if (config.watchCapacity < 1)
-      throw new HiveError("ConfigInvalid", "--watch-capacity must be at least 1", { object: capacity });
-  }
-  return config;
+  return {
+    runtimeSocket:
+      flagOrEnv(flags, "runtime-socket", "HIVE_RUNTIME_SOCKET") ?? "/run/containerd/containerd.sock",
+    containerdNamespaces: (flagOrEnv(flags, "containerd-namespace", "HIVE_CONTAINERD_NAMESPACES") ?? "k8s.io")
+      .split(",")
+      .filter(Boolean),
+    procRoot: flagOrEnv(flags, "proc-root", "HIVE_PROC_ROOT") ?? "/proc",
+    resolveTimeoutMs,
+    trapProof: !flags.values["no-trap-proof"],
+    cgroupRoot: flagOrEnv(flags, "cgroup-root", "HIVE_CGROUP_ROOT") ?? "/sys/fs/cgroup",
+    ...withoutUnset({
+      imageLayers: flagOrEnv(flags, "image-layers", "HIVE_IMAGE_LAYERS") || undefined,
+      runtimeStateDir: flagOrEnv(flags, "runtime-state-dir", "HIVE_RUNTIME_STATE_DIR"),
+    }),
+  };
+}
+
+/** How to reach the API server: a kubeconfig, or a URL and token; neither means in-cluster. */
+function parseKubernetesAccess(flags: AgentFlags): Pick<AgentConfig, "kubeconfig" | "server" | "token"> {
+  return withoutUnset({
+    kubeconfig: flagOrEnv(flags, "kubeconfig", "KUBECONFIG"),
+    server: flagOrEnv(flags, "server", "HIVE_API_SERVER"),
+    token: flagOrEnv(flags, "token", "HIVE_API_TOKEN"),
+  });
+}
+
+/** The kernel program's object, its pinned maps and watch table, and the sizes it runs with. */
+function parseKernelProgram(
+  flags: AgentFlags,
+): Pick<AgentConfig, "bpfObject" | "pinRoot" | "tableDir" | "burstGapMs" | "watchCapacity"> {
+  const gap = flagOrEnv(flags, "burst-gap", "HIVE_BURST_GAP_MS");
+  const burstGapMs = gap === undefined ? undefined : positiveInt("--burst-gap", gap, 5);
+  if (burstGapMs !== undefined && (burstGapMs < 1 || burstGapMs > 1000))
+    throw new HiveError("ConfigInvalid", "--burst-gap must be from 1 to 1000 ms", { object: gap });
+  const capacity = flagOrEnv(flags, "watch-capacity", "HIVE_WATCH_CAPACITY");
+  const watchCapacity =
+    capacity === undefined ? undefined : positiveInt("--watch-capacity", capacity, 65_536);
+  if (watchCapacity !== undefined && watchCapacity < 1)
+    throw new HiveError("ConfigInvalid", "--watch-capacity must be at least 1", { object: capacity });
+  return withoutUnset({
+    bpfObject: flagOrEnv(flags, "bpf-object", "HIVE_BPF_OBJECT"),
+    pinRoot: flagOrEnv(flags, "pin-root", "HIVE_PIN_ROOT"),
+    tableDir: flagOrEnv(flags, "table-dir", "HIVE_TABLE_DIR"),
+    burstGapMs,
+    watchCapacity,
+  });
 }
 
 /** The kernel's identity: boot_id, read once at start (it changes only with a reboot). */
