@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { connectRuntimeService, subscribeRuntimeEvents } from "../discover/containerd-api.ts";
 import type { KernelWatcher } from "../kernel/contract.ts";
 import { createLogger } from "../log.ts";
-import { followContainers } from "./container-events.ts";
+import { followContainers, nextFollowState } from "./container-events.ts";
 import { interpretContainerEvent } from "./local-containers.ts";
 import { parsePolicyText } from "./policy-files.ts";
 import { startStandalone } from "./standalone.ts";
@@ -201,5 +201,34 @@ spec:
     down = false;
     await standalone.containersChanged({ reason: "periodic re-list" });
     expect(log.lines.some((l) => l.msg === "re-plans work again")).toBe(true);
+  });
+});
+
+describe("the follower's state", () => {
+  const start = {
+    mode: "events" as const,
+    connected: false,
+    since: "t0",
+    resubscribes: 0,
+    lastError: "refused",
+  };
+
+  it("moves `since` only when the connection or the mode changes, and drops the error once connected", () => {
+    expect(nextFollowState(start, { connected: false, lastError: "still refused" }, "t1")).toEqual({
+      ...start,
+      lastError: "still refused",
+    });
+    expect(nextFollowState(start, { connected: true, resubscribes: 1 }, "t2")).toEqual({
+      mode: "events",
+      connected: true,
+      since: "t2",
+      resubscribes: 1,
+    });
+    expect(
+      nextFollowState(start, { mode: "polling", connected: true, pollIntervalMs: 2000 }, "t3"),
+    ).toMatchObject({
+      mode: "polling",
+      since: "t3",
+    });
   });
 });

@@ -94,122 +94,167 @@ export interface ContainerFollower {
 const UNIMPLEMENTED = 12;
 const CANCELLED = 1;
 
+/** A follower's state: what it reports, and the stream, timers and retries it holds. */
+interface Following {
+  readonly options: FollowOptions;
+  readonly backoff: BackoffOptions;
+  readonly pollIntervalMs: number;
+  state: ContainerFollowState;
+  closed: boolean;
+  stream: grpc.ClientReadableStream<RuntimeEnvelope> | undefined;
+  retryTimer: NodeJS.Timeout | undefined;
+  pollTimer: NodeJS.Timeout | undefined;
+  /** Connection attempts since the stream was last healthy (for the backoff). */
+  attempt: number;
+  subscribedOnce: boolean;
+  /** When the stream was lost, while it is. */
+  lostAtMs: number | undefined;
+}
+
 export function followContainers(options: FollowOptions): ContainerFollower {
-  const { source, logger } = options;
-  const backoff = options.backoff ?? RESUBSCRIBE_BACKOFF;
-  const pollIntervalMs = options.pollIntervalMs ?? POLL_INTERVAL_MS;
-  let state: ContainerFollowState = {
-    mode: "events",
-    connected: false,
-    since: new Date().toISOString(),
-    resubscribes: 0,
+  const f: Following = {
+    options,
+    backoff: options.backoff ?? RESUBSCRIBE_BACKOFF,
+    pollIntervalMs: options.pollIntervalMs ?? POLL_INTERVAL_MS,
+    state: { mode: "events", connected: false, since: new Date().toISOString(), resubscribes: 0 },
+    closed: false,
+    stream: undefined,
+    retryTimer: undefined,
+    pollTimer: undefined,
+    attempt: 0,
+    subscribedOnce: false,
+    lostAtMs: undefined,
   };
-  let closed = false;
-  let stream: grpc.ClientReadableStream<RuntimeEnvelope> | undefined;
-  let retryTimer: NodeJS.Timeout | undefined;
-  let pollTimer: NodeJS.Timeout | undefined;
-  let attempt = 0;
-  let subscribedOnce = false;
-  let lostAtMs: number | undefined;
-
-  const setState = (next: Partial<ContainerFollowState>) => {
-    const changed = next.connected !== undefined && next.connected !== state.connected;
-    state = { ...state, ...next, ...(changed || next.mode ? { since: new Date().toISOString() } : {}) };
-    if (state.connected) delete state.lastError;
-    options.onState?.(state);
-  };
-
-  const poll = () => {
-    // Said once: from now on the containers are re-listed on a timer.
-    logger.warn("the container runtime has no event service: re-listing containers periodically", {
-      intervalMs: pollIntervalMs,
-      hint: "containerd serves events; a CRI-only runtime (CRI-O) does not. A container is armed within one interval of its start",
-    });
-    setState({ mode: "polling", connected: true, pollIntervalMs });
-    pollTimer = setInterval(() => options.onChange({ reason: "periodic re-list" }), pollIntervalMs);
-    pollTimer.unref();
-  };
-
-  const retry = (why: string) => {
-    if (closed) return;
-    attempt++;
-    const delayMs = Math.round(backoffDelay(attempt, backoff));
-    if (lostAtMs === undefined) {
-      lostAtMs = Date.now();
-      logger.warn("container event stream lost: resubscribing", { error: why, retryInMs: delayMs });
-    } else {
-      logger.debug("container event stream still unavailable", { error: why, attempt, retryInMs: delayMs });
-    }
-    setState({ connected: false, lastError: why });
-    retryTimer = setTimeout(connect, delayMs);
-  };
-
-  const open = () => {
-    const opened = source.subscribe(FOLLOWED_TOPICS.map((topic) => `topic=="${topic}"`));
-    stream = opened;
-    const openedAtMs = Date.now();
-    let ended = false;
-    const end = (code: number, details: string) => {
-      if (ended) return;
-      ended = true;
-      if (stream === opened) stream = undefined;
-      if (closed || code === CANCELLED) return;
-      if (code === UNIMPLEMENTED) return poll();
-      if (Date.now() - openedAtMs >= HEALTHY_STREAM_MS) attempt = 0;
-      retry(details || `the event stream ended (status ${code})`);
-    };
-    opened.on("data", (envelope: RuntimeEnvelope) => {
-      let change: ContainerChange | undefined;
-      try {
-        change = source.interpret(envelope);
-      } catch (error) {
-        // An event that does not decode still means a container changed: re-list.
-        logger.warn("a container event could not be decoded; re-listing", { topic: envelope.topic, error });
-        change = { reason: `${envelope.topic} (undecoded)` };
-      }
-      if (change) options.onChange(change);
-    });
-    // grpc-js emits `error` for a non-OK status, then `status` in every case.
-    opened.on("error", (error: grpc.ServiceError) => end(error.code, error.details || error.message));
-    opened.on("status", (status: grpc.StatusObject) => end(status.code, status.details));
-    const resubscribed = subscribedOnce;
-    subscribedOnce = true;
-    if (resubscribed) {
-      logger.info("container event stream resubscribed; re-listing containers", {
-        downMs: lostAtMs === undefined ? 0 : Date.now() - lostAtMs,
-        resubscribes: state.resubscribes + 1,
-      });
-      setState({ connected: true, resubscribes: state.resubscribes + 1 });
-    } else {
-      logger.info("following container starts and stops on containerd's event stream", {
-        topics: FOLLOWED_TOPICS,
-      });
-      setState({ connected: true });
-    }
-    lostAtMs = undefined;
-    // Whatever happened before this subscription (or while the stream was down) was not seen.
-    options.onChange({ reason: resubscribed ? "event stream resubscribed" : "event stream subscribed" });
-  };
-
-  const connect = () => {
-    retryTimer = undefined;
-    if (closed) return;
-    // Subscribe only on a ready channel: the call would otherwise wait for containerd silently.
-    source.client.waitForReady(Date.now() + (options.connectTimeoutMs ?? 3000), (error) => {
-      if (closed) return;
-      if (error) return retry(error.message);
-      open();
-    });
-  };
-
-  connect();
+  connect(f);
   return {
-    state: () => state,
+    state: () => f.state,
     close() {
-      closed = true;
-      if (retryTimer !== undefined) clearTimeout(retryTimer);
-      if (pollTimer !== undefined) clearInterval(pollTimer);
-      stream?.cancel();
+      f.closed = true;
+      if (f.retryTimer !== undefined) clearTimeout(f.retryTimer);
+      if (f.pollTimer !== undefined) clearInterval(f.pollTimer);
+      f.stream?.cancel();
     },
   };
+}
+
+/** The state after `next`: `since` moves when `connected` or `mode` changes; a connected one has no error. */
+export function nextFollowState(
+  state: ContainerFollowState,
+  next: Partial<ContainerFollowState>,
+  now: string,
+): ContainerFollowState {
+  const changed = next.connected !== undefined && next.connected !== state.connected;
+  const merged = { ...state, ...next, ...(changed || next.mode ? { since: now } : {}) };
+  if (merged.connected) delete merged.lastError;
+  return merged;
+}
+
+function setState(f: Following, next: Partial<ContainerFollowState>): void {
+  f.state = nextFollowState(f.state, next, new Date().toISOString());
+  f.options.onState?.(f.state);
+}
+
+function connect(f: Following): void {
+  f.retryTimer = undefined;
+  if (f.closed) return;
+  // Subscribe only on a ready channel: the call would otherwise wait for containerd silently.
+  f.options.source.client.waitForReady(Date.now() + (f.options.connectTimeoutMs ?? 3000), (error) => {
+    if (f.closed) return;
+    if (error) return retry(f, error.message);
+    open(f);
+  });
+}
+
+function retry(f: Following, why: string): void {
+  if (f.closed) return;
+  const { logger } = f.options;
+  f.attempt++;
+  const delayMs = Math.round(backoffDelay(f.attempt, f.backoff));
+  if (f.lostAtMs === undefined) {
+    f.lostAtMs = Date.now();
+    logger.warn("container event stream lost: resubscribing", { error: why, retryInMs: delayMs });
+  } else {
+    logger.debug("container event stream still unavailable", {
+      error: why,
+      attempt: f.attempt,
+      retryInMs: delayMs,
+    });
+  }
+  setState(f, { connected: false, lastError: why });
+  f.retryTimer = setTimeout(() => connect(f), delayMs);
+}
+
+function poll(f: Following): void {
+  const { logger } = f.options;
+  const { pollIntervalMs } = f;
+  // Said once: from now on the containers are re-listed on a timer.
+  logger.warn("the container runtime has no event service: re-listing containers periodically", {
+    intervalMs: pollIntervalMs,
+    hint: "containerd serves events; a CRI-only runtime (CRI-O) does not. A container is armed within one interval of its start",
+  });
+  setState(f, { mode: "polling", connected: true, pollIntervalMs });
+  f.pollTimer = setInterval(() => f.options.onChange({ reason: "periodic re-list" }), pollIntervalMs);
+  f.pollTimer.unref();
+}
+
+/** Subscribes, turns each envelope into a change, and on the stream's end resubscribes or polls. */
+function open(f: Following): void {
+  const { source, logger } = f.options;
+  const opened = source.subscribe(FOLLOWED_TOPICS.map((topic) => `topic=="${topic}"`));
+  f.stream = opened;
+  const openedAtMs = Date.now();
+  let ended = false;
+  const end = (code: number, details: string) => {
+    if (ended) return;
+    ended = true;
+    if (f.stream === opened) f.stream = undefined;
+    if (f.closed || code === CANCELLED) return;
+    if (code === UNIMPLEMENTED) return poll(f);
+    if (Date.now() - openedAtMs >= HEALTHY_STREAM_MS) f.attempt = 0;
+    retry(f, details || `the event stream ended (status ${code})`);
+  };
+  opened.on("data", (envelope: RuntimeEnvelope) => {
+    const change = changeOf(source, envelope, logger);
+    if (change) f.options.onChange(change);
+  });
+  // grpc-js emits `error` for a non-OK status, then `status` in every case.
+  opened.on("error", (error: grpc.ServiceError) => end(error.code, error.details || error.message));
+  opened.on("status", (status: grpc.StatusObject) => end(status.code, status.details));
+  subscribed(f);
+}
+
+/** The change an envelope means; one that does not decode still means a container changed. */
+function changeOf(
+  source: ContainerEventSource,
+  envelope: RuntimeEnvelope,
+  logger: Logger,
+): ContainerChange | undefined {
+  try {
+    return source.interpret(envelope);
+  } catch (error) {
+    logger.warn("a container event could not be decoded; re-listing", { topic: envelope.topic, error });
+    return { reason: `${envelope.topic} (undecoded)` };
+  }
+}
+
+/** The stream is open: said, and a re-list asked for, since what happened before it was not seen. */
+function subscribed(f: Following): void {
+  const { logger } = f.options;
+  const resubscribed = f.subscribedOnce;
+  f.subscribedOnce = true;
+  if (resubscribed) {
+    logger.info("container event stream resubscribed; re-listing containers", {
+      downMs: f.lostAtMs === undefined ? 0 : Date.now() - f.lostAtMs,
+      resubscribes: f.state.resubscribes + 1,
+    });
+    setState(f, { connected: true, resubscribes: f.state.resubscribes + 1 });
+  } else {
+    logger.info("following container starts and stops on containerd's event stream", {
+      topics: FOLLOWED_TOPICS,
+    });
+    setState(f, { connected: true });
+  }
+  f.lostAtMs = undefined;
+  // Whatever happened before this subscription (or while the stream was down) was not seen.
+  f.options.onChange({ reason: resubscribed ? "event stream resubscribed" : "event stream subscribed" });
 }

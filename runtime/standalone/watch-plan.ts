@@ -1,7 +1,7 @@
 /**
  * Standalone mode's equivalent of discover + HiveData: every trap of every policy file,
- * resolved on this machine to the files the kernel identifies (device + inode), and from
- * them the kernel map's entries and the alert source of each slot.
+ * resolved on this machine to the files the kernel identifies (device + inode), each with its
+ * alert source. The kernel map's entries made from a plan are watch-table.ts's.
  *
  * Where a trap applies: a trap without `match` watches the host's own path; a trap with
  * `match` watches the path inside each container of the local containerd it matches (the
@@ -13,27 +13,23 @@ import { hostname } from "node:os";
 import type { V1Pod } from "@kubernetes/client-node";
 import { HiveError, isHiveError } from "../../api/errors.ts";
 import {
-  ACCESS_KINDS,
-  type AccessKind,
   containerNameMatcher,
   type HivePolicy,
   type HiveTrap,
   LABEL_TRAP_ID,
   parseMode,
-  strongestDeny,
   trapDeny,
   trapId,
 } from "../../api/index.ts";
 import type { AlertSource } from "../alerts/alert-source.ts";
 import { type AllowFiles, exactAllowPaths } from "../alerts/allowlist.ts";
-import { trapAccesses, trapChanges, trapWantsEvent } from "../controllers/live-traps.ts";
 import { podMatches } from "../controllers/match.ts";
 import { openContainerProcess } from "../discover/container-process.ts";
 import { resolveInProcessRoot } from "../discover/file-resolver.ts";
 import { type ResolvedFile, type ResolveOptions, resolveInRoot } from "../discover/safe-path.ts";
-import type { FileKey, WatchEntry } from "../kernel/contract.ts";
+import type { FileKey } from "../kernel/contract.ts";
 import type { ProveHook } from "../kernel/trap-proof.ts";
-import { fileKeyId, type LayerFile, type LayerMiss, type LayerSource, planLayers } from "./layer-plan.ts";
+import { type LayerFile, type LayerMiss, type LayerSource, planLayers } from "./layer-plan.ts";
 
 /** A container of the local runtime as its metadata names it, running or not. */
 export interface ContainerRecord {
@@ -134,6 +130,9 @@ export function trapRefs(
 function containerName(c: ContainerRecord): string {
   return c.labels[CONTAINER_NAME] ?? c.name;
 }
+
+/** `namespace/id`, as container events name a container. */
+export const containerKey = (c: ContainerRecord) => `${c.runtimeNamespace}/${c.id}`;
 
 /** A container as logs and `hive status` name it: `name (first 12 characters of the id)`. */
 export function containerLabel(c: ContainerRecord): string {
@@ -269,25 +268,9 @@ export function planWatches(refs: readonly TrapRef[], context: PlanContext): Wat
     const targets = targetsOf(ref, context);
     if (targets.length === 0) plan.unmatched.push(ref);
     for (const target of targets) {
-      try {
-        const options: { create?: boolean; mode?: number } = {};
-        if (ref.trap.create) options.create = true;
-        if (ref.trap.mode !== undefined) options.mode = modeOf(ref.trap.path, ref.trap.mode);
-        const resolved = resolveOn(target, context, ref.trap.path, options);
-        if (resolved.fileType === "directory") {
-          throw new HiveError("PathInvalid", "trap path is a directory, not a file", {
-            object: ref.trap.path,
-            hint: "trap a file; Hive reports accesses to files",
-          });
-        }
-        plan.files.push({ ref, target, resolved, source: alertSource(ref, target, context) });
-      } catch (error) {
-        if (!isHiveError(error)) throw error;
-        const miss: UnresolvedTrap = { ref, target, error };
-        const parent = error.code === "FileNotFound" ? parentKey(target, context, ref.trap.path) : undefined;
-        if (parent !== undefined) miss.parent = parent;
-        plan.unresolved.push(miss);
-      }
+      const outcome = resolveTrap(ref, target, context);
+      if ("resolved" in outcome) plan.files.push(outcome);
+      else plan.unresolved.push(outcome);
     }
   }
   if (context.layers) {
@@ -298,118 +281,29 @@ export function planWatches(refs: readonly TrapRef[], context: PlanContext): Wat
   return plan;
 }
 
-/** What one slot of the kernel map stands for. */
-export interface SlotInfo {
-  /** `layer`: an image layer's file, which every container of the image reaches (layer-alerts.ts). */
-  kind: "file" | "parent" | "layer";
-  key: FileKey;
-  /** The trap × target pairs on this file (several traps may watch one file), or whose parent this is. */
-  files: WatchedFile[];
-  /** For a parent: traps whose file is missing from it, re-resolved when an entry appears. */
-  waiting: UnresolvedTrap[];
-  /** For a layer file: the traps on its path, each alerting the containers it selects. */
-  refs: TrapRef[];
-}
-
-export interface WatchTable {
-  entries: WatchEntry[];
-  slots: Map<number, SlotInfo>;
+/** One trap on one target: the file it watches, or why none (and the directory to wait in). */
+function resolveTrap(ref: TrapRef, target: WatchTarget, context: PlanContext): WatchedFile | UnresolvedTrap {
+  try {
+    const options: { create?: boolean; mode?: number } = {};
+    if (ref.trap.create) options.create = true;
+    if (ref.trap.mode !== undefined) options.mode = modeOf(ref.trap.path, ref.trap.mode);
+    const resolved = resolveOn(target, context, ref.trap.path, options);
+    if (resolved.fileType === "directory") {
+      throw new HiveError("PathInvalid", "trap path is a directory, not a file", {
+        object: ref.trap.path,
+        hint: "trap a file; Hive reports accesses to files",
+      });
+    }
+    return { ref, target, resolved, source: alertSource(ref, target, context) };
+  } catch (error) {
+    if (!isHiveError(error)) throw error;
+    const miss: UnresolvedTrap = { ref, target, error };
+    const parent = error.code === "FileNotFound" ? parentKey(target, context, ref.trap.path) : undefined;
+    if (parent !== undefined) miss.parent = parent;
+    return miss;
+  }
 }
 
 export { trapAccesses } from "../controllers/live-traps.ts";
-
-/**
- * The kernel map's content for a plan: one `file` entry per distinct file (the union of its
- * traps' access kinds) and one `parent` entry per distinct directory holding a trapped file,
- * so that a rename over the file or its re-creation is reported and the trap re-resolved. An
- * image layer's file is an entry of its own group, and a container's file over it (the proof's
- * `lower`) joins that group: one access checks both, and the kernel folds them into one burst.
- */
-export function buildWatchTable(
-  plan: WatchPlan,
-  slotFor: (id: string) => number = counterSlots(),
-): WatchTable {
-  const byKey = new Map<string, SlotInfo>();
-  const slotInfo = (kind: SlotInfo["kind"], key: FileKey): SlotInfo => {
-    const id = `${kind}:${fileKeyId(key)}`;
-    const info = byKey.get(id) ?? { kind, key, files: [], waiting: [], refs: [] };
-    byKey.set(id, info);
-    return info;
-  };
-  for (const file of plan.files) slotInfo("file", file.resolved.key).files.push(file);
-  // A directory that is itself trapped as a file keeps its file entry; the map holds one value per key.
-  const isFile = (key: FileKey) => byKey.has(`file:${fileKeyId(key)}`);
-  for (const file of plan.files) {
-    if (!isFile(file.resolved.parent)) slotInfo("parent", file.resolved.parent).files.push(file);
-  }
-  for (const miss of plan.unresolved) {
-    if (miss.parent !== undefined && !isFile(miss.parent)) slotInfo("parent", miss.parent).waiting.push(miss);
-  }
-  // The kernel map holds one value per key: a layer file some trap watches as a file keeps that entry.
-  const taken = (key: FileKey) => isFile(key) || byKey.has(`parent:${fileKeyId(key)}`);
-  for (const layer of plan.layers ?? [])
-    if (!taken(layer.key)) slotInfo("layer", layer.key).refs.push(...layer.refs);
-  const entries: WatchEntry[] = [];
-  const slots = new Map<number, SlotInfo>();
-  const layerSlot = (key: FileKey | undefined) =>
-    key === undefined || !byKey.has(`layer:${fileKeyId(key)}`)
-      ? undefined
-      : slotFor(`layer:${fileKeyId(key)}`);
-  for (const [id, info] of byKey) {
-    const slot = slotFor(id);
-    slots.set(slot, info);
-    if (info.kind === "layer") {
-      const accesses = ACCESS_KINDS.filter((kind) =>
-        info.refs.some((r) => trapAccesses(r.trap).includes(kind)),
-      );
-      // An image layer is read-only: no change of it is reported (the container's copy-up is its own file).
-      entries.push({ key: info.key, slot, accesses, kind: "file", group: slot });
-      continue;
-    }
-    const accesses: AccessKind[] =
-      info.kind === "parent"
-        ? ["write"]
-        : ACCESS_KINDS.filter((kind) => info.files.some((f) => trapAccesses(f.ref.trap).includes(kind)));
-    const changes = info.kind === "file" && info.files.some((f) => trapChanges(f.ref.trap));
-    const group = info.kind === "file" ? layerSlot(info.files[0]?.resolved.lower) : undefined;
-    const deny =
-      info.kind === "file" ? strongestDeny(info.files.map((f) => trapDeny(f.ref.trap))) : undefined;
-    entries.push({
-      key: info.key,
-      slot,
-      accesses,
-      kind: info.kind,
-      ...(changes ? { changes } : {}),
-      ...(group === undefined ? {} : { group }),
-      ...(deny ? { deny } : {}),
-    });
-  }
-  return { entries, slots };
-}
-
-/**
- * Slot numbers that stay with their file across re-plans: an event already in the ring
- * buffer when the map changes still names the file it was raised for.
- */
-export function counterSlots(): (id: string) => number {
-  const assigned = new Map<string, number>();
-  return (id) => {
-    let slot = assigned.get(id);
-    if (slot === undefined) {
-      slot = assigned.size + 1;
-      assigned.set(id, slot);
-    }
-    return slot;
-  };
-}
-
-/**
- * The sources an event on a file slot alerts: the traps on that file that want one of its access
- * kinds, or its change (live-traps.ts trapWantsEvent).
- */
-export function sourcesFor(
-  info: SlotInfo,
-  event: { accesses: readonly AccessKind[]; change?: string | undefined },
-): WatchedFile[] {
-  return info.files.filter((f) => trapWantsEvent(f.ref.trap, event));
-}
+// The kernel map's content for a plan, kept importable from here.
+export { buildWatchTable, counterSlots, type SlotInfo, sourcesFor, type WatchTable } from "./watch-table.ts";

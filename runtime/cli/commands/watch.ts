@@ -10,23 +10,28 @@ import { dirname } from "node:path";
 import { HiveError } from "../../../api/errors.ts";
 import { FORMATS } from "../../../api/formats.ts";
 import { allowedFileFor } from "../../alerts/allowed-counts.ts";
-import { type AlertPipelineConfig, createAlertPipeline } from "../../alerts/index.ts";
+import { type AlertPipeline, type AlertPipelineConfig, createAlertPipeline } from "../../alerts/index.ts";
 import { containerdWritableDirs } from "../../discover/writable-layers.ts";
 import { ATTACH_REQUESTS, type AttachRequest } from "../../kernel/contract.ts";
-import { isOnBpffs, openKernelWatcher } from "../../kernel/index.ts";
-import { createLogger } from "../../log.ts";
-import { createHiveMetrics } from "../../metrics/index.ts";
-import { CONTAINERD_SOCKET, openContainerLister } from "../../standalone/local-containers.ts";
+import { isOnBpffs, type LibbpfKernelWatcher, openKernelWatcher } from "../../kernel/index.ts";
+import { createLogger, type Logger } from "../../log.ts";
+import { createHiveMetrics, type HiveMetrics } from "../../metrics/index.ts";
+import {
+  CONTAINERD_SOCKET,
+  type ContainerLister,
+  openContainerLister,
+} from "../../standalone/local-containers.ts";
 import { assertNoProblems, readPolicyFiles } from "../../standalone/policy-files.ts";
-import { startStandalone } from "../../standalone/standalone.ts";
+import { type Standalone, type StandaloneOptions, startStandalone } from "../../standalone/standalone.ts";
 import {
   CGROUP_ROOT,
   CONTAINERD_SNAPSHOTS,
   openStandaloneLayers,
+  type StandaloneLayers,
 } from "../../standalone/standalone-layers.ts";
 import { liveWriterOf, STANDALONE_PIN_ROOT, watchTableFileFor } from "../../standalone/watch-table-file.ts";
 import { type Command, parseCommandArgs, UsageError } from "../command.ts";
-import { EXIT } from "../exit-codes.ts";
+import { EXIT, type ExitCode } from "../exit-codes.ts";
 
 /** Where `hive watch` keeps undelivered alerts by default (the agent's is /var/lib/hive/spool). */
 export const WATCH_SPOOL_DIR = "/var/lib/hive/watch-spool";
@@ -157,134 +162,206 @@ function untilSignal(onHangup: () => void): Promise<NodeJS.Signals> {
   });
 }
 
+const WATCH_OPTIONS = {
+  policy: { type: "string", multiple: true },
+  callback: { type: "string" },
+  spool: { type: "string" },
+  attach: { type: "string" },
+  containerd: { type: "string" },
+  "no-containers": { type: "boolean" },
+  "image-layers": { type: "string" },
+  "no-image-layers": { type: "boolean" },
+  "cgroup-root": { type: "string" },
+  "pin-root": { type: "string" },
+  "node-name": { type: "string" },
+} satisfies Parameters<typeof parseCommandArgs>[1];
+
+type WatchValues = ReturnType<typeof parseCommandArgs<typeof WATCH_OPTIONS>>["values"];
+
+/** `hive watch`'s command line, checked before anything is opened. */
+interface WatchArgs {
+  files: string[];
+  attachMode: AttachRequest;
+  pipelineOptions: Pick<AlertPipelineConfig, "defaultCallback" | "spool">;
+  pinRoot: string;
+  values: WatchValues;
+}
+
+/** What `hive watch` opened before its engine starts; stopAll closes it. */
+interface Opened {
+  logger: Logger;
+  kernelId: string;
+  watcher: LibbpfKernelWatcher;
+  /** Whether the maps are pinned (a bpffs is mounted): `hive status` sees only pinned maps. */
+  pinned: boolean;
+  metrics: HiveMetrics;
+  alerts: AlertPipeline;
+  lister: ContainerLister | undefined;
+  layers: StandaloneLayers | undefined;
+}
+
+function parseWatchArgs(args: string[]): WatchArgs {
+  const { values } = parseCommandArgs(args, WATCH_OPTIONS, false);
+  const files = values.policy ?? [];
+  if (files.length === 0) throw new UsageError("watch needs at least one --policy FILE");
+  return {
+    files,
+    attachMode: parseAttach(values.attach),
+    pipelineOptions: watchPipelineOptions(values),
+    pinRoot: values["pin-root"] ?? STANDALONE_PIN_ROOT,
+    values,
+  };
+}
+
+function assertRoot(): void {
+  if (process.getuid?.() === 0) return;
+  throw new HiveError("PermissionDenied", "hive watch loads a BPF program into the kernel", {
+    object: `uid ${process.getuid?.()}`,
+    hint: "run it as root (sudo), or with CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE",
+  });
+}
+
+/** The kernel program loaded, its maps pinned when a bpffs is mounted; the alert pipeline; containerd. */
+async function openAll(watch: WatchArgs): Promise<Opened> {
+  const logger = createLogger({ component: "hive-watch" });
+  const kernelId = readBootId();
+  const { watcher, pinned } = await openKernel(watch, logger);
+  const metrics = createHiveMetrics({ processMetrics: false });
+  const alerts = await createAlertPipeline({
+    logger,
+    metrics,
+    ancestors: (process) => watcher.ancestors(process),
+    ...watch.pipelineOptions,
+    // What the allow lists let through, for `hive status` (only with pinned maps: status reads those).
+    ...(pinned ? { allowedFile: allowedFileFor(watch.pinRoot) } : {}),
+  });
+  // With a spool, events keep their ring space until their alerts are on disk or delivered.
+  watcher.gateRelease(alerts.ringGate());
+  const { lister, layers } = await openContainers(watch.values, watcher, logger);
+  return { logger, kernelId, watcher, pinned, metrics, alerts, lister, layers };
+}
+
+async function openKernel(
+  watch: WatchArgs,
+  logger: Logger,
+): Promise<{ watcher: LibbpfKernelWatcher; pinned: boolean }> {
+  const { pinRoot } = watch;
+  // Without a mounted bpffs nothing can be pinned: run unpinned (only `hive status` is blind to it).
+  const pinned = onBpffs(pinRoot);
+  if (!pinned) {
+    logger.warn(
+      "no BPF filesystem mounted; running without pinned maps, so `hive status` cannot see this watch",
+      {
+        pinRoot,
+        hint: "mount it with: mount -t bpf bpf /sys/fs/bpf",
+      },
+    );
+  }
+  if (pinned) await refuseSecondWatch(pinRoot);
+  const watcher = openKernelWatcher({
+    attachMode: watch.attachMode,
+    pinRoot: pinned ? pinRoot : null,
+    logger,
+  });
+  return { watcher, pinned };
+}
+
+/** containerd's containers and image layers, unless told not to ask it. */
+async function openContainers(
+  values: WatchValues,
+  watcher: LibbpfKernelWatcher,
+  logger: Logger,
+): Promise<{ lister: ContainerLister | undefined; layers: StandaloneLayers | undefined }> {
+  const lister = values["no-containers"]
+    ? undefined
+    : await openContainerLister({ socket: values.containerd });
+  if (values.containerd !== undefined && lister === undefined) {
+    logger.warn("no containerd socket; traps with match will match nothing", { socket: values.containerd });
+  }
+  const layers =
+    lister && !values["no-image-layers"]
+      ? openStandaloneLayers({
+          snapshotsDir: values["image-layers"] ?? CONTAINERD_SNAPSHOTS,
+          cgroupRoot: values["cgroup-root"] ?? CGROUP_ROOT,
+          records: () => lister.records(),
+          writable: containerdWritableDirs({ socket: values.containerd ?? CONTAINERD_SOCKET }),
+          watcher,
+          logger,
+          explicit: values["image-layers"] !== undefined,
+        })
+      : undefined;
+  // The layer files are planned at the start: only once containerd said which are images' layers.
+  await layers?.ready;
+  return { lister, layers };
+}
+
+function standaloneOptions(
+  watch: WatchArgs,
+  documents: StandaloneOptions["documents"],
+  opened: Opened,
+): StandaloneOptions {
+  const { lister, layers, metrics } = opened;
+  const { defaultCallback } = watch.pipelineOptions;
+  const nodeName = watch.values["node-name"];
+  return {
+    documents,
+    watcher: opened.watcher,
+    alerts: opened.alerts,
+    logger: opened.logger,
+    kernelId: opened.kernelId,
+    ...(opened.pinned ? { watchTableFile: watchTableFileFor(watch.pinRoot) } : {}),
+    ...(lister ? { listContainers: () => lister.list(), containerEvents: lister.events() } : {}),
+    ...(layers ? { imageLayers: layers } : {}),
+    onEventDropped: (reason) => metrics.kernelEventsDropped.inc({ reason }),
+    ...(nodeName === undefined ? {} : { nodeName }),
+    ...(defaultCallback === undefined ? {} : { defaultCallback }),
+  };
+}
+
+async function stopAll(opened: Opened): Promise<void> {
+  opened.layers?.close();
+  opened.lister?.close();
+  await opened.alerts.close({ drainMs: 5000 });
+  await opened.watcher.close();
+}
+
+/** Runs until SIGINT/SIGTERM (SIGHUP re-plans), then detaches: the engine first, then what was opened. */
+async function serveUntilSignal(watch: WatchArgs, opened: Opened, standalone: Standalone): Promise<ExitCode> {
+  const { logger, watcher, kernelId } = opened;
+  const signal = untilSignal(() => void standalone.replan("SIGHUP"));
+  opened.layers?.onChange(() => void standalone.layersChanged());
+  logger.info("ready", {
+    attachMode: watcher.attachMode,
+    attachReason: watcher.attachReason,
+    pinRoot: watch.pinRoot,
+    watching: standalone.plan.files.length,
+    notWatched: standalone.plan.unresolved.length + standalone.plan.unmatched.length,
+    kernelId,
+  });
+  const received = await signal;
+  logger.info("detaching", { signal: received });
+  await standalone.close();
+  const counters = watcher.counters();
+  await stopAll(opened);
+  logger.info("detached", { events: counters.delivered, lost: counters.lost });
+  return EXIT.ok;
+}
+
 export const watchCommand: Command = {
   help,
   async run(args) {
-    const { values } = parseCommandArgs(
-      args,
-      {
-        policy: { type: "string", multiple: true },
-        callback: { type: "string" },
-        spool: { type: "string" },
-        attach: { type: "string" },
-        containerd: { type: "string" },
-        "no-containers": { type: "boolean" },
-        "image-layers": { type: "string" },
-        "no-image-layers": { type: "boolean" },
-        "cgroup-root": { type: "string" },
-        "pin-root": { type: "string" },
-        "node-name": { type: "string" },
-      },
-      false,
-    );
-    const files = values.policy ?? [];
-    if (files.length === 0) throw new UsageError("watch needs at least one --policy FILE");
-    const attachMode = parseAttach(values.attach);
-    const pipelineOptions = watchPipelineOptions(values);
-    const { defaultCallback } = pipelineOptions;
-    const pinRoot = values["pin-root"] ?? STANDALONE_PIN_ROOT;
-
-    const policies = await readPolicyFiles(files);
+    const watch = parseWatchArgs(args);
+    const policies = await readPolicyFiles(watch.files);
     assertNoProblems(policies);
-    if (process.getuid?.() !== 0) {
-      throw new HiveError("PermissionDenied", "hive watch loads a BPF program into the kernel", {
-        object: `uid ${process.getuid?.()}`,
-        hint: "run it as root (sudo), or with CAP_BPF, CAP_PERFMON and CAP_SYS_RESOURCE",
-      });
-    }
-
-    const logger = createLogger({ component: "hive-watch" });
-    const kernelId = readBootId();
-    // Without a mounted bpffs nothing can be pinned: run unpinned (only `hive status` is blind to it).
-    const pinned = onBpffs(pinRoot);
-    if (!pinned) {
-      logger.warn(
-        "no BPF filesystem mounted; running without pinned maps, so `hive status` cannot see this watch",
-        {
-          pinRoot,
-          hint: "mount it with: mount -t bpf bpf /sys/fs/bpf",
-        },
-      );
-    }
-    if (pinned) await refuseSecondWatch(pinRoot);
-    const watcher = openKernelWatcher({
-      attachMode,
-      pinRoot: pinned ? pinRoot : null,
-      logger,
-    });
-    const metrics = createHiveMetrics({ processMetrics: false });
-    const alerts = await createAlertPipeline({
-      logger,
-      metrics,
-      ancestors: (process) => watcher.ancestors(process),
-      ...pipelineOptions,
-      // What the allow lists let through, for `hive status` (only with pinned maps: status reads those).
-      ...(pinned ? { allowedFile: allowedFileFor(pinRoot) } : {}),
-    });
-    // With a spool, events keep their ring space until their alerts are on disk or delivered.
-    watcher.gateRelease(alerts.ringGate());
-    const lister = values["no-containers"]
-      ? undefined
-      : await openContainerLister({ socket: values.containerd });
-    if (values.containerd !== undefined && lister === undefined) {
-      logger.warn("no containerd socket; traps with match will match nothing", { socket: values.containerd });
-    }
-    const layers =
-      lister && !values["no-image-layers"]
-        ? openStandaloneLayers({
-            snapshotsDir: values["image-layers"] ?? CONTAINERD_SNAPSHOTS,
-            cgroupRoot: values["cgroup-root"] ?? CGROUP_ROOT,
-            records: () => lister.records(),
-            writable: containerdWritableDirs({ socket: values.containerd ?? CONTAINERD_SOCKET }),
-            watcher,
-            logger,
-            explicit: values["image-layers"] !== undefined,
-          })
-        : undefined;
-    // The layer files are planned at the start: only once containerd said which are images' layers.
-    await layers?.ready;
-    const stopAll = async () => {
-      layers?.close();
-      lister?.close();
-      await alerts.close({ drainMs: 5000 });
-      await watcher.close();
-    };
-
-    let standalone: Awaited<ReturnType<typeof startStandalone>>;
+    assertRoot();
+    const opened = await openAll(watch);
+    let standalone: Standalone;
     try {
-      standalone = await startStandalone({
-        documents: policies.documents,
-        watcher,
-        alerts,
-        logger,
-        kernelId,
-        ...(pinned ? { watchTableFile: watchTableFileFor(pinRoot) } : {}),
-        ...(lister ? { listContainers: () => lister.list(), containerEvents: lister.events() } : {}),
-        ...(layers ? { imageLayers: layers } : {}),
-        onEventDropped: (reason) => metrics.kernelEventsDropped.inc({ reason }),
-        ...(values["node-name"] === undefined ? {} : { nodeName: values["node-name"] }),
-        ...(defaultCallback === undefined ? {} : { defaultCallback }),
-      });
+      standalone = await startStandalone(standaloneOptions(watch, policies.documents, opened));
     } catch (error) {
-      await stopAll();
+      await stopAll(opened);
       throw error;
     }
-    const signal = untilSignal(() => void standalone.replan("SIGHUP"));
-    layers?.onChange(() => void standalone.layersChanged());
-    logger.info("ready", {
-      attachMode: watcher.attachMode,
-      attachReason: watcher.attachReason,
-      pinRoot,
-      watching: standalone.plan.files.length,
-      notWatched: standalone.plan.unresolved.length + standalone.plan.unmatched.length,
-      kernelId,
-    });
-    const received = await signal;
-    logger.info("detaching", { signal: received });
-    await standalone.close();
-    const counters = watcher.counters();
-    await stopAll();
-    logger.info("detached", { events: counters.delivered, lost: counters.lost });
-    return EXIT.ok;
+    return serveUntilSignal(watch, opened, standalone);
   },
 };
