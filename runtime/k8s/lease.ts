@@ -12,46 +12,28 @@
  *   write, and renewDeadlineMs < leaseDurationMs, so the old leader has always stopped first;
  * - on shutdown the role stops first, then the Lease is released (holderIdentity "") so a
  *   successor starts at once.
+ * The elector's steps are named below (acquire or renew, become leader, lose leadership,
+ * release); what it knows of the Lease is a LeaseObserver (lease-observer.ts), the records it
+ * writes are built in lease-records.ts, its timing checked in lease-timing.ts.
  */
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type CoordinationV1Api, type V1Lease, V1MicroTime } from "@kubernetes/client-node";
-import { HiveError } from "../../api/errors.ts";
+import type { CoordinationV1Api, V1Lease } from "@kubernetes/client-node";
 import { createLogger, type Logger } from "../log.ts";
 import { apiFailure, isAlreadyExists, isConflict, isNotFound } from "./api-errors.ts";
+import { LeaseObserver } from "./lease-observer.ts";
+import {
+  heldLease,
+  isHeldByAnother,
+  leaseSeconds,
+  microNow,
+  newLease,
+  releasedLease,
+} from "./lease-records.ts";
+import { electionTiming, JITTER, type LeaseTiming } from "./lease-timing.ts";
 
-export interface LeaseTiming {
-  leaseDurationMs: number;
-  renewDeadlineMs: number;
-  retryPeriodMs: number;
-  /**
-   * How long a holder waits after a renewal that succeeded (its idle write rate); default
-   * retryPeriodMs. With a retry still possible before the deadline.
-   */
-  renewPeriodMs?: number;
-}
-
-/**
- * Timing from the lease duration alone: renew deadline 2/3 of it, retry period 2/15 (client-go's
- * 15/10/2 s), and a holder renewing every third of it — two attempts fit before the deadline.
- */
-export function leaseTiming(leaseDurationMs: number): LeaseTiming {
-  return {
-    leaseDurationMs,
-    renewDeadlineMs: Math.floor((leaseDurationMs * 2) / 3),
-    retryPeriodMs: Math.floor((leaseDurationMs * 2) / 15),
-    renewPeriodMs: Math.floor(leaseDurationMs / 3),
-  };
-}
-
-/**
- * The cluster-wide pods Lease: its holder renews every 30 s (2 writes a minute), candidates poll
- * every 12 s (reads). With the kernel Lease's 15 s (loader-election.ts) an idle node writes 4
- * times a minute and the pods holder 6: at most one write per node per 10 s, the kubelet's own
- * rate. The price is a takeover within 90 s of a holder that dies without releasing (the role
- * writes status and finalizers, never alerts).
- */
-export const DEFAULT_LEASE: LeaseTiming = leaseTiming(90_000);
+// Moved beside the timing checks; still exported from here for the modules that import them.
+export { DEFAULT_LEASE, type LeaseTiming, leaseTiming } from "./lease-timing.ts";
 
 export interface LeaderElectionOptions {
   coordination: CoordinationV1Api;
@@ -91,23 +73,11 @@ export interface LeaderElectionOptions {
 
 type State = "idle" | "candidate" | "leader" | "stopped";
 
-const JITTER = 1.2;
-
-function microNow(): V1MicroTime {
-  return new V1MicroTime(Date.now());
-}
-
 export class LeaderElector {
   private state: State = "idle";
-  private readonly opts: Required<
-    Pick<LeaderElectionOptions, "leaseDurationMs" | "renewDeadlineMs" | "retryPeriodMs" | "renewPeriodMs">
-  > &
-    LeaderElectionOptions;
+  private readonly opts: Required<LeaseTiming> & LeaderElectionOptions;
   private readonly log: Logger;
-  /** The record as last read or written, and when (monotonic ms) it last changed. */
-  private observed: V1Lease | undefined;
-  private observedAt = 0;
-  private observedHolder: string | undefined;
+  private readonly lease: LeaseObserver;
   /** Increments on every leadership change, so a late answer from an old term is ignored. */
   private term = 0;
   private deadlineTimer: NodeJS.Timeout | undefined;
@@ -119,31 +89,15 @@ export class LeaderElector {
   private stopRequested = false;
 
   constructor(options: LeaderElectionOptions) {
-    const leaseDurationMs = options.leaseDurationMs ?? DEFAULT_LEASE.leaseDurationMs;
-    const renewDeadlineMs = options.renewDeadlineMs ?? DEFAULT_LEASE.renewDeadlineMs;
-    const retryPeriodMs = options.retryPeriodMs ?? DEFAULT_LEASE.retryPeriodMs;
-    if (!(renewDeadlineMs < leaseDurationMs)) {
-      throw new HiveError("ConfigInvalid", "the renew deadline must be shorter than the lease duration", {
-        object: `lease ${options.namespace}/${options.name}`,
-        hint: `got renewDeadlineMs=${renewDeadlineMs}, leaseDurationMs=${leaseDurationMs}`,
-      });
-    }
-    // Also bounds the retry period alone: a renewal and a retry must both fit before the deadline.
-    const renewPeriodMs = options.renewPeriodMs ?? retryPeriodMs;
-    if (!((renewPeriodMs + retryPeriodMs) * JITTER < renewDeadlineMs)) {
-      throw new HiveError(
-        "ConfigInvalid",
-        "a failed renewal must leave time for a retry before the renew deadline",
-        {
-          object: `lease ${options.namespace}/${options.name}`,
-          hint: `need (renewPeriodMs + retryPeriodMs) × ${JITTER} < renewDeadlineMs; got renewPeriodMs=${renewPeriodMs}, retryPeriodMs=${retryPeriodMs}, renewDeadlineMs=${renewDeadlineMs}`,
-        },
-      );
-    }
-    this.opts = { ...options, leaseDurationMs, renewDeadlineMs, retryPeriodMs, renewPeriodMs };
+    this.opts = { ...options, ...electionTiming(options) };
     this.log = (options.logger ?? createLogger()).child({
       lease: `${options.namespace}/${options.name}`,
       identity: options.identity,
+    });
+    this.lease = new LeaseObserver({
+      onNewLeader: options.onNewLeader,
+      isForgedHolder: options.isForgedHolder,
+      log: this.log,
     });
   }
 
@@ -160,7 +114,7 @@ export class LeaderElector {
 
   /** The holder last observed on the Lease ("" when released), if any read succeeded. */
   leader(): string | undefined {
-    return this.observedHolder;
+    return this.lease.holder;
   }
 
   /**
@@ -183,8 +137,9 @@ export class LeaderElector {
     return this.stopping;
   }
 
-  private leaseSeconds(): number {
-    return Math.max(1, Math.ceil(this.opts.leaseDurationMs / 1000));
+  /** Still in the election: neither stopped nor asked to stop. */
+  private isRunning(): boolean {
+    return !this.stopRequested && (this.state === "candidate" || this.state === "leader");
   }
 
   private async pause(ms: number): Promise<void> {
@@ -196,36 +151,30 @@ export class LeaderElector {
   }
 
   private async run(): Promise<void> {
-    while (!this.stopRequested && (this.state === "candidate" || this.state === "leader")) {
+    while (this.isRunning()) {
       const term = this.term;
       const sentAt = performance.now();
       const ok = await this.tryAcquireOrRenew();
-      if (
-        this.stopRequested ||
-        this.term !== term ||
-        (this.state !== "candidate" && this.state !== "leader")
-      ) {
-        // Leadership changed while the request was in flight (deadline or stop): its answer is stale.
-        continue;
-      }
-      if (ok) {
-        if (this.state === "candidate") this.becomeLeader();
-        if (!this.opts.keepRoleWhileUnconfirmed) this.armDeadline(sentAt);
-        await this.pause(this.opts.renewPeriodMs);
-        continue;
-      }
-      if (
-        this.state === "leader" &&
-        this.observedHolder !== undefined &&
-        this.observedHolder !== "" &&
-        this.observedHolder !== this.opts.identity &&
-        !this.forged.has(this.observedHolder)
-      ) {
-        // Only a holder seen on the Lease ends a role kept through failed renewals.
-        await this.loseLeadership(`the lease is held by ${this.observedHolder}`);
-      }
-      await this.pause(this.opts.retryPeriodMs);
+      // Leadership changed while the request was in flight (deadline or stop): its answer is stale.
+      if (!this.isRunning() || this.term !== term) continue;
+      if (ok) await this.afterRenewal(sentAt);
+      else await this.afterFailedAttempt();
     }
+  }
+
+  /** Holds the Lease as of `sentAt`: lead (if not yet), reset the deadline, wait a renew period. */
+  private async afterRenewal(sentAt: number): Promise<void> {
+    if (this.state === "candidate") this.becomeLeader();
+    if (!this.opts.keepRoleWhileUnconfirmed) this.armDeadline(sentAt);
+    await this.pause(this.opts.renewPeriodMs);
+  }
+
+  /** Not confirmed: a leader steps down only for a holder it saw; then wait a retry period. */
+  private async afterFailedAttempt(): Promise<void> {
+    const holder = this.state === "leader" ? this.lease.otherHolder(this.opts.identity) : undefined;
+    // Only a holder seen on the Lease ends a role kept through failed renewals.
+    if (holder !== undefined) await this.loseLeadership(`the lease is held by ${holder}`);
+    await this.pause(this.opts.retryPeriodMs);
   }
 
   /** The role must be over before anyone else could consider the Lease expired. */
@@ -272,112 +221,69 @@ export class LeaderElector {
     }
   }
 
-  private observe(lease: V1Lease): void {
-    const prev = this.observed;
-    if (!prev || prev.metadata?.resourceVersion !== lease.metadata?.resourceVersion) {
-      this.observed = lease;
-      this.observedAt = performance.now();
-    }
-    const holder = lease.spec?.holderIdentity ?? "";
-    if (holder !== this.observedHolder) {
-      this.observedHolder = holder;
-      if (this.opts.onNewLeader) {
-        try {
-          this.opts.onNewLeader(holder);
-        } catch (err) {
-          this.log.error("onNewLeader failed", { error: err });
-        }
-      }
+  /** One attempt: read (or reuse) the record, then create it, or take or renew it if we may. */
+  private async tryAcquireOrRenew(): Promise<boolean> {
+    const current = await this.currentRecord();
+    if (current === "unreadable") return false;
+    if (current === "absent") return this.create();
+    if (current !== this.lease.record) this.lease.observe(current);
+    if (!(await this.mayHold(current))) return false;
+    return this.writeHeld(current);
+  }
+
+  /**
+   * The Lease as it stands: while leading, the record we wrote last (one request per renewal; a
+   * conflict reads afresh); otherwise read from the server.
+   */
+  private async currentRecord(): Promise<V1Lease | "absent" | "unreadable"> {
+    const { coordination, namespace, name, identity } = this.opts;
+    const last = this.lease.record;
+    if (this.state === "leader" && last?.spec?.holderIdentity === identity) return last;
+    try {
+      return (await coordination.readNamespacedLease({ name, namespace })) ?? "absent";
+    } catch (err) {
+      if (isNotFound(err)) return "absent";
+      this.log.warn("cannot read the lease", { error: apiFailure(err) });
+      return "unreadable";
     }
   }
 
-  /** Holders found forged, so that a leader does not step down for them. */
-  private readonly forged = new Set<string>();
-
-  private async isForged(holder: string): Promise<boolean> {
-    const check = this.opts.isForgedHolder;
-    if (!check) return false;
+  private async create(): Promise<boolean> {
+    const { coordination, namespace, name, identity } = this.opts;
+    const body = newLease(
+      { name, namespace, identity, leaseDurationSeconds: leaseSeconds(this.opts.leaseDurationMs) },
+      microNow(),
+    );
     try {
-      if (!(await check(holder))) return false;
+      this.lease.observe(await coordination.createNamespacedLease({ namespace, body }));
+      return true;
     } catch (err) {
-      // Unknown is not forged: an outage must not make candidates fight over a genuine holder.
-      this.log.warn("cannot check the lease holder", { holder, error: apiFailure(err) });
+      if (!isAlreadyExists(err)) this.log.warn("cannot create the lease", { error: apiFailure(err) });
       return false;
     }
-    this.forged.add(holder);
+  }
+
+  /** Free, ours, silent past the lease duration — or held by a candidate that cannot hold it. */
+  private async mayHold(current: V1Lease): Promise<boolean> {
+    const holder = current.spec?.holderIdentity ?? "";
+    const { identity, leaseDurationMs } = this.opts;
+    if (!isHeldByAnother(holder, identity, this.lease.changedAt, performance.now(), leaseDurationMs))
+      return true;
+    if (!(await this.lease.isForged(holder))) return false; // held by another candidate within the lease duration
+    this.log.warn("the lease is held by a candidate that cannot hold it; taking it over", { holder });
     return true;
   }
 
-  private async tryAcquireOrRenew(): Promise<boolean> {
+  /** Writes `current` as held by us, over its resourceVersion: a renewal or a takeover. */
+  private async writeHeld(current: V1Lease): Promise<boolean> {
     const { coordination, namespace, name, identity } = this.opts;
-    let current: V1Lease | undefined;
-    // While leading, write over the record we wrote last (one request per renewal); read on conflict.
-    if (this.state === "leader" && this.observed?.spec?.holderIdentity === identity) current = this.observed;
-    else {
-      try {
-        current = await coordination.readNamespacedLease({ name, namespace });
-      } catch (err) {
-        if (!isNotFound(err)) {
-          this.log.warn("cannot read the lease", { error: apiFailure(err) });
-          return false;
-        }
-      }
-    }
-    if (!current) {
-      const now = microNow();
-      try {
-        const created = await coordination.createNamespacedLease({
-          namespace,
-          body: {
-            apiVersion: "coordination.k8s.io/v1",
-            kind: "Lease",
-            metadata: { name, namespace },
-            spec: {
-              holderIdentity: identity,
-              leaseDurationSeconds: this.leaseSeconds(),
-              acquireTime: now,
-              renewTime: now,
-              leaseTransitions: 0,
-            },
-          },
-        });
-        this.observe(created);
-        return true;
-      } catch (err) {
-        if (!isAlreadyExists(err)) this.log.warn("cannot create the lease", { error: apiFailure(err) });
-        return false;
-      }
-    }
-    if (current !== this.observed) this.observe(current);
-    const holder = current.spec?.holderIdentity ?? "";
-    if (
-      holder !== "" &&
-      holder !== identity &&
-      performance.now() < this.observedAt + this.opts.leaseDurationMs
-    ) {
-      if (!(await this.isForged(holder))) return false; // held by another candidate within the lease duration
-      this.log.warn("the lease is held by a candidate that cannot hold it; taking it over", { holder });
-    }
-    const now = microNow();
-    const spec = current.spec ?? {};
-    const body: V1Lease = {
-      ...current,
-      spec: {
-        ...spec,
-        holderIdentity: identity,
-        leaseDurationSeconds: this.leaseSeconds(),
-        renewTime: now,
-        acquireTime: holder === identity && spec.acquireTime ? spec.acquireTime : now,
-        leaseTransitions: (spec.leaseTransitions ?? 0) + (holder === identity ? 0 : 1),
-      },
-    };
+    const body = heldLease(current, identity, leaseSeconds(this.opts.leaseDurationMs), microNow());
     try {
-      const updated = await coordination.replaceNamespacedLease({ name, namespace, body });
-      this.observe(updated);
+      this.lease.observe(await coordination.replaceNamespacedLease({ name, namespace, body }));
       return true;
     } catch (err) {
       if (isConflict(err)) {
-        this.observed = undefined; // someone else wrote: read afresh next time
+        this.lease.forget(); // someone else wrote: read afresh next time
         this.log.debug("lease changed under us (409)");
       } else this.log.warn("cannot update the lease", { error: apiFailure(err) });
       return false;
@@ -390,26 +296,11 @@ export class LeaderElector {
    * Lease is then still ours to release; held by another, it is left alone.
    */
   private async release(): Promise<void> {
-    const last = this.observed;
+    const last = this.lease.record;
     if (!last || last.spec?.holderIdentity !== this.opts.identity) return;
     const { coordination, name, namespace } = this.opts;
-    const writeReleased = (record: V1Lease) => {
-      const now = microNow();
-      return coordination.replaceNamespacedLease({
-        name,
-        namespace,
-        body: {
-          ...record,
-          spec: {
-            ...record.spec,
-            holderIdentity: "",
-            leaseDurationSeconds: 1,
-            renewTime: now,
-            acquireTime: now,
-          },
-        },
-      });
-    };
+    const writeReleased = (record: V1Lease) =>
+      coordination.replaceNamespacedLease({ name, namespace, body: releasedLease(record, microNow()) });
     try {
       try {
         await writeReleased(last);
