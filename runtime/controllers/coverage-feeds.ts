@@ -44,6 +44,103 @@ function agentPodFacts(pod: V1Pod): V1Pod {
 }
 
 /**
+ * When each node was first seen without a ready agent: one counts as uncovered once that has
+ * lasted the grace period, and is forgotten once it has a ready agent again.
+ */
+export class UncoveredGrace {
+  private readonly since = new Map<string, number>();
+  private readonly graceMs: number;
+
+  constructor(graceMs: number) {
+    this.graceMs = graceMs;
+  }
+
+  /**
+   * Of `candidates` (the nodes without a ready agent now), those past their grace, and when the
+   * next one's grace ends (`nextAt`, undefined when none is waiting).
+   */
+  due(candidates: ReadonlySet<string>, now: number): { due: Set<string>; nextAt: number | undefined } {
+    for (const node of [...this.since.keys()]) if (!candidates.has(node)) this.since.delete(node);
+    const due = new Set<string>();
+    let nextAt = Number.POSITIVE_INFINITY;
+    for (const node of candidates) {
+      const first = this.since.get(node) ?? now;
+      this.since.set(node, first);
+      if (now - first >= this.graceMs) due.add(node);
+      else nextAt = Math.min(nextAt, first + this.graceMs);
+    }
+    return { due, nextAt: nextAt === Number.POSITIVE_INFINITY ? undefined : nextAt };
+  }
+}
+
+/** The pod watches of the uncovered nodes, one per node, and the stats of those already ended. */
+class NodePodWatches {
+  private readonly perNode = new Map<string, { informer: Informer<V1Pod>; synced: boolean }>();
+  readonly retiredStats: InformerStats = {
+    lists: 0,
+    listPages: 0,
+    watches: 0,
+    relists: 0,
+    errors: 0,
+    events: 0,
+  };
+  private readonly o: FeedOptions;
+  private readonly onChange: () => void;
+  private readonly stopped: () => boolean;
+
+  constructor(o: FeedOptions, onChange: () => void, stopped: () => boolean) {
+    this.o = o;
+    this.onChange = onChange;
+    this.stopped = stopped;
+  }
+
+  /** Starts a watch for each node of `want` without one, ends those of the nodes not in it. */
+  set(want: ReadonlySet<string>): void {
+    for (const node of [...this.perNode.keys()]) if (!want.has(node)) this.retire(node);
+    for (const node of want) {
+      if (this.perNode.has(node)) continue;
+      const informer = nodePodFeed(node, () => this.onChange(), this.o);
+      const entry = { informer, synced: false };
+      this.perNode.set(node, entry);
+      void informer.start().then(() => {
+        entry.synced = true;
+        if (!this.stopped() && this.perNode.get(node) === entry) this.onChange();
+      });
+    }
+  }
+
+  /** Their pods; undefined until every watch has listed. */
+  pods(): V1Pod[] | undefined {
+    if ([...this.perNode.values()].some((e) => !e.synced)) return undefined;
+    return [...this.perNode.values()].flatMap((e) => e.informer.list());
+  }
+
+  nodes(): string[] {
+    return [...this.perNode.keys()].sort();
+  }
+
+  informers(): Informer<V1Pod>[] {
+    return [...this.perNode.values()].map((e) => e.informer);
+  }
+
+  /** Forgets every watch (the caller stops them); returns them. */
+  clear(): Informer<V1Pod>[] {
+    const all = this.informers();
+    this.perNode.clear();
+    return all;
+  }
+
+  private retire(node: string): void {
+    const entry = this.perNode.get(node);
+    if (!entry) return;
+    this.perNode.delete(node);
+    for (const [k, v] of Object.entries(entry.informer.stats))
+      this.retiredStats[k as keyof InformerStats] += v;
+    void entry.informer.stop();
+  }
+}
+
+/**
  * Watches coverage in `namespace` (the agent's); `onChange` runs whenever the uncovered pods may
  * have changed (the pods controller then recomputes its policies' NodesCovered).
  */
@@ -55,22 +152,11 @@ export function watchCoverage(
     graceMs?: number;
   },
 ): CoverageWatch {
-  const graceMs = o.graceMs ?? 60_000;
-  /** When this role first saw each node without a ready agent (forgotten once it has one). */
-  const since = new Map<string, number>();
+  const grace = new UncoveredGrace(o.graceMs ?? 60_000);
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   let baseSynced = false;
-  const perNode = new Map<string, { informer: Informer<V1Pod>; synced: boolean }>();
-  const retiredStats: InformerStats = {
-    lists: 0,
-    listPages: 0,
-    watches: 0,
-    relists: 0,
-    errors: 0,
-    events: 0,
-  };
-
+  const watches = new NodePodWatches(o, onChange, () => stopped);
   const nodes = feed<V1Node>(
     NODES,
     (type) => {
@@ -90,52 +176,17 @@ export function watchCoverage(
     transform: agentPodFacts,
   });
 
-  function retire(node: string): void {
-    const entry = perNode.get(node);
-    if (!entry) return;
-    perNode.delete(node);
-    for (const [k, v] of Object.entries(entry.informer.stats)) retiredStats[k as keyof InformerStats] += v;
-    void entry.informer.stop();
-  }
-
   /** Starts a pod watch for each newly uncovered node, ends those of nodes covered again. */
   function refresh(): void {
     if (stopped || !baseSynced) return;
     const names = nodes.list().flatMap((n) => (n.metadata?.name ? [n.metadata.name] : []));
     const now = Date.now();
-    const candidates = uncoveredNodes(names, agentPods.list());
-    for (const node of [...since.keys()]) if (!candidates.has(node)) since.delete(node);
-    const want = new Set<string>();
-    let nextDue = Number.POSITIVE_INFINITY;
-    for (const node of candidates) {
-      const first = since.get(node) ?? now;
-      since.set(node, first);
-      if (now - first >= graceMs) want.add(node);
-      else nextDue = Math.min(nextDue, first + graceMs);
-    }
+    const { due, nextAt } = grace.due(uncoveredNodes(names, agentPods.list()), now);
     clearTimeout(timer);
-    timer = undefined;
-    if (nextDue !== Number.POSITIVE_INFINITY) timer = setTimeout(refresh, nextDue - now).unref();
-    for (const node of [...perNode.keys()]) if (!want.has(node)) retire(node);
-    for (const node of want) {
-      if (perNode.has(node)) continue;
-      const informer = nodePodFeed(node, () => onChange(), o);
-      const entry = { informer, synced: false };
-      perNode.set(node, entry);
-      void informer.start().then(() => {
-        entry.synced = true;
-        if (!stopped && perNode.get(node) === entry) onChange();
-      });
-    }
+    timer = nextAt === undefined ? undefined : setTimeout(refresh, nextAt - now).unref();
+    watches.set(due);
     onChange();
   }
-
-  const sum = (): InformerStats => {
-    const out = { ...retiredStats };
-    for (const i of [nodes, agentPods, ...[...perNode.values()].map((e) => e.informer)])
-      for (const [k, v] of Object.entries(i.stats)) out[k as keyof InformerStats] += v;
-    return out;
-  };
 
   return {
     async start() {
@@ -146,17 +197,16 @@ export function watchCoverage(
     async stop() {
       stopped = true;
       clearTimeout(timer);
-      const all = [nodes, agentPods, ...[...perNode.values()].map((e) => e.informer)];
-      perNode.clear();
+      const all = [nodes, agentPods, ...watches.clear()];
       await Promise.all(all.map((i) => i.stop()));
     },
     get stats() {
-      return sum();
+      const out = { ...watches.retiredStats };
+      for (const i of [nodes, agentPods, ...watches.informers()])
+        for (const [k, v] of Object.entries(i.stats)) out[k as keyof InformerStats] += v;
+      return out;
     },
-    pods() {
-      if (!baseSynced || [...perNode.values()].some((e) => !e.synced)) return undefined;
-      return [...perNode.values()].flatMap((e) => e.informer.list());
-    },
-    uncovered: () => [...perNode.keys()].sort(),
+    pods: () => (baseSynced ? watches.pods() : undefined),
+    uncovered: () => watches.nodes(),
   };
 }

@@ -21,24 +21,30 @@
  * event is routed by its device and inode, never by slot alone: slots are this process's
  * numbering, and an event written under the previous agent's numbering must not reach
  * another trap.
+ *
+ * The steps, each in its own unit: the cache of policies and HiveData (loader-cache.ts); a pass
+ * sweeps orphans (loader-orphans.ts), syncs the kernel map and saves the snapshot
+ * (kernel-map-sync.ts), then releases the events held until then (held-events.ts); each event is
+ * routed by event-router.ts.
  */
 import type { HiveData } from "../../api/data.ts";
-import { ANNOTATION_RESOLVE_REQUEST, LABEL_KERNEL_ID, LABEL_NODE, LABEL_TRAP_ID } from "../../api/meta.ts";
+import { ANNOTATION_RESOLVE_REQUEST } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import type { KernelEvent, KernelWatcher, WatchEntry } from "../kernel/contract.ts";
 import type { Logger } from "../log.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
-import { createAttributionRetry } from "./attribution-retry.ts";
+import { EventRouter } from "./event-router.ts";
 import { EventRoutes } from "./event-routes.ts";
-import { isLayerData } from "./hive-data.ts";
-import { type AttributeAccess, layerFingerprint, quietKey, routeLayerAccess } from "./layer-routing.ts";
-import { type ArmedData, indexLiveTraps, type LiveTrap, trapWantsEvent } from "./live-traps.ts";
-import { createObjectRetries } from "./object-retries.ts";
-import { type DataWriter, isForbidden, objectKey, specProblems, type WatchEventType } from "./ports.ts";
+import { HeldEvents } from "./held-events.ts";
+import { KernelMapSync } from "./kernel-map-sync.ts";
+import type { AttributeAccess } from "./layer-routing.ts";
+import type { ArmedData } from "./live-traps.ts";
+import { LoaderCache } from "./loader-cache.ts";
+import { Orphans } from "./loader-orphans.ts";
+import { type DataWriter, isForbidden, objectKey, type WatchEventType } from "./ports.ts";
 import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
-import { createResolveRequests } from "./resolve-requests.ts";
-import type { RoutingSnapshotStore } from "./routing-snapshot.ts";
-import { WatchEntries } from "./watch-entries.ts";
+import { createResolveRequests, type ResolveRequests } from "./resolve-requests.ts";
+import type { RoutingSnapshot, RoutingSnapshotStore } from "./routing-snapshot.ts";
 
 export interface LoaderOptions {
   kernelId: string;
@@ -136,154 +142,39 @@ export interface LoaderController extends ControllerLifecycle<LoaderStats> {
 }
 
 export function createLoaderController(options: LoaderOptions): LoaderController {
-  const { kernelId, kernel, writer, log } = options;
-  const orphanGraceMs = options.orphanGraceMs ?? 10_000;
-  const policies = new Map<string, HivePolicy>();
-  /** The live traps by id, rebuilt after a policy change (undefined until then). */
-  let traps: Map<string, LiveTrap> | undefined;
-  const liveTraps = (): Map<string, LiveTrap> => {
-    traps ??= indexLiveTraps(policies.values());
-    return traps;
-  };
-  const trapOf = (d: HiveData): LiveTrap | undefined =>
-    liveTraps().get(d.metadata.labels?.[LABEL_TRAP_ID] ?? "");
-  const data = new Map<string, HiveData>();
-  const orphanSince = new Map<string, number>();
-  /** Orphan deletes that failed, each on its own backoff. */
-  const deletes = createObjectRetries();
-  const watchEntries = new WatchEntries();
+  const { kernel, writer, log, onSynced, snapshot } = options;
+  const stats = emptyStats();
+  const seed = snapshot?.load();
+  const cache = new LoaderCache(options.kernelId, seed);
+  const orphans = new Orphans({
+    graceMs: options.orphanGraceMs ?? 10_000,
+    nodeName: options.nodeName,
+    writer,
+    log,
+    stats,
+    retryIn: (delayMs) => runner.retryIn(delayMs),
+  });
   /** `kind:major:minor:ino` → its kernel entry and the HiveData behind it: the event path's one lookup. */
-  const routes = new EventRoutes({
-    retiredMs: options.retiredKeyMs ?? 30_000,
-    exists: (d) => data.has(objectKey(d)),
+  const routes = new EventRoutes({ retiredMs: options.retiredKeyMs ?? 30_000, exists: (d) => cache.has(d) });
+  const kernelMap = new KernelMapSync({ kernel, routes, stats, onSynced, snapshot });
+  // With a snapshot, only events for a key it does not know wait; the rest route by it at once.
+  const held = new HeldEvents({
+    kernel,
+    max: options.maxHeldEvents ?? 65_536,
+    holdAcksNow: !seed,
+    stats,
+    onEventDropped: options.onEventDropped,
   });
   let stopped = false;
-  /** The layer entries the quiet map was last cleared for (layerFingerprint). */
-  let quietFor: string | undefined;
-  /** Objects known only from the snapshot: gone at the first pass after the lists, unless listed again. */
-  const provisional = new Set<string>();
-  const seed = options.snapshot?.load();
-  for (const p of seed?.policies ?? []) {
-    policies.set(objectKey(p), p);
-    provisional.add(`policy:${objectKey(p)}`);
-  }
-  for (const d of seed?.data ?? []) {
-    if (d.metadata.labels?.[LABEL_KERNEL_ID] !== kernelId) continue;
-    data.set(objectKey(d), d);
-    provisional.add(`data:${objectKey(d)}`);
-  }
-  /**
-   * Events that wait for the first sync (undefined once it ran): without a snapshot, every event;
-   * with one, only those for a key it does not know (it may predate traps armed in the pinned map:
-   * its last save failed, or came after the agent's death), the rest route by it at once. Held
-   * events stay in the ring too until routed: an agent killed meanwhile leaves them to the next.
-   */
-  let held: KernelEvent[] | undefined = [];
-  let releaseHeld = seed ? undefined : kernel.holdAcks?.();
-  const maxHeld = options.maxHeldEvents ?? 65_536;
-  const stats: LoaderStats = {
-    syncs: 0,
-    entries: 0,
-    notWatched: 0,
-    orphansDeleted: 0,
-    resolveRequests: 0,
-    accessEvents: 0,
-    unmatchedEvents: 0,
-    heldEvents: 0,
-    heldEventsDropped: 0,
-    layerDropped: 0,
-  };
-
-  /** The HiveData written to the kernel's map by the last sync (readiness: traps-armed.ts). */
-  let armedKeys = new Set<string>();
 
   async function pass(): Promise<void> {
     // Before the first lists, an empty cache would wipe the pinned map the previous agent left.
     if (!loop.synced()) return;
-    if (provisional.size > 0) {
-      // The lists are in: what the snapshot held and they did not is gone.
-      for (const key of provisional) {
-        const [kind, ...rest] = key.split(":");
-        if (kind === "policy") policies.delete(rest.join(":"));
-        else data.delete(rest.join(":"));
-      }
-      provisional.clear();
-      traps = undefined;
-    }
-    const valid: ArmedData[] = [];
+    cache.settle();
     const now = Date.now();
-    for (const [key, d] of data) {
-      const trap = trapOf(d);
-      if (trap) {
-        orphanSince.delete(key);
-        valid.push({ data: d, trap });
-        continue;
-      }
-      const since = orphanSince.get(key) ?? now;
-      orphanSince.set(key, since);
-      if (now - since >= orphanGraceMs) {
-        if (d.metadata.labels?.[LABEL_NODE] !== options.nodeName || !deletes.due(key, now)) continue;
-        // One delete that keeps failing must not hold the kernel map's sync below: retried alone.
-        try {
-          await writer.remove(d.metadata.namespace ?? "default", d.metadata.name ?? "");
-        } catch (error) {
-          const delayMs = deletes.failed(key, now);
-          log.warn("deleting HiveData whose trap no longer exists failed; retried", {
-            name: key,
-            delayMs,
-            error,
-          });
-          continue;
-        }
-        log.info("deleted HiveData whose trap no longer exists", { name: key });
-        data.delete(key);
-        orphanSince.delete(key);
-        deletes.forget(key);
-        stats.orphansDeleted += 1;
-      } else {
-        runner.retryIn(orphanGraceMs - (now - since));
-      }
-    }
-    const nextDelete = deletes.nextDueInMs(now);
-    if (nextDelete !== Number.POSITIVE_INFINITY) runner.retryIn(Math.max(100, nextDelete));
-
-    const byKey = watchEntries.index(valid);
-    const entries = [...byKey.values()].map((v) => v.entry);
-    // Another layer entry, group number or HiveData behind one: what selects may have changed, or a
-    // group number gone to another layer. Every quieted cgroup is forgotten before the sync; only
-    // route() quiets again, against the routes written below.
-    const layers = layerFingerprint(byKey);
-    if (layers !== quietFor) {
-      kernel.clearQuiet?.();
-      quietFor = layers;
-    }
-    // A full map takes what fits (the kernel watcher logs it; readiness, metrics and
-    // `hive status` report it) and takes the rest as soon as entries go.
-    stats.notWatched = kernel.sync(entries).notWatched.length;
-    routes.replace(byKey, true, now);
-    armedKeys = new Set(valid.map((v) => objectKey(v.data)));
-    stats.syncs += 1;
-    stats.entries = entries.length;
-    options.onSynced?.(entries, lookup);
-    options.snapshot?.save({ policies: [...policies.values()], data: valid.map((v) => v.data) });
-    if (held) {
-      const waiting = held;
-      held = undefined;
-      for (const event of waiting) route(event);
-      releaseHeld?.();
-    }
-  }
-
-  /** Keeps `event` for the first sync (bounded: beyond, it is counted lost). */
-  function hold(waiting: KernelEvent[], event: KernelEvent): void {
-    if (waiting.length >= maxHeld) {
-      stats.heldEventsDropped += 1;
-      options.onEventDropped?.("hold_full");
-      return;
-    }
-    releaseHeld ??= kernel.holdAcks?.();
-    waiting.push(event);
-    stats.heldEvents += 1;
+    const valid = await orphans.sweep(cache, now);
+    kernelMap.sync(valid, cache.policyList(), now);
+    held.release((event) => router.route(event));
   }
 
   const loop = createReconcileLoop(pass, stats, {
@@ -296,10 +187,68 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     },
   });
   const { runner } = loop;
+  const resolves = createLoaderResolves(options, stats);
+  const router = new EventRouter({
+    routes,
+    held,
+    armed: (data) => cache.armed(data),
+    requestResolve: (d) => resolves.request(d),
+    onAccess: options.onAccess,
+    onEventDropped: options.onEventDropped,
+    attribute: options.attribute,
+    platformNamespace: options.platformNamespace ?? "",
+    kernel,
+    stats,
+    log,
+  });
+  const lookup = (slot: number): readonly HiveData[] => routes.lookup(slot);
 
+  // Routed by the snapshot until the first pass (the kernel map is left as pinned meanwhile).
+  if (seed) routeFromSnapshot(seed, cache, kernelMap, log);
+
+  kernel.onEvent((event) => {
+    if (stopped) return;
+    if (held.active && !seed) held.hold(event);
+    else router.route(event);
+  });
+
+  return {
+    onPolicy(type, policy) {
+      // Routed by the new traps from now on, before the next sync: nothing quieted may outlive them.
+      if (cache.onPolicy(type, policy)) kernel.clearQuiet?.();
+      runner.trigger();
+    },
+    onData(type, d) {
+      if (!cache.ofKernel(d)) return;
+      cache.onData(type, d);
+      if (type === "DELETED") {
+        orphans.forget(objectKey(d));
+        resolves.forget(objectKey(d));
+      }
+      runner.trigger();
+    },
+    lookup,
+    holding: () => held.active && !seed,
+    armed: (key) => kernelMap.armed(key),
+    selectionChanged: () => kernel.clearQuiet?.(),
+    ...loop.lifecycle,
+    stop() {
+      stopped = true;
+      router.stop();
+      resolves.stop();
+      loop.lifecycle.stop();
+    },
+  };
+}
+
+/**
+ * Re-resolve requests to the HiveData's node, each counted: in memory when its discover runs in
+ * this agent, otherwise an annotation on the HiveData (resolve-requests.ts).
+ */
+function createLoaderResolves(options: LoaderOptions, stats: LoaderStats): ResolveRequests {
   const resolves = createResolveRequests({
     send: (d, requestId) =>
-      writer
+      options.writer
         .annotate(d.metadata.namespace ?? "default", d.metadata.name ?? "", {
           [ANNOTATION_RESOLVE_REQUEST]: requestId,
         })
@@ -308,151 +257,44 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     // Admission allows this one annotation on another node's HiveData (nodes sharing a kernel);
     // Forbidden means an admission policy from before that exception: no retry changes it.
     isPermanent: isForbidden,
-    log,
+    log: options.log,
     ...(options.resolveRetry ? { backoff: options.resolveRetry } : {}),
   });
-  function requestResolve(d: HiveData): void {
-    stats.resolveRequests += 1;
-    resolves.request(d);
-  }
-
-  const lookup = (slot: number): readonly HiveData[] => routes.lookup(slot);
-
-  /** Layer accesses whose container the pod's status does not name yet (attribution-retry.ts). */
-  const unnamed = createAttributionRetry({
-    retry: (event) => route(event, true),
-    ...(kernel.holdAcks ? { hold: () => kernel.holdAcks?.() ?? (() => undefined) } : {}),
-    giveUp: () => {
-      stats.layerDropped += 1;
-      options.onEventDropped?.("unattributed");
-    },
-    onError: (error) =>
-      log.error("routing a waiting layer access failed; it is counted unattributed", { error }),
-  });
-
-  /** Routes one event; with `retrying`, false when its container still cannot be named (it waits on). */
-  function route(event: KernelEvent, retrying = false): boolean {
-    const watched = routes.find(event);
-    // Only with a snapshot are events routed before the first sync: one it does not know waits.
-    if (!watched && held) {
-      hold(held, event);
-      return true;
-    }
-    if (!watched) {
-      stats.unmatchedEvents += 1;
-      options.onEventDropped?.("unmatched");
-      return true;
-    }
-    if (event.kind === "parent" || watched.entry.kind === "parent") {
-      for (const d of watched.data) requestResolve(d);
-      return true;
-    }
-    // The name now names another file, or none: the trap follows it (truncation keeps the inode).
-    if (event.change !== undefined && event.change !== "truncated")
-      for (const d of watched.data) requestResolve(d);
-    // The traps as they are now: one removed since the last sync alerts nobody.
-    const armed: ArmedData[] = [];
-    for (const d of watched.data) {
-      const trap = trapOf(d);
-      if (trap) armed.push({ data: d, trap });
-    }
-    if (armed.length === 0) {
-      stats.unmatchedEvents += 1;
-      options.onEventDropped?.("unmatched");
-      return true;
-    }
-    const layer = armed.filter((a) => isLayerData(a.data));
-    if (layer.length > 0) {
-      const routed = routeLayerAccess(
-        event,
-        layer,
-        options.attribute?.(event),
-        options.platformNamespace ?? "",
-      );
-      armed.splice(0, armed.length, ...armed.filter((a) => !isLayerData(a.data)));
-      if ("matched" in routed) armed.push(...routed.matched);
-      else if (armed.length === 0 && routed.dropped === "unattributed" && routed.retry) {
-        if (!retrying) unnamed.park(event);
-        return false;
-      } else if (armed.length === 0) {
-        stats.layerDropped += 1;
-        options.onEventDropped?.(routed.dropped);
-        // The container's next accesses to this layer alert nobody either: not events any more.
-        const quiet = quietKey(event, routed, routes.synced(event));
-        if (quiet) kernel.quiet?.(quiet.cgroupId, quiet.group);
-        return true;
-      }
-    }
-    stats.accessEvents += 1;
-    const wanted = armed.filter(({ trap }) => trapWantsEvent(trap.trap, event));
-    if (wanted.length > 0) options.onAccess(event, wanted);
-    return true;
-  }
-
-  if (seed) {
-    // Routed by the snapshot until the first pass (the kernel map is left as pinned meanwhile).
-    const valid: ArmedData[] = [];
-    for (const d of data.values()) {
-      const trap = trapOf(d);
-      if (trap) valid.push({ data: d, trap });
-    }
-    routes.replace(watchEntries.index(valid), false);
-    // Fresh maps (an upgrade to another map layout replaced them): watched from the snapshot now,
-    // not from the first list; pinned maps of this layout are left as they are.
-    if (kernel.counters().watched === 0 && routes.size > 0)
-      stats.notWatched = kernel.sync([...routes.routes()].map((v) => v.entry)).notWatched.length;
-    log.info("routing events from the last synced state until the lists are in", {
-      policies: seed.policies.length,
-      traps: valid.length,
-      savedAt: seed.savedAt,
-    });
-  }
-
-  kernel.onEvent((event) => {
-    if (stopped) return;
-    if (held && !seed) hold(held, event);
-    else route(event);
-  });
-
   return {
-    onPolicy(type, policy) {
-      provisional.delete(`policy:${objectKey(policy)}`);
-      const had = policies.get(objectKey(policy));
-      if (type === "DELETED" || specProblems(policy)) policies.delete(objectKey(policy));
-      else policies.set(objectKey(policy), policy);
-      traps = undefined;
-      // Routed by the new traps from now on, before the next sync: nothing quieted may outlive them.
-      // A status write (the same spec) changes no trap.
-      const now = policies.get(objectKey(policy));
-      if (
-        (had === undefined) !== (now === undefined) ||
-        JSON.stringify(had?.spec) !== JSON.stringify(now?.spec)
-      )
-        kernel.clearQuiet?.();
-      runner.trigger();
+    ...resolves,
+    request(d) {
+      stats.resolveRequests += 1;
+      resolves.request(d);
     },
-    onData(type, d) {
-      if (d.metadata.labels?.[LABEL_KERNEL_ID] !== kernelId) return;
-      provisional.delete(`data:${objectKey(d)}`);
-      if (type === "DELETED") {
-        const key = objectKey(d);
-        data.delete(key);
-        orphanSince.delete(key);
-        resolves.forget(key);
-        deletes.forget(key);
-      } else data.set(objectKey(d), d);
-      runner.trigger();
-    },
-    lookup,
-    holding: () => held !== undefined && !seed,
-    armed: (key) => armedKeys.has(key),
-    selectionChanged: () => kernel.clearQuiet?.(),
-    ...loop.lifecycle,
-    stop() {
-      stopped = true;
-      unnamed.stop();
-      resolves.stop();
-      loop.lifecycle.stop();
-    },
+  };
+}
+
+function routeFromSnapshot(
+  seed: RoutingSnapshot,
+  cache: LoaderCache,
+  kernelMap: KernelMapSync,
+  log: Logger,
+): void {
+  const valid = cache.armed(cache.data.values());
+  kernelMap.seed(valid);
+  log.info("routing events from the last synced state until the lists are in", {
+    policies: seed.policies.length,
+    traps: valid.length,
+    savedAt: seed.savedAt,
+  });
+}
+
+function emptyStats(): LoaderStats {
+  return {
+    syncs: 0,
+    entries: 0,
+    notWatched: 0,
+    orphansDeleted: 0,
+    resolveRequests: 0,
+    accessEvents: 0,
+    unmatchedEvents: 0,
+    heldEvents: 0,
+    heldEventsDropped: 0,
+    layerDropped: 0,
   };
 }

@@ -11,22 +11,18 @@
  * agent admission lets delete it); the HiveData of a node that left the cluster goes with its
  * Node, which owns it. A cache of every pod of the cluster here would make the elected agent's memory
  * grow with the cluster's size.
+ *
+ * A pass reconciles each policy on its own backoff (policy-reconcile.ts: finalizer, cleanup,
+ * status) and sets the gauge (uncovered-gauges.ts), then recomputes the PolicyReports.
  */
 import type { V1Pod } from "@kubernetes/client-node";
 import type { HiveData } from "../../api/data.ts";
-import { LABEL_NODE, LABEL_POLICY, LABEL_POLICY_NAMESPACE, POLICY_FINALIZER } from "../../api/meta.ts";
-import type { HivePolicy, HivePolicyStatus } from "../../api/policy.ts";
+import type { HivePolicy } from "../../api/policy.ts";
 import type { Logger } from "../log.ts";
-import type { PolicyReports } from "../reports/policy-reports.ts";
-import { NODES_COVERED, nodesCoveredCondition, uncoveredPodsOf } from "./coverage.ts";
+import type { PolicyReports, ReportSources } from "../reports/policy-reports.ts";
 import { createObjectRetries } from "./object-retries.ts";
-import {
-  computePolicyStatus,
-  groupByTrap,
-  invalidPolicyStatus,
-  sameStatus,
-  trapOfData,
-} from "./policy-status.ts";
+import { type PolicyInputs, PolicyReconciler } from "./policy-reconcile.ts";
+import { groupByTrap, trapOfData } from "./policy-status.ts";
 import {
   type DataWriter,
   type NodeTrapError,
@@ -36,6 +32,10 @@ import {
   type WatchEventType,
 } from "./ports.ts";
 import { type ControllerLifecycle, createReconcileLoop } from "./reconcile-loop.ts";
+import { type PodsUncoveredGauge, UncoveredGauges } from "./uncovered-gauges.ts";
+
+/** The part of a prom-client Gauge the pods role uses (uncovered-gauges.ts). */
+export type { PodsUncoveredGauge } from "./uncovered-gauges.ts";
 
 export interface PodsOptions {
   /** This agent's node: of a deleted policy's HiveData it removes only its own (admission's rule). */
@@ -60,12 +60,6 @@ export interface PodsOptions {
   reports?: PolicyReports;
 }
 
-/** The part of a prom-client Gauge the pods role uses. */
-export interface PodsUncoveredGauge {
-  set(labels: { policy_namespace: string; policy: string }, value: number): void;
-  remove(labels: { policy_namespace: string; policy: string }): void;
-}
-
 export interface PodsStats {
   dataDeletedForPolicies: number;
   statusWrites: number;
@@ -85,15 +79,11 @@ export interface PodsController extends ControllerLifecycle<PodsStats> {
 }
 
 export function createPodsController(options: PodsOptions): PodsController {
-  const { writer, policyWriter, log } = options;
-  const finalizerWaitMs = options.finalizerWaitMs ?? 60_000;
+  const { log } = options;
   const policies = new Map<string, HivePolicy>();
   const data = new Map<string, HiveData>();
   const trapErrors = new Map<string, NodeTrapError>();
-  /** Policies whose hive_policy_pods_uncovered this role has set (removed when they go). */
-  const gauged = new Map<string, { policy_namespace: string; policy: string }>();
-  /** The role ended: no gauge is set again by a pass still running. */
-  let ended = false;
+  const gauges = new UncoveredGauges(options.podsUncoveredGauge);
   /** Policies whose last reconcile failed, each on its own backoff. */
   const retries = createObjectRetries();
   const stats: PodsStats = {
@@ -102,152 +92,41 @@ export function createPodsController(options: PodsOptions): PodsController {
     finalizersAdded: 0,
     finalizersRemoved: 0,
   };
-
-  /** Removes this node's HiveData; false for another node's, which its own discover removes. */
-  async function removeData(d: HiveData): Promise<boolean> {
-    if (d.metadata.labels?.[LABEL_NODE] !== options.nodeName) return false;
-    await writer.remove(d.metadata.namespace ?? "default", d.metadata.name ?? "");
-    data.delete(objectKey(d));
-    return true;
-  }
-
-  /** One policy's finalizer, HiveData cleanup and status: throws when a request fails. */
-  /**
-   * Adds NodesCovered and podsUncovered to `status` and sets the gauge; while coverage is not yet
-   * known (the role just started) the policy's previous NodesCovered stands, so it does not flap.
-   */
-  function withCoverage(
-    policy: HivePolicy,
-    status: HivePolicyStatus,
-    pods: readonly V1Pod[] | undefined,
-  ): HivePolicyStatus {
-    const labels = {
-      policy_namespace: policy.metadata.namespace ?? "default",
-      policy: policy.metadata.name ?? "",
-    };
-    if (pods === undefined) {
-      const previous = policy.status?.conditions?.find((c) => c.type === NODES_COVERED);
-      if (!previous) return status;
-      return {
-        ...status,
-        ...(policy.status?.podsUncovered !== undefined ? { podsUncovered: policy.status.podsUncovered } : {}),
-        conditions: [...(status.conditions ?? []), previous],
-      };
-    }
-    const found = uncoveredPodsOf(policy, options.platformNamespace, pods);
-    if (!ended) {
-      options.podsUncoveredGauge?.set(labels, found.length);
-      gauged.set(objectKey(policy), labels);
-    }
-    return {
-      ...status,
-      podsUncovered: found.length,
-      conditions: [...(status.conditions ?? []), nodesCoveredCondition(policy, found)],
-    };
-  }
-
-  async function reconcile(
-    policy: HivePolicy,
-    dataByTrap: ReadonlyMap<string, HiveData[]>,
-    errorsByTrap: ReadonlyMap<string, NodeTrapError[]>,
-    uncovered: readonly V1Pod[] | undefined,
-  ): Promise<void> {
-    const finalizers = policy.metadata.finalizers ?? [];
-    const ns = policy.metadata.namespace ?? "default";
-    const name = policy.metadata.name ?? "";
-    if (policy.metadata.deletionTimestamp) {
-      if (!finalizers.includes(POLICY_FINALIZER)) return;
-      let left = 0;
-      for (const d of [...data.values()]) {
-        const labels = d.metadata.labels ?? {};
-        if (labels[LABEL_POLICY] === name && labels[LABEL_POLICY_NAMESPACE] === ns) {
-          if (await removeData(d)) stats.dataDeletedForPolicies += 1;
-          else left += 1;
-        }
-      }
-      // Another node's HiveData goes with that node's discover (which drops deleting policies); the
-      // finalizer waits for that, but not forever: a node that never returns takes its HiveData
-      // with it (the Node owns it), and one that returns removes it on its first pass.
-      const deletingSince = Date.parse(String(policy.metadata.deletionTimestamp));
-      const waited = Date.now() - (Number.isNaN(deletingSince) ? 0 : deletingSince);
-      if (left > 0 && waited < finalizerWaitMs) {
-        runner.retryIn(Math.max(100, finalizerWaitMs - waited));
-        return;
-      }
-      await options.removeErrorReports?.(policy);
-      await policyWriter.setFinalizers(
-        policy,
-        finalizers.filter((f) => f !== POLICY_FINALIZER),
-      );
-      stats.finalizersRemoved += 1;
-      return;
-    }
-    if (!finalizers.includes(POLICY_FINALIZER)) {
-      await policyWriter.setFinalizers(policy, [...finalizers, POLICY_FINALIZER]);
-      stats.finalizersAdded += 1;
-      return; // the update comes back through the watch, with a new resourceVersion for the status write
-    }
-    const problems = specProblems(policy);
-    // An invalid policy selects nothing: it has no NodesCovered and no gauge.
-    if (problems) forgetGauge(objectKey(policy));
-    const status = problems
-      ? invalidPolicyStatus(policy, problems)
-      : withCoverage(policy, computePolicyStatus(policy, dataByTrap, errorsByTrap), uncovered);
-    if (sameStatus(policy.status, status)) return;
-    try {
-      await policyWriter.writeStatus(policy, status);
-      stats.statusWrites += 1;
-    } catch (error) {
-      log.warn("HivePolicy status write failed; recomputed on the next change", {
-        policy: `${ns}/${name}`,
-        error,
-      });
-    }
-  }
-
-  /** Removes the gauge of policies that are gone (all of them when the role ends: `keep` empty). */
-  function forgetGauges(keep: ReadonlyMap<string, unknown> = policies): void {
-    for (const key of [...gauged.keys()]) if (!keep.has(key)) forgetGauge(key);
-  }
-
-  function forgetGauge(key: string): void {
-    const labels = gauged.get(key);
-    if (!labels) return;
-    options.podsUncoveredGauge?.remove(labels);
-    gauged.delete(key);
-  }
+  const reconciler = new PolicyReconciler({
+    ...options,
+    finalizerWaitMs: options.finalizerWaitMs ?? 60_000,
+    data,
+    gauges,
+    stats,
+    retryIn: (delayMs) => runner.retryIn(delayMs),
+  });
 
   async function pass(): Promise<void> {
     if (!loop.synced()) return;
-    const dataByTrap = groupByTrap(data.values(), trapOfData);
-    const errorsByTrap = groupByTrap(trapErrors.values(), (e) => e.trapId);
-    const uncovered = options.uncoveredPods?.();
-    forgetGauges();
+    const inputs: PolicyInputs = {
+      dataByTrap: groupByTrap(data.values(), trapOfData),
+      errorsByTrap: groupByTrap(trapErrors.values(), (e) => e.trapId),
+      uncovered: options.uncoveredPods?.(),
+    };
+    gauges.retain(policies);
     const now = Date.now();
-    for (const policy of policies.values()) {
-      const key = objectKey(policy);
-      if (!retries.due(key, now)) continue;
-      // A policy whose requests keep failing is retried on its own backoff; the others go on.
-      try {
-        await reconcile(policy, dataByTrap, errorsByTrap, uncovered);
-        retries.forget(key);
-      } catch (error) {
-        const delayMs = retries.failed(key, now);
-        log.warn("HivePolicy reconcile failed; retried", { policy: key, delayMs, error });
-      }
+    for (const policy of policies.values()) await reconcile(policy, inputs, now);
+    const failExpires = options.reports?.update(reportSources(policies, data, trapErrors, inputs.uncovered));
+    const next = nextPassInMs(retries.nextDueInMs(now), failExpires);
+    if (next !== undefined) runner.retryIn(Math.max(100, next));
+  }
+
+  /** A policy whose requests keep failing is retried on its own backoff; the others go on. */
+  async function reconcile(policy: HivePolicy, inputs: PolicyInputs, now: number): Promise<void> {
+    const key = objectKey(policy);
+    if (!retries.due(key, now)) return;
+    try {
+      await reconciler.reconcile(policy, inputs);
+      retries.forget(key);
+    } catch (error) {
+      const delayMs = retries.failed(key, now);
+      log.warn("HivePolicy reconcile failed; retried", { policy: key, delayMs, error });
     }
-    const failExpires = options.reports?.update({
-      policies: [...policies.values()].filter((p) => !p.metadata.deletionTimestamp && !specProblems(p)),
-      data: data.values(),
-      trapErrors: trapErrors.values(),
-      uncovered,
-    });
-    // A fail leaves its window in days: looked at again within the hour (a timer holds at most ~24 days).
-    const next = Math.min(
-      retries.nextDueInMs(now),
-      failExpires === undefined ? Number.POSITIVE_INFINITY : Math.min(failExpires, 3_600_000),
-    );
-    if (next !== Number.POSITIVE_INFINITY) runner.retryIn(Math.max(100, next));
   }
 
   const loop = createReconcileLoop(pass, stats, {
@@ -278,18 +157,41 @@ export function createPodsController(options: PodsOptions): PodsController {
       else trapErrors.set(key, report);
       runner.trigger();
     },
-    onCoverage() {
-      runner.trigger();
-    },
-    onReportInput() {
-      runner.trigger();
-    },
+    onCoverage: () => runner.trigger(),
+    onReportInput: () => runner.trigger(),
     ...loop.lifecycle,
     stop() {
-      ended = true;
       loop.lifecycle.stop();
       // Another agent now holds the role and reports these policies.
-      forgetGauges(new Map());
+      gauges.end();
     },
   };
+}
+
+/** What the PolicyReports are computed from: the live, valid policies and what the nodes report. */
+function reportSources(
+  policies: ReadonlyMap<string, HivePolicy>,
+  data: ReadonlyMap<string, HiveData>,
+  trapErrors: ReadonlyMap<string, NodeTrapError>,
+  uncovered: readonly V1Pod[] | undefined,
+): ReportSources {
+  return {
+    policies: [...policies.values()].filter((p) => !p.metadata.deletionTimestamp && !specProblems(p)),
+    data: data.values(),
+    trapErrors: trapErrors.values(),
+    uncovered,
+  };
+}
+
+/**
+ * When the next pass is due (ms; undefined when nothing asks for one): the earliest policy retry,
+ * or when a PolicyReport's fail leaves its window. That window is days long: looked at again
+ * within the hour (a timer holds at most ~24 days).
+ */
+function nextPassInMs(retryDueMs: number, failExpiresMs: number | undefined): number | undefined {
+  const next = Math.min(
+    retryDueMs,
+    failExpiresMs === undefined ? Number.POSITIVE_INFINITY : Math.min(failExpiresMs, 3_600_000),
+  );
+  return next === Number.POSITIVE_INFINITY ? undefined : next;
 }
