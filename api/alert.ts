@@ -88,7 +88,12 @@ const ExecProvenanceFields = {
   exe_env_unread: Type.Optional(
     Type.Boolean({ description: "The environment at exec could not be read whole: nothing is known of it." }),
   ),
-  traced: Type.Optional(Type.Boolean({ description: "Traced (ptrace) at its exec or at an access since." })),
+  traced: Type.Optional(
+    Type.Boolean({
+      description:
+        "Traced (ptrace), or its memory opened to another process (process_vm_writev, /proc/PID/mem), at its exec or since.",
+    }),
+  ),
   chroot: Type.Optional(
     Type.Boolean({
       description: "The process's root is a directory inside a mount (chroot), not its container's root.",

@@ -72,7 +72,7 @@
 #define HIVE_EXE_LD_LIBRARY_PATH 0x40000
 #define HIVE_EXE_ENV_UNREAD 0x80000 /* the environment was not read whole: nothing is known of it */
 /* ... and what happened to the process since. Inherited at fork: a child shares what was loaded. */
-#define HIVE_EXE_TRACED 0x100000      /* traced (ptrace) at exec or at an access since */
+#define HIVE_EXE_TRACED 0x100000      /* traced (ptrace), or its memory opened to another process, at exec or since */
 #define HIVE_EXE_FORK_UNSEEN 0x200000 /* its fork predates the program: who spawned it is unknown */
 
 /* hive_event.relation: the accessing process and its parent at the access. */

@@ -449,6 +449,43 @@ static __always_inline void hive_note_traced(struct task_struct *task, struct hi
 		p->flags |= HIVE_EXE_TRACED;
 }
 
+/* PTRACE_MODE_ATTACH (include/linux/ptrace.h): the access ptrace(2), process_vm_writev(2) and
+ * opening /proc/PID/mem are checked for. */
+#define HIVE_PTRACE_MODE_ATTACH 0x02
+
+/* Another process was let at this one's memory without attaching as its tracer
+ * (process_vm_writev, a write through /proc/PID/mem): task->ptrace never shows it, so the
+ * permission check itself marks the target traced (reads are checked the same way and marked too:
+ * the check cannot tell them apart). Only processes already tracked are marked. */
+static __always_inline int hive_memory_access(struct task_struct *target, unsigned int mode)
+{
+	if (!(mode & HIVE_PTRACE_MODE_ATTACH))
+		return 0;
+	struct hive_proc *p = hive_proc_of(target);
+	if (p)
+		p->flags |= HIVE_EXE_TRACED;
+	return 0;
+}
+
+/* security_ptrace_access_check(child, mode): past the same-process and credential checks. */
+SEC("kprobe/security_ptrace_access_check")
+int handle_memory_access(struct pt_regs *ctx)
+{
+	return hive_memory_access((struct task_struct *)PT_REGS_PARM1(ctx), (unsigned int)PT_REGS_PARM2(ctx));
+}
+
+SEC("kprobe.multi/security_ptrace_access_check")
+int handle_memory_access_multi(struct pt_regs *ctx)
+{
+	return hive_memory_access((struct task_struct *)PT_REGS_PARM1(ctx), (unsigned int)PT_REGS_PARM2(ctx));
+}
+
+SEC("fentry/security_ptrace_access_check")
+int handle_memory_access_fentry(__u64 *ctx)
+{
+	return hive_memory_access((struct task_struct *)ctx[0], (unsigned int)ctx[1]);
+}
+
 /* Copies what the kernel knows of the current process and its parent into a new burst. */
 /* The accessing task's cgroup directory and its parent by name, and its depth, for an image
  * layer's group (`wanted`); empty otherwise, so other events pay nothing. */

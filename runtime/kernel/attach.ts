@@ -27,9 +27,12 @@ export const ATTACH_PROGRAMS: Record<AttachMode, { trap: string; parent: string 
 };
 
 /**
- * The change hooks (bpf/change.bpf.h hive_change), attached on every kernel in the trap's mode: a
- * trapped file unlinked, renamed away, replaced by a rename, or truncated is reported on the
- * file's own slot. Each runs only for those (rare) operations.
+ * The hooks beside the trap, attached on every kernel in the trap's mode. The change hooks
+ * (bpf/change.bpf.h hive_change): a trapped file unlinked, renamed away, replaced by a rename, or
+ * truncated is reported on the file's own slot. The memory hook (bpf/process.bpf.h
+ * hive_memory_access): a process whose memory another one may write without ptrace
+ * (process_vm_writev, /proc/PID/mem) is marked traced for the allow lists. Each runs only for
+ * those (rare) operations; `without` says what is lost when one cannot attach.
  */
 export const CHANGE_HOOKS = [
   {
@@ -40,6 +43,7 @@ export const CHANGE_HOOKS = [
       fentry: "handle_inode_unlink_fentry",
       kprobe: "handle_inode_unlink",
     },
+    without: "a trapped file's deletion raises no alert",
   },
   {
     name: "rename",
@@ -49,6 +53,7 @@ export const CHANGE_HOOKS = [
       fentry: "handle_inode_rename_fentry",
       kprobe: "handle_inode_rename",
     },
+    without: "a trapped file renamed away or replaced by a rename raises no alert",
   },
   {
     name: "truncate",
@@ -58,8 +63,25 @@ export const CHANGE_HOOKS = [
       fentry: "handle_truncate_fentry",
       kprobe: "handle_truncate",
     },
+    without: "a trapped file's truncation raises no alert",
   },
-] as const satisfies ReadonlyArray<{ name: string; symbol: string; programs: Record<AttachMode, string> }>;
+  {
+    name: "memory",
+    symbol: "security_ptrace_access_check",
+    programs: {
+      "kprobe.multi": "handle_memory_access_multi",
+      fentry: "handle_memory_access_fentry",
+      kprobe: "handle_memory_access",
+    },
+    without:
+      "a process whose memory another wrote through process_vm_writev or /proc/PID/mem is not seen as traced",
+  },
+] as const satisfies ReadonlyArray<{
+  name: string;
+  symbol: string;
+  programs: Record<AttachMode, string>;
+  without: string;
+}>;
 export type ChangeHook = (typeof CHANGE_HOOKS)[number];
 
 /** A change hook's link (link_change_unlink_fentry, …). */

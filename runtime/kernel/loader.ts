@@ -10,7 +10,7 @@ import { closeSync, existsSync, readdirSync, rmdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { HiveError } from "../../api/errors.ts";
 import type { Logger } from "../log.ts";
-import { ATTACH_PROGRAMS, CHANGE_HOOKS, type KernelFacts, PROGRAM_PIN } from "./attach.ts";
+import { ATTACH_PROGRAMS, CHANGE_HOOKS, type ChangeHook, type KernelFacts, PROGRAM_PIN } from "./attach.ts";
 import { DEFAULT_PIN_ROOT, ensureBpffsDir } from "./bpffs.ts";
 import {
   type Ancestor,
@@ -91,7 +91,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
    * renamed, replaced or truncated is reported on its own slot. A missing one makes readiness fail.
    */
   private readonly changeLinks = new Map<string, Pointer>();
-  private changeHooksMissing: string[] = [];
+  private changeHooksMissing: ChangeHook[] = [];
   private tracking: ProcessTracking | null = null;
   /** hive_watch's max_entries. */
   readonly watchCapacity: number;
@@ -359,7 +359,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
         hook,
       );
       if (link) this.changeLinks.set(hook.name, link);
-      else this.changeHooksMissing.push(hook.symbol);
+      else this.changeHooksMissing.push(hook);
     }
   }
 
@@ -496,7 +496,9 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     if (this.changeHooksMissing.length > 0)
       return {
         ok: false,
-        message: `the change hooks on ${this.changeHooksMissing.join(", ")} did not attach: those changes of a trapped file raise no alert`,
+        message: this.changeHooksMissing
+          .map((hook) => `the hook on ${hook.symbol} did not attach: ${hook.without}`)
+          .join("; "),
       };
     return this.consumer?.health() ?? { ok: true };
   }

@@ -2,7 +2,8 @@
  * Kernel cases for allow lists that hold against the attacker they exist for: real containers
  * (containerd, overlayfs snapshot of an imported image: test/fixtures/image-containers.ts), a
  * trap that allows the image's `/usr/sbin/sshd` and `/usr/bin/head` and children of the image's
- * `/usr/sbin/cron`, and what a root process inside the container would try instead. Events go
+ * `/usr/sbin/cron`, and what a root process inside the container would try instead (including
+ * writing an allowed process's memory with process_vm_writev or through /proc/PID/mem). Events go
  * through the real alert pipeline; the allowed files are found in the container as discover
  * finds them (safe walk, kernel proof).
  */
@@ -22,7 +23,7 @@ import { type GuestHarness, pipelineFor } from "./process-cases.ts";
 
 type AllowCaseName = Extract<
   KernelCaseName,
-  | "allow in a container: the image's sshd, head and a child of the image's cron are allowed; a binary written over sshd, sshd in a chroot, LD_PRELOAD, a parent that exec'd cron and an orphan adopted by cron alert, each with its reason"
+  | "allow in a container: the image's sshd, head and a child of the image's cron are allowed; a binary written over sshd, sshd in a chroot, LD_PRELOAD, a parent that exec'd cron, an orphan adopted by cron and sshd whose memory another process wrote alert, each with its reason"
   | "allow in a container: an executable run from a memfd or from a deleted file alerts, its provenance shown"
 >;
 
@@ -93,7 +94,7 @@ export function allowCases(h: GuestHarness): Record<AllowCaseName, () => Promise
   const missOf = (alert: Alert, entry: number) => alert.allow_misses?.find((m) => m.entry === entry);
 
   return {
-    async "allow in a container: the image's sshd, head and a child of the image's cron are allowed; a binary written over sshd, sshd in a chroot, LD_PRELOAD, a parent that exec'd cron and an orphan adopted by cron alert, each with its reason"() {
+    async "allow in a container: the image's sshd, head and a child of the image's cron are allowed; a binary written over sshd, sshd in a chroot, LD_PRELOAD, a parent that exec'd cron, an orphan adopted by cron and sshd whose memory another process wrote alert, each with its reason"() {
       return withScene(60, async (scene) => {
         const { run, pipeline } = scene;
         // The image's own programs: counted, not alerted.
@@ -158,6 +159,27 @@ export function allowCases(h: GuestHarness): Record<AllowCaseName, () => Promise
         );
         assert.equal(orphan.process.parent?.exe, "/usr/sbin/cron");
         expectMiss("orphan adopted by cron", orphan, 2, "reparented");
+        // The image's sshd, whose memory another process wrote without attaching as its tracer.
+        for (const via of ["vm", "mem"]) {
+          const what = `sshd's memory written through ${via === "vm" ? "process_vm_writev" : "/proc/PID/mem"}`;
+          const injected = alertOf(
+            scene,
+            await run([
+              "/usr/bin/hive-attacker",
+              "inject",
+              via,
+              "300",
+              "/usr/sbin/sshd",
+              "sleep-read",
+              "1000",
+              "/etc/secret",
+            ]),
+            what,
+          );
+          assert.equal(injected.process.exe, "/usr/sbin/sshd");
+          assert.equal(injected.process.traced, true, what);
+          expectMiss(what, injected, 0, "traced");
+        }
         // Last: a binary written over /usr/sbin/sshd inside the container (its overlay copy).
         const written = alertOf(
           scene,

@@ -19,7 +19,7 @@ export const KERNEL_CASES = [
   "allow: a child of an allowed parent raises no alert; the same child under another parent alerts",
   "a decoy reading the trap in a loop does not hide a single read by another executable",
   "a flood from one cgroup is summarised in the kernel: a single read of another trap, from another cgroup and from the flooding cgroup by another executable, is delivered, and the allowed flooding program run with LD_PRELOAD is alerted at each read",
-  "allow in a container: the image's sshd, head and a child of the image's cron are allowed; a binary written over sshd, sshd in a chroot, LD_PRELOAD, a parent that exec'd cron and an orphan adopted by cron alert, each with its reason",
+  "allow in a container: the image's sshd, head and a child of the image's cron are allowed; a binary written over sshd, sshd in a chroot, LD_PRELOAD, a parent that exec'd cron, an orphan adopted by cron and sshd whose memory another process wrote alert, each with its reason",
   "allow in a container: an executable run from a memfd or from a deleted file alerts, its provenance shown",
   "deny in a container: the trapped file is refused (EACCES) and alerted denied, by cat, by head under LD_PRELOAD and through a hard link in a chroot; a dry run reads and is alerted would-deny; another container of the image reads freely; the deny holds while its agent is SIGKILLed and lifts when the trap is gone",
   "standalone follows containers without SIGHUP: each container started later is armed from containerd's event stream and its read alerted with its name; a stopped one's entries leave the kernel map",
