@@ -133,109 +133,187 @@ function said(report: PolicyReport | undefined): string {
   return text;
 }
 
-export function createReportWriter(options: ReportWriterOptions): ReportWriter {
-  const { client, log, nodeName } = options;
-  const debounceMs = options.debounceMs ?? DEFAULT_DEBOUNCE_MS;
-  const firstWriteMs = Math.min(FIRST_WRITE_MS, debounceMs);
-  const desired = new Map<string, PolicyReport>();
-  const seen = new Map<string, PolicyReport>();
+/** What a writer holds between calls: what is wanted, what the server showed, what is pending. */
+interface WriterState {
+  readonly client: ReportClient;
+  readonly log: Logger;
+  readonly nodeName: string;
+  readonly format: ReportFormat;
+  readonly maxResults: number | undefined;
+  readonly debounceMs: number;
+  readonly firstWriteMs: number;
+  /** Namespace → the report it must hold; a namespace left out must hold none. */
+  readonly desired: Map<string, PolicyReport>;
   /** JSON of the results each desired report was built from. */
-  const desiredText = new Map<string, string>();
-  /** Namespace → when its next write may happen; a timer is set for each due one. */
-  const lastWrite = new Map<string, number>();
-  const timers = new Map<string, NodeJS.Timeout>();
-  const stats: ReportWriterStats = { created: 0, replaced: 0, deleted: 0, failed: 0 };
-  let writing: Promise<void> = Promise.resolve();
-  let stopped = false;
+  readonly desiredText: Map<string, string>;
+  /** Namespace → its report as the API server last showed it. */
+  readonly seen: Map<string, PolicyReport>;
+  /** Namespace → when this writer last wrote it; the next write waits a debounce after. */
+  readonly lastWrite: Map<string, number>;
+  /** Namespace → the timer of its write, set for each namespace whose write is due. */
+  readonly timers: Map<string, NodeJS.Timeout>;
+  readonly stats: ReportWriterStats;
+  /** Writes run one after another on this chain. */
+  writing: Promise<void>;
+  stopped: boolean;
   /** Nothing is written before the first desire: until then every report seen would look unwanted. */
-  let desiredOnce = false;
+  desiredOnce: boolean;
+}
 
-  const differs = (ns: string): boolean => said(desired.get(ns)) !== said(seen.get(ns));
+function newWriterState(options: ReportWriterOptions): WriterState {
+  const debounceMs = options.debounceMs ?? DEFAULT_DEBOUNCE_MS;
+  return {
+    client: options.client,
+    log: options.log,
+    nodeName: options.nodeName,
+    format: options.format,
+    maxResults: options.maxResults,
+    debounceMs,
+    firstWriteMs: Math.min(FIRST_WRITE_MS, debounceMs),
+    desired: new Map(),
+    desiredText: new Map(),
+    seen: new Map(),
+    lastWrite: new Map(),
+    timers: new Map(),
+    stats: { created: 0, replaced: 0, deleted: 0, failed: 0 },
+    writing: Promise.resolve(),
+    stopped: false,
+    desiredOnce: false,
+  };
+}
 
-  /**
-   * A write of `ns` one debounce after its previous write, the changes in between folding into
-   * it; a namespace this writer has not written yet waits a few seconds only (a first finding
-   * shows within seconds, and a burst of them still makes one write).
-   */
-  function schedule(ns: string): void {
-    if (stopped || !desiredOnce || timers.has(ns) || !differs(ns)) return;
-    const last = lastWrite.get(ns);
-    const wait = last === undefined ? firstWriteMs : Math.max(0, last + debounceMs - Date.now());
-    const timer = setTimeout(() => {
-      timers.delete(ns);
-      writing = writing.then(() => write(ns));
-    }, wait);
-    timer.unref?.();
-    timers.set(ns, timer);
-  }
-
-  /** One write, from what is desired and what the server last showed (never from what was sent). */
-  async function write(ns: string): Promise<void> {
-    if (stopped || !differs(ns)) return;
-    lastWrite.set(ns, Date.now());
-    const want = desired.get(ns);
-    const have = seen.get(ns);
-    try {
-      if (!want) {
-        await client.remove(ns);
-        stats.deleted += 1;
-      } else if (!have?.metadata.resourceVersion) {
-        await client.create(want);
-        stats.created += 1;
-      } else {
-        await client.replace(want, have.metadata.resourceVersion);
-        stats.replaced += 1;
-      }
-    } catch (error) {
-      stats.failed += 1;
-      log.warn("PolicyReport write failed; written again after the next debounce", {
-        report: `${ns}/${REPORT_NAME}`,
-        status: (error as { code?: number }).code,
-        error,
-      });
-    }
-    // The server's copy comes back through the watch well within a debounce; should it not, or
-    // should the write have failed, the next one puts the report right.
-    schedule(ns);
-  }
-
+export function createReportWriter(options: ReportWriterOptions): ReportWriter {
+  const state = newWriterState(options);
   return {
     desire(byNamespace) {
-      desiredOnce = true;
-      for (const ns of [...desired.keys()]) if (!byNamespace.has(ns)) desired.delete(ns);
-      for (const [ns, results] of byNamespace) {
-        // Results come in a stable order and shape: an unchanged namespace keeps its report
-        // object, and with it the comparison text already computed.
-        const text = JSON.stringify(results);
-        if (results.length === 0) desired.delete(ns);
-        else if (desiredText.get(ns) !== text || !desired.has(ns))
-          desired.set(ns, buildReport(options.format, ns, results, nodeName, options.maxResults));
-        desiredText.set(ns, text);
-      }
-      for (const ns of [...desiredText.keys()]) if (!desired.has(ns)) desiredText.delete(ns);
-      for (const ns of new Set([...desired.keys(), ...seen.keys()])) schedule(ns);
+      for (const ns of applyDesire(state, byNamespace)) schedule(state, ns);
     },
     observe(type, report) {
-      const ns = report.metadata.namespace;
-      if (report.metadata.name !== REPORT_NAME) return;
-      if (type === "DELETED") seen.delete(ns);
-      else seen.set(ns, report);
-      schedule(ns);
+      const ns = applyObserved(state, type, report);
+      if (ns !== undefined) schedule(state, ns);
     },
-    observed: () => seen.values(),
-    async flush() {
-      for (const [ns, timer] of timers) {
-        clearTimeout(timer);
-        timers.delete(ns);
-        writing = writing.then(() => write(ns));
-      }
-      await writing;
-    },
-    stats: () => ({ ...stats }),
+    observed: () => state.seen.values(),
+    flush: () => flushNow(state),
+    stats: () => ({ ...state.stats }),
     stop() {
-      stopped = true;
-      for (const timer of timers.values()) clearTimeout(timer);
-      timers.clear();
+      state.stopped = true;
+      for (const timer of state.timers.values()) clearTimeout(timer);
+      state.timers.clear();
     },
   };
+}
+
+function differs(state: WriterState, ns: string): boolean {
+  return said(state.desired.get(ns)) !== said(state.seen.get(ns));
+}
+
+/**
+ * Records what every namespace's report must hold now, and returns the namespaces to look at
+ * again: every one desired or seen.
+ */
+function applyDesire(
+  state: WriterState,
+  byNamespace: ReadonlyMap<string, readonly ReportResult[]>,
+): Set<string> {
+  const { desired, desiredText } = state;
+  state.desiredOnce = true;
+  for (const ns of [...desired.keys()]) if (!byNamespace.has(ns)) desired.delete(ns);
+  for (const [ns, results] of byNamespace) {
+    // Results come in a stable order and shape: an unchanged namespace keeps its report
+    // object, and with it the comparison text already computed.
+    const text = JSON.stringify(results);
+    if (results.length === 0) desired.delete(ns);
+    else if (desiredText.get(ns) !== text || !desired.has(ns))
+      desired.set(ns, buildReport(state.format, ns, results, state.nodeName, state.maxResults));
+    desiredText.set(ns, text);
+  }
+  for (const ns of [...desiredText.keys()]) if (!desired.has(ns)) desiredText.delete(ns);
+  return new Set([...desired.keys(), ...state.seen.keys()]);
+}
+
+/** Records a report as the server holds it; returns its namespace, or undefined when it is not Hive's report. */
+function applyObserved(
+  state: WriterState,
+  type: "ADDED" | "MODIFIED" | "DELETED",
+  report: PolicyReport,
+): string | undefined {
+  const ns = report.metadata.namespace;
+  if (report.metadata.name !== REPORT_NAME) return undefined;
+  if (type === "DELETED") state.seen.delete(ns);
+  else state.seen.set(ns, report);
+  return ns;
+}
+
+/**
+ * How long until `ns` is written, or undefined when no write is to be set up: one debounce after
+ * its previous write, the changes in between folding into it; a namespace this writer has not
+ * written yet waits a few seconds only (a first finding shows within seconds, and a burst of them
+ * still makes one write).
+ */
+function writeDelay(state: WriterState, ns: string): number | undefined {
+  if (state.stopped || !state.desiredOnce || state.timers.has(ns) || !differs(state, ns)) return undefined;
+  const last = state.lastWrite.get(ns);
+  return last === undefined ? state.firstWriteMs : Math.max(0, last + state.debounceMs - Date.now());
+}
+
+/** Sets the timer of the write of `ns`, when one is due and none is set. */
+function schedule(state: WriterState, ns: string): void {
+  const wait = writeDelay(state, ns);
+  if (wait === undefined) return;
+  const timer = setTimeout(() => {
+    state.timers.delete(ns);
+    enqueueWrite(state, ns);
+  }, wait);
+  timer.unref?.();
+  state.timers.set(ns, timer);
+}
+
+function enqueueWrite(state: WriterState, ns: string): void {
+  state.writing = state.writing.then(() => write(state, ns));
+}
+
+/** Writes every namespace whose timer is set now, and waits for all writes. */
+async function flushNow(state: WriterState): Promise<void> {
+  for (const [ns, timer] of state.timers) {
+    clearTimeout(timer);
+    state.timers.delete(ns);
+    enqueueWrite(state, ns);
+  }
+  await state.writing;
+}
+
+/** One write, from what is desired and what the server last showed (never from what was sent). */
+async function write(state: WriterState, ns: string): Promise<void> {
+  if (state.stopped || !differs(state, ns)) return;
+  state.lastWrite.set(ns, Date.now());
+  try {
+    await send(state, ns);
+  } catch (error) {
+    state.stats.failed += 1;
+    state.log.warn("PolicyReport write failed; written again after the next debounce", {
+      report: `${ns}/${REPORT_NAME}`,
+      status: (error as { code?: number }).code,
+      error,
+    });
+  }
+  // The server's copy comes back through the watch well within a debounce; should it not, or
+  // should the write have failed, the next one puts the report right.
+  schedule(state, ns);
+}
+
+/** The one API call that makes the server's report of `ns` the desired one: delete, create or replace. */
+async function send(state: WriterState, ns: string): Promise<void> {
+  const { client, stats } = state;
+  const want = state.desired.get(ns);
+  const have = state.seen.get(ns);
+  if (!want) {
+    await client.remove(ns);
+    stats.deleted += 1;
+  } else if (!have?.metadata.resourceVersion) {
+    await client.create(want);
+    stats.created += 1;
+  } else {
+    await client.replace(want, have.metadata.resourceVersion);
+    stats.replaced += 1;
+  }
 }
