@@ -1,8 +1,7 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { HivePolicy, HiveTrap } from "../../api/index.ts";
+import { describe, expect, it } from "vitest";
+import { policy, useHostRoot } from "../../test/standalone/plan-fixtures.ts";
 import type { KernelWatcher, WatchEntry } from "../kernel/contract.ts";
 import { createLogger } from "../log.ts";
 import {
@@ -15,15 +14,6 @@ import {
 import { type LocalContainer, planWatches, trapRefs } from "./watch-plan.ts";
 import { counterSlots } from "./watch-table.ts";
 
-function policy(name: string, traps: HiveTrap[]): HivePolicy {
-  return {
-    apiVersion: "hive-operator.com/v1alpha1",
-    kind: "HivePolicy",
-    metadata: { name },
-    spec: { traps },
-  };
-}
-
 const container = (id: string, pid: number): LocalContainer => ({
   id,
   name: id,
@@ -33,13 +23,7 @@ const container = (id: string, pid: number): LocalContainer => ({
 });
 
 describe("one plan applied", () => {
-  let root: string;
-  beforeEach(() => {
-    root = mkdtempSync(join(tmpdir(), "hive-apply-"));
-    mkdirSync(join(root, "etc"));
-    writeFileSync(join(root, "etc/shadow"), "x");
-  });
-  afterEach(() => rmSync(root, { recursive: true, force: true }));
+  const rootOf = useHostRoot("hive-apply-");
 
   it("syncs the kernel map to the plan, says what changed once, and retires the slots it removed", () => {
     const synced: WatchEntry[][] = [];
@@ -49,7 +33,7 @@ describe("one plan applied", () => {
       logger: createLogger({}, { sink: (l) => lines.push(JSON.parse(l)) }),
       kernelId: "k",
     };
-    const path = join(root, "etc/shadow");
+    const path = join(rootOf(), "etc/shadow");
     const documents = [{ file: "p.yaml", index: 1, policy: policy("p", [{ path }]) }];
     const planner = { refs: trapRefs(documents), slotFor: counterSlots() };
     const state = initialPlanState("k");
@@ -81,7 +65,7 @@ describe("one plan applied", () => {
         policy: policy("p", [{ path: "/etc/later", match: { "container-name": "web" } }]),
       },
     ]);
-    const plan = planWatches(refs, { kernelId: "k", hostRoot: root, containers: [] });
+    const plan = planWatches(refs, { kernelId: "k", hostRoot: rootOf(), containers: [] });
     const documents = [{ file: "p.yaml", index: 1, policy: policy("p", []) }] as never;
     expect(() => assertSomethingToWatch({ documents }, plan)).toThrow(
       "no trapped file could be resolved: nothing to watch",

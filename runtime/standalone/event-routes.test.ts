@@ -1,40 +1,25 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { HivePolicy, HiveTrap } from "../../api/index.ts";
+import { beforeEach, describe, expect, it } from "vitest";
+import type { HiveTrap } from "../../api/index.ts";
 import { makeEvent } from "../../test/alerts/fixtures.ts";
+import { policy, useHostRoot } from "../../test/standalone/plan-fixtures.ts";
 import { RETIRED_SLOT_MS, retireSlots, routeEvent } from "./event-routes.ts";
 import { planWatches, trapRefs } from "./watch-plan.ts";
 import { buildWatchTable, counterSlots, type WatchTable } from "./watch-table.ts";
 
-function policy(name: string, traps: HiveTrap[]): HivePolicy {
-  return {
-    apiVersion: "hive-operator.com/v1alpha1",
-    kind: "HivePolicy",
-    metadata: { name },
-    spec: { traps },
-  };
-}
-
 describe("routing kernel events by slot", () => {
-  let root: string;
+  const rootOf = useHostRoot("hive-routes-");
   const slots = counterSlots();
   const tableOf = (traps: HiveTrap[]): WatchTable =>
     buildWatchTable(
       planWatches(trapRefs([{ file: "p.yaml", index: 1, policy: policy("p", traps) }]), {
         kernelId: "k",
-        hostRoot: root,
+        hostRoot: rootOf(),
       }),
       slots,
     );
-  beforeEach(() => {
-    root = mkdtempSync(join(tmpdir(), "hive-routes-"));
-    mkdirSync(join(root, "etc"));
-    writeFileSync(join(root, "etc/shadow"), "x");
-    writeFileSync(join(root, "etc/other"), "y");
-  });
-  afterEach(() => rmSync(root, { recursive: true, force: true }));
+  beforeEach(() => writeFileSync(join(rootOf(), "etc/other"), "y"));
 
   const slotOf = (table: WatchTable, kind: "file" | "parent") =>
     table.entries.find((e) => e.kind === kind)?.slot ?? -1;

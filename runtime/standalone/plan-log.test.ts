@@ -1,19 +1,8 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { HivePolicy, HiveTrap } from "../../api/index.ts";
+import { describe, expect, it } from "vitest";
+import type { HiveTrap } from "../../api/index.ts";
+import { policy, useHostRoot } from "../../test/standalone/plan-fixtures.ts";
 import { nothingSaid, type PlanLogContext, reportPlan } from "./plan-log.ts";
 import { planWatches, trapRefs, type WatchPlan } from "./watch-plan.ts";
-
-function policy(name: string, traps: HiveTrap[]): HivePolicy {
-  return {
-    apiVersion: "hive-operator.com/v1alpha1",
-    kind: "HivePolicy",
-    metadata: { name },
-    spec: { traps },
-  };
-}
 
 const context = (over: Partial<PlanLogContext> = {}): PlanLogContext => ({
   reason: "start",
@@ -24,17 +13,11 @@ const context = (over: Partial<PlanLogContext> = {}): PlanLogContext => ({
 });
 
 describe("what a plan says in the log", () => {
-  let root: string;
-  beforeEach(() => {
-    root = mkdtempSync(join(tmpdir(), "hive-plan-log-"));
-    mkdirSync(join(root, "etc"));
-    writeFileSync(join(root, "etc/shadow"), "x");
-  });
-  afterEach(() => rmSync(root, { recursive: true, force: true }));
+  const rootOf = useHostRoot("hive-plan-log-");
   const planOf = (traps: HiveTrap[]): WatchPlan =>
     planWatches(trapRefs([{ file: "p.yaml", index: 1, policy: policy("p", traps) }]), {
       kernelId: "k",
-      hostRoot: root,
+      hostRoot: rootOf(),
     });
 
   it("says each armed file and each trap not watched once, not again on every re-plan", () => {

@@ -36,6 +36,14 @@ describe.runIf(runs)("the image layers searched for a trap path", () => {
     return made[0] as string;
   };
   let imageShadow: bigint;
+  /** The agent's layer finder over this containerd, asking it which snapshots are writable. */
+  const agentFinder = () =>
+    createLayerFinder({
+      snapshotsDir,
+      log: createLogger({}, { level: "error" }),
+      onChange: () => undefined,
+      writable: containerdWritableDirs({ socket: cd.socket }),
+    });
 
   beforeAll(async () => {
     cd = await startContainerd({ namespace: "k8s.io" });
@@ -77,12 +85,7 @@ describe.runIf(runs)("the image layers searched for a trap path", () => {
   });
 
   it("the agent's layer finder arms the image's file only, never the symlink's target nor a container's copy", async () => {
-    const finder = createLayerFinder({
-      snapshotsDir,
-      log: createLogger({}, { level: "error" }),
-      onChange: () => undefined,
-      writable: containerdWritableDirs({ socket: cd.socket }),
-    });
+    const finder = agentFinder();
     try {
       // Once containerd has said which directories are writable (a finder without `ready` arms at once).
       await finder.ready;
@@ -124,12 +127,7 @@ describe.runIf(runs)("the image layers searched for a trap path", () => {
     // A container of each image: its overlay names the image's chain.
     await prepare("k8s.io", "app-rw", "sha256:app");
     await prepare("k8s.io", "evil-rw", "sha256:evil");
-    const finder = createLayerFinder({
-      snapshotsDir,
-      log: createLogger({}, { level: "error" }),
-      onChange: () => undefined,
-      writable: containerdWritableDirs({ socket: cd.socket }),
-    });
+    const finder = agentFinder();
     try {
       await finder.ready;
       expect(finder.find("/etc/shadow").map((k) => k.ino)).toEqual([imageShadow]);
