@@ -1,0 +1,158 @@
+/**
+ * Ends idle bursts for the ring worker (ring-worker.ts): a burst stays pending in hive_bursts
+ * until its thread next hits a watched file, so bursts idle for longer than the gap are read
+ * from the map and posted, and marked in the pinned hive_swept map so that neither the kernel
+ * nor a later agent delivers them again. A burst the kernel emitted while the mark was being
+ * written is recognised here as a duplicate.
+ */
+import { COUNTERS_LAYOUT, decodeBurstTimes, EVENT_LAYOUT } from "./layout.ts";
+import { forEachMapEntry, type Libbpf } from "./libbpf-ffi.ts";
+import type { RingBatch } from "./ring-batch.ts";
+import type { RingWorkerData } from "./ring-worker.ts";
+
+/** Entries per bpf_map_lookup_batch call. */
+const BATCH = 1024;
+/** Sweep marks kept (bounded memory): older ones' kernel copies are long consumed. */
+const MAX_MARKS = 4 * 8192;
+
+type SweepData = Pick<
+  RingWorkerData,
+  "burstsFd" | "sweptFd" | "countersFd" | "burstGapNs" | "burstMaxNs" | "sweepIntervalMs" | "maxBatch"
+>;
+
+export class BurstSweeper {
+  private readonly lib: Libbpf;
+  private readonly data: SweepData;
+  private readonly ncpus: number;
+  /**
+   * Bursts posted by a sweep, by thread id → first-check time; from the kernel's record first,
+   * so that a restarted agent does not deliver again what its predecessor swept.
+   */
+  private readonly delivered = new Map<number, bigint>();
+  private readonly sweptKey = Buffer.alloc(4);
+  private readonly sweptValue = Buffer.alloc(8);
+  private readonly counterBuf: Buffer;
+  private readonly zeroKey = Buffer.alloc(4);
+  private readonly batchKeys = Buffer.alloc(BATCH * 4);
+  private readonly batchValues = Buffer.alloc(BATCH * EVENT_LAYOUT.size);
+  private readonly inBatch = Buffer.alloc(8);
+  private readonly outBatch = Buffer.alloc(8);
+  private batchSupported = true;
+  /** Bursts opened at the last sweep, whether some stayed open, and when (performance.now()). */
+  private lastOpened = -1n;
+  private pending = false;
+  private lastSweep = 0;
+
+  constructor(lib: Libbpf, data: SweepData, ncpus: number) {
+    this.lib = lib;
+    this.data = data;
+    this.ncpus = ncpus;
+    forEachMapEntry(data.sweptFd, 4, 8, (key, value) =>
+      this.delivered.set(key.readUInt32LE(0), value.readBigUInt64LE(0)),
+    );
+    this.counterBuf = Buffer.alloc(ncpus * COUNTERS_LAYOUT.size);
+  }
+
+  /** True for a burst the kernel emitted that a sweep had posted already (forgotten then: it ends there). */
+  isDuplicate(pid: number, ktimeNs: bigint): boolean {
+    if (this.delivered.get(pid) !== ktimeNs) return false;
+    this.delivered.delete(pid);
+    return true;
+  }
+
+  /** Tells the kernel a burst was delivered: it will not emit it when its thread starts the next. */
+  markInKernel(pid: number, ktimeNs: bigint): void {
+    this.sweptKey.writeUInt32LE(pid);
+    this.sweptValue.writeBigUInt64LE(ktimeNs);
+    this.lib.bpf_map_update_elem(this.data.sweptFd, this.sweptKey, this.sweptValue, 0);
+  }
+
+  /** Sweeps once per interval, and only when bursts were opened since or some stayed open. */
+  tick(batch: RingBatch): void {
+    const nowMs = performance.now();
+    if (nowMs - this.lastSweep < this.data.sweepIntervalMs) return;
+    this.lastSweep = nowMs;
+    const opened = this.burstsOpened();
+    if (opened !== this.lastOpened || this.pending) {
+      this.lastOpened = opened;
+      this.pending = this.sweep(batch);
+    }
+  }
+
+  private burstsOpened(): bigint {
+    const { lib, counterBuf } = this;
+    if ((lib.bpf_map_lookup_elem(this.data.countersFd, this.zeroKey, counterBuf) as number) < 0) return -1n;
+    let total = 0n;
+    for (let cpu = 0; cpu < this.ncpus; cpu++) {
+      total += counterBuf.readBigUInt64LE(cpu * COUNTERS_LAYOUT.size + COUNTERS_LAYOUT.bursts);
+    }
+    return total;
+  }
+
+  /** Posts bursts idle for 2× the gap (margin for a check in flight); true if some remain open. */
+  private sweep(batch: RingBatch): boolean {
+    const { burstGapNs, burstMaxNs, maxBatch } = this.data;
+    const now = process.hrtime.bigint(); // CLOCK_MONOTONIC, like bpf_ktime_get_ns; read before the map
+    let pending = false;
+    this.readBursts((record) => {
+      const burst = decodeBurstTimes(record);
+      if (this.delivered.get(burst.pid) === burst.ktimeNs) return;
+      const idle = now > burst.lastNs && now - burst.lastNs >= 2n * burstGapNs;
+      const old = now > burst.ktimeNs && now - burst.ktimeNs >= burstMaxNs + burstGapNs;
+      if ((idle || old) && batch.count >= maxBatch)
+        pending = true; // the next sweep posts it
+      else if (idle || old) {
+        // Swept here: never posted twice; the kernel learns it when the batch is acknowledged.
+        this.delivered.set(burst.pid, burst.ktimeNs);
+        batch.addMark(burst.pid, burst.ktimeNs);
+        batch.append(record, burst.ktimeNs);
+        batch.swept++;
+      } else {
+        pending = true;
+      }
+    });
+    // Bounded memory: forget the oldest marks (their kernel copies are long consumed).
+    while (this.delivered.size > MAX_MARKS) {
+      const oldest = this.delivered.keys().next().value;
+      if (oldest === undefined) break;
+      this.delivered.delete(oldest);
+    }
+    return pending;
+  }
+
+  /** Every pending burst: batched reads (one syscall per 1,024 entries, kernel ≥ 5.6). */
+  private readBursts(visit: (record: Uint8Array) => void): void {
+    const { lib, batchKeys, batchValues, inBatch, outBatch } = this;
+    const { burstsFd } = this.data;
+    if (this.batchSupported) {
+      let first = true;
+      for (;;) {
+        const count = [BATCH];
+        const rc = lib.bpf_map_lookup_batch(
+          burstsFd,
+          first ? null : inBatch,
+          outBatch,
+          batchKeys,
+          batchValues,
+          count,
+          null,
+        ) as number;
+        if (rc < 0 && rc !== -2 /* ENOENT: end of map */) {
+          if (first && (rc === -22 || rc === -95 || rc === -524)) {
+            this.batchSupported = false; // older kernel: fall back to key-by-key
+            break;
+          }
+          throw new Error(`bpf_map_lookup_batch on hive_bursts failed: ${rc}`);
+        }
+        const n = count[0] ?? 0;
+        for (let i = 0; i < n; i++) {
+          visit(batchValues.subarray(i * EVENT_LAYOUT.size, (i + 1) * EVENT_LAYOUT.size));
+        }
+        if (rc === -2) return;
+        outBatch.copy(inBatch);
+        first = false;
+      }
+    }
+    forEachMapEntry(burstsFd, 4, EVENT_LAYOUT.size, (_key, value) => visit(value));
+  }
+}
