@@ -10,13 +10,7 @@ import type { LayerFinder } from "../controllers/discover.ts";
 import type { FileKey } from "../kernel/contract.ts";
 import { type PinnedProofMaps, proveFile, provenKey } from "../kernel/trap-proof.ts";
 import type { Logger } from "../log.ts";
-import {
-  type LayerProve,
-  LayerSteps,
-  type LayerWalkCounts,
-  layerDirs,
-  resolveInLayers,
-} from "./image-layers.ts";
+import { type LayerProve, LayerSteps, layerDirs, resolveInLayers } from "./image-layers.ts";
 import { TrustedLayers, type WritableDirs } from "./writable-layers.ts";
 
 /** After a change, the layers are looked at again this much later (a layer unpacked is committed then). */
@@ -42,8 +36,6 @@ export interface LayerFinderOptions {
 export interface NodeLayerFinder extends LayerFinder {
   /** Resolves once the first looks at which directories are image layers are done (never rejects). */
   ready: Promise<void>;
-  /** The layer walks done so far (each a path in one layer), and the names they opened. */
-  counts(): Readonly<LayerWalkCounts>;
   close(): void;
 }
 
@@ -138,7 +130,6 @@ export function createLayerFinder(options: LayerFinderOptions): NodeLayerFinder 
       cache.set(path, { layers: signature, files });
       return files;
     },
-    counts: () => ({ ...steps.counts }),
     close() {
       closed = true;
       watcher?.close();

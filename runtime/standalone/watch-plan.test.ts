@@ -2,34 +2,15 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writ
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { HivePolicy, HiveTrap } from "../../api/index.ts";
+import { container, policy } from "../../test/standalone/plan-fixtures.ts";
 import {
   buildWatchTable,
   containerMatches,
   counterSlots,
-  type LocalContainer,
   planWatches,
   sourcesFor,
   trapRefs,
 } from "./watch-plan.ts";
-
-function policy(name: string, traps: HiveTrap[]): HivePolicy {
-  return {
-    apiVersion: "hive-operator.com/v1alpha1",
-    kind: "HivePolicy",
-    metadata: { name },
-    spec: { traps },
-  };
-}
-
-const container = (over: Partial<LocalContainer>): LocalContainer => ({
-  id: "c1",
-  name: "c1",
-  pid: 1,
-  runtimeNamespace: "default",
-  labels: {},
-  ...over,
-});
 
 describe("host traps", () => {
   let root: string;
