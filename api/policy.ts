@@ -24,6 +24,7 @@ export {
 export { type HiveTrap, HiveTrapSchema } from "./trap.ts";
 export {
   DENY_WITH_ALLOW,
+  MAX_DENY_ALLOW_ENTRIES,
   strongestDeny,
   TRAP_ACTIONS,
   type TrapAction,

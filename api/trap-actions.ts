@@ -26,6 +26,10 @@ export function strongestDeny(
   return denies.includes("dryRun") ? "dryRun" : undefined;
 }
 
-/** Until the allow decision is made in the kernel, a denying trap cannot let anyone through. */
-export const DENY_WITH_ALLOW =
-  "action: deny takes no allow list: who may pass is decided after the access, too late to deny (use action: alert with allow)";
+/**
+ * The allow entries the kernel decides at the access (bpf/hive.h HIVE_ALLOW_ENTRIES): a denying
+ * trap's whole list must be among them.
+ */
+export const MAX_DENY_ALLOW_ENTRIES = 32;
+/** A denying trap lets through only what the kernel can decide at the access: exact paths. */
+export const DENY_WITH_ALLOW = `action: deny takes allow entries that name exact paths (no \`*\`), at most ${MAX_DENY_ALLOW_ENTRIES}: the kernel decides them at the access`;

@@ -6,7 +6,7 @@
 import { type Static, Type } from "@sinclair/typebox";
 import "./formats.ts";
 import { AccessKindSchema } from "./meta.ts";
-import { DENY_WITH_ALLOW, TRAP_ACTIONS } from "./trap-actions.ts";
+import { DENY_WITH_ALLOW, MAX_DENY_ALLOW_ENTRIES, TRAP_ACTIONS } from "./trap-actions.ts";
 import { DEFAULT_SEVERITY, SEVERITIES, TrapLabelsSchema } from "./trap-alert-labels.ts";
 import { AllowListSchema } from "./trap-allow.ts";
 import { TrapMatchSchema } from "./trap-match.ts";
@@ -110,7 +110,7 @@ export const HiveTrapSchema = Type.Object(
         message: "dryRun only applies with action: deny",
       },
       {
-        rule: "!has(self.allow) || !has(self.action) || self.action != 'deny'",
+        rule: `!has(self.allow) || !has(self.action) || self.action != 'deny' || (size(self.allow) <= ${MAX_DENY_ALLOW_ENTRIES} && self.allow.all(e, (!has(e.exe) || !e.exe.endsWith('*')) && (!has(e.parent__dash__exe) || !e.parent__dash__exe.endsWith('*'))))`,
         message: DENY_WITH_ALLOW,
       },
     ],

@@ -124,8 +124,13 @@ describe("policy validation", () => {
       "spec.traps[0].action: must be one of alert, deny",
     ],
     [
-      "deny with an allow list",
-      { path: "/a", action: "deny", allow: [{ exe: "/usr/sbin/sshd" }] },
+      "deny with an allow entry the kernel cannot decide (a pattern)",
+      { path: "/a", action: "deny", allow: [{ exe: "/usr/sbin/sshd" }, { "parent-exe": "/usr/lib/*" }] },
+      `spec.traps[0].allow: ${DENY_WITH_ALLOW}`,
+    ],
+    [
+      "deny with more allow entries than the kernel decides",
+      { path: "/a", action: "deny", allow: Array.from({ length: 33 }, (_, i) => ({ exe: `/bin/p${i}` })) },
       `spec.traps[0].allow: ${DENY_WITH_ALLOW}`,
     ],
     [
@@ -210,6 +215,17 @@ describe("policy validation", () => {
         },
       ]),
     );
+    expect(result.ok ? "" : formatErrors(result.errors)).toBe("");
+  });
+
+  it("accepts a denying trap whose allow entries the kernel decides: exact paths, at most 32", () => {
+    const allow = [
+      { exe: "/usr/sbin/sshd" },
+      { exe: "/usr/bin/passwd", accesses: ["read", "write"] as ["read", "write"] },
+      { "parent-exe": "/usr/sbin/cron" },
+      ...Array.from({ length: 29 }, (_, i) => ({ exe: `/bin/p${i}` })),
+    ];
+    const result = validatePolicy(policy([{ path: "/etc/shadow", action: "deny", allow }]));
     expect(result.ok ? "" : formatErrors(result.errors)).toBe("");
   });
 

@@ -9,6 +9,7 @@ import { Value } from "@sinclair/typebox/value";
 import { type Alert, AlertSchema } from "./alert.ts";
 import { type HiveData, HiveDataSchema } from "./data.ts";
 import {
+  type AllowEntry,
   DENY_WITH_ALLOW,
   type HivePolicy,
   HivePolicySchema,
@@ -16,6 +17,7 @@ import {
   HivePolicySpecSchema,
   type HiveTrap,
   LABEL_KEY_PATTERN,
+  MAX_DENY_ALLOW_ENTRIES,
   modeProblem,
   OCTAL_MODE,
 } from "./policy.ts";
@@ -97,7 +99,7 @@ function specRules(spec: unknown, prefix: string): FieldError[] {
     }
     if (trap.dryRun !== undefined && trap.action !== "deny")
       errors.push({ field: `${at}.dryRun`, message: "only applies with action: deny" });
-    if (trap.action === "deny" && trap.allow !== undefined)
+    if (trap.action === "deny" && Array.isArray(trap.allow) && !kernelDecides(trap.allow))
       errors.push({ field: `${at}.allow`, message: DENY_WITH_ALLOW });
     if (trap.labels !== null && typeof trap.labels === "object" && !Array.isArray(trap.labels)) {
       // The schema checks the values; a Record's keys only the CRD's CEL rule and this check see.
@@ -156,4 +158,13 @@ export function validateAlert(value: unknown): Validation<Alert> {
 export function formatErrors(errors: readonly FieldError[], context = ""): string {
   const where = context ? `${context}: ` : "";
   return errors.map((e) => `${where}${e.field}: ${e.message}`).join("\n");
+}
+
+/** True when the kernel decides every entry (exact paths, at most MAX_DENY_ALLOW_ENTRIES): a denying trap's list. */
+function kernelDecides(allow: readonly unknown[]): boolean {
+  const exact = (v: unknown) => typeof v !== "string" || !v.endsWith("*");
+  return (
+    allow.length <= MAX_DENY_ALLOW_ENTRIES &&
+    allow.every((e) => typeof e !== "object" || e === null || (exact((e as AllowEntry).exe) && exact((e as AllowEntry)["parent-exe"])))
+  );
 }

@@ -15,6 +15,8 @@
  *   4. for an image layer's entry only, the (cgroup, group) lookup in hive_quiet: a container no
  *      trap selects costs no burst and no event.
  * access(2) checks (MAY_ACCESS, rare) first ask whether the thread is proving a trap.
+ * A hit on an entry whose trap has allow entries asks allow.bpf.h first: an allowed check is
+ * counted and goes no further.
  *
  * Bursts: one user action calls inode_permission several times. Checks of one file by
  * one thread are folded into one pending event in hive_bursts (keyed by thread id) while
@@ -159,6 +161,7 @@ struct {
 } hive_quiet SEC(".maps");
 
 #include "process.bpf.h"
+#include "allow.bpf.h"
 
 static __always_inline int hive_bitmap_hit(__u64 ino)
 {
@@ -248,6 +251,16 @@ static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask, int pare
 		struct hive_quiet_key quiet = { .cgroup_id = bpf_get_current_cgroup_id(), .group = watch->group, ._pad = 0 };
 		if (bpf_map_lookup_elem(&hive_quiet, &quiet)) {
 			counters->quiet++;
+			return 0;
+		}
+	}
+	/* A check an allow entry lets through is counted, never a burst: only what is alerted (or
+	 * denied) reaches the ring buffer and flood summaries. Changes ask user space to re-resolve. */
+	if (!parents_only && !(mask & HIVE_CHANGES)) {
+		int allowed = hive_allow_follows(watch) || hive_allowed(watch, mask, 1);
+		hive_allow_mark_own(watch, allowed);
+		if (allowed) {
+			counters->allowed++;
 			return 0;
 		}
 	}
@@ -473,6 +486,8 @@ int hive_deny(__u64 *ctx)
 	__u32 *prover = bpf_map_lookup_elem(&hive_provers, &tid);
 	if (prover && *prover == (__u32)(pid_tgid >> 32))
 		return 0;
+	if (hive_allowed(watch, mask, 0))
+		return 0; /* counted by the trap hook */
 	int deny = watch->action == HIVE_ACTION_DENY;
 	struct hive_event *burst = bpf_map_lookup_elem(&hive_bursts, &tid);
 	if (burst && burst->ino == ino && burst->dev == key.dev)

@@ -102,7 +102,42 @@ struct hive_value {
 	/* HIVE_ACTION_*: only a container's own file (kind FILE or FOLLOWED, group != slot) denies; an
 	 * image layer's file is every container's of the image, selected or not. */
 	__u32 action;
-	__u32 _pad;
+	__u32 flags; /* HIVE_WATCH_*: what else the kernel decides for this entry */
+};
+
+/* hive_value.flags: the trap has allow entries the kernel decides (hive_allow holds keys of this
+ * slot), and some of them name a `parent-exe` (the parent's key is looked up too). */
+#define HIVE_WATCH_ALLOW 0x1
+#define HIVE_WATCH_ALLOW_PARENT 0x2
+
+/* The allow decision in the kernel (hive.bpf.c hive_allowed). The first HIVE_ALLOW_ENTRIES entries
+ * of a trap's allow list that name exact paths are decided here; later or `*` entries are decided
+ * by user space, which still receives the access. */
+#define HIVE_ALLOW_ENTRIES 32
+/* hive_allow.kinds[i] of an entry without `accesses`: every kind, and changes too. */
+#define HIVE_ALLOW_ANY 0xffffffff
+/* The MAY_* bits that are access kinds (read, write, exec, append, open; MAY_ACCESS is none). */
+#define HIVE_ALLOW_KINDS (HIVE_MAY_EXEC | HIVE_MAY_WRITE | HIVE_MAY_READ | HIVE_MAY_APPEND | HIVE_MAY_OPEN)
+
+/* hive_allow's key: an executable file (as hive_proc records it at exec) that allow entries of the
+ * trap behind watch slot `slot` name, as discover found it at the entry's exact path in the
+ * accessing container (the device is that container's overlay: the key is one container's). */
+struct hive_allow_key {
+	__u64 ino;
+	__u32 dev;
+	__u32 slot;
+};
+
+/* One trap's allow list as the kernel decides it, and what it let through with this key. */
+struct hive_allow {
+	__u32 exe;          /* bit i: entry i's `exe` is this file */
+	__u32 parent;       /* bit i: entry i's `parent-exe` is this file */
+	__u32 needs_exe;    /* bit i: entry i has an `exe` (the same in every key of the slot) */
+	__u32 needs_parent; /* bit i: entry i has a `parent-exe` */
+	__u32 decided;      /* bit i: entry i is decided here (exact paths only) */
+	__u32 host;         /* a host path's trap: the host's own files count, the root is not checked */
+	__u32 kinds[HIVE_ALLOW_ENTRIES];   /* entry i's `accesses` as MAY_* bits; HIVE_ALLOW_ANY without */
+	__u64 allowed[HIVE_ALLOW_ENTRIES]; /* checks entry i allowed through this key (kernel-written) */
 };
 
 /* hive_quiet's key: a cgroup (container) whose accesses to an image layer's group alert nobody.
@@ -238,16 +273,19 @@ struct hive_counters {
 	__u64 flood_full; /* bursts emitted without a flood budget: hive_flood was full */
 	__u64 quiet;      /* checks of an image layer's entry skipped: hive_quiet holds their cgroup and group */
 	__u64 denied;     /* accesses refused (EACCES) by a denying trap */
+	__u64 allowed;    /* checks an allow entry let through in the kernel (no burst, no event) */
 };
 
 _Static_assert(sizeof(struct hive_key) == 16, "hive_key layout");
 _Static_assert(sizeof(struct hive_value) == 24, "hive_value layout");
 _Static_assert(sizeof(struct hive_proc) == 320, "hive_proc layout");
 _Static_assert(sizeof(struct hive_event) == 896, "hive_event layout");
-_Static_assert(sizeof(struct hive_counters) == 72, "hive_counters layout");
+_Static_assert(sizeof(struct hive_counters) == 80, "hive_counters layout");
 _Static_assert(sizeof(struct hive_quiet_key) == 16, "hive_quiet_key layout");
 _Static_assert(sizeof(struct hive_flood_key) == 56, "hive_flood_key layout");
 _Static_assert(sizeof(struct hive_flood) == 40, "hive_flood layout");
 _Static_assert(sizeof(struct hive_proof) == 72, "hive_proof layout");
+_Static_assert(sizeof(struct hive_allow_key) == 16, "hive_allow_key layout");
+_Static_assert(sizeof(struct hive_allow) == 408, "hive_allow layout");
 
 #endif

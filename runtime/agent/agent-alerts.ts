@@ -127,19 +127,30 @@ function watchSecrets(
   });
 }
 
-/** Hands each access to the pipeline, once per live trap it matched. */
-export function accessHandler(
-  { config, kernelId }: AgentBase,
-  pipeline: AlertPipeline,
-): LoaderOptions["onAccess"] {
-  // The same for every event; callback, allow list and policy namespace come from each live trap.
-  const sourceContext = {
+/** The same for every event; callback, allow list and policy namespace come from each live trap. */
+function sourceContextOf({ config, kernelId }: AgentBase) {
+  return {
     nodeName: config.nodeName,
     kernelId,
     ...(config.clusterName ? { clusterName: config.clusterName } : {}),
   };
+}
+
+/** Hands each access to the pipeline, once per live trap it matched. */
+export function accessHandler(base: AgentBase, pipeline: AlertPipeline): LoaderOptions["onAccess"] {
+  const sourceContext = sourceContextOf(base);
   return (event, matched) => {
     for (const { data, trap } of matched)
       pipeline.handle(event, alertSourceFromHiveData(data, trap, sourceContext));
   };
+}
+
+/** Counts what the kernel's allow rules let through under the trap and entry, as the pipeline counts its own. */
+export function allowedHandler(
+  base: AgentBase,
+  pipeline: AlertPipeline,
+): NonNullable<LoaderOptions["onAllowed"]> {
+  const sourceContext = sourceContextOf(base);
+  return ({ data, trap }, entry, count) =>
+    pipeline.addAllowed(alertSourceFromHiveData(data, trap, sourceContext), entry, count);
 }

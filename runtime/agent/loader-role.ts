@@ -50,6 +50,7 @@ export function loaderRole(ctx: AgentContext, reportsKernel: NodeKernelCheck): R
       writer,
       log: log.child({ controller: "loader" }),
       onAccess: options.onAccess,
+      ...(options.onAllowed ? { onAllowed: options.onAllowed } : {}),
       // This node's HiveData is re-resolved by this agent's discover, in memory; other nodes'
       // (sharing this kernel) through the API server.
       resolveLocally: (d) => {

@@ -11,7 +11,7 @@ import { EXIT } from "../cli/exit-codes.ts";
 import { checkArchitecture } from "../kernel/architecture.ts";
 import type { KernelWatcher } from "../kernel/contract.ts";
 import { createLogger, type Logger } from "../log.ts";
-import { accessHandler, startAgentAlerts } from "./agent-alerts.ts";
+import { accessHandler, allowedHandler, startAgentAlerts } from "./agent-alerts.ts";
 import { createAgentBase } from "./agent-base.ts";
 import { startDiscovery } from "./agent-discovery.ts";
 import {
@@ -68,6 +68,7 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
     routingSnapshot,
     openKernel: kernelSideOpener(kernelSide, openKernel, base, alerts.pipeline),
     onAccess: accessHandler(base, alerts.pipeline),
+    onAllowed: allowedHandler(base, alerts.pipeline),
   });
   const server = await serveHealthAndMetrics(base, agent, kernelSide, alerts);
   base.log.info("agent started", { kernelId: base.kernelId, metrics: server.url, roles: config.roles });

@@ -54,6 +54,8 @@ export interface NodeAgentOptions {
   /** Opens the kernel program when this node becomes its kernel's loader. */
   openKernel: () => Promise<KernelWatcher>;
   onAccess: LoaderOptions["onAccess"];
+  /** Checks the kernel's allow rules let through, by trap and entry (LoaderOptions.onAllowed). */
+  onAllowed?: LoaderOptions["onAllowed"];
   /** After each sync of the kernel map by this node's loader (see LoaderOptions.onSynced). */
   onKernelSynced?: LoaderOptions["onSynced"];
   /** A kernel event dropped before alerting (LoaderOptions.onEventDropped). */

@@ -22,6 +22,7 @@ export interface RoleInputs {
   openKernel: () => Promise<KernelWatcher>;
   routingSnapshot: RoutingSnapshotStore;
   onAccess: LoaderOptions["onAccess"];
+  onAllowed?: LoaderOptions["onAllowed"];
 }
 
 export async function startRoles(inputs: RoleInputs): Promise<NodeAgent> {
@@ -52,6 +53,7 @@ export function nodeAgentOptions(inputs: RoleInputs): NodeAgentOptions {
     podsUncoveredGauge: metrics.podsUncovered,
     onEventDropped: (reason) => metrics.kernelEventsDropped.inc({ reason }),
     onAccess: inputs.onAccess,
+    ...(inputs.onAllowed ? { onAllowed: inputs.onAllowed } : {}),
     log,
     roles: config.roles,
     lease: config.lease,

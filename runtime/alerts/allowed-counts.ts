@@ -41,7 +41,8 @@ export function allowedFileFor(pinRoot: string, dir = WATCH_TABLE_DIR): string {
 }
 
 export interface AllowedCounts {
-  add(source: AlertSource, entry: number, allow: AllowEntry): void;
+  /** Adds `by` (default 1) accesses the entry allowed. */
+  add(source: AlertSource, entry: number, allow: AllowEntry, by?: number): void;
   /** Records sorted by policy, trap and entry. */
   records(): AllowedRecord[];
   /** True once something was added since the last `takeChanged()`. */
@@ -55,13 +56,13 @@ export function createAllowedCounts(maxRecords = 10_000): AllowedCounts {
   const described = new Map<string, object>();
   let changed = false;
   return {
-    add(source, entry, allow) {
+    add(source, entry, allow, by = 1) {
       const trapId = trapIdOf(source);
       const key = `${trapId}\0${entry}`;
       const have = byKey.get(key);
       changed = true;
       if (have) {
-        have.count += 1;
+        have.count += by;
         // The list may have changed under the same trap id only with the same content; keep the latest text
         // (described again only when the entry is another object: describing it per access cost more than the rest).
         if (described.get(key) !== allow) {
@@ -77,7 +78,7 @@ export function createAllowedCounts(maxRecords = 10_000): AllowedCounts {
         path: source.annotations.path ?? "",
         entry,
         allow: describeEntry(allow),
-        count: 1,
+        count: by,
       };
       if (source.policyNamespace !== undefined) record.namespace = source.policyNamespace;
       byKey.set(key, record);

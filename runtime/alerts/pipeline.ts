@@ -80,6 +80,8 @@ export interface AlertPipeline {
   handle(event: KernelEvent, source: AlertSource): Alert | undefined;
   /** Accesses allowed so far, by trap and allow entry (what `hive status` shows). */
   allowed(): AllowedRecord[];
+  /** Adds `count` checks the kernel allowed (never an event) to the counts of the source's entry. */
+  addAllowed(source: AlertSource, entry: number, count: number): void;
   /** Waits until every queued alert is delivered or given up (true), or timeoutMs passes (false). */
   drain(timeoutMs?: number): Promise<boolean>;
   /** Alerts waiting for delivery. */
@@ -136,6 +138,8 @@ export async function createAlertPipeline(config: AlertPipelineConfig): Promise<
   return {
     handle: (event, source) => handleEvent(state, event, source),
     allowed: () => allowedCounts.records(),
+    addAllowed: (source, entry, count) =>
+      allowedCounts.add(source, entry, source.allow?.[entry] ?? {}, count),
     ringGate() {
       if (!spool) return undefined;
       spool.softenMemoryLimit();

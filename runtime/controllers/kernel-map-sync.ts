@@ -8,6 +8,7 @@ import type { HiveData } from "../../api/data.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import type { KernelWatcher, WatchEntry } from "../kernel/contract.ts";
 import type { EventRoutes } from "./event-routes.ts";
+import { KernelAllow, type OnKernelAllowed } from "./kernel-allow.ts";
 import { layerFingerprint } from "./layer-routing.ts";
 import type { ArmedData } from "./live-traps.ts";
 import { objectKey } from "./ports.ts";
@@ -22,6 +23,8 @@ export interface KernelMapSyncOptions {
     | ((entries: readonly WatchEntry[], dataOf: (slot: number) => readonly HiveData[]) => void)
     | undefined;
   snapshot?: RoutingSnapshotStore | undefined;
+  /** What the kernel's allow rules let through, by trap and entry (kernel-allow.ts). */
+  onAllowed?: OnKernelAllowed | undefined;
 }
 
 export class KernelMapSync {
@@ -31,9 +34,16 @@ export class KernelMapSync {
   private quietFor: string | undefined;
   /** The HiveData written to the kernel's map by the last sync (readiness: traps-armed.ts). */
   private armedKeys = new Set<string>();
+  private readonly allow: KernelAllow;
 
   constructor(options: KernelMapSyncOptions) {
     this.o = options;
+    this.allow = new KernelAllow(options.onAllowed);
+  }
+
+  /** Hands what the kernel allowed since the last harvest to its traps (the loader calls it on a timer). */
+  harvestAllowed(): void {
+    this.allow.harvest(this.o.kernel);
   }
 
   /** Whether the HiveData `namespace/name` was in the kernel's watch map at the last sync. */
@@ -57,6 +67,9 @@ export class KernelMapSync {
   sync(valid: readonly ArmedData[], policies: HivePolicy[], now: number): void {
     const { kernel, routes, stats } = this.o;
     const byKey = this.entries.index(valid);
+    // Counted under the traps the kernel's rules were written for, before they change.
+    this.allow.harvest(kernel);
+    const allow = this.allow.rules(byKey, valid);
     const entries = [...byKey.values()].map((v) => v.entry);
     // Another layer entry, group number or HiveData behind one: what selects may have changed, or a
     // group number gone to another layer. Every quieted cgroup is forgotten before the sync; only
@@ -68,7 +81,9 @@ export class KernelMapSync {
     }
     // A full map takes what fits (the kernel watcher logs it; readiness, metrics and
     // `hive status` report it) and takes the rest as soon as entries go.
-    stats.notWatched = kernel.sync(entries).notWatched.length;
+    stats.notWatched = kernel.sync(entries, allow).notWatched.length;
+    this.allow.harvest(kernel); // the last counts of keys the sync removed
+    this.allow.commit();
     routes.replace(byKey, true, now);
     this.armedKeys = new Set(valid.map((v) => objectKey(v.data)));
     stats.syncs += 1;

@@ -36,6 +36,7 @@ import type { EventDropReason } from "../metrics/metrics.ts";
 import { EventRouter } from "./event-router.ts";
 import { EventRoutes } from "./event-routes.ts";
 import { HeldEvents } from "./held-events.ts";
+import type { OnKernelAllowed } from "./kernel-allow.ts";
 import { KernelMapSync } from "./kernel-map-sync.ts";
 import type { AttributeAccess } from "./layer-routing.ts";
 import type { ArmedData } from "./live-traps.ts";
@@ -62,6 +63,10 @@ export interface LoaderOptions {
    * when traps share a file).
    */
   onAccess: (event: KernelEvent, matched: readonly ArmedData[]) => void;
+  /** Checks the kernel's allow rules let through (no event), by trap and entry; taken every `allowedHarvestMs`. */
+  onAllowed?: OnKernelAllowed;
+  /** How often the kernel's allowed counts are taken (default 2000 ms). */
+  allowedHarvestMs?: number;
   /**
    * How long a HiveData whose trap is unknown is kept before deletion: a discover on another
    * node may have seen a new policy before this loader's watch did.
@@ -156,7 +161,18 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   });
   /** `kind:major:minor:ino` → its kernel entry and the HiveData behind it: the event path's one lookup. */
   const routes = new EventRoutes({ retiredMs: options.retiredKeyMs ?? 30_000, exists: (d) => cache.has(d) });
-  const kernelMap = new KernelMapSync({ kernel, routes, stats, onSynced, snapshot });
+  const kernelMap = new KernelMapSync({
+    kernel,
+    routes,
+    stats,
+    onSynced,
+    snapshot,
+    onAllowed: options.onAllowed,
+  });
+  const harvest = options.onAllowed
+    ? setInterval(() => kernelMap.harvestAllowed(), options.allowedHarvestMs ?? 2000)
+    : undefined;
+  harvest?.unref();
   // With a snapshot, only events for a key it does not know wait; the rest route by it at once.
   const held = new HeldEvents({
     kernel,
@@ -234,6 +250,8 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     ...loop.lifecycle,
     stop() {
       stopped = true;
+      clearInterval(harvest);
+      kernelMap.harvestAllowed();
       router.stop();
       resolves.stop();
       loop.lifecycle.stop();

@@ -64,7 +64,9 @@ export async function resolveContainer(
   const found = new Map<string, Executable>();
   exePaths.forEach((path, i) => {
     const outcome = exeOutcomes[i];
-    if (outcome?.ok && outcome.file.fileType === "file") {
+    // Reached through a symlink, the path is not the one the kernel records for the file: the entry
+    // cannot hold for it, and the kernel's allow map decides by the file alone (allow-rules.ts).
+    if (outcome?.ok && outcome.file.fileType === "file" && outcome.file.resolvedPath === path) {
       found.set(path, { path, ...fileIdentity(outcome.file.key) });
     }
   });

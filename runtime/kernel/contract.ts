@@ -55,6 +55,40 @@ export interface WatchEntry {
    * layer's (which every container of the image shares).
    */
   deny?: "deny" | "dryRun";
+  /**
+   * The kernel decides this file's trap's allow entries (AllowRule keys of this slot are written
+   * first); `parent`: some of them name a `parent-exe`. An allowed check is counted, never an event.
+   */
+  allow?: { parent: boolean };
+}
+
+/**
+ * One key of the kernel's allow map (bpf/hive.h struct hive_allow_key, hive_allow): an executable
+ * a trap's allow entries name, as discover found it at the entry's exact path in the container of
+ * watch slot `slot`, and the trap's entries as the kernel decides them (bit i: entry i).
+ */
+export interface AllowRule {
+  slot: number;
+  /** The executable's identity as the kernel records it at exec (the container's overlay inode). */
+  file: FileKey;
+  /** Entries whose `exe` is this file, and whose `parent-exe` is. */
+  exe: number;
+  parent: number;
+  /** Entries that name an `exe`, a `parent-exe`; entries the kernel decides (exact paths only). */
+  needsExe: number;
+  needsParent: number;
+  decided: number;
+  /** A host path's trap (standalone): the host's own files count, the root is not checked. */
+  host: boolean;
+  /** Entry i's `accesses` as MAY_* bits (access-bits.ts), or ALLOW_ANY (map-layouts.ts) without. */
+  kinds: readonly number[];
+}
+
+/** What the kernel allowed through one allow key: checks per entry (since the last take). */
+export interface AllowedCount {
+  slot: number;
+  file: FileKey;
+  counts: readonly bigint[];
 }
 
 /**
@@ -236,9 +270,10 @@ export interface KernelWatcher {
   /**
    * Make the kernel map equal to `entries` (a diff: only changed keys are written). Removals
    * come first, so a full map recovers as soon as entries go; what still does not fit is
-   * returned, never thrown.
+   * returned, never thrown. The allow map is made equal to `allow` around it: keys not wanted go
+   * before the entries change, new keys come after, so no key is read with another slot's trap.
    */
-  sync(entries: readonly WatchEntry[]): SyncResult;
+  sync(entries: readonly WatchEntry[], allow?: readonly AllowRule[]): SyncResult;
   /** Events are delivered on Node's event loop; consumption never blocks it. */
   onEvent(listener: (event: KernelEvent) => void): void;
   /**
@@ -265,6 +300,8 @@ export interface KernelWatcher {
    */
   /** Whether this kernel can deny (bpf/hive.bpf.c hive_deny), and whether it does now. */
   denyState?(): DenyState;
+  /** The checks the kernel allowed since the last call, per allow key (allow-map.ts take). */
+  takeAllowed?(): AllowedCount[];
   quiet?(cgroupId: bigint, group: number): void;
   /** Forgets every quieted cgroup: called whenever what selects an access could have changed. */
   clearQuiet?(): void;

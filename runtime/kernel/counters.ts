@@ -15,6 +15,7 @@ export function readCounters(
   floodFull: bigint;
   quiet: bigint;
   denied: bigint;
+  allowed: bigint;
 } {
   const lib = libbpf();
   const buf = Buffer.alloc(ncpus * COUNTERS_LAYOUT.size);
@@ -35,5 +36,6 @@ export function readCounters(
     floodFull: sum(COUNTERS_LAYOUT.flood_full),
     quiet: sum(COUNTERS_LAYOUT.quiet),
     denied: sum(COUNTERS_LAYOUT.denied),
+    allowed: sum(COUNTERS_LAYOUT.allowed),
   };
 }

@@ -9,9 +9,12 @@
 import { existsSync, readdirSync, rmdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "../log.ts";
+import { AllowMap } from "./allow-map.ts";
 import { ATTACH_PROGRAMS, type KernelFacts, PROGRAM_PIN } from "./attach.ts";
 import { DEFAULT_PIN_ROOT } from "./bpffs.ts";
 import type {
+  AllowedCount,
+  AllowRule,
   Ancestor,
   AttachMode,
   DenyState,
@@ -100,6 +103,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   private readonly maps: Record<PinnedMap, Pointer>;
   private watchMap!: WatchMap;
   private quietMap!: QuietMap;
+  private allowMap!: AllowMap;
   private readonly listeners: Array<(event: KernelEvent) => void> = [];
   /** The ring worker's main-thread side; null when loaded without attaching. */
   consumer: RingConsumer | null = null;
@@ -208,6 +212,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       this.logger,
     );
     this.quietMap = new QuietMap(this.lib, fds.hive_quiet, this.logger);
+    this.allowMap = new AllowMap(this.lib, fds.hive_allow, this.logger);
     // Keyed by groups of the previous agent's slot numbering, if adopted: none may outlive it.
     this.quietMap.clear();
     const before = readCounters(fds.hive_counters, this.ncpus);
@@ -275,10 +280,16 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     return { provers: this.fds.hive_provers, proofs: this.fds.hive_proofs };
   }
 
-  sync(entries: readonly WatchEntry[]): SyncResult {
+  sync(entries: readonly WatchEntry[], allow: readonly AllowRule[] = []): SyncResult {
+    this.allowMap.remove(allow);
     const result = this.watchMap.sync(entries);
+    this.allowMap.add(allow);
     this.deny?.set(entries.some((e) => e.deny !== undefined));
     return result;
+  }
+
+  takeAllowed(): AllowedCount[] {
+    return this.allowMap.take();
   }
 
   quiet(cgroupId: bigint, group: number): void {

@@ -4,8 +4,8 @@
  * Part of the layouts shared with bpf/hive.h (layout.ts), checked against the object's BTF.
  */
 import { ACTIONS, CHANGE_MASK, MAY, maskFromAccesses } from "./access-bits.ts";
-import type { FileKey, WatchEntry } from "./contract.ts";
-import { decodeKey, KEY_LAYOUT } from "./file-key.ts";
+import type { AllowRule, FileKey, WatchEntry } from "./contract.ts";
+import { decodeKey, KEY_LAYOUT, kernelDev } from "./file-key.ts";
 
 /** HIVE_KIND_* (bpf/hive.h hive_value.kind, hive_event.kind). */
 export const KIND_FILE = 0;
@@ -14,7 +14,17 @@ export const KIND_PARENT = 1;
 export const KIND_FOLLOWED = 2;
 
 /** struct hive_value */
-export const VALUE_LAYOUT = { size: 24, slot: 0, mask: 4, kind: 8, group: 12, action: 16 } as const;
+export const VALUE_LAYOUT = {
+  size: 24,
+  slot: 0,
+  mask: 4,
+  kind: 8,
+  group: 12,
+  action: 16,
+  flags: 20,
+} as const;
+/** HIVE_WATCH_* (bpf/hive.h hive_value.flags): the kernel decides allow entries of this slot's trap. */
+export const WATCH_FLAGS = { allow: 0x1, allowParent: 0x2 } as const;
 /** The kernel mask a watch entry wants: its access kinds, or entry changes for a parent. */
 function entryMask(entry: WatchEntry): number {
   if (entry.kind === "parent") return MAY.write;
@@ -29,6 +39,9 @@ export function encodeValue(entry: WatchEntry): Buffer {
   buf.writeUInt32LE((entry.group ?? 0) >>> 0, VALUE_LAYOUT.group);
   const action = entry.kind === "file" && entry.deny ? ACTIONS[entry.deny] : ACTIONS.alert;
   buf.writeUInt32LE(action, VALUE_LAYOUT.action);
+  const allow = entry.allow;
+  const flags = allow ? WATCH_FLAGS.allow | (allow.parent ? WATCH_FLAGS.allowParent : 0) : 0;
+  buf.writeUInt32LE(flags, VALUE_LAYOUT.flags);
   return buf;
 }
 
@@ -39,6 +52,8 @@ export interface DecodedValue {
   group: number;
   /** HIVE_ACTION_* (ACTIONS). */
   action: number;
+  /** HIVE_WATCH_* (WATCH_FLAGS). */
+  flags: number;
 }
 
 export function decodeValue(buf: Buffer): DecodedValue {
@@ -48,6 +63,7 @@ export function decodeValue(buf: Buffer): DecodedValue {
     kind: buf.readUInt32LE(VALUE_LAYOUT.kind) === KIND_PARENT ? "parent" : "file",
     group: buf.readUInt32LE(VALUE_LAYOUT.group),
     action: buf.readUInt32LE(VALUE_LAYOUT.action),
+    flags: buf.readUInt32LE(VALUE_LAYOUT.flags),
   };
 }
 
@@ -62,7 +78,7 @@ export const FLOOD_LAYOUT = {
 } as const;
 /** struct hive_counters (one per CPU in hive_counters). */
 export const COUNTERS_LAYOUT = {
-  size: 72,
+  size: 80,
   events: 0,
   lost: 8,
   checks: 16,
@@ -72,6 +88,7 @@ export const COUNTERS_LAYOUT = {
   flood_full: 48,
   quiet: 56,
   denied: 64,
+  allowed: 72,
 } as const;
 
 /** struct hive_quiet_key (hive_quiet's keys; the value is one byte). */
@@ -108,3 +125,48 @@ export function decodeProof(buf: Buffer): { count: number; ids: FileKey[] } {
 /** Pre-filter bitmap geometry (HIVE_BITMAP_WORDS in bpf/hive.h). */
 export const BITMAP_WORDS = 1024;
 export const BITMAP_MASK = BigInt(BITMAP_WORDS * 64 - 1);
+
+/** HIVE_ALLOW_ENTRIES, HIVE_ALLOW_ANY (bpf/hive.h): the allow entries the kernel decides, and "every kind". */
+export const ALLOW_ENTRIES = 32;
+export const ALLOW_ANY = 0xffffffff;
+/** struct hive_allow_key (hive_allow's keys). */
+export const ALLOW_KEY_LAYOUT = { size: 16, ino: 0, dev: 8, slot: 12 } as const;
+/** struct hive_allow (hive_allow's values): the rule's words, then the kernel's counts. */
+export const ALLOW_LAYOUT = {
+  size: 408,
+  exe: 0,
+  parent: 4,
+  needs_exe: 8,
+  needs_parent: 12,
+  decided: 16,
+  host: 20,
+  kinds: 24,
+  allowed: 152,
+} as const;
+
+export function encodeAllowKey(slot: number, file: FileKey): Buffer {
+  const buf = Buffer.alloc(ALLOW_KEY_LAYOUT.size);
+  buf.writeBigUInt64LE(file.ino, ALLOW_KEY_LAYOUT.ino);
+  buf.writeUInt32LE(kernelDev(file), ALLOW_KEY_LAYOUT.dev);
+  buf.writeUInt32LE(slot >>> 0, ALLOW_KEY_LAYOUT.slot);
+  return buf;
+}
+
+/** The rule's part of a struct hive_allow (up to `allowed`), counts left zero. */
+export function encodeAllowRule(rule: AllowRule): Buffer {
+  const buf = Buffer.alloc(ALLOW_LAYOUT.size);
+  const L = ALLOW_LAYOUT;
+  buf.writeUInt32LE(rule.exe >>> 0, L.exe);
+  buf.writeUInt32LE(rule.parent >>> 0, L.parent);
+  buf.writeUInt32LE(rule.needsExe >>> 0, L.needs_exe);
+  buf.writeUInt32LE(rule.needsParent >>> 0, L.needs_parent);
+  buf.writeUInt32LE(rule.decided >>> 0, L.decided);
+  buf.writeUInt32LE(rule.host ? 1 : 0, L.host);
+  for (let i = 0; i < ALLOW_ENTRIES; i++) buf.writeUInt32LE((rule.kinds[i] ?? 0) >>> 0, L.kinds + 4 * i);
+  return buf;
+}
+
+/** The counts of a struct hive_allow: checks each entry allowed through its key. */
+export function decodeAllowCounts(value: Buffer): bigint[] {
+  return Array.from({ length: ALLOW_ENTRIES }, (_, i) => value.readBigUInt64LE(ALLOW_LAYOUT.allowed + 8 * i));
+}

@@ -27,6 +27,7 @@ export const PINNED_MAPS = [
   "hive_flood",
   "hive_followed",
   "hive_quiet",
+  "hive_allow",
 ] as const;
 export type PinnedMap = (typeof PINNED_MAPS)[number];
 

@@ -30,6 +30,7 @@ describe("one plan applied", () => {
     const lines: Record<string, unknown>[] = [];
     const options: PlanOptions = {
       watcher: { sync: (entries: WatchEntry[]) => void synced.push(entries) } as unknown as KernelWatcher,
+      alerts: { handle: () => {} },
       logger: createLogger({}, { sink: (l) => lines.push(JSON.parse(l)) }),
       kernelId: "k",
     };

@@ -44,6 +44,7 @@ export interface Planner {
 export type PlanOptions = Pick<
   StandaloneOptions,
   | "watcher"
+  | "alerts"
   | "logger"
   | "kernelId"
   | "nodeName"
@@ -82,7 +83,7 @@ function planContext(options: PlanOptions, containers: readonly LocalContainer[]
 export function initialPlanState(kernelId: string): PlanState {
   return {
     plan: { files: [], unresolved: [], unmatched: [] },
-    table: { entries: [], slots: new Map() },
+    table: { entries: [], slots: new Map(), allow: [] },
     context: { kernelId },
     listed: "",
     retired: new Map(),
@@ -105,7 +106,11 @@ export function applyPlan(
   const before = state.table;
   state.table = buildWatchTable(state.plan, planner.slotFor);
   state.retired = retireSlots(state.retired, before, state.table, Date.now());
-  options.watcher.sync(state.table.entries);
+  // Counted under the traps the kernel's rules were written for: before the sync, and the last
+  // counts of the keys it removed after.
+  harvestAllowed(options, before);
+  options.watcher.sync(state.table.entries, state.table.allow);
+  harvestAllowed(options, before);
   const armedAtMs = Date.now();
   const report = reportPlan(state.said, state.plan, {
     reason,
@@ -123,6 +128,20 @@ export function applyPlan(
   for (const c of containers) state.taskStarts.delete(containerKey(c));
   for (const [key, atMs] of state.taskStarts)
     if (armedAtMs - atMs > TASK_START_KEPT_MS) state.taskStarts.delete(key);
+}
+
+/** Hands what the kernel's allow rules let through since the last harvest to the trap of each slot of `table`. */
+export function harvestAllowed(options: Pick<PlanOptions, "watcher" | "alerts">, table: WatchTable): void {
+  const { watcher, alerts } = options;
+  if (!alerts.addAllowed || !watcher.takeAllowed) return;
+  for (const { slot, counts } of watcher.takeAllowed()) {
+    // Rules are written only for a slot of one trap (watch-table.ts); a slot of an earlier run has none here.
+    const source = table.slots.get(slot)?.files[0]?.source;
+    if (!source) continue;
+    counts.forEach((count, entry) => {
+      if (count > 0n) alerts.addAllowed?.(source, entry, Number(count));
+    });
+  }
 }
 
 /** The first plan must watch something, or wait for something to arm (a container start, a layer's file). */

@@ -22,6 +22,7 @@ import {
   applyPlan,
   assertSomethingToWatch,
   fingerprint,
+  harvestAllowed,
   initialPlanState,
   type Planner,
   type PlanState,
@@ -53,7 +54,12 @@ import {
 /** Where alerts go: the alert pipeline (runtime/alerts), stdout JSON lines + callbacks. */
 export interface AlertSink {
   handle(event: KernelEvent, source: AlertSource): void;
+  /** Checks the kernel's allow rules let through (no event), added to the entry's counts. */
+  addAllowed?(source: AlertSource, entry: number, count: number): void;
 }
+
+/** How often what the kernel allowed is added to the allow counts `hive status` shows. */
+const ALLOWED_HARVEST_MS = 2000;
 
 export interface StandaloneOptions {
   documents: readonly PolicyDocument[];
@@ -146,6 +152,8 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
     },
   });
   const requests = replanRequests(options, state, queue);
+  const harvest = setInterval(() => harvestAllowed(options, state.table), ALLOWED_HARVEST_MS);
+  harvest.unref();
   state.follower = followRuntime(options, requests, tableFile);
   options.watcher.onEvent((event) => {
     if (state.closed) return;
@@ -170,6 +178,8 @@ export async function startStandalone(options: StandaloneOptions): Promise<Stand
       state.closed = true;
       state.follower?.close();
       await queue.stop();
+      clearInterval(harvest);
+      harvestAllowed(options, state.table);
       await layerAlerts?.idle();
       await tableFile.settled();
       if (options.watchTableFile !== undefined) await removeWatchTableFile(options.watchTableFile);

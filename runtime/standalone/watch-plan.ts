@@ -199,13 +199,17 @@ export function alertSource(ref: TrapRef, target: WatchTarget, context: PlanCont
   return source;
 }
 
-/** The files at a trap's exact allow paths on `target`; a path that does not resolve to a file is left out. */
+/**
+ * The files at a trap's exact allow paths on `target`; a path that does not lead to a file, or
+ * leads to one only through a symlink (the kernel records the file's own path: the entry cannot
+ * hold, and the kernel decides by the file alone), is left out.
+ */
 function allowFilesOn(trap: HiveTrap, target: WatchTarget, context: PlanContext): AllowFiles {
   const files = new Map<string, FileKey[]>();
   for (const path of exactAllowPaths(trap)) {
     try {
       const found = resolveOn(target, context, path);
-      if (found.fileType === "file") files.set(path, [found.key]);
+      if (found.fileType === "file" && found.resolvedPath === path) files.set(path, [found.key]);
     } catch (error) {
       if (!isHiveError(error)) throw error; // not found, escapes the root…: the entry cannot hold
     }

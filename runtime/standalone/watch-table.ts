@@ -4,8 +4,9 @@
  * file across re-plans, so that an event raised before a re-plan still names its file.
  */
 import { ACCESS_KINDS, type AccessKind, strongestDeny, trapDeny } from "../../api/index.ts";
+import { allowFlagOf, allowRulesFor } from "../alerts/allow-rules.ts";
 import { trapAccesses, trapChanges, trapWantsEvent } from "../controllers/live-traps.ts";
-import type { FileKey, WatchEntry } from "../kernel/contract.ts";
+import type { AllowRule, FileKey, WatchEntry } from "../kernel/contract.ts";
 import { fileKeyId } from "./layer-plan.ts";
 import type { TrapRef, UnresolvedTrap, WatchedFile, WatchPlan } from "./watch-plan.ts";
 
@@ -25,6 +26,8 @@ export interface SlotInfo {
 export interface WatchTable {
   entries: WatchEntry[];
   slots: Map<number, SlotInfo>;
+  /** The kernel's allow rules (allow-rules.ts): a file one trap watches, whose allow list it can decide. */
+  allow: AllowRule[];
 }
 
 /** A slot's identity across re-plans: its kind and its file. */
@@ -46,12 +49,23 @@ export function buildWatchTable(
     key === undefined || !byId.has(slotId("layer", key)) ? undefined : slotFor(slotId("layer", key));
   const entries: WatchEntry[] = [];
   const slots = new Map<number, SlotInfo>();
+  const allow: AllowRule[] = [];
   for (const [id, info] of byId) {
     const slot = slotFor(id);
     slots.set(slot, info);
-    entries.push(entryFor(info, slot, layerSlot));
+    const rules = allowRulesOf(info, slot);
+    const flag = allowFlagOf(rules);
+    entries.push({ ...entryFor(info, slot, layerSlot), ...(flag ? { allow: flag } : {}) });
+    allow.push(...rules);
   }
-  return { entries, slots };
+  return { entries, slots, allow };
+}
+
+/** A file one trap watches gets the kernel's allow rules of that trap; any other slot none (user space decides). */
+function allowRulesOf(info: SlotInfo, slot: number): AllowRule[] {
+  const source = info.files[0]?.source;
+  if (info.kind !== "file" || info.files.length !== 1 || !source) return [];
+  return allowRulesFor(slot, source.allow, { files: source.allowFiles, host: source.allowHost });
 }
 
 /** The plan's files, directories and layer files, one per key (the kernel map holds one value per key). */

@@ -10,6 +10,7 @@ const entry = (ino: bigint, action: number) => ({
   kind: "file" as const,
   group: 0,
   action,
+  flags: 0,
 });
 const counters = { events: 3n, lost: 0n, checks: 3n, bursts: 3n, unfolded: 0n, quiet: 0n, denied: 7n };
 

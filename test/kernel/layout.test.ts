@@ -9,6 +9,10 @@ import { describe, expect, it } from "vitest";
 import { ARCHITECTURES, type Architecture } from "../../api/architecture.ts";
 import {
   ACTIONS,
+  ALLOW_ANY,
+  ALLOW_ENTRIES,
+  ALLOW_KEY_LAYOUT,
+  ALLOW_LAYOUT,
   COUNTERS_LAYOUT,
   DENY_BITS,
   decodeBurstTimes,
@@ -27,6 +31,7 @@ import {
   PROOF_LAYOUT,
   QUIET_KEY_LAYOUT,
   VALUE_LAYOUT,
+  WATCH_FLAGS,
 } from "../../runtime/kernel/layout.ts";
 import { objectPathFor } from "../../runtime/kernel/object-path.ts";
 
@@ -145,6 +150,21 @@ for (const arch of Object.keys(ARCHITECTURES) as Architecture[]) {
       const btf = offsets("hive_quiet_key");
       expect(QUIET_KEY_LAYOUT.size).toBe(btf.size);
       expect(tsFields(QUIET_KEY_LAYOUT)).toEqual(btf.fields);
+    });
+
+    it("hive_allow_key, hive_allow and their constants", () => {
+      const key = offsets("hive_allow_key");
+      expect(ALLOW_KEY_LAYOUT.size).toBe(key.size);
+      expect(tsFields(ALLOW_KEY_LAYOUT)).toEqual(key.fields);
+      const value = offsets("hive_allow");
+      expect(ALLOW_LAYOUT.size).toBe(value.size);
+      expect(tsFields(ALLOW_LAYOUT)).toEqual(value.fields);
+      expect(ALLOW_ENTRIES).toBe(define("HIVE_ALLOW_ENTRIES"));
+      expect(ALLOW_ANY).toBe(define("HIVE_ALLOW_ANY"));
+      expect(WATCH_FLAGS).toEqual({
+        allow: define("HIVE_WATCH_ALLOW"),
+        allowParent: define("HIVE_WATCH_ALLOW_PARENT"),
+      });
     });
 
     it("hive_counters", () => {
