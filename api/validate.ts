@@ -165,6 +165,11 @@ function kernelDecides(allow: readonly unknown[]): boolean {
   const exact = (v: unknown) => typeof v !== "string" || !v.endsWith("*");
   return (
     allow.length <= MAX_DENY_ALLOW_ENTRIES &&
-    allow.every((e) => typeof e !== "object" || e === null || (exact((e as AllowEntry).exe) && exact((e as AllowEntry)["parent-exe"])))
+    allow.every(
+      (e) =>
+        typeof e !== "object" ||
+        e === null ||
+        (exact((e as AllowEntry).exe) && exact((e as AllowEntry)["parent-exe"])),
+    )
   );
 }

@@ -10,9 +10,10 @@ import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { AccessKind } from "../../api/meta.ts";
+import { allowFlagOf, allowRulesFor } from "../../runtime/alerts/allow-rules.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { resolveInRoot } from "../../runtime/discover/safe-path.ts";
-import type { AttachMode, WatchEntry } from "../../runtime/kernel/contract.ts";
+import type { AllowRule, AttachMode, WatchEntry } from "../../runtime/kernel/contract.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { libbpf } from "../../runtime/kernel/libbpf-ffi.ts";
 import type { LibbpfKernelWatcher } from "../../runtime/kernel/loader.ts";
@@ -192,7 +193,12 @@ results.trackers = trackers;
 //   dropped  the watch entries' masks exclude read/open: the kernel drops each check after
 //            the hash lookup (a lower bound for any in-kernel allow check, which needs more);
 //   allowed  every access emits an event, the ring reader delivers it, and the real alert
-//            pipeline allows it by the executable the kernel recorded (user-space filtering).
+//            pipeline allows it by the executable the kernel recorded (user-space filtering:
+//            what a `*` entry still costs, and what every allowed access cost before);
+//   kernel   the trap's allow rules in the kernel (bpf/allow.bpf.h): the check is allowed there,
+//            counted, and never an event;
+//   miss     the same rules naming another executable: the kernel judges the check, finds no
+//            entry that holds, and emits the event an alert is made of.
 // Kernel cost: the reader's own CPU time per access (its system calls, the program, the ring
 // buffer write and the reader's wake-up). User-space cost: the agent process's CPU time per
 // event (ring reader thread, decode, allow match, counting), over the dropped run's.
@@ -264,6 +270,20 @@ results.trackers = trackers;
   const dropped = await bestRun(["openread2", a, b], count);
   watcher.sync(entries(["read", "open"]));
   const allowed = await bestRun(["openread2", a, b], count);
+  /** The entries with the trap's allow rules for `exe` (found as discover finds it), as the loader writes them. */
+  const withRules = (exe: string): [WatchEntry[], AllowRule[]] => {
+    const files = new Map([[exe, [resolveInRoot("/", exe, {}, proveWith(watcher.proofMaps())).key]]]);
+    const es = entries(["read", "open"]);
+    const rules = es.flatMap((e) => allowRulesFor(e.slot, [{ exe }], { files, host: true }));
+    const allow = allowFlagOf(rules);
+    return [es.map((e) => ({ ...e, ...(allow ? { allow } : {}) })), rules];
+  };
+  watcher.sync(...withRules(loop));
+  const allowedBefore = watcher.counters().allowed;
+  const kernelAllowed = await bestRun(["openread2", a, b], count);
+  const allowedChecks = Number(watcher.counters().allowed - allowedBefore);
+  watcher.sync(...withRules(tinyProgram));
+  const kernelMiss = await bestRun(["openread2", a, b], count);
   // A reader looping on one file: its checks extend one burst for at most burstMaxMs, so the
   // loop runs for about three burst lifetimes (guest ns = instructions) whatever the scale.
   // A real CPU does more accesses in burstMaxMs than the emulated one: fewer events per access.
@@ -299,6 +319,8 @@ results.trackers = trackers;
       userPerEvent: (allowed.agentNs - dropped.agentNs) / Math.max(1, allowed.events),
     },
     loopOne: { ...loopOne, eventsPerAccess: loopOne.events / loopOne.count },
+    kernelAllowed: { ...kernelAllowed, allowedChecks },
+    kernelMiss,
     received,
     allowedCount,
     alertsRaised: received - allowedCount,

@@ -381,6 +381,82 @@ describe("loader controller", () => {
     loader.stop();
   });
 
+  it("writes a trap's allow rules for its container's own file only (not a layer's, not a shared one), and counts what the kernel allowed under the trap and entry", async () => {
+    const allowing: HivePolicy = {
+      ...policy,
+      spec: {
+        traps: [
+          {
+            path: "/etc/shadow",
+            accesses: ["read"],
+            allow: [{ exe: "/usr/sbin/sshd" }, { exe: "/usr/lib/*" }, { "parent-exe": "/usr/sbin/cron" }],
+          },
+          { path: "/etc/group", accesses: ["read"] },
+        ],
+      },
+    };
+    const id = (i: number) =>
+      trapId({ namespace: "hive", name: "p" }, allowing.spec.traps[i] ?? { path: "" });
+    const kernel = new RecordingKernel();
+    const counted: [string, number, number][] = [];
+    const loader = createLoaderController({
+      kernelId: KERNEL,
+      nodeName: NODE,
+      kernel,
+      writer: recordingWriter().writer,
+      log: createLogger({}, { level: "error" }),
+      onAccess: () => undefined,
+      onAllowed: (armed, entry, count) => counted.push([armed.data.metadata.name ?? "", entry, count]),
+      debounceMs: 1,
+    });
+    loader.onPolicy("ADDED", allowing);
+    const withExecutables = (d: HiveData): HiveData => ({
+      ...d,
+      spec: {
+        ...d.spec,
+        executables: [
+          { path: "/usr/sbin/sshd", "inode-no": "7", device: { major: 0, minor: 50 } },
+          { path: "/usr/sbin/cron", "inode-no": "9", device: { major: 0, minor: 50 } },
+        ],
+      },
+    });
+    const layer = withExecutables(data("layer", id(0), 300, ["read"]));
+    layer.metadata.annotations = { ...layer.metadata.annotations, [ANNOTATION_IMAGE_LAYER]: "true" };
+    for (const d of [
+      withExecutables(data("own", id(0), 100, ["read"])),
+      layer,
+      // One file two traps watch: each judges it by its own list, in user space.
+      withExecutables(data("shared-allow", id(0), 400, ["read"])),
+      data("shared-plain", id(1), 400, ["read"]),
+    ])
+      loader.onData("ADDED", d);
+    loader.markSynced();
+    await loader.idle();
+    const own = kernel.entries.find((e) => e.kind === "file" && e.key.ino === 100n);
+    expect(own?.allow).toEqual({ parent: true });
+    expect(kernel.entries.filter((e) => e.allow !== undefined)).toHaveLength(1);
+    const word = (bits: number[]) => bits.reduce((w, b) => w | (1 << b), 0);
+    expect(
+      kernel.allow.map((r) => ({ slot: r.slot, ino: r.file.ino, exe: r.exe, parent: r.parent })),
+    ).toEqual([
+      { slot: own?.slot, ino: 7n, exe: word([0]), parent: 0 },
+      { slot: own?.slot, ino: 9n, exe: 0, parent: word([2]) },
+    ]);
+    // The `*` entry is user space's: the kernel decides entries 0 and 2 only.
+    expect(kernel.allow[0]?.decided).toBe(word([0, 2]));
+    kernel.allowedQueue = [
+      { slot: own?.slot ?? -1, file: { major: 0, minor: 50, ino: 7n }, counts: [5n] },
+      { slot: own?.slot ?? -1, file: { major: 0, minor: 50, ino: 9n }, counts: [0n, 0n, 2n] },
+      // A slot of an earlier numbering, which no trap of this loader owns: not counted.
+      { slot: 9999, file: { major: 0, minor: 50, ino: 7n }, counts: [1n] },
+    ];
+    loader.stop();
+    expect(counted).toEqual([
+      ["own", 0, 5],
+      ["own", 2, 2],
+    ]);
+  });
+
   it("alerts a change to the traps that report changes whatever their accesses, and has the owner re-resolve every replacement at once", async () => {
     const changes: HivePolicy = {
       ...policy,

@@ -32,6 +32,8 @@ export interface PinnedState {
     quiet: bigint;
     /** Accesses refused for a denying trap. */
     denied: bigint;
+    /** Checks an allow entry let through in the kernel. */
+    allowed: bigint;
   } | null;
 }
 

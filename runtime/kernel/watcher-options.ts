@@ -97,4 +97,6 @@ export interface LibbpfCounters extends KernelCounters {
   quiet: bigint;
   /** Accesses the kernel refused for a denying trap (EACCES). */
   denied: bigint;
+  /** Checks an allow entry let through in the kernel (bpf/allow.bpf.h): counted, never an event. */
+  allowed: bigint;
 }

@@ -53,6 +53,11 @@ const KERNEL_COUNTERS: readonly KernelFigure<bigint>[] = [
     pick: (c) => c.quiet ?? 0n,
   },
   {
+    name: "hive_kernel_checks_allowed_total",
+    help: "Checks of a trapped file an allow entry let through in the kernel: counted, no burst, no event (hive_allowed_accesses_total says which trap and entry).",
+    pick: (c) => c.allowed ?? 0n,
+  },
+  {
     name: "hive_kernel_bursts_unfolded_total",
     help: "Accesses reported at once, without folding their later checks, because the kernel's burst table was full.",
     pick: (c) => c.unfolded ?? 0n,

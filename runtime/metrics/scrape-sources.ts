@@ -14,6 +14,7 @@ export type KernelCountersSource = () => {
   held?: bigint;
   floodFull?: bigint;
   quiet?: bigint;
+  allowed?: bigint;
   programMisses?: bigint;
   upgradeDiscarded?: bigint;
   /** The running trap program's tag and attach mode (runtime/kernel/program-info.ts). */

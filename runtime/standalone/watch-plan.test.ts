@@ -117,6 +117,38 @@ describe("host traps", () => {
     ).toEqual(["b"]);
   });
 
+  it("gives the kernel a file's allow rules when one trap watches it, with the executables found at exact paths only (none through a symlink)", () => {
+    mkdirSync(join(root, "usr/sbin"), { recursive: true });
+    writeFileSync(join(root, "usr/sbin/sshd"), "x");
+    symlinkSync("sshd", join(root, "usr/sbin/sshd-link"));
+    const allow = [{ exe: "/usr/sbin/sshd" }, { exe: "/usr/sbin/sshd-link" }];
+    const one = buildWatchTable(
+      planWatches(
+        trapRefs([{ file: "a.yaml", index: 1, policy: policy("a", [{ path: "/etc/shadow", allow }]) }]),
+        {
+          kernelId: "k",
+          hostRoot: root,
+        },
+      ),
+    );
+    const file = one.entries.find((e) => e.kind === "file");
+    expect(file?.allow).toEqual({ parent: false });
+    const sshd = statSync(join(root, "usr/sbin/sshd"), { bigint: true }).ino;
+    expect(one.allow.map((r) => [r.slot, r.file.ino, r.exe, r.host])).toEqual([[file?.slot, sshd, 1, true]]);
+    // Two traps on one file: each judges it by its own list, in user space.
+    const two = buildWatchTable(
+      planWatches(
+        trapRefs([
+          { file: "a.yaml", index: 1, policy: policy("a", [{ path: "/etc/shadow", allow }]) },
+          { file: "b.yaml", index: 1, policy: policy("b", [{ path: "/etc/shadow" }]) },
+        ]),
+        { kernelId: "k", hostRoot: root },
+      ),
+    );
+    expect(two.allow).toEqual([]);
+    expect(two.entries.some((e) => e.allow !== undefined)).toBe(false);
+  });
+
   it("watches the directory of a missing file, so that its creation re-arms the trap", () => {
     const refs = trapRefs([{ file: "f.yaml", index: 1, policy: policy("p", [{ path: "/etc/later" }]) }]);
     const table = buildWatchTable(planWatches(refs, { kernelId: "k", hostRoot: root }));

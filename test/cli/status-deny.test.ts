@@ -12,7 +12,16 @@ const entry = (ino: bigint, action: number) => ({
   action,
   flags: 0,
 });
-const counters = { events: 3n, lost: 0n, checks: 3n, bursts: 3n, unfolded: 0n, quiet: 0n, denied: 7n };
+const counters = {
+  events: 3n,
+  lost: 0n,
+  checks: 3n,
+  bursts: 3n,
+  unfolded: 0n,
+  quiet: 0n,
+  denied: 7n,
+  allowed: 0n,
+};
 
 describe("hive status on a kernel that denies", () => {
   it("shows the link, the files denied and dry run, and the accesses refused", () => {

@@ -46,6 +46,8 @@ import type { ContainerRuntime } from "../../runtime/discover/container-runtime.
 import { createFileResolver } from "../../runtime/discover/file-resolver.ts";
 import { createKubeClients } from "../../runtime/k8s/kube-client.ts";
 import type {
+  AllowedCount,
+  AllowRule,
   DenyState,
   KernelCounters,
   KernelEvent,
@@ -73,6 +75,10 @@ export const POLICY_NS = "hive-system";
 export class RecordingKernel implements KernelWatcher {
   readonly attachMode = "kprobe" as const;
   entries: WatchEntry[] = [];
+  /** The allow rules of the last sync. */
+  allow: AllowRule[] = [];
+  /** What takeAllowed hands out next (a test sets it as the kernel would count). */
+  allowedQueue: AllowedCount[] = [];
   /** Every `major:minor:ino` of a file entry any sync asked to watch. */
   everWatched = new Set<string>();
   syncs = 0;
@@ -80,9 +86,10 @@ export class RecordingKernel implements KernelWatcher {
   /** Closed with `keepPinned` (left attached for the next agent). */
   keptPinned = false;
   private listeners: ((e: KernelEvent) => void)[] = [];
-  sync(entries: readonly WatchEntry[]): SyncResult {
+  sync(entries: readonly WatchEntry[], allow: readonly AllowRule[] = []): SyncResult {
     if (this.closed) throw new Error("sync after close");
     this.entries = [...entries];
+    this.allow = [...allow];
     for (const e of entries)
       if (e.kind === "file") this.everWatched.add(`${e.key.major}:${e.key.minor}:${e.key.ino}`);
     this.syncs += 1;
@@ -90,6 +97,11 @@ export class RecordingKernel implements KernelWatcher {
   }
   onEvent(listener: (event: KernelEvent) => void): void {
     this.listeners.push(listener);
+  }
+  takeAllowed(): AllowedCount[] {
+    const taken = this.allowedQueue;
+    this.allowedQueue = [];
+    return taken;
   }
   /** Why this kernel cannot deny (KernelWatcher.denyState); undefined: it can. */
   denyUnavailable: string | undefined;

@@ -152,7 +152,7 @@ function render(root: RootStatus): string {
   if (state.counters) {
     const c = state.counters;
     lines.push(
-      `  counters  events ${c.events} · lost ${c.lost} · checks ${c.checks} · bursts ${c.bursts} · quiet ${c.quiet}`,
+      `  counters  events ${c.events} · lost ${c.lost} · checks ${c.checks} · bursts ${c.bursts} · quiet ${c.quiet} · allowed ${c.allowed}`,
     );
   } else {
     lines.push("  counters  (not pinned)");
