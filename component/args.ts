@@ -90,7 +90,8 @@ export interface TrapArgs {
   labels?: Input<Record<string, Input<string>>>;
   /**
    * `deny`: the kernel also refuses the access (EACCES) in each selected container once its own
-   * file is armed; takes no `allow`. Default: `alert`.
+   * file is armed, unless one of `allow`'s entries holds (exact paths only, at most 32: the kernel
+   * decides them at the access). Default: `alert`.
    */
   action?: Input<TrapAction>;
   /** With `action: "deny"`: refuse nothing, alert what would have been refused. */

@@ -81,7 +81,7 @@ export interface Trap {
   severity?: Input<string>;
   /** Labels every alert of this trap carries (e.g. `team: payments`), as Kubernetes label names and values. */
   labels?: Input<Record<string, Input<string>>>;
-  /** `alert` (default) or `deny`: the kernel also refuses the access (EACCES); takes no `allow`. */
+  /** `alert` (default) or `deny`: the kernel also refuses the access (EACCES) unless an exact `allow` entry holds. */
   action?: Input<string>;
   /** With `action: deny`: refuse nothing, alert what would have been refused. */
   dryRun?: Input<boolean>;

@@ -267,7 +267,7 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
     expect(alertsFor(a, "plain")).toEqual([]);
   }, 900_000);
 
-  it("a trap with action: deny refuses kubectl exec … cat /etc/shadow (Permission denied), alerts it denied, and lifts when its policy goes", async () => {
+  it("a trap with action: deny refuses kubectl exec … cat /etc/shadow (Permission denied) and alerts it denied, lets its allow list's head read it (not with LD_PRELOAD), and lifts when its policy goes", async () => {
     k(...["run", "deny-test", "--image=debian:bookworm-slim", "--labels=hive-deny=yes"], ...SLEEP);
     k("wait", "--for=condition=Ready", "pod/deny-test", "--timeout=600s");
     const policy = {
@@ -275,17 +275,25 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
       kind: "HivePolicy",
       metadata: { name: "deny-shadow", namespace: "hive-system" },
       spec: {
-        traps: [{ path: "/etc/shadow", match: { matchLabels: { "hive-deny": "yes" } }, action: "deny" }],
+        traps: [
+          {
+            path: "/etc/shadow",
+            match: { matchLabels: { "hive-deny": "yes" } },
+            action: "deny",
+            allow: [{ exe: "/usr/bin/head" }],
+          },
+        ],
       },
     };
     kubectl(cluster.cp, ["apply", "-f", "-"], JSON.stringify(policy));
-    const catShadow = () => {
+    const readShadow = (...command: string[]) => {
       try {
-        return k("exec", "deny-test", "--", "cat", "/etc/shadow") && "read";
+        return k("exec", "deny-test", "--", ...command, "/etc/shadow") && "read";
       } catch (error) {
         return /Permission denied/.test(String(error)) ? "refused" : String(error);
       }
     };
+    const catShadow = () => readShadow("cat");
     // Refused once the container's own file is armed (the HivePolicy finds it), seconds after.
     await waitAgent(() => catShadow() === "refused", {
       timeoutMs: 300_000,
@@ -300,6 +308,10 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
     );
     expect(alert).toMatchObject({ denied: true, deny_reason: "denied", hive_policy_name: "deny-shadow" });
     expect(alert?.process.exe).toBe("/usr/bin/cat");
+    // The allow list's program, found in the container with its file and decided in the kernel:
+    // it reads; the same program asked to preload a library is refused.
+    expect(readShadow("head", "-c1")).toBe("read");
+    expect(readShadow("env", "LD_PRELOAD=/lib/x86_64-linux-gnu/libc.so.6", "head", "-c1")).toBe("refused");
     k("-n", "hive-system", "delete", "hivepolicy", "deny-shadow");
     await waitAgent(() => catShadow() === "read", {
       timeoutMs: 120_000,
