@@ -14,7 +14,8 @@
  *   3. the (dev, ino) hash lookup, then the wanted-mask test;
  *   4. for an image layer's entry only, the (cgroup, group) lookup in hive_quiet: a container no
  *      trap selects costs no burst and no event.
- * access(2) checks (MAY_ACCESS, rare) first ask whether the thread is proving a trap.
+ * access(2) checks (MAY_ACCESS, rare) first ask whether the thread is proving a trap, only while
+ * some thread is (hive_proving).
  * A hit on an entry whose trap has allow entries asks allow.bpf.h first: an allowed check is
  * counted and goes no further.
  *
@@ -138,6 +139,18 @@ struct {
 	__type(key, __u32);
 	__type(value, struct hive_proof);
 } hive_proofs SEC(".maps");
+
+/* How many provers are registered (or were, if one died in between: a count left high only costs
+ * the lookup below). User space adds one before registering in hive_provers and takes it away
+ * after, through the map's memory (runtime/kernel/trap-proof.ts); while it is zero an access(2)
+ * check asks nothing more: an array lookup the verifier inlines, where hive_provers is a hash. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u32);
+} hive_proving SEC(".maps");
 
 /* Entries the rename hook armed (HIVE_KIND_FOLLOWED), key → slot: user space looks here, not
  * through all of hive_watch, for entries it did not write, and removes those it does not want. A
@@ -342,6 +355,10 @@ int hive_proc_exit(struct bpf_raw_tracepoint_args *ctx)
  * did (the check is then not matched against the watch map). */
 static __always_inline int hive_prove(struct inode *inode, int direct)
 {
+	__u32 zero = 0;
+	__u32 *proving = bpf_map_lookup_elem(&hive_proving, &zero);
+	if (!proving || !*proving)
+		return 0; /* nobody is proving: no thread is looked up */
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
 	__u32 *tgid = bpf_map_lookup_elem(&hive_provers, &tid);

@@ -83,12 +83,20 @@ const floodKeyOffsets = (): Record<FloodKeyField, number> & { size: number } => 
 export const FLOOD_KEY_LAYOUT = floodKeyOffsets();
 const floodKeyScratch = Buffer.alloc(FLOOD_KEY_LAYOUT.size);
 
+/** Each field's offsets in the event and in the key, and its width in 32-bit words. */
+const FLOOD_KEY_COPIES = FLOOD_KEY_FIELDS.map(([name, width]) => ({
+  from: EVENT_LAYOUT[name],
+  to: FLOOD_KEY_LAYOUT[name],
+  words: width / 4,
+}));
+
 /** The flood key (hex of struct hive_flood_key) of a raw hive_event: what the kernel held its burst under. */
 export function floodKeyOf(event: Uint8Array): string {
   const bytes = asBuffer(event);
-  floodKeyScratch.fill(0);
-  for (const [name, width] of FLOOD_KEY_FIELDS)
-    bytes.copy(floodKeyScratch, FLOOD_KEY_LAYOUT[name], EVENT_LAYOUT[name], EVENT_LAYOUT[name] + width);
+  // Word by word: a Buffer.copy per field cost more than the rest of an event's decoding.
+  for (const { from, to, words } of FLOOD_KEY_COPIES)
+    for (let w = 0; w < words; w++)
+      floodKeyScratch.writeUInt32LE(bytes.readUInt32LE(from + 4 * w), to + 4 * w);
   return floodKeyScratch.toString("hex");
 }
 /** HIVE_REL_* of bpf/hive.h (hive_event.relation). */

@@ -277,7 +277,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   /** The trap-proof maps (trap-proof.ts), owned by this watcher: valid until close(). */
   proofMaps(): ProofMaps {
-    return { provers: this.fds.hive_provers, proofs: this.fds.hive_proofs };
+    return { provers: this.fds.hive_provers, proofs: this.fds.hive_proofs, proving: this.fds.hive_proving };
   }
 
   sync(entries: readonly WatchEntry[], allow: readonly AllowRule[] = []): SyncResult {

@@ -24,6 +24,7 @@ export const PINNED_MAPS = [
   "hive_swept",
   "hive_provers",
   "hive_proofs",
+  "hive_proving",
   "hive_flood",
   "hive_followed",
   "hive_quiet",

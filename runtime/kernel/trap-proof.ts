@@ -16,11 +16,14 @@ import { HiveError } from "../../api/errors.ts";
 import type { FileKey } from "./contract.ts";
 import { decodeProof, fileKeyId, PROOF_LAYOUT } from "./layout.ts";
 import { check, forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
+import { addProvers } from "./prover-gate.ts";
 
-/** Descriptors of hive_provers and hive_proofs (pinned beside the watch map). */
+/** Descriptors of hive_provers, hive_proofs and the provers' gate (pinned beside the watch map). */
 export interface ProofMaps {
   provers: number;
   proofs: number;
+  /** hive_proving (prover-gate.ts); absent in the pins of a program that asks every check. */
+  proving?: number;
 }
 
 /** What a proof says about one file: the identities the kernel checked, in order. */
@@ -30,6 +33,7 @@ export interface TrapProof {
 
 const PROVERS = "hive_provers";
 const PROOFS = "hive_proofs";
+const PROVING = "hive_proving";
 
 /**
  * Opens the proof maps an agent pinned under `pinRoot`, or null when none are pinned (no
@@ -51,12 +55,16 @@ export function openPinnedProofMaps(pinRoot: string): ProofMaps | null {
     closeSync(provers);
     throw error;
   }
+  const proving = existsSync(join(pinRoot, PROVING)) ? open(PROVING) : undefined;
   const stale: Buffer[] = [];
   forEachMapEntry(provers, 4, 4, (key, value) => {
     if (!existsSync(`/proc/${value.readUInt32LE(0)}`)) stale.push(Buffer.from(key));
   });
-  for (const key of stale) lib.bpf_map_delete_elem(provers, key);
-  return { provers, proofs };
+  // A prover that died registered was counted in the gate too: taken away with its entry.
+  let removed = 0;
+  for (const key of stale) if ((lib.bpf_map_delete_elem(provers, key) as number) === 0) removed++;
+  if (proving !== undefined && removed > 0) addProvers(proving, -removed);
+  return { provers, proofs, ...(proving !== undefined ? { proving } : {}) };
 }
 
 /** The calling thread's id (Node has no gettid; /proc/thread-self names it). */
@@ -76,9 +84,16 @@ export function proveFile(maps: ProofMaps, fd: number): TrapProof {
   tgid.writeUInt32LE(process.pid);
   const proof = Buffer.alloc(PROOF_LAYOUT.size);
   lib.bpf_map_delete_elem(maps.proofs, tid); // a leftover of an earlier, interrupted proof
-  check(lib.bpf_map_update_elem(maps.provers, tid, tgid, 0n) as number, "registering a trap prover", {
-    object: PROVERS,
-  });
+  // Counted before registering and uncounted after: the program asks about this thread meanwhile.
+  if (maps.proving !== undefined) addProvers(maps.proving, 1);
+  try {
+    check(lib.bpf_map_update_elem(maps.provers, tid, tgid, 0n) as number, "registering a trap prover", {
+      object: PROVERS,
+    });
+  } catch (error) {
+    if (maps.proving !== undefined) addProvers(maps.proving, -1);
+    throw error;
+  }
   try {
     // The magic link leads to the file itself: the walk is never repeated, nothing is opened.
     accessSync(`/proc/self/fd/${fd}`, constants.F_OK);
@@ -90,6 +105,7 @@ export function proveFile(maps: ProofMaps, fd: number): TrapProof {
     });
   } finally {
     lib.bpf_map_delete_elem(maps.provers, tid);
+    if (maps.proving !== undefined) addProvers(maps.proving, -1);
   }
   const found = lib.bpf_map_lookup_elem(maps.proofs, tid, proof) as number;
   lib.bpf_map_delete_elem(maps.proofs, tid);
@@ -193,4 +209,5 @@ export class PinnedProofMaps {
 export function closeProofMaps(maps: ProofMaps): void {
   closeSync(maps.provers);
   closeSync(maps.proofs);
+  if (maps.proving !== undefined) closeSync(maps.proving);
 }
