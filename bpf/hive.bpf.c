@@ -383,9 +383,34 @@ static __always_inline int hive_prove(struct inode *inode, int direct)
 	return 1;
 }
 
-/* Every entry point after it has found the inode and mask: the mask (a register) first,
- * then i_ino for the bitmap; the device only on a bitmap hit. `direct` (a constant after
- * inlining) picks plain loads for BTF pointers (fentry) or probe reads (kprobes). */
+/* What follows the mask test: whether a prover checks, the bitmap, then the device and the map.
+ * `direct` (a constant after inlining) picks plain loads for BTF pointers (fentry) or probe reads
+ * (kprobes). */
+static __always_inline int hive_inode_wanted(struct inode *inode, __u32 mask, int parents_only, int direct)
+{
+	if (!parents_only && (mask & HIVE_MAY_ACCESS) && hive_prove(inode, direct))
+		return 0;
+	__u64 ino = direct ? inode->i_ino : BPF_CORE_READ(inode, i_ino);
+	if (!hive_bitmap_hit(ino))
+		return 0;
+	__u32 dev = direct ? inode->i_sb->s_dev : BPF_CORE_READ(inode, i_sb, s_dev);
+	return hive_check(ino, dev, mask, parents_only);
+}
+
+/* Called, not inlined: most checks stop at the mask test (directory traversal), and a hook whose
+ * own body is that test alone needs no callee-saved register, so its JIT'd entry saves none. */
+static __noinline int hive_inode_direct(struct inode *inode, __u32 mask, int parents_only)
+{
+	return hive_inode_wanted(inode, mask, parents_only, 1);
+}
+
+static __noinline int hive_inode_probed(struct inode *inode, __u32 mask, int parents_only)
+{
+	return hive_inode_wanted(inode, mask, parents_only, 0);
+}
+
+/* Every entry point after it has found the inode and mask: the mask (a register) first, the
+ * rest only when it asks for something the hook wants. */
 static __always_inline int hive_inode(struct inode *inode, __u32 mask, __u32 wanted, int parents_only,
 				      int direct)
 {
@@ -400,13 +425,7 @@ static __always_inline int hive_inode(struct inode *inode, __u32 mask, __u32 wan
 #endif
 	if (!(mask & wanted))
 		return 0;
-	if (!parents_only && (mask & HIVE_MAY_ACCESS) && hive_prove(inode, direct))
-		return 0;
-	__u64 ino = direct ? inode->i_ino : BPF_CORE_READ(inode, i_ino);
-	if (!hive_bitmap_hit(ino))
-		return 0;
-	__u32 dev = direct ? inode->i_sb->s_dev : BPF_CORE_READ(inode, i_sb, s_dev);
-	return hive_check(ino, dev, mask, parents_only);
+	return direct ? hive_inode_direct(inode, mask, parents_only) : hive_inode_probed(inode, mask, parents_only);
 }
 
 /* The kprobe program, attached one of two ways (the loader picks per kernel, see

@@ -313,6 +313,23 @@ describe("trap resolution off the event loop", () => {
     expect(holds(unused, base)).toBe(false);
   });
 
+  it("keeps a thread for the next batch, and stops it once idle for idleMs: an idle node holds no resolver isolate", async () => {
+    const base = tempDir("hive-idle-");
+    mkdirSync(join(base, "etc"));
+    writeFileSync(join(base, "etc", "shadow"), "x");
+    const pool = new ResolvePool({ idleMs: 300 });
+    cleanups.push(() => void pool.close());
+    const walk = () => pool.resolve(openSync(base, O_PATH | constants.O_DIRECTORY), "/etc/shadow");
+    await walk();
+    expect([pool.idleThreads, pool.threadsStarted]).toEqual([1, 1]);
+    await walk(); // taken again within idleMs: no new thread
+    expect([pool.idleThreads, pool.threadsStarted]).toEqual([1, 1]);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(pool.idleThreads).toBe(0);
+    expect((await walk()).resolvedPath).toBe("/etc/shadow"); // a fresh thread when needed again
+    expect(pool.threadsStarted).toBe(2);
+  });
+
   it("refuses to arm a trap it is asked to prove while no kernel program is pinned: TrapNotProven, pending", async () => {
     const base = tempDir("hive-unproven-");
     writeFileSync(join(base, "secret"), "x");

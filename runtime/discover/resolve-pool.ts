@@ -27,6 +27,8 @@ import type { ResolvedFile, ResolveOptions } from "./safe-path.ts";
 
 /** Default deadline of one resolution (ms). */
 export const RESOLVE_TIMEOUT_MS = 5000;
+/** Default time an idle thread is kept for the next batch (ms): a pod start's passes come within it. */
+export const IDLE_THREAD_MS = 10_000;
 
 export interface ResolvePoolOptions {
   /** Deadline of one walk (ms, default RESOLVE_TIMEOUT_MS, 5 s). */
@@ -35,6 +37,11 @@ export interface ResolvePoolOptions {
   maxWorkers?: number;
   /** Abandoned threads (stuck in a syscall) tolerated before walks are refused (default 8). */
   maxStuck?: number;
+  /**
+   * How long a thread with nothing to walk is kept (ms, default IDLE_THREAD_MS): each holds an
+   * isolate of its own (about 14 MiB), which an idle node should not pay for.
+   */
+  idleMs?: number;
   /**
    * bpffs directory of the kernel program's pins: each walk's file is proven with its maps
    * (runtime/kernel/trap-proof.ts), and fails TrapNotProven while none is loaded. Absent: the
@@ -119,6 +126,9 @@ export class ResolvePool {
   private readonly maxWorkers: number;
   private readonly maxStuck: number;
   private readonly idle: Worker[] = [];
+  private readonly idleMs: number;
+  /** When each idle thread is stopped unless a batch takes it first. */
+  private readonly idleTimers = new Map<Worker, NodeJS.Timeout>();
   private readonly queue: Batch[] = [];
   private busy = 0;
   private stuck = 0;
@@ -136,6 +146,7 @@ export class ResolvePool {
     this.timeoutMs = options.timeoutMs ?? RESOLVE_TIMEOUT_MS;
     this.maxWorkers = options.maxWorkers ?? 2;
     this.maxStuck = options.maxStuck ?? 8;
+    this.idleMs = options.idleMs ?? IDLE_THREAD_MS;
     this.proofMaps = options.proofPinRoot === undefined ? null : new PinnedProofMaps(options.proofPinRoot);
   }
 
@@ -175,9 +186,40 @@ export class ResolvePool {
     return { stuck: this.stuck, timeouts: this.timeouts, batches: this.batches };
   }
 
+  /** The threads kept for the next batch, and those started so far (diagnostics and tests). */
+  get idleThreads(): number {
+    return this.idle.length;
+  }
+  threadsStarted = 0;
+
+  /** Keeps a thread that finished its batch for the next one, until idleMs passes without one. */
+  private keepIdle(worker: Worker): void {
+    this.idle.push(worker);
+    const timer = setTimeout(() => {
+      this.idleTimers.delete(worker);
+      const at = this.idle.indexOf(worker);
+      if (at < 0) return;
+      this.idle.splice(at, 1);
+      void worker.terminate();
+    }, this.idleMs);
+    timer.unref();
+    this.idleTimers.set(worker, timer);
+  }
+
+  private takeIdle(): Worker | undefined {
+    const worker = this.idle.pop();
+    if (worker) {
+      clearTimeout(this.idleTimers.get(worker));
+      this.idleTimers.delete(worker);
+    }
+    return worker;
+  }
+
   /** Stops idle threads; abandoned ones end when their syscall does (they never keep the process alive). */
   async close(): Promise<void> {
     this.closed = true;
+    for (const timer of this.idleTimers.values()) clearTimeout(timer);
+    this.idleTimers.clear();
     for (const batch of this.queue.splice(0)) this.refused(batch);
     await Promise.all(this.idle.splice(0).map((w) => w.terminate()));
     this.proofMaps?.close();
@@ -216,6 +258,7 @@ export class ResolvePool {
   }
 
   private spawn(): Worker {
+    this.threadsStarted += 1;
     // Compiled packages ship resolve-worker.js beside this file; sources run as .ts.
     const extension = import.meta.url.slice(import.meta.url.lastIndexOf("."));
     const worker = new Worker(new URL(`./resolve-worker${extension}`, import.meta.url));
@@ -242,7 +285,7 @@ export class ResolvePool {
       const batch = this.queue.shift() as Batch;
       if (this.refused(batch)) continue;
       this.busy += 1;
-      this.run(this.idle.pop() ?? this.spawn(), batch);
+      this.run(this.takeIdle() ?? this.spawn(), batch);
     }
   }
 
@@ -269,7 +312,7 @@ export class ResolvePool {
         finish();
         release(root);
         if (this.closed) void worker.terminate();
-        else this.idle.push(worker);
+        else this.keepIdle(worker);
       } else timer?.refresh(); // the next walk's deadline
       if (reply.ok) walk.resolve(reply.file);
       else walk.reject(toError(reply.error, walk.path));
