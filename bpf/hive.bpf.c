@@ -481,19 +481,13 @@ int handle_security_inode_permission_fentry(__u64 *ctx)
 SEC("fentry/inode_permission")
 int handle_inode_permission_fentry(__u64 *ctx)
 {
-	/* ctx[0] and ctx[1] exist on every kernel; ctx[2] only with three arguments, so it is
-	 * read only in that branch, which the verifier prunes on two-argument kernels. */
-	__u64 a0 = ctx[0], a1 = ctx[1];
-	struct inode *inode;
-	__u32 mask;
-	if (hive_inode_arg == 0) {
-		inode = (struct inode *)a0;
-		mask = (__u32)a1;
-	} else {
-		inode = (struct inode *)a1;
-		mask = (__u32)ctx[2];
-	}
-	return hive_inode(inode, mask, HIVE_INTERESTING, 0, 1);
+	/* ctx[2] exists only with three arguments, so it is read only in that branch, which the
+	 * verifier prunes on two-argument kernels; ctx[1] is read once for both (a load from a
+	 * computed context offset would be refused). The mask is tested before the inode is read. */
+	__u64 a1 = ctx[1];
+	if (hive_inode_arg == 0)
+		return hive_inode((struct inode *)ctx[0], (__u32)a1, HIVE_INTERESTING, 0, 1);
+	return hive_inode((struct inode *)a1, (__u32)ctx[2], HIVE_INTERESTING, 0, 1);
 }
 
 /* Deny (a trap's `action: deny`): fmod_ret on security_inode_permission, which inode_permission

@@ -16,11 +16,13 @@ import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { isHiveError } from "../../api/errors.ts";
 import { AGENT_CAPABILITIES } from "../../component/builders/daemonset.ts";
+import { DEFAULT_RESOURCES } from "../../component/config/defaults.ts";
 import { type GuestApi, guestApiUnavailable, startGuestApi } from "../cluster/guest-api.ts";
 import { type BootResult, bootVm, findKernels, REPO_ROOT, vmUnavailable, WORK_DIR } from "../kernel/vm.ts";
 import { ensureAgentImage } from "./agent-image.ts";
 import { agentRootfs, type BuiltImage } from "./agent-rootfs.ts";
 import { capabilityMask } from "./ctr-run-args.ts";
+import type { AgentMemory } from "./guest/agent-memory.ts";
 import { type LifecycleResult, OUTAGE_MS, PHASE_COMM, READS_PER_PHASE } from "./guest/lifecycle.ts";
 
 const SERIES = ["6.12", "6.1", "5.10"] as const;
@@ -51,6 +53,8 @@ interface GuestResult {
   status: Array<{ attachMode: string; attachReason: string }>;
   readyz: string;
   timings: Record<string, number>;
+  /** The idle agent's memory (guest/agent-memory.ts): what the DaemonSet's request is set from. */
+  memory?: AgentMemory;
   agentLogTail: string;
   lifecycle?: LifecycleResult;
 }
@@ -110,6 +114,7 @@ async function runOn(kernel: (typeof found)[number], rootfs: Promise<string>): P
       `Linux ${kernel.series}: image run took ${Math.round(outcome.boot.durationMs / 1000)} s`,
       outcome.result?.timings,
     );
+    console.log(`Linux ${kernel.series}: the idle agent's memory`, JSON.stringify(outcome.result?.memory));
   } catch (error) {
     outcome.failure = error;
   } finally {
@@ -177,6 +182,14 @@ for (const series of SERIES) {
       const root = r.status[0];
       expect(root?.attachMode).toBe(EXPECTED_ATTACH[series]);
       expect(root?.attachReason).toMatch(/CAP_BPF \+ CAP_PERFMON/);
+    });
+
+    runIt("idles within the DaemonSet's default memory request, its memory said by what it is", () => {
+      const m = guest().memory;
+      expect(m, "the guest read no memory figures").toBeDefined();
+      const request = Number(/^(\d+)Mi$/.exec(String(DEFAULT_RESOURCES.requests?.memory))?.[1]);
+      expect(m?.rssMiB).toBeGreaterThan(0);
+      expect(m?.rssMiB, JSON.stringify(m)).toBeLessThanOrEqual(request);
     });
 
     runIt("alerts the callback when a process in another container reads the trapped file", () => {

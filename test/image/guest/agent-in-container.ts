@@ -23,6 +23,7 @@ import { GUEST_API_HOST, GUEST_API_PORT } from "../../cluster/guest-protocol.ts"
 import { seedNode, setPodRunning, waitFor } from "../../cluster/testing.ts";
 import { type Containerd, startContainerd } from "../../containers/containerd-harness.ts";
 import { ctrRunArgs } from "../ctr-run-args.ts";
+import { agentMemory } from "./agent-memory.ts";
 import {
   addPhaseCommands,
   killedDuringOutage,
@@ -38,6 +39,8 @@ const WORKLOAD = "web-app";
 const TRAPPED = "/etc/hive-secret";
 const work = "/tmp/hive-image-e2e";
 const lifecycle = process.env.HIVE_IMAGE_LIFECYCLE === "1";
+/** How long the agent idles before its memory is read: past its resolver threads' idle time. */
+const IDLE_WAIT_MS = 15_000;
 mkdirSync(work, { recursive: true });
 const started = performance.now();
 const timings: Record<string, number> = {};
@@ -248,8 +251,12 @@ try {
     intervalMs: 200,
     what: "the alert at the callback",
   });
-  mark("alerted", "hive status and SIGTERM");
+  mark("alerted", "the idle agent's memory");
   result.alert = JSON.parse(alert.body);
+  // Idle: nothing to resolve or deliver, and past the resolver threads' idle time (10 s).
+  await new Promise((r) => setTimeout(r, IDLE_WAIT_MS));
+  result.memory = agentMemory(Number(pid), await (await get(metricsUrl ?? "")).text());
+  mark("memorySampled", "hive status and SIGTERM");
 
   const statusJson = await ctr([
     "task",
