@@ -1,0 +1,58 @@
+/**
+ * The agent's cost per event against its aim and against the last accepted figures: the kernel
+ * bench fails (its run, never the tests) when a change makes one grow by more than a tenth.
+ * The accepted figures are bench/kernel/baseline.json, per kernel series; after a change that
+ * is meant to cost more, measure and write them there with the reason.
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+
+/** Issue 34's aim for the agent's CPU per event, in guest instructions. */
+export const PER_EVENT_AIM = 15_000;
+/** How much a figure may grow over the accepted one before the bench run fails. */
+export const GROWTH_ALLOWED = 1.1;
+
+export interface PerEventFigures {
+  /** Agent CPU per event it allows in user space: ring reader thread, decode, allow match, counting. */
+  agentPerEvent: number;
+  /** decodeEvent + the pipeline's handle, per event, in a warm loop. */
+  decodeAndHandle: number;
+  /** Ring buffer → decoded events per guest-second. */
+  eventsPerSecond: number;
+}
+
+type Baseline = Record<string, PerEventFigures & { measuredAt: string }>;
+
+function readBaseline(): Baseline {
+  return JSON.parse(readFileSync(join(import.meta.dirname, "baseline.json"), "utf8")) as Baseline;
+}
+
+/** Prints the figures against the aim and the baseline; returns the figures that grew too much. */
+export function checkPerEvent(series: string, now: PerEventFigures): string[] {
+  const fmt = (n: number) => Math.round(n).toLocaleString("en");
+  const base = readBaseline()[series];
+  console.log(
+    `\nAgent CPU per event (guest instructions), against the aim and the accepted figures (bench/kernel/baseline.json):`,
+  );
+  console.log(
+    `  per event allowed in user space ${fmt(now.agentPerEvent)} (aim ≤ ${fmt(PER_EVENT_AIM)}: ${now.agentPerEvent <= PER_EVENT_AIM ? "within" : "ABOVE"});` +
+      ` decode + pipeline ${fmt(now.decodeAndHandle)}; ring → decoded ${fmt(now.eventsPerSecond)} events per guest-second`,
+  );
+  if (!base) {
+    console.log(`  no accepted figures for Linux ${series}: nothing to compare with`);
+    return [];
+  }
+  const grown: string[] = [];
+  // Costs may not grow; the rate may not fall.
+  const ratios: Array<[string, number]> = [
+    ["agent CPU per event", now.agentPerEvent / base.agentPerEvent],
+    ["decode + pipeline", now.decodeAndHandle / base.decodeAndHandle],
+    ["ring → decoded events per second (inverse)", base.eventsPerSecond / now.eventsPerSecond],
+  ];
+  for (const [what, ratio] of ratios) {
+    const verdict = ratio > GROWTH_ALLOWED ? "GREW" : "ok";
+    console.log(`  ${what.padEnd(44)} ${ratio.toFixed(3)} of the accepted (${base.measuredAt}): ${verdict}`);
+    if (ratio > GROWTH_ALLOWED) grown.push(what);
+  }
+  return grown;
+}
