@@ -67,6 +67,33 @@ function agentMetrics(k: (...args: string[]) => string, pattern: string): string
   return tryK(k, ["-n", "hive-system", "exec", pod, "--", "node", "-e", script]);
 }
 
+/**
+ * The running agent's memory, read inside its pod (hostPID: /proc shows it) the way the kernel
+ * accounts it, by what is mapped, with V8's own figures from its /metrics.
+ */
+const MEMORY_SCRIPT = `
+const fs = require("fs");
+const isAgent = (p) => { try { return fs.readFileSync("/proc/" + p + "/cmdline", "utf8").includes("dist/runtime/cli/main.js\\0agent"); } catch { return false; } };
+const pid = fs.readdirSync("/proc").find((p) => /^\\d+$/.test(p) && isAgent(p));
+const status = fs.readFileSync("/proc/" + pid + "/status", "utf8");
+const kib = (f) => Number(new RegExp("^" + f + ":\\s+(\\d+) kB", "m").exec(status)[1]);
+const by = {};
+let name = "";
+for (const line of fs.readFileSync("/proc/" + pid + "/smaps", "utf8").split("\\n")) {
+  const m = /^[0-9a-f]+-[0-9a-f]+ \\S+ \\S+ \\S+ \\S+\\s*(.*)$/.exec(line);
+  if (m) { name = m[1] ? m[1].split("/").pop() : "[anon]"; continue; }
+  const r = /^Rss:\\s+(\\d+) kB/.exec(line);
+  if (r) by[name] = (by[name] || 0) + Number(r[1]);
+}
+const mib = (k) => Math.round(k / 102.4) / 10;
+fetch("http://127.0.0.1:9464/metrics").then((r) => r.text()).then((t) => {
+  const g = (n) => mib(Number(new RegExp("^" + n + " (\\S+)$", "m").exec(t)[1]) / 1024);
+  const mappings = Object.fromEntries(Object.entries(by).filter(([, v]) => v >= 1024).sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, mib(v)]));
+  console.log(JSON.stringify({ rssMiB: mib(kib("VmRSS")), anonMiB: mib(kib("RssAnon")), fileMiB: mib(kib("RssFile")),
+    threads: Number(/^Threads:\\s+(\\d+)/m.exec(status)[1]), mappings,
+    heapUsedMiB: g("nodejs_heap_size_used_bytes"), heapTotalMiB: g("nodejs_heap_size_total_bytes"), externalMiB: g("nodejs_external_memory_bytes") }));
+});`;
+
 /** The agent container's restarts and why the last one ended. */
 const RESTARTS =
   "jsonpath={range .items[*]}{.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].lastState.terminated}{end}";
@@ -325,6 +352,30 @@ describe.runIf(runs)("the README on a one-node cluster", () => {
     // A restart drops the accesses the agent holds while their pod is not named yet: the Job's read.
     expect(k("-n", "hive-system", "get", "pods", "-o", RESTARTS).trim(), agentState(k, cluster)).toBe("0");
   }, 900_000);
+
+  it("idles within the memory its DaemonSet requests; its memory is said by what it is", async () => {
+    // Idle: nothing to resolve or deliver since the deny step, and past the resolver threads' idle time.
+    await new Promise((r) => setTimeout(r, 15_000));
+    const pod = k("-n", "hive-system", "get", "pods", "-o", "name").split("\n")[0] ?? "";
+    const memory = JSON.parse(k("-n", "hive-system", "exec", pod, "--", "node", "-e", MEMORY_SCRIPT)) as {
+      rssMiB: number;
+    };
+    figures.idleMemory = memory;
+    process.stderr.write(`hive-e2e: the idle agent's memory ${JSON.stringify(memory)}\n`);
+    const requested = k(
+      "-n",
+      "hive-system",
+      "get",
+      "daemonset",
+      "-o",
+      "jsonpath={.items[0].spec.template.spec.containers[0].resources.requests.memory}",
+    );
+    const requestMiB = Number(/^(\d+)Mi$/.exec(requested)?.[1]);
+    expect(memory.rssMiB).toBeGreaterThan(0);
+    expect(memory.rssMiB, `${JSON.stringify(memory)} against a request of ${requested}`).toBeLessThanOrEqual(
+      requestMiB,
+    );
+  }, 120_000);
 
   it("pulumi up again changes nothing; a rotated callback receives the next alert", async () => {
     const same = await up("preview", PORT_A);
