@@ -271,7 +271,8 @@ static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask, int pare
 	 * denied) reaches the ring buffer and flood summaries. Changes ask user space to re-resolve. */
 	if (!parents_only && !(mask & HIVE_CHANGES)) {
 		int allowed = hive_allow_follows(watch) || hive_allowed(watch, mask, 1);
-		hive_allow_mark_own(watch, allowed);
+		if (watch->flags & HIVE_WATCH_ALLOW)
+			hive_allow_mark_own(watch, allowed);
 		if (allowed) {
 			counters->allowed++;
 			return 0;
