@@ -31,6 +31,8 @@ import { checkPerEvent } from "./kernel/per-event.ts";
 interface GuestResults {
   kernel: string;
   costs: Record<string, Record<string, number>>;
+  /** Mode → the reader's own CPU per access to trapped files whose allow list holds (`allowed`) or not (`miss`). */
+  trapped: Record<string, { allowed: number; miss: number }>;
   perRun: Record<string, Record<string, { instrPerRun: number; runsPerCall: number }>>;
   trackers: Record<string, Record<string, { instrPerRun: number; runsPerCall: number }>>;
   allow: {
@@ -173,6 +175,32 @@ function printAllow(r: GuestResults, host: AllowCost): void {
 }
 
 /**
+ * Per attach mode, an access to a trapped file whose trap's allow list the kernel decides: one it
+ * allows, and a miss (an event, flood summaries on as deployed), against no program and the floor
+ * (the same hooks, returning at once).
+ */
+function printTrapped(r: GuestResults): void {
+  const none = r.trapped.none?.allowed ?? Number.NaN;
+  console.log(
+    "\nA trapped file with an allow list, per attach mode (open+read+close alternating between two trapped files;" +
+      `\nthe reader's own guest instructions per access, ratio to no program's ${fmt(none)}):`,
+  );
+  for (const mode of ["kprobe", "kprobe.multi", "fentry"]) {
+    const hive = r.trapped[mode];
+    const floor = r.trapped[`${mode} empty`];
+    if (!hive || !floor) {
+      console.log(`  ${mode.padEnd(13)} not measured on this kernel`);
+      continue;
+    }
+    const ratio = (v: number) => (v / none).toFixed(3);
+    console.log(
+      `  ${mode.padEnd(13)} floor ${fmt(floor.allowed)} (${ratio(floor.allowed)}) · allowed in the kernel ${fmt(hive.allowed)} (${ratio(hive.allowed)})` +
+        ` · a miss ${fmt(hive.miss)} (${ratio(hive.miss)}): allowed adds ${((hive.allowed - floor.allowed) / (floor.allowed - none)).toFixed(2)}× what the floor adds`,
+    );
+  }
+}
+
+/**
  * A container no trap selects, reading an image layer's file: the same reader as the allowlist
  * comparison (a new burst on every access), per access, as ratios to no program.
  */
@@ -265,6 +293,7 @@ export async function run(): Promise<void> {
   printAims(r);
   const host = await measureAllowCost(Math.round(200_000 * Math.max(scale, 0.1)));
   printAllow(r, host);
+  printTrapped(r);
   printBystander(r);
   const ring = r.ring;
   console.log(

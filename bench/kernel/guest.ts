@@ -115,6 +115,34 @@ const costs: Record<string, Record<string, number>> = {};
 const perRun: Record<string, Record<string, { instrPerRun: number; runsPerCall: number }>> = {};
 /** Mode → tracker program → its cost in the exec-heavy workload. */
 const trackers: Record<string, Record<string, { instrPerRun: number; runsPerCall: number }>> = {};
+/** Mode → the reader's own CPU per access to two trapped files whose trap allows `allowed`, or another program (`miss`). */
+const trapped: Record<string, { allowed: number; miss: number }> = {};
+const TRAP_FILES = [join(root, "trap-a"), join(root, "trap-b")];
+for (const f of TRAP_FILES) writeFileSync(f, "t\n");
+
+/**
+ * The reader alternating open+read+close between the two trapped files, whose trap allows `exe`
+ * (its allow rules in the kernel, as the loader writes them): best of three, the reader's own CPU.
+ */
+function trappedCost(watcher: LibbpfKernelWatcher | null, exe: string): number {
+  if (watcher) {
+    const files = new Map([[exe, [fileKeyFromStat(statSync(exe))]]]);
+    const entries: WatchEntry[] = TRAP_FILES.map((f, i) => ({
+      key: fileKeyFromStat(statSync(f)),
+      slot: 1000 + i,
+      accesses: ["read", "open"],
+      kind: "file",
+    }));
+    const rules = entries.flatMap((e) => allowRulesFor(e.slot, [{ exe }], { files, host: true }));
+    const allow = allowFlagOf(rules);
+    watcher.sync([...decoys, ...entries.map((e) => ({ ...e, ...(allow ? { allow } : {}) }))], rules);
+  }
+  const args = ["openread2", ...TRAP_FILES];
+  measureBoth(args, 300);
+  const cost = Math.min(...[0, 1, 2].map(() => measureBoth(args, 3000).cpu));
+  watcher?.sync(decoys);
+  return cost;
+}
 
 /**
  * Each attach mode twice: Hive's program, and the floor — the same hooks attached, returning at
@@ -151,6 +179,8 @@ for (const mode of CONFIGURATIONS) {
       measure(w.args, w.n),
     );
   }
+  // Issue 33's figures: an access the kernel allows, and a miss (flood summaries on, as deployed).
+  trapped[mode] = { allowed: trappedCost(watcher, loop), miss: trappedCost(watcher, tinyProgram) };
   if (watcher) {
     perRun[mode] = {};
     setStats(true);
@@ -184,6 +214,7 @@ for (const mode of CONFIGURATIONS) {
   }
 }
 results.costs = costs;
+results.trapped = trapped;
 results.perRun = perRun;
 results.trackers = trackers;
 

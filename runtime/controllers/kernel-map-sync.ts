@@ -58,9 +58,17 @@ export class KernelMapSync {
    */
   seed(valid: readonly ArmedData[]): void {
     const { kernel, routes, stats } = this.o;
-    routes.replace(this.entries.index(valid), false);
-    if (kernel.counters().watched === 0 && routes.size > 0)
-      stats.notWatched = kernel.sync([...routes.routes()].map((v) => v.entry)).notWatched.length;
+    const byKey = this.entries.index(valid);
+    // With their allow rules: a denying trap lets its allow list through from the first write.
+    const allow = this.allow.rules(byKey, valid);
+    routes.replace(byKey, false);
+    if (kernel.counters().watched === 0 && routes.size > 0) {
+      stats.notWatched = kernel.sync(
+        [...routes.routes()].map((v) => v.entry),
+        allow,
+      ).notWatched.length;
+      this.allow.commit();
+    }
   }
 
   /** Makes the kernel map, then the routes, equal to `valid`; saves the snapshot last. */

@@ -233,6 +233,43 @@ describe("loader controller", () => {
     }
   });
 
+  it("after an upgrade that replaced the maps, writes the snapshot's allow rules with its entries: a denying trap lets its list through from the first write", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hive-snapshot-"));
+    const log = createLogger({}, { level: "error" });
+    const file = routingSnapshotFileFor("/sys/fs/bpf/hive", dir);
+    const denying: HivePolicy = {
+      ...policy,
+      spec: {
+        traps: [
+          { path: "/etc/shadow", accesses: ["read"], action: "deny", allow: [{ exe: "/usr/sbin/sshd" }] },
+        ],
+      },
+    };
+    const trap = trapId({ namespace: "hive", name: "p" }, denying.spec.traps[0] ?? { path: "" });
+    const own = data("own", trap, 100, ["read"]);
+    own.spec.executables = [{ path: "/usr/sbin/sshd", "inode-no": "7", device: { major: 0, minor: 50 } }];
+    try {
+      const before = routingLoader(new RecordingKernel(), {
+        snapshot: createRoutingSnapshotStore(file, KERNEL, log),
+      });
+      before.loader.onPolicy("ADDED", denying);
+      before.loader.onData("ADDED", own);
+      before.loader.markSynced();
+      await before.loader.idle();
+      before.loader.stop();
+      await new Promise((r) => setTimeout(r, 50)); // the background save
+      const fresh = routingLoader(new RecordingKernel(), {
+        snapshot: createRoutingSnapshotStore(file, KERNEL, log),
+      });
+      const entry = fresh.kernel.entries.find((e) => e.kind === "file");
+      expect(entry).toMatchObject({ deny: "deny", allow: { parent: false } });
+      expect(fresh.kernel.allow.map((r) => [r.slot, r.file.ino, r.exe])).toEqual([[entry?.slot, 7n, 1]]);
+      fresh.loader.stop();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("while routing by a snapshot, holds an event for a key the snapshot does not know until the lists are in", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hive-snapshot-"));
     const log = createLogger({}, { level: "error" });
