@@ -157,7 +157,7 @@ function programInfoGauge(registers: Registry[], sources: ScrapeSources): void {
 export function kernelEventsDroppedCounter(registers: Registry[]): HiveMetrics["kernelEventsDropped"] {
   return new Counter({
     name: "hive_kernel_events_dropped_total",
-    help: "Kernel events dropped by the agent before alerting: unmatched (the file, or the live trap it was watched for, is no longer watched), hold_full (more events before the first sync after a restart than the hold keeps) or pipeline_error (the alert pipeline failed on the event; it is logged).",
+    help: "Kernel events dropped by the agent before alerting: unmatched (the file, or the live trap it was watched for, is no longer watched), hold_full (more events before the first sync after a restart than the hold keeps), pipeline_error (the alert pipeline failed on the event; it is logged), unselected (an image layer's trapped file accessed by a container no trap selects: expected) or unattributed (by a container this node could not name: an access lost).",
     labelNames: ["reason"],
     registers,
   });

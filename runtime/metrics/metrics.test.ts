@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { buildInfo } from "../build-info.ts";
-import { createHiveMetrics } from "./metrics.ts";
+import { createHiveMetrics, EVENT_DROP_REASONS } from "./metrics.ts";
 
 const manifest = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
   version: string;
@@ -36,6 +36,12 @@ describe("Hive's metrics", () => {
     expect(text).toContain(
       `hive_build_info{version="${manifest.version}",program="${info.program}",node_version="${process.version}"} 1`,
     );
+  });
+
+  it("name every reason of hive_kernel_events_dropped_total in its help", async () => {
+    const text = await createHiveMetrics({ processMetrics: false }).registry.metrics();
+    const help = /^# HELP hive_kernel_events_dropped_total (.*)$/m.exec(text)?.[1] ?? "";
+    for (const reason of EVENT_DROP_REASONS) expect(help, reason).toContain(`${reason} (`);
   });
 
   it("report the agent's readiness at scrape time as hive_agent_ready", async () => {

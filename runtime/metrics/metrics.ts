@@ -46,7 +46,8 @@ export const DROP_REASONS = [
 export type DropReason = (typeof DROP_REASONS)[number];
 
 /**
- * Why a kernel event was dropped before it became an alert (hive_kernel_events_dropped_total):
+ * Why a kernel event was dropped before it became an alert (hive_kernel_events_dropped_total, its
+ * help names each):
  * its file is no longer watched by this loader, it came before the first sync after a restart
  * and the hold was full, or the alert pipeline failed on it (a bug; the access is logged).
  */
