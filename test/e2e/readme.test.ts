@@ -75,8 +75,9 @@ const MEMORY_SCRIPT = `
 const fs = require("fs");
 const isAgent = (p) => { try { return fs.readFileSync("/proc/" + p + "/cmdline", "utf8").includes("dist/runtime/cli/main.js\\0agent"); } catch { return false; } };
 const pid = fs.readdirSync("/proc").find((p) => /^\\d+$/.test(p) && isAgent(p));
-const status = fs.readFileSync("/proc/" + pid + "/status", "utf8");
-const kib = (f) => Number(new RegExp("^" + f + ":\\s+(\\d+) kB", "m").exec(status)[1]);
+const status = fs.readFileSync("/proc/" + pid + "/status", "utf8").split("\\n");
+const field = (f) => status.find((l) => l.startsWith(f + ":")) || "";
+const kib = (f) => Number(/(\\d+) kB/.exec(field(f))[1]);
 const by = {};
 let name = "";
 for (const line of fs.readFileSync("/proc/" + pid + "/smaps", "utf8").split("\\n")) {
@@ -87,10 +88,11 @@ for (const line of fs.readFileSync("/proc/" + pid + "/smaps", "utf8").split("\\n
 }
 const mib = (k) => Math.round(k / 102.4) / 10;
 fetch("http://127.0.0.1:9464/metrics").then((r) => r.text()).then((t) => {
-  const g = (n) => mib(Number(new RegExp("^" + n + " (\\S+)$", "m").exec(t)[1]) / 1024);
+  const lines = t.split("\\n");
+  const g = (n) => mib(Number((lines.find((l) => l.startsWith(n + " ")) || "").split(" ")[1]) / 1024);
   const mappings = Object.fromEntries(Object.entries(by).filter(([, v]) => v >= 1024).sort((a, b) => b[1] - a[1]).map(([k, v]) => [k, mib(v)]));
   console.log(JSON.stringify({ rssMiB: mib(kib("VmRSS")), anonMiB: mib(kib("RssAnon")), fileMiB: mib(kib("RssFile")),
-    threads: Number(/^Threads:\\s+(\\d+)/m.exec(status)[1]), mappings,
+    threads: Number(field("Threads").split(/\\s+/)[1]), mappings,
     heapUsedMiB: g("nodejs_heap_size_used_bytes"), heapTotalMiB: g("nodejs_heap_size_total_bytes"), externalMiB: g("nodejs_external_memory_bytes") }));
 });`;
 
