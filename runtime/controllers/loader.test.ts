@@ -74,7 +74,11 @@ function recordingWriter() {
 /** A loader over a recording kernel, with the names of the HiveData each access matched. */
 function routingLoader(
   kernel = new RecordingKernel(),
-  extra: { maxHeldEvents?: number; snapshot?: RoutingSnapshotStore } = {},
+  extra: {
+    maxHeldEvents?: number;
+    snapshot?: RoutingSnapshotStore;
+    onAllowed?: Parameters<typeof createLoaderController>[0]["onAllowed"];
+  } = {},
 ) {
   const accesses: string[][] = [];
   const loader = createLoaderController({
@@ -434,17 +438,9 @@ describe("loader controller", () => {
     };
     const id = (i: number) =>
       trapId({ namespace: "hive", name: "p" }, allowing.spec.traps[i] ?? { path: "" });
-    const kernel = new RecordingKernel();
     const counted: [string, number, number][] = [];
-    const loader = createLoaderController({
-      kernelId: KERNEL,
-      nodeName: NODE,
-      kernel,
-      writer: recordingWriter().writer,
-      log: createLogger({}, { level: "error" }),
-      onAccess: () => undefined,
+    const { kernel, loader } = routingLoader(new RecordingKernel(), {
       onAllowed: (armed, entry, count) => counted.push([armed.data.metadata.name ?? "", entry, count]),
-      debounceMs: 1,
     });
     loader.onPolicy("ADDED", allowing);
     const withExecutables = (d: HiveData): HiveData => ({

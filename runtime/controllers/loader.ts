@@ -169,10 +169,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     snapshot,
     onAllowed: options.onAllowed,
   });
-  const harvest = options.onAllowed
-    ? setInterval(() => kernelMap.harvestAllowed(), options.allowedHarvestMs ?? 2000)
-    : undefined;
-  harvest?.unref();
+  const stopHarvest = harvestAllowed(kernelMap, options);
   // With a snapshot, only events for a key it does not know wait; the rest route by it at once.
   const held = new HeldEvents({
     kernel,
@@ -250,8 +247,7 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     ...loop.lifecycle,
     stop() {
       stopped = true;
-      clearInterval(harvest);
-      kernelMap.harvestAllowed();
+      stopHarvest();
       router.stop();
       resolves.stop();
       loop.lifecycle.stop();
@@ -314,5 +310,16 @@ function emptyStats(): LoaderStats {
     heldEvents: 0,
     heldEventsDropped: 0,
     layerDropped: 0,
+  };
+}
+
+/** Takes what the kernel allowed every `allowedHarvestMs`, and once more when stopped. */
+function harvestAllowed(kernelMap: KernelMapSync, options: LoaderOptions): () => void {
+  if (!options.onAllowed) return () => undefined;
+  const timer = setInterval(() => kernelMap.harvestAllowed(), options.allowedHarvestMs ?? 2000);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    kernelMap.harvestAllowed();
   };
 }

@@ -23,6 +23,7 @@ import { closeSync } from "node:fs";
 import { Worker } from "node:worker_threads";
 import { HiveError, type HiveErrorCode } from "../../api/errors.ts";
 import { PinnedProofMaps, type ProofMaps } from "../kernel/trap-proof.ts";
+import { IdleThreads } from "./idle-threads.ts";
 import type { ResolvedFile, ResolveOptions } from "./safe-path.ts";
 
 /** Default deadline of one resolution (ms). */
@@ -125,10 +126,7 @@ export class ResolvePool {
   private readonly timeoutMs: number;
   private readonly maxWorkers: number;
   private readonly maxStuck: number;
-  private readonly idle: Worker[] = [];
-  private readonly idleMs: number;
-  /** When each idle thread is stopped unless a batch takes it first. */
-  private readonly idleTimers = new Map<Worker, NodeJS.Timeout>();
+  private readonly idle: IdleThreads;
   private readonly queue: Batch[] = [];
   private busy = 0;
   private stuck = 0;
@@ -146,7 +144,7 @@ export class ResolvePool {
     this.timeoutMs = options.timeoutMs ?? RESOLVE_TIMEOUT_MS;
     this.maxWorkers = options.maxWorkers ?? 2;
     this.maxStuck = options.maxStuck ?? 8;
-    this.idleMs = options.idleMs ?? IDLE_THREAD_MS;
+    this.idle = new IdleThreads(options.idleMs ?? IDLE_THREAD_MS);
     this.proofMaps = options.proofPinRoot === undefined ? null : new PinnedProofMaps(options.proofPinRoot);
   }
 
@@ -188,40 +186,15 @@ export class ResolvePool {
 
   /** The threads kept for the next batch, and those started so far (diagnostics and tests). */
   get idleThreads(): number {
-    return this.idle.length;
+    return this.idle.size;
   }
   threadsStarted = 0;
-
-  /** Keeps a thread that finished its batch for the next one, until idleMs passes without one. */
-  private keepIdle(worker: Worker): void {
-    this.idle.push(worker);
-    const timer = setTimeout(() => {
-      this.idleTimers.delete(worker);
-      const at = this.idle.indexOf(worker);
-      if (at < 0) return;
-      this.idle.splice(at, 1);
-      void worker.terminate();
-    }, this.idleMs);
-    timer.unref();
-    this.idleTimers.set(worker, timer);
-  }
-
-  private takeIdle(): Worker | undefined {
-    const worker = this.idle.pop();
-    if (worker) {
-      clearTimeout(this.idleTimers.get(worker));
-      this.idleTimers.delete(worker);
-    }
-    return worker;
-  }
 
   /** Stops idle threads; abandoned ones end when their syscall does (they never keep the process alive). */
   async close(): Promise<void> {
     this.closed = true;
-    for (const timer of this.idleTimers.values()) clearTimeout(timer);
-    this.idleTimers.clear();
     for (const batch of this.queue.splice(0)) this.refused(batch);
-    await Promise.all(this.idle.splice(0).map((w) => w.terminate()));
+    await this.idle.close();
     this.proofMaps?.close();
   }
 
@@ -285,7 +258,7 @@ export class ResolvePool {
       const batch = this.queue.shift() as Batch;
       if (this.refused(batch)) continue;
       this.busy += 1;
-      this.run(this.takeIdle() ?? this.spawn(), batch);
+      this.run(this.idle.take() ?? this.spawn(), batch);
     }
   }
 
@@ -312,7 +285,7 @@ export class ResolvePool {
         finish();
         release(root);
         if (this.closed) void worker.terminate();
-        else this.keepIdle(worker);
+        else this.idle.keep(worker);
       } else timer?.refresh(); // the next walk's deadline
       if (reply.ok) walk.resolve(reply.file);
       else walk.reject(toError(reply.error, walk.path));

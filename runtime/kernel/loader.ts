@@ -288,6 +288,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     return result;
   }
 
+  /** What the kernel's allow rules let through since the last call (allow-map.ts). */
   takeAllowed(): AllowedCount[] {
     return this.allowMap.take();
   }
@@ -360,9 +361,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   /** Not ok while no worker reads the ring buffer (a dead one is being replaced). */
   health(): { ok: boolean; message?: string } {
-    const missing = this.links.missingMessage();
-    if (missing !== undefined) return { ok: false, message: missing };
-    return this.consumer?.health() ?? { ok: true };
+    const message = this.links.missingMessage();
+    return message !== undefined ? { ok: false, message } : (this.consumer?.health() ?? { ok: true });
   }
 
   /** Resolves once the ring-buffer consumer runs (events before that wait in the ring buffer). */
