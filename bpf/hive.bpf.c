@@ -9,7 +9,8 @@
  * kernel's BTF and sets hive_inode_arg; the verifier prunes the branches not taken.
  *
  * Miss path, cheapest test first (it runs for every path component of every lookup):
- *   1. the mask, a register: pure MAY_EXEC checks (directory traversal) are dropped;
+ *   1. the mask, a register: pure MAY_EXEC checks (directory traversal) are dropped — the hook's
+ *      whole body; what follows is a called function (hive_inode_direct, hive_inode_probed);
  *   2. one bit of i_ino in an array-map bitmap (lookup inlined by the verifier);
  *   3. the (dev, ino) hash lookup, then the wanted-mask test;
  *   4. for an image layer's entry only, the (cgroup, group) lookup in hive_quiet: a container no
