@@ -123,36 +123,6 @@ struct {
 	__type(value, struct hive_flood);
 } hive_flood SEC(".maps");
 
-/* Trap proofs: a Hive thread (thread id → its process id) about to check a trap's file with
- * access(2) registers here; its checks are recorded in hive_proofs (thread id → identities)
- * instead of being matched, so user space learns the identity the kernel really checks (an
- * overlay's inode is not the one stat() reports) and arms that one. Never an alert. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 256);
-	__type(key, __u32);
-	__type(value, __u32);
-} hive_provers SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 256);
-	__type(key, __u32);
-	__type(value, struct hive_proof);
-} hive_proofs SEC(".maps");
-
-/* How many provers are registered (or were, if one died in between: a count left high only costs
- * the lookup below). User space adds one before registering in hive_provers and takes it away
- * after, through the map's memory (runtime/kernel/trap-proof.ts); while it is zero an access(2)
- * check asks nothing more: an array lookup the verifier inlines, where hive_provers is a hash. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__type(key, __u32);
-	__type(value, __u32);
-} hive_proving SEC(".maps");
-
 /* Entries the rename hook armed (HIVE_KIND_FOLLOWED), key → slot: user space looks here, not
  * through all of hive_watch, for entries it did not write, and removes those it does not want. A
  * plain hash, listed before it is armed: no followed entry goes unlisted (when this is full, the
@@ -176,6 +146,7 @@ struct {
 
 #include "process.bpf.h"
 #include "allow.bpf.h"
+#include "prove.bpf.h"
 
 static __always_inline int hive_bitmap_hit(__u64 ino)
 {
@@ -353,38 +324,6 @@ int hive_proc_exit(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-/* Records the identity of an access(2) check by a registered prover thread; true when it
- * did (the check is then not matched against the watch map). */
-static __always_inline int hive_prove(struct inode *inode, int direct)
-{
-	__u32 zero = 0;
-	__u32 *proving = bpf_map_lookup_elem(&hive_proving, &zero);
-	if (!proving || !*proving)
-		return 0; /* nobody is proving: no thread is looked up */
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
-	__u32 *tgid = bpf_map_lookup_elem(&hive_provers, &tid);
-	if (!tgid || *tgid != (__u32)(pid_tgid >> 32))
-		return 0; /* not a prover, or a stale entry whose thread id another process reuses */
-	struct hive_proof *proof = bpf_map_lookup_elem(&hive_proofs, &tid);
-	if (!proof) {
-		struct hive_proof empty = {};
-		bpf_map_update_elem(&hive_proofs, &tid, &empty, BPF_NOEXIST);
-		proof = bpf_map_lookup_elem(&hive_proofs, &tid);
-		if (!proof)
-			return 1;
-	}
-	__u32 n = proof->count;
-	if (n < HIVE_PROOF_IDS) {
-		struct hive_key *id = &proof->ids[n & (HIVE_PROOF_IDS - 1)];
-		id->ino = direct ? inode->i_ino : BPF_CORE_READ(inode, i_ino);
-		id->dev = direct ? inode->i_sb->s_dev : BPF_CORE_READ(inode, i_sb, s_dev);
-		id->_pad = 0;
-	}
-	proof->count = n + 1;
-	return 1;
-}
-
 /* What follows the mask test: whether a prover checks, the bitmap, then the device and the map.
  * `direct` (a constant after inlining) picks plain loads for BTF pointers (fentry) or probe reads
  * (kprobes). */
@@ -515,8 +454,7 @@ int hive_deny(__u64 *ctx)
 		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
-	__u32 *prover = bpf_map_lookup_elem(&hive_provers, &tid);
-	if (prover && *prover == (__u32)(pid_tgid >> 32))
+	if (hive_is_prover(pid_tgid))
 		return 0;
 	if (hive_allowed(watch, mask, 0))
 		return 0; /* counted by the trap hook */
