@@ -1,5 +1,5 @@
 /**
- * The provers' gate (bpf/hive.bpf.c hive_proving): how many threads are proving a trap, in an
+ * The provers' gate (bpf/prove.bpf.h hive_proving): how many threads are proving a trap, in an
  * mmap-able array map's one word. The trap program asks hive_provers (a hash lookup) about an
  * access(2) check only while it is not zero, so that nobody pays for proofs but while one runs.
  * Added to and taken from with atomic instructions on the map's own memory: several threads and

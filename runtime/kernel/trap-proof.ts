@@ -1,7 +1,7 @@
 /**
  * Trap proofs: before a trap is armed, the thread that resolved it checks the file once with
  * access(2) through the O_PATH descriptor it holds (opens nothing, reads nothing) and the kernel
- * program records which identities that check went through (bpf/hive.bpf.c hive_prove). stat()
+ * program records which identities that check went through (bpf/prove.bpf.h hive_prove). stat()
  * does not always name the inode the kernel checks: an overlay reports a layer's inode under a
  * pseudo device that no check ever carries, and a trap armed on it would never fire. The proof
  * arms the identity the kernel really checks, and a file no check reaches is refused instead of

@@ -1,5 +1,5 @@
 /**
- * Kernel cases for trap proofs (runtime/kernel/trap-proof.ts, bpf/hive.bpf.c hive_prove): run
+ * Kernel cases for trap proofs (runtime/kernel/trap-proof.ts, bpf/prove.bpf.h hive_prove): run
  * inside the test VM by cases.ts. A trap is armed on the identity the kernel checks, which on an
  * overlay is not the one stat() reports; proving never raises an event.
  */
