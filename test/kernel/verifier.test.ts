@@ -146,7 +146,15 @@ describe("the trap program on the host kernel", () => {
         first.sync([{ key: { major: 8, minor: 1, ino: 77n }, slot: 3, accesses: ["read"], kind: "file" }]);
         await first.close({ keepPinned: true });
         expect(readPinnedState(pinRoot)?.watched).toEqual([
-          { key: { major: 8, minor: 1, ino: 77n }, slot: 3, mask: 0x04, kind: "file", group: 0, action: 0, flags: 0 },
+          {
+            key: { major: 8, minor: 1, ino: 77n },
+            slot: 3,
+            mask: 0x04,
+            kind: "file",
+            group: 0,
+            action: 0,
+            flags: 0,
+          },
         ]);
         const second = openKernelWatcher({ attach: false, pinRoot });
         expect(second.counters().watched).toBe(1);
