@@ -13,7 +13,7 @@ import type { AccessKind } from "../../api/meta.ts";
 import { allowFlagOf, allowRulesFor } from "../../runtime/alerts/allow-rules.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { resolveInRoot } from "../../runtime/discover/safe-path.ts";
-import type { AllowRule, AttachMode, WatchEntry } from "../../runtime/kernel/contract.ts";
+import type { AllowRule, AttachMode, FileKey, WatchEntry } from "../../runtime/kernel/contract.ts";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { libbpf } from "../../runtime/kernel/libbpf-ffi.ts";
 import type { LibbpfKernelWatcher } from "../../runtime/kernel/loader.ts";
@@ -120,22 +120,28 @@ const trapped: Record<string, { allowed: number; miss: number }> = {};
 const TRAP_FILES = [join(root, "trap-a"), join(root, "trap-b")];
 for (const f of TRAP_FILES) writeFileSync(f, "t\n");
 
+/** `entries` with the allow rules of a trap allowing `exe` (the file `file`), as the loader writes them. */
+function withAllowRules(entries: WatchEntry[], exe: string, file: FileKey): [WatchEntry[], AllowRule[]] {
+  const files = new Map([[exe, [file]]]);
+  const rules = entries.flatMap((e) => allowRulesFor(e.slot, [{ exe }], { files, host: true }));
+  const allow = allowFlagOf(rules);
+  return [entries.map((e) => ({ ...e, ...(allow ? { allow } : {}) })), rules];
+}
+
 /**
  * The reader alternating open+read+close between the two trapped files, whose trap allows `exe`
  * (its allow rules in the kernel, as the loader writes them): best of three, the reader's own CPU.
  */
 function trappedCost(watcher: LibbpfKernelWatcher | null, exe: string): number {
   if (watcher) {
-    const files = new Map([[exe, [fileKeyFromStat(statSync(exe))]]]);
-    const entries: WatchEntry[] = TRAP_FILES.map((f, i) => ({
+    const trapped: WatchEntry[] = TRAP_FILES.map((f, i) => ({
       key: fileKeyFromStat(statSync(f)),
       slot: 1000 + i,
       accesses: ["read", "open"],
       kind: "file",
     }));
-    const rules = entries.flatMap((e) => allowRulesFor(e.slot, [{ exe }], { files, host: true }));
-    const allow = allowFlagOf(rules);
-    watcher.sync([...decoys, ...entries.map((e) => ({ ...e, ...(allow ? { allow } : {}) }))], rules);
+    const [entries, rules] = withAllowRules(trapped, exe, fileKeyFromStat(statSync(exe)));
+    watcher.sync([...decoys, ...entries], rules);
   }
   const args = ["openread2", ...TRAP_FILES];
   measureBoth(args, 300);
@@ -302,13 +308,12 @@ results.trackers = trackers;
   watcher.sync(entries(["read", "open"]));
   const allowed = await bestRun(["openread2", a, b], count);
   /** The entries with the trap's allow rules for `exe` (found as discover finds it), as the loader writes them. */
-  const withRules = (exe: string): [WatchEntry[], AllowRule[]] => {
-    const files = new Map([[exe, [resolveInRoot("/", exe, {}, proveWith(watcher.proofMaps())).key]]]);
-    const es = entries(["read", "open"]);
-    const rules = es.flatMap((e) => allowRulesFor(e.slot, [{ exe }], { files, host: true }));
-    const allow = allowFlagOf(rules);
-    return [es.map((e) => ({ ...e, ...(allow ? { allow } : {}) })), rules];
-  };
+  const withRules = (exe: string) =>
+    withAllowRules(
+      entries(["read", "open"]),
+      exe,
+      resolveInRoot("/", exe, {}, proveWith(watcher.proofMaps())).key,
+    );
   watcher.sync(...withRules(loop));
   const allowedBefore = watcher.counters().allowed;
   const kernelAllowed = await bestRun(["openread2", a, b], count);

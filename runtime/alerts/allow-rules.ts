@@ -8,7 +8,7 @@
  * stands for that path (resolve-container.ts).
  */
 import type { AllowEntry } from "../../api/policy.ts";
-import type { AllowRule } from "../kernel/contract.ts";
+import type { AllowRule, KernelWatcher } from "../kernel/contract.ts";
 import { ALLOW_ANY, ALLOW_ENTRIES, fileKeyId, maskFromAccesses } from "../kernel/layout.ts";
 import type { AllowScope } from "./allowlist.ts";
 
@@ -52,4 +52,22 @@ export function allowRulesFor(
 export function allowFlagOf(rules: readonly AllowRule[]): { parent: boolean } | undefined {
   if (rules.length === 0) return undefined;
   return { parent: rules.some((r) => r.parent !== 0) };
+}
+
+/**
+ * Hands what the kernel allowed since the last take to `add`, per entry, under the owner of each
+ * slot as the rules were last written; a slot with no owner (an earlier numbering) is skipped.
+ */
+export function takeAllowed<T>(
+  kernel: Pick<KernelWatcher, "takeAllowed">,
+  ownerOf: (slot: number) => T | undefined,
+  add: (owner: T, entry: number, count: number) => void,
+): void {
+  for (const { slot, counts } of kernel.takeAllowed?.() ?? []) {
+    const owner = ownerOf(slot);
+    if (owner === undefined) continue;
+    counts.forEach((count, entry) => {
+      if (count > 0n) add(owner, entry, Number(count));
+    });
+  }
 }

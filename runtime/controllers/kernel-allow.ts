@@ -8,7 +8,7 @@
  * judges it by its own list.
  */
 import { executablesOf } from "../alerts/alert-source.ts";
-import { allowFlagOf, allowRulesFor } from "../alerts/allow-rules.ts";
+import { allowFlagOf, allowRulesFor, takeAllowed } from "../alerts/allow-rules.ts";
 import type { AllowRule, KernelWatcher } from "../kernel/contract.ts";
 import { isLayerData } from "./hive-data.ts";
 import type { ArmedData } from "./live-traps.ts";
@@ -57,14 +57,7 @@ export class KernelAllow {
 
   /** Hands what the kernel allowed since the last harvest to the traps of the slots as last written. */
   harvest(kernel: KernelWatcher): void {
-    if (!this.onAllowed || !kernel.takeAllowed) return;
-    for (const { slot, counts } of kernel.takeAllowed()) {
-      // A slot of a previous agent's numbering (adopted maps before the first sync) has no owner here.
-      const owner = this.owners.get(slot);
-      if (!owner) continue;
-      counts.forEach((count, entry) => {
-        if (count > 0n) this.onAllowed?.(owner, entry, Number(count));
-      });
-    }
+    // A slot of a previous agent's numbering (adopted maps before the first sync) has no owner here.
+    if (this.onAllowed) takeAllowed(kernel, (slot) => this.owners.get(slot), this.onAllowed);
   }
 }

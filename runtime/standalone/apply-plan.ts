@@ -5,6 +5,7 @@
  * is replan-queue.ts's; what it leaves behind is the PlanState the next one starts from.
  */
 import { HiveError } from "../../api/errors.ts";
+import { takeAllowed } from "../alerts/allow-rules.ts";
 import { proveWith } from "../kernel/trap-proof.ts";
 import { type RetiredSlots, retireSlots } from "./event-routes.ts";
 import { nothingSaid, type PlanLogMemory, reportPlan } from "./plan-log.ts";
@@ -133,15 +134,9 @@ export function applyPlan(
 /** Hands what the kernel's allow rules let through since the last harvest to the trap of each slot of `table`. */
 export function harvestAllowed(options: Pick<PlanOptions, "watcher" | "alerts">, table: WatchTable): void {
   const { watcher, alerts } = options;
-  if (!alerts.addAllowed || !watcher.takeAllowed) return;
-  for (const { slot, counts } of watcher.takeAllowed()) {
-    // Rules are written only for a slot of one trap (watch-table.ts); a slot of an earlier run has none here.
-    const source = table.slots.get(slot)?.files[0]?.source;
-    if (!source) continue;
-    counts.forEach((count, entry) => {
-      if (count > 0n) alerts.addAllowed?.(source, entry, Number(count));
-    });
-  }
+  const add = alerts.addAllowed?.bind(alerts);
+  // Rules are written only for a slot of one trap (watch-table.ts); a slot of an earlier run has none here.
+  if (add) takeAllowed(watcher, (slot) => table.slots.get(slot)?.files[0]?.source, add);
 }
 
 /** The first plan must watch something, or wait for something to arm (a container start, a layer's file). */
