@@ -41,7 +41,13 @@ interface GuestResults {
     none: ReaderCost;
     noneOne: ReaderCost;
     dropped: ReaderCost & { agentNs: number };
-    allowed: ReaderCost & { agentNs: number; events: number; userPerEvent: number };
+    allowed: ReaderCost & {
+      agentNs: number;
+      events: number;
+      userPerEvent: number;
+      /** Of userPerEvent, by thread: main, the ring reader, V8's helpers (GC, compilers). */
+      threadsPerEvent: { main: number; ring: number; v8: number };
+    };
     loopOne: ReaderCost & { events: number; eventsPerAccess: number };
     /** The allow rules in the kernel: an allowed check counted there (allowedChecks), no event. */
     kernelAllowed: ReaderCost & { agentNs: number; events: number; allowedChecks: number };
@@ -156,6 +162,10 @@ function printAllow(r: GuestResults, host: AllowCost): void {
     `  agent CPU per allowed access: in user space ${fmt(userRing)} guest instructions (ring reader thread, decode, allow match, counting;` +
       ` ${fmt(a.allowedCount)} allowed in all, ${a.alertsRaised} alerts); allowed in the kernel ${fmt(kernelAgent)}`,
   );
+  const t = a.allowed.threadsPerEvent;
+  console.log(
+    `    by thread: main ${fmt(t.main)} (decode, flood key, allow match, counting), ring reader ${fmt(t.ring)}, V8's helpers ${fmt(t.v8)} (GC, compilers)`,
+  );
   console.log(
     `  one file in a tight loop, allowed in user space (checks fold into bursts): ${fmt(a.loopOne.cpu)} per access (${(a.loopOne.cpu / a.noneOne.cpu).toFixed(2)} to no program's ${fmt(a.noneOne.cpu)}),` +
       ` one event per ${fmt(1 / Math.max(a.loopOne.eventsPerAccess, 1e-9))} accesses`,
@@ -227,6 +237,12 @@ function printBystander(r: GuestResults): void {
   );
 }
 
+/** The NODE_OPTIONS the image sets (the Dockerfile's ENV), so the guest runs Node as the agent's image does. */
+function imageNodeOptions(): string {
+  const dockerfile = readFileSync(join(REPO_ROOT, "Dockerfile"), "utf8");
+  return /^ENV NODE_OPTIONS=(.*)$/m.exec(dockerfile)?.[1]?.trim() ?? "";
+}
+
 export async function run(): Promise<void> {
   const reason = vmUnavailable();
   if (reason) throw new Error(`kernel bench cannot run: ${reason}`);
@@ -250,6 +266,8 @@ export async function run(): Promise<void> {
       HIVE_BENCH_TRUE: tiny,
       HIVE_BENCH_EMPTY: emptyObject,
       HIVE_BENCH_SCALE: process.env.HIVE_BENCH_SCALE ?? "1",
+      // The agent's figures are of Node as the image runs it.
+      NODE_OPTIONS: imageNodeOptions(),
     },
     command: `export PATH='${join(REPO_ROOT, "node_modules/.bin")}':$PATH\nnode bench/kernel/guest.ts`,
   });

@@ -25,7 +25,6 @@ import type { AllowMissReason } from "../../api/alert.ts";
 import type { AccessKind } from "../../api/meta.ts";
 import type { AllowEntry } from "../../api/policy.ts";
 import type { ExecIdentity, ExecProvenance, FileKey, KernelEvent } from "../kernel/contract.ts";
-import { fileKeyId } from "../kernel/layout.ts";
 
 /** What the matcher reads of an event. */
 export type AllowSubject = Pick<KernelEvent, "accesses"> & { process?: KernelEvent["process"] };
@@ -90,8 +89,7 @@ function exeMiss(pattern: string, runner: Runner, scope: AllowScope): AllowMissR
   if (!pattern.endsWith("*")) {
     const known = scope.files?.get(pattern);
     if (known === undefined || known.length === 0) return "not-resolved";
-    const ran = fileKeyId(p.file);
-    if (!known.some((k) => fileKeyId(k) === ran)) return "not-the-image-file";
+    if (!known.some((k) => sameFile(k, p.file))) return "not-the-image-file";
   }
   if (p.loaderEnv.length > 0) return "loader-env";
   if (p.envUnread) return "env-unread";
@@ -103,6 +101,11 @@ function exeMiss(pattern: string, runner: Runner, scope: AllowScope): AllowMissR
     if (root === undefined || root.major !== p.file.major || root.minor !== p.file.minor) return "other-root";
   }
   return undefined;
+}
+
+/** The same file (compared field by field: no id string per event). */
+function sameFile(a: FileKey, b: FileKey): boolean {
+  return a.ino === b.ino && a.major === b.major && a.minor === b.minor;
 }
 
 /** True when every kind of the event is among `allowed`. */

@@ -40,7 +40,7 @@ export interface EventDeliveryContext {
   keyOfSlot: (slot: number) => FileKey | undefined;
   /** The watcher's listeners, read at each delivery (listeners added later are called too). */
   listeners: ReadonlyArray<(event: KernelEvent) => void>;
-  options: Pick<KernelWatcherOptions, "maxInFlight" | "maxBatch">;
+  options: Pick<KernelWatcherOptions, "maxInFlight" | "maxBatch" | "coalesceMs">;
   logger: Logger | undefined;
 }
 
@@ -68,6 +68,7 @@ export function startEventDelivery(ctx: EventDeliveryContext): {
     },
     ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}),
     ...(options.maxBatch !== undefined ? { maxBatch: options.maxBatch } : {}),
+    ...(options.coalesceMs !== undefined ? { coalesceMs: options.coalesceMs } : {}),
     onEvent: (event) => {
       flood.annotate(event);
       deliver(event);

@@ -9,7 +9,8 @@
  */
 import type { Logger } from "../log.ts";
 import type { FileKey, KernelEvent } from "./contract.ts";
-import { FLOOD_KEY_LAYOUT, FLOOD_LAYOUT, keyFromKernelDev } from "./layout.ts";
+import { eventFields } from "./event-decode.ts";
+import { FLOOD_KEY_LAYOUT, FLOOD_LAYOUT, floodKeyOfMapKey, keyFromKernelDev } from "./layout.ts";
 import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
 
 /**
@@ -99,7 +100,7 @@ export class FloodSummaries {
       const bursts = v.readBigUInt64LE(FLOOD_LAYOUT.held_bursts);
       const checks = v.readBigUInt64LE(FLOOD_LAYOUT.held_checks);
       const lastNs = v.readBigUInt64LE(FLOOD_LAYOUT.last_ns);
-      const key = Buffer.from(k).toString("hex");
+      const key = floodKeyOfMapKey(k);
       const seen = this.reported.get(key);
       const reported = seen && bursts >= seen.bursts ? seen.bursts : 0n;
       if (bursts > reported && nowNs - lastNs >= this.windowNs) {
@@ -127,7 +128,7 @@ export class FloodSummaries {
     last: KernelEvent | undefined,
     at: { cgroup: bigint; file: FileKey; slot: number; lastNs: bigint },
   ): KernelEvent {
-    if (last) return { ...last, ktimeNs: at.lastNs, count: 0 };
+    if (last) return { ...eventFields(last), ktimeNs: at.lastNs, count: 0 };
     return {
       ktimeNs: at.lastNs,
       // The watched file (routed by it): the key's last event, which named it, was forgotten.
@@ -159,7 +160,8 @@ export class FloodSummaries {
   }
 
   private rememberLast(key: string, event: KernelEvent): void {
-    this.lastEvents.delete(key);
+    // Set in place (no delete first, as an LRU would): once per event, the cheaper the better. A
+    // key evicted while still active is inserted again, as the newest, by its next event.
     this.lastEvents.set(key, event);
     if (this.lastEvents.size > MAX_LAST_EVENTS) {
       const oldest = this.lastEvents.keys().next().value;

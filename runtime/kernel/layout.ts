@@ -4,7 +4,7 @@
  * - access-bits.ts: the bits of a mask (MAY_*, HIVE_CHANGE_*, deny outcomes) and HIVE_ACTION_*;
  * - file-key.ts: struct hive_key, and device numbers between stat()'s st_dev and the kernel's s_dev;
  * - map-layouts.ts: the other maps' keys and values;
- * - event-record.ts: struct hive_event, its flood key and its decoding;
+ * - event-record.ts: struct hive_event and its flood key; event-decode.ts: its decoding;
  * - exec-identity.ts: HIVE_EXE_* and struct hive_proc.
  * test/kernel/layout.test.ts checks every offset against the compiled object's BTF.
  */
@@ -16,13 +16,14 @@ export {
   DENY_BITS,
   maskFromAccesses,
 } from "./access-bits.ts";
+export { decodeEvent } from "./event-decode.ts";
 export {
   type BurstTimes,
   decodeBurstTimes,
-  decodeEvent,
   EVENT_LAYOUT,
   FLOOD_KEY_LAYOUT,
   floodKeyOf,
+  floodKeyOfMapKey,
 } from "./event-record.ts";
 export {
   type DecodedProc,

@@ -158,7 +158,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       this.setRodata(options);
       this.maps = findMaps(this.lib, this.obj);
       this.watchCapacity = options.watchCapacity ?? DEFAULT_WATCH_CAPACITY;
-      sizeMaps(this.lib, this.maps, { watch: options.watchCapacity, bursts: options.burstCapacity });
+      sizeMaps(this.lib, this.maps, options);
       if (this.pinRoot) pinMaps(this.lib, this.maps, this.pinRoot);
       loadObject(this.lib, this.obj, objectPath, this.attachMode, this.facts);
       const prog = this.program(ATTACH_PROGRAMS[this.attachMode].trap);

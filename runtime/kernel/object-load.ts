@@ -3,6 +3,7 @@
  * mode, how large the maps are, where they are pinned, and the libbpf load itself. The
  * watcher (loader.ts) calls these in order; each step is one group of libbpf calls.
  */
+
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { HiveError } from "../../api/errors.ts";
@@ -12,6 +13,7 @@ import { ATTACH_MODES, type AttachMode } from "./contract.ts";
 import { DENY_PROGRAM } from "./deny-link.ts";
 import { check, checkPointer, type Libbpf, type Pointer } from "./libbpf-ffi.ts";
 import { clearLibbpfLog, loadError } from "./load-errors.ts";
+import type { KernelWatcherOptions } from "./watcher-options.ts";
 
 /** The maps a restarted agent adopts: pinned under the pin root by these names. */
 export const PINNED_MAPS = [
@@ -102,11 +104,12 @@ export function findMaps(lib: Libbpf, obj: Pointer): Record<PinnedMap, Pointer> 
 export function sizeMaps(
   lib: Libbpf,
   maps: Record<PinnedMap, Pointer>,
-  capacities: { watch: number | undefined; bursts: number | undefined },
+  capacities: Pick<KernelWatcherOptions, "watchCapacity" | "burstCapacity" | "ringBytes">,
 ): void {
   const sizes: Array<[Pointer, number | undefined, string]> = [
-    [maps.hive_watch, capacities.watch, "hive_watch"],
-    [maps.hive_bursts, capacities.bursts, "hive_bursts"],
+    [maps.hive_watch, capacities.watchCapacity, "hive_watch"],
+    [maps.hive_bursts, capacities.burstCapacity, "hive_bursts"],
+    [maps.hive_events, capacities.ringBytes, "hive_events"],
   ];
   for (const [map, entries, name] of sizes) {
     if (entries === undefined) continue;

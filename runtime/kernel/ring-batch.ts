@@ -46,6 +46,10 @@ export class RingBatch {
 
   /** Copies one record (of a burst first checked at `ktimeNs`) into the batch. */
   append(record: Uint8Array, ktimeNs: bigint): void {
+    // Every record is a whole struct hive_event (bpf_ringbuf_output of it): anything shorter
+    // is a misread of the ring, never to be posted as an event made of stale bytes.
+    if (record.byteLength < SIZE)
+      throw new RangeError(`ring record of ${record.byteLength} bytes, expected ${SIZE}`);
     if (ktimeNs < this.adoptedBeforeNs) this.backlog++;
     if ((this.count + 1) * SIZE > this.records.length) {
       const bigger = new Uint8Array(this.records.length * 2);

@@ -39,11 +39,16 @@ export const ACK = { pos: 0, seq: 1, final: 2, words: 3 } as const;
 const GATE_POLL_MS = 50;
 
 export interface RingConsumerOptions {
-  data: Omit<RingWorkerData, "control" | "maxInFlight" | "maxBatch" | "acks" | "finalAckTimeoutMs">;
+  data: Omit<
+    RingWorkerData,
+    "control" | "maxInFlight" | "maxBatch" | "coalesceMs" | "acks" | "finalAckTimeoutMs"
+  >;
   /** Events posted by the worker and not yet handed to the listeners, at most. Default 16,384. */
   maxInFlight?: number;
   /** Events per batch the worker posts, at most. Default 256. */
   maxBatch?: number;
+  /** RingWorkerData.coalesceMs. Default 5 ms. */
+  coalesceMs?: number;
   /** Delay before a dead worker is replaced. Default 1 s. */
   restartDelayMs?: number;
   onEvent: (event: KernelEvent) => void;
@@ -105,6 +110,7 @@ export class RingConsumer {
       control: this.control,
       maxInFlight: this.options.maxInFlight ?? 16_384,
       maxBatch: this.options.maxBatch ?? 256,
+      coalesceMs: this.options.coalesceMs ?? 5,
       acks: acks.buffer as SharedArrayBuffer,
       finalAckTimeoutMs: 10_000,
     };

@@ -1,7 +1,7 @@
 /**
  * A BPF ring-buffer consumer over the map's own memory: the consumer page (read-write)
- * and the producer page + data (read-only, data mapped twice so a record that wraps is
- * contiguous) are mmap'ed once, and records are read in place — no FFI call per event,
+ * and the producer page + data (read-only) are mmap'ed once, and records are read in place
+ * — no FFI call per event,
  * which under emulation made libbpf's per-record callback the bottleneck. Protocol as in
  * the kernel (kernel/bpf/ringbuf.c) and libbpf's ringbuf.c: 8-byte header (length with
  * BUSY and DISCARD bits, page offset), records 8-byte aligned, positions are u64 counters.
@@ -36,6 +36,8 @@ export class RingReader {
   private readonly size: number;
   private readonly mask: bigint;
   private readonly pollFd = Buffer.alloc(8);
+  /** A record that wraps past the data's end, joined (reused: `onRecord` must copy what it keeps). */
+  private readonly scratch: { bytes: Uint8Array } = { bytes: new Uint8Array(0) };
   /** Where the next record is read; at or past the released (consumer) position. */
   private readPos: bigint;
   readonly fd: number;
@@ -46,10 +48,10 @@ export class RingReader {
     this.size = ringSize(fd);
     this.mask = BigInt(this.size - 1);
     this.consumerPtr = this.map(this.pageSize, PROT_READ | PROT_WRITE, 0);
-    this.producerPtr = this.map(this.pageSize + 2 * this.size, PROT_READ, this.pageSize);
+    this.producerPtr = this.map(this.pageSize + this.size, PROT_READ, this.pageSize);
     this.consumer = new BigUint64Array(koffi.view(this.consumerPtr, 8));
     this.producer = new BigUint64Array(koffi.view(this.producerPtr, 8));
-    const data = koffi.view(this.producerPtr + BigInt(this.pageSize), 2 * this.size);
+    const data = koffi.view(this.producerPtr + BigInt(this.pageSize), this.size);
     this.data = new Uint8Array(data);
     this.dataView = new DataView(data);
     this.pollFd.writeInt32LE(fd, 0);
@@ -99,7 +101,10 @@ export class RingReader {
     return ptr;
   }
 
-  /** Calls `onRecord` for each committed record, at most `limit`; returns how many were read. */
+  /**
+   * Calls `onRecord` for each committed record, at most `limit`; returns how many were read. The
+   * bytes passed are valid during the call only (the ring's, or a scratch reused for the next).
+   */
   consume(onRecord: (record: Uint8Array) => void, limit = Number.POSITIVE_INFINITY): number {
     let cons = this.readPos;
     let count = 0;
@@ -111,7 +116,7 @@ export class RingReader {
       if (header & BUSY_BIT) break; // reserved, not yet committed
       const length = header & ~(BUSY_BIT | DISCARD_BIT);
       if (!(header & DISCARD_BIT)) {
-        onRecord(this.data.subarray(offset + HEADER_SIZE, offset + HEADER_SIZE + length));
+        onRecord(recordAt(this.data, offset + HEADER_SIZE, length, this.scratch));
         count++;
       }
       cons += BigInt((length + HEADER_SIZE + 7) & ~7);
@@ -132,8 +137,29 @@ export class RingReader {
 
   close(): void {
     this.libc.munmap(this.consumerPtr, this.pageSize);
-    this.libc.munmap(this.producerPtr, this.pageSize + 2 * this.size);
+    this.libc.munmap(this.producerPtr, this.pageSize + this.size);
   }
+}
+
+/**
+ * The `length` bytes at offset `start` of a ring's data mapped once (`start` may be at or past
+ * the end: the data continues at 0). In place when whole; a record that wraps is joined from
+ * the end and the start into `scratch` (grown as needed, reused by the next).
+ */
+export function recordAt(
+  data: Uint8Array,
+  start: number,
+  length: number,
+  scratch: { bytes: Uint8Array },
+): Uint8Array {
+  const size = data.length;
+  const from = start % size;
+  if (from + length <= size) return data.subarray(from, from + length);
+  if (scratch.bytes.length < length) scratch.bytes = new Uint8Array(length);
+  const head = size - from;
+  scratch.bytes.set(data.subarray(from, size), 0);
+  scratch.bytes.set(data.subarray(0, length - head), head);
+  return scratch.bytes.subarray(0, length);
 }
 
 /** max_entries of a ring-buffer map = its data size in bytes (bpf_map_info.max_entries). */

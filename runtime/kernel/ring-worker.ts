@@ -13,7 +13,7 @@
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { BurstSweeper } from "./burst-sweep.ts";
-import { decodeBurstTimes } from "./layout.ts";
+import { BurstIdentity } from "./event-record.ts";
 import { libbpf } from "./libbpf-ffi.ts";
 import { RingBatch } from "./ring-batch.ts";
 import { ACK, CONTROL, READING } from "./ring-consumer.ts";
@@ -39,6 +39,12 @@ export interface RingWorkerData {
    * ring gate) between two batches, so a pause comes at most one batch late.
    */
   maxBatch: number;
+  /**
+   * After posting a batch that was not full, how long the worker waits before reading again,
+   * so that the records that follow gather into one batch: one wakeup of each thread per batch
+   * instead of per event. The first record after a quiet spell is posted at once.
+   */
+  coalesceMs: number;
   /** How long a stopping worker waits for the main thread to acknowledge its last batch. */
   finalAckTimeoutMs: number;
   /**
@@ -117,8 +123,9 @@ function openDrain(
   reader.skipTo(BigInt.asUintN(64, Atomics.load(acks, ACK.pos)));
   const batch = new RingBatch(reader.position, data.adoptedBeforeNs, control, post);
   const sweeper = new BurstSweeper(lib, data, ncpus);
+  const burst = new BurstIdentity();
   const onRecord = (record: Uint8Array) => {
-    const burst = decodeBurstTimes(record);
+    burst.read(record);
     if (sweeper.isDuplicate(burst.pid, burst.ktimeNs)) {
       batch.duplicates++;
       return;
@@ -143,7 +150,10 @@ function pollOnce(drain: Drain): void {
     reader.consume(onRecord, data.maxBatch);
   }
   drain.sweeper.tick(drain.batch);
+  const posted = drain.batch.count;
   drain.batch.flush(reader.position);
+  if (posted > 0 && posted < data.maxBatch && data.coalesceMs > 0)
+    Atomics.wait(drain.control, STOP, 0, data.coalesceMs); // returns at once once stopping
 }
 
 /**

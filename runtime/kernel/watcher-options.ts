@@ -52,6 +52,11 @@ export interface KernelWatcherOptions {
   /** Threads with a pending burst the kernel keeps (default 8,192); more are reported unfolded. */
   burstCapacity?: number;
   /**
+   * Bytes of the ring buffer (hive_events; a power of 2 and a multiple of the page size; default
+   * 16 MiB, bpf/hive.bpf.c): events waiting for the agent, or for the next one across a restart.
+   */
+  ringBytes?: number;
+  /**
    * Events that may wait between the ring worker and the listeners (default 16,384); past it
    * the worker stops reading and the kernel counts what the full ring buffer cannot take.
    */
@@ -61,6 +66,11 @@ export interface KernelWatcherOptions {
    * when alerts can wait in memory no more (KernelWatcher.gateRelease).
    */
   maxBatch?: number;
+  /**
+   * After a batch that was not full, how long the ring worker lets records gather before reading
+   * again (default 5 ms): the thread wakeups per event fall with the rate; a lone event is not delayed.
+   */
+  coalesceMs?: number;
   logger?: Logger;
 }
 

@@ -5,9 +5,10 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { closeSync, mkdirSync, openSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { closeSync, mkdirSync, openSync, statSync, writeFileSync } from "node:fs";
+import { basename, join } from "node:path";
 import type { KernelEvent } from "../../../runtime/kernel/contract.ts";
+import { EVENT_LAYOUT, fileKeyFromStat } from "../../../runtime/kernel/layout.ts";
 import { openKernelWatcher } from "../../../runtime/kernel/open-watcher.ts";
 import type { KernelCaseName } from "./case-names.ts";
 import type { GuestHarness } from "./process-cases.ts";
@@ -18,6 +19,7 @@ type CapacityCaseName = Extract<
   | "100,000 accesses: every burst is delivered, held as a flood's count, or counted as lost"
   | "a full burst table loses nothing: the accesses it cannot hold are reported at once and counted"
   | "a dead ring worker is replaced: not ready meanwhile, and events flow again"
+  | "records that wrap past the end of a small ring buffer are read whole, lap after lap"
 >;
 
 const forSlot = (list: KernelEvent[], slot: number) => list.filter((e) => e.slot === slot);
@@ -150,6 +152,58 @@ export function capacityCases(
         assert.equal(forSlot(seen, 32).length, 1, JSON.stringify(seen, h.replacer));
         assert.equal(w.counters().consumerRestarts, 1);
         return { restarts: w.counters().consumerRestarts, events: forSlot(seen, 32).length };
+      } finally {
+        await w.close();
+      }
+    },
+
+    async "records that wrap past the end of a small ring buffer are read whole, lap after lap"() {
+      // 64 KiB hold 72 records of 904 bytes: a record straddles the end on most laps, and the
+      // reader maps the data once, so each of those is joined from the end and the start.
+      const ringBytes = 64 * 1024;
+      const a = h.file("wrap-a.txt");
+      const b = h.file("wrap-b.txt");
+      const w = openKernelWatcher({ pinRoot: null, burstGapMs: h.gapMs, ringBytes, floodBudget: 0 });
+      try {
+        const seen: KernelEvent[] = [];
+        w.onEvent((e) => seen.push(e));
+        w.sync([h.entry(a, 22, ["open"]), h.entry(b, 23, ["open"])]);
+        await w.flush();
+        const before = w.counters();
+        // Two programs alternate the files at once (a new burst each open), so that records of
+        // both interleave: a record's head and tail from two records would name two programs.
+        const readers = [
+          spawn("perl", ["-e", "for (1..800) { for my $p (@ARGV) { open(my $f, '<', $p) or die } }", a, b]),
+          spawn("python3", [
+            "-c",
+            "import sys\nfor _ in range(800):\n for p in sys.argv[1:]: open(p).close()",
+            a,
+            b,
+          ]),
+        ];
+        const codes = await Promise.all(readers.map((r) => new Promise((res) => r.on("exit", res))));
+        assert.deepEqual(codes, [0, 0]);
+        await w.flush(60_000);
+        const after = w.counters();
+        const keys = new Map([22, 23].map((slot, i) => [slot, fileKeyFromStat(statSync(i === 0 ? a : b))]));
+        const programs = new Map(readers.map((r) => [r.pid, r.spawnargs[0] ?? ""]));
+        const mine = seen.filter((e) => programs.has(e.tgid));
+        const laps = (mine.length * (EVENT_LAYOUT.size + 8)) / ringBytes;
+        assert.ok(laps >= 10, `${mine.length} events went round the ring ${laps.toFixed(1)} times`);
+        for (const e of mine) {
+          const what = JSON.stringify(e, h.replacer);
+          assert.deepEqual(e.key, keys.get(e.slot), `slot ${e.slot}'s file: ${what}`);
+          // Head (thread, comm) and tail (the executable's path and file, at the record's end) agree.
+          const program = programs.get(e.tgid) ?? "";
+          assert.ok(e.comm.startsWith(program), what);
+          const exe = e.process.exe.exe ?? "";
+          assert.ok(basename(exe).startsWith(program), what);
+          assert.equal(e.process.provenance?.file.ino, BigInt(statSync(exe).ino), what);
+        }
+        const bursts = after.bursts - before.bursts;
+        const accounted = BigInt(seen.length) + (after.lost - before.lost) + (after.held - before.held);
+        assert.ok(accounted >= bursts, `silently missing: ${bursts - accounted}`);
+        return { events: mine.length, laps: Math.round(laps), lost: Number(after.lost - before.lost) };
       } finally {
         await w.close();
       }
