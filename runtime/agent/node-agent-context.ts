@@ -40,7 +40,8 @@ export function attributeWith(originOf: OriginOf, discover: DiscoverController):
   return (event) => {
     const origin = originOf(event.cgroupId, event.ktimeNs, event.cgroupNames);
     if (!origin) return origin;
-    const pod = discover.podByUid(origin.podUid);
+    // As the pod was at the access: a relabelling seen since does not unselect it.
+    const pod = discover.podByUid(origin.podUid, event.ktimeNs);
     // A kubelet's container of a pod not listed yet (the pod list not in after a restart): it waits.
     if (!pod) return "pod-unknown";
     return {

@@ -94,7 +94,7 @@ export interface DiscoverController extends ControllerLifecycle<DiscoverStats> {
   /** The image layers changed (an image was unpacked or removed): their files are found again. */
   onLayersChanged(): void;
   /** A pod of this node by the uid its cgroups carry (kubelet-pod-uids.ts), as its last watch event showed it. */
-  podByUid(uid: string): V1Pod | undefined;
+  podByUid(uid: string, atNs?: bigint): V1Pod | undefined;
   /**
    * A trapped file of this node changed (this agent's loader saw it in the kernel): re-resolve.
    * Never dropped: asked while a pass runs, another pass follows it.
@@ -156,8 +156,8 @@ export function createDiscoverController(options: DiscoverOptions): DiscoverCont
     onLayersChanged() {
       runner.trigger();
     },
-    podByUid(uid) {
-      return cache.podUids.podByUid(uid);
+    podByUid(uid, atNs) {
+      return cache.podUids.podByUid(uid, atNs);
     },
     firstArming: () => pass.firstArmed(),
     resolveNow(reason) {

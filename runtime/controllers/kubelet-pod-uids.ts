@@ -7,7 +7,10 @@
  * uid claimed by two pods names neither: a tenant cannot take a static pod's accesses (and send
  * them to its own callback) by copying the hash.
  * Deleted pods stay nameable for DELETED_POD_MS: an access made just before a tenant deleted its
- * pod may still wait in the ring, and must not go unattributed for that.
+ * pod may still wait in the ring, and must not go unattributed for that. Likewise a pod's labels
+ * are those it had at the access: a tenant who relabels its pod right after reading a trapped
+ * file (so that no trap selects it when the event is routed) is still alerted, from the version
+ * of the pod kept for RELABELED_POD_MS after the change was seen.
  */
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "../log.ts";
@@ -15,6 +18,9 @@ import type { Logger } from "../log.ts";
 export const MIRROR_ANNOTATION = "kubernetes.io/config.mirror";
 const STATIC_UID = /^[0-9a-f]{32}$/;
 const DELETED_POD_MS = 60_000;
+const RELABELED_POD_NS = 60_000_000_000n;
+/** Earlier versions kept per pod, at most: a pod relabelled faster than that keeps the newest. */
+const MAX_EARLIER_VERSIONS = 8;
 
 /** The uid the kubelet uses for `pod` in cgroup paths (the static pod's hash for a mirror pod). */
 export function kubeletPodUid(pod: V1Pod, nodeName: string): string | undefined {
@@ -28,19 +34,38 @@ export function kubeletPodUid(pod: V1Pod, nodeName: string): string | undefined 
   return pod.metadata?.uid || undefined;
 }
 
+/** Whether two versions of a pod carry the same labels (what a trap's match reads of it). */
+function sameLabels(a: V1Pod, b: V1Pod): boolean {
+  const x = a.metadata?.labels ?? {};
+  const y = b.metadata?.labels ?? {};
+  const keys = Object.keys(x);
+  return keys.length === Object.keys(y).length && keys.every((k) => x[k] === y[k]);
+}
+
 export class KubeletPodUids {
   /** kubelet uid → the pods claiming it, by their own metadata.uid. */
   private readonly claims = new Map<string, Map<string, V1Pod>>();
   /** metadata.uid of a deleted pod → when, and the kubelet uid it claimed. */
   private readonly deleted = new Map<string, { at: number; key: string }>();
+  /**
+   * metadata.uid → the pod's versions before each change of its labels, oldest first, each with
+   * when (CLOCK_MONOTONIC ns, the kernel's clock of an access) the change was seen.
+   */
+  private readonly earlier = new Map<string, { pod: V1Pod; untilNs: bigint }[]>();
   private readonly warned = new Set<string>();
 
   private readonly nodeName: string;
   private readonly log: Pick<Logger, "warn">;
+  private readonly nowNs: () => bigint;
 
-  constructor(nodeName: string, log: Pick<Logger, "warn">) {
+  constructor(
+    nodeName: string,
+    log: Pick<Logger, "warn">,
+    nowNs: () => bigint = () => process.hrtime.bigint(),
+  ) {
     this.nodeName = nodeName;
     this.log = log;
+    this.nowNs = nowNs;
   }
 
   /** A pod of this node was added, changed or deleted. */
@@ -51,6 +76,8 @@ export class KubeletPodUids {
       if (type === "DELETED") this.deleted.set(own, { at: Date.now(), key });
       else {
         const claimants = this.claims.get(key) ?? new Map<string, V1Pod>();
+        const was = claimants.get(own);
+        if (was && !sameLabels(was, pod)) this.keepEarlier(own, was);
         claimants.set(own, pod);
         this.claims.set(key, claimants);
         this.deleted.delete(own);
@@ -63,14 +90,38 @@ export class KubeletPodUids {
       const claimants = this.claims.get(claimed);
       claimants?.delete(gone);
       if (claimants?.size === 0) this.claims.delete(claimed);
+      this.earlier.delete(gone);
     }
+    this.forgetEarlier();
   }
 
-  /** The one pod the kubelet names `uid`; undefined when none or several claim it. */
-  podByUid(uid: string): V1Pod | undefined {
+  /**
+   * The one pod the kubelet names `uid`; undefined when none or several claim it. With `atNs`
+   * (when the access was made, CLOCK_MONOTONIC), the pod as it was then: its labels before a
+   * change seen after the access.
+   */
+  podByUid(uid: string, atNs?: bigint): V1Pod | undefined {
     const claimants = this.claims.get(uid);
     if (claimants?.size !== 1) return undefined;
-    return claimants.values().next().value;
+    const pod: V1Pod | undefined = claimants.values().next().value;
+    if (atNs === undefined || !pod?.metadata?.uid) return pod;
+    return this.earlier.get(pod.metadata.uid)?.find((v) => v.untilNs > atNs)?.pod ?? pod;
+  }
+
+  private keepEarlier(own: string, pod: V1Pod): void {
+    const versions = this.earlier.get(own) ?? [];
+    versions.push({ pod, untilNs: this.nowNs() });
+    if (versions.length > MAX_EARLIER_VERSIONS) versions.shift();
+    this.earlier.set(own, versions);
+  }
+
+  /** Versions replaced longer ago than RELABELED_POD_NS: no access still waiting predates them. */
+  private forgetEarlier(): void {
+    const horizon = this.nowNs() - RELABELED_POD_NS;
+    for (const [own, versions] of this.earlier) {
+      while (versions.length > 0 && (versions[0]?.untilNs ?? 0n) < horizon) versions.shift();
+      if (versions.length === 0) this.earlier.delete(own);
+    }
   }
 
   private warnAmbiguous(key: string, claimants: Map<string, V1Pod>): void {

@@ -5,8 +5,13 @@ import { trapId } from "../../api/ids.ts";
 import { LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { loaderWith } from "../../test/fixtures/layer-loader.ts";
+import { attributeWith } from "../agent/node-agent-context.ts";
+import type { OriginOf } from "../discover/cgroup-containers.ts";
 import type { KernelEvent } from "../kernel/contract.ts";
+import { createLogger } from "../log.ts";
+import type { DiscoverController } from "./discover.ts";
 import { buildHiveData, buildLayerData } from "./hive-data.ts";
+import { KubeletPodUids } from "./kubelet-pod-uids.ts";
 import { type AccessOrigin, type AttributeAccess, quietKey } from "./layer-routing.ts";
 
 const KERNEL = "eeeeeeee-5555-4555-8555-555555555555";
@@ -155,6 +160,43 @@ describe("accesses to an image layer's file", () => {
     await new Promise((r) => setTimeout(r, 700));
     expect(routed.map((r) => r.map((d) => d.metadata.annotations?.container_name))).toEqual([["main"]]);
     expect(dropped).toEqual([]);
+    loader.stop();
+  });
+
+  it("alerts a tenant who relabels its pod right after the access: the pod as it was at the access", async () => {
+    // The attacker: read the trapped file, then at once drop the label the trap selects on, so that
+    // when the access is routed (it waited in the ring) no trap selects the pod any more.
+    let now = 1_000n;
+    const uids = new KubeletPodUids(NODE, createLogger({}, { level: "error" }), () => now);
+    const before = pod("web-1", "team-a", { app: "reader" }, { main: "a".repeat(64) });
+    uids.onPod("ADDED", before);
+    const originOf: OriginOf = () => ({
+      podUid: "uid-web-1",
+      containerId: "a".repeat(64),
+      scheme: "containerd",
+    });
+    const attribute = attributeWith(originOf, {
+      podByUid: (uid, atNs) => uids.podByUid(uid, atNs),
+    } as DiscoverController);
+    const { kernel, loader, routed, dropped } = loaderWith(KERNEL, attribute);
+    loader.onPolicy("ADDED", platform);
+    loader.onData("ADDED", layerData(platform));
+    loader.markSynced();
+    await loader.idle();
+    const slot = kernel.entries.find((e) => e.key.ino === LAYER.ino)?.slot ?? -1;
+    // The access at 1,500 ns; the relabelling seen at 2,000 ns, before the access is routed.
+    now = 2_000n;
+    uids.onPod("MODIFIED", { ...before, metadata: { ...before.metadata, labels: { app: "other" } } });
+    kernel.emit({ slot, kind: "file", key: LAYER, cgroupId: 42n, ktimeNs: 1_500n });
+    expect(routed.map((r) => r.map((d) => d.metadata.annotations?.pod_name))).toEqual([["web-1"]]);
+    // An access after the change is the relabelled pod's: no trap selects it.
+    kernel.emit({ slot, kind: "file", key: LAYER, cgroupId: 42n, ktimeNs: 2_500n });
+    expect(dropped).toEqual(["unselected"]);
+    // The earlier labels are kept for a minute after the change, no longer.
+    now = 2_000n + 61_000_000_000n;
+    uids.onPod("MODIFIED", { ...before, metadata: { ...before.metadata, labels: { app: "other", v: "2" } } });
+    kernel.emit({ slot, kind: "file", key: LAYER, cgroupId: 42n, ktimeNs: 1_500n });
+    expect(dropped).toEqual(["unselected", "unselected"]);
     loader.stop();
   });
 
