@@ -13,6 +13,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { CgroupNames } from "../kernel/contract.ts";
+import { CgroupHandles } from "./cgroup-handles.ts";
 
 /** Directories walked at most per walk (a node has a few per container). */
 const MAX_DIRS = 50_000;
@@ -57,11 +58,20 @@ export function isCgroupV2Root(root: string): boolean {
   return existsSync(join(root, "cgroup.controllers"));
 }
 
-/** cgroup id → path under the cgroup v2 root, learnt by walking it. */
+/** Cgroups found by id and remembered, at most (cleared past it: each is found again in one call). */
+const MAX_FOUND = 65_536;
+
+/**
+ * cgroup id → path under the cgroup v2 root: asked of the kernel by id where it answers
+ * (cgroup-handles.ts), else learnt by walking the tree.
+ */
 export class CgroupIndex {
   private readonly root: string;
+  private readonly handles: CgroupHandles | undefined;
   private paths = new Map<bigint, string>();
-  /** Depths of the kubelet's container level among the cgroups of the last walk (3, 4 on a plain node). */
+  /** Found by id (not by a walk). */
+  private readonly found = new Map<bigint, string>();
+  /** Depths of the kubelet's container level among the cgroups seen (3, 4 on a plain node). */
   private levels = new Set<number>();
   /** CLOCK_MONOTONIC ns when the last walk began (process.hrtime is CLOCK_MONOTONIC, as bpf_ktime_get_ns). */
   private walkedAt = -1n;
@@ -69,16 +79,35 @@ export class CgroupIndex {
 
   constructor(root: string) {
     this.root = root;
+    this.handles = isCgroupV2Root(root) ? openHandles(root) : undefined;
+  }
+
+  /** Whether cgroups are found by id (no walks), and if not, why. */
+  get byId(): { ok: true } | { ok: false; reason: string } {
+    return this.handles ? { ok: true } : { ok: false, reason: "not a cgroup v2 root whose ids open" };
   }
 
   /**
-   * The path of cgroup `id`, as of an access at `atNs` (CLOCK_MONOTONIC). Walks again only when
-   * the last walk began before the access: a cgroup made since is then found, and a flood of
-   * unknown ids costs one walk, not one per event.
+   * The path of cgroup `id`, as of an access at `atNs` (CLOCK_MONOTONIC). By id where the kernel
+   * answers; else by walking again, only when the last walk began before the access: a cgroup
+   * made since is then found, and a flood of unknown ids costs one walk, not one per event.
    */
   path(id: bigint, atNs: bigint): string | undefined {
-    const known = this.paths.get(id);
-    if (known !== undefined || this.walkedAt >= atNs) return known;
+    const known = this.found.get(id) ?? this.paths.get(id);
+    if (known !== undefined) return known;
+    if (this.handles) {
+      try {
+        const found = this.handles.lookup(id);
+        if ("gone" in found) return undefined;
+        if (this.found.size >= MAX_FOUND) this.found.clear();
+        this.found.set(id, found.path);
+        this.learnLevel(found.path);
+        return found.path;
+      } catch {
+        // An answer other than "gone": walk, as where ids do not open.
+      }
+    }
+    if (this.walkedAt >= atNs) return undefined;
     this.walk();
     return this.paths.get(id);
   }
@@ -108,15 +137,16 @@ export class CgroupIndex {
       }
     }
     this.paths = paths;
-    this.levels = new Set(
-      [...paths.values()].flatMap((p) => {
-        const parts = p.split("/").filter(Boolean);
-        const at = parts.findIndex((x) => POD_LEVEL.test(x));
-        return at >= 0 && parts.length === at + 2 && CONTAINER_LEVEL.test(parts[at + 1] as string)
-          ? [at + 2]
-          : [];
-      }),
-    );
+    this.levels = new Set();
+    for (const path of paths.values()) this.learnLevel(path);
+  }
+
+  /** Notes the depth of a kubelet container's cgroup (pathOfGone trusts only those depths). */
+  private learnLevel(path: string): void {
+    const parts = path.split("/").filter(Boolean);
+    const at = parts.findIndex((x) => POD_LEVEL.test(x));
+    if (at >= 0 && parts.length === at + 2 && CONTAINER_LEVEL.test(parts[at + 1] as string))
+      this.levels.add(at + 2);
   }
 
   /**
@@ -125,9 +155,23 @@ export class CgroupIndex {
    * cgroup a process made below its own container's, named after another pod, names nobody.
    */
   pathOfGone(names: CgroupNames): string | undefined {
+    // Found by id, the depths are learnt from containers seen: a first walk learns them all.
+    if (this.levels.size === 0 && this.walks === 0) this.walk();
     if (!this.levels.has(names.level) || /[/]/.test(names.name + names.parent)) return undefined;
     return `/${names.parent}/${names.name}`;
   }
+}
+
+/** Cgroup lookups by id on `root`, or undefined where its ids do not open (then the index walks). */
+function openHandles(root: string): CgroupHandles | undefined {
+  try {
+    const handles = new CgroupHandles(root);
+    if (handles.unavailable === undefined) return handles;
+    handles.close();
+  } catch {
+    // Not openable: walked instead.
+  }
+  return undefined;
 }
 
 /**

@@ -108,6 +108,8 @@ export function libcFns() {
     munmap: libc.lib.func("int munmap(void *addr, size_t length)"),
     poll: libc.lib.func("int poll(void *fds, uint64_t nfds, int timeout)"),
     sysconf: libc.lib.func("long sysconf(int name)"),
+    open_by_handle_at: libc.lib.func("int open_by_handle_at(int mount_fd, void *handle, int flags)"),
+    close: libc.lib.func("int close(int fd)"),
   };
 }
 

@@ -5,8 +5,9 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { closeSync, mkdirSync, openSync, statSync, writeFileSync } from "node:fs";
-import { basename, join } from "node:path";
+import { closeSync, mkdirSync, openSync, rmdirSync, statSync, writeFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { CgroupIndex, parseKubeletCgroup } from "../../../runtime/discover/cgroup-containers.ts";
 import type { KernelEvent } from "../../../runtime/kernel/contract.ts";
 import { EVENT_LAYOUT, fileKeyFromStat } from "../../../runtime/kernel/layout.ts";
 import { openKernelWatcher } from "../../../runtime/kernel/open-watcher.ts";
@@ -20,6 +21,7 @@ type CapacityCaseName = Extract<
   | "a full burst table loses nothing: the accesses it cannot hold are reported at once and counted"
   | "a dead ring worker is replaced: not ready meanwhile, and events flow again"
   | "records that wrap past the end of a small ring buffer are read whole, lap after lap"
+  | "a cgroup 13 levels below a container's, one made fresh per access, is named its container's by id, without walking the cgroup tree"
 >;
 
 const forSlot = (list: KernelEvent[], slot: number) => list.filter((e) => e.slot === slot);
@@ -206,6 +208,48 @@ export function capacityCases(
         return { events: mine.length, laps: Math.round(laps), lost: Number(after.lost - before.lost) };
       } finally {
         await w.close();
+      }
+    },
+
+    async "a cgroup 13 levels below a container's, one made fresh per access, is named its container's by id, without walking the cgroup tree"() {
+      // The attacker: a container that may mount cgroup2 nests its processes far below its own
+      // cgroup, in a fresh sub-cgroup per access, so that the index never knows them (its walk
+      // stopped at depth 8) and each unknown id costs a walk of the whole tree.
+      const root = "/sys/fs/cgroup";
+      const uid = "6f1c3e0a-2b7d-4c51-9a8e-0d2f4b6c8e10";
+      const id = "cd".repeat(32);
+      const pod = join(root, "kubepods", `pod${uid}`);
+      const deep = join(pod, id, ...Array.from({ length: 12 }, (_, i) => `n${i}`));
+      mkdirSync(deep, { recursive: true });
+      const made: string[] = [];
+      try {
+        const index = new CgroupIndex(root);
+        for (let i = 0; i < 20; i++) {
+          const fresh = join(deep, `access-${i}`);
+          mkdirSync(fresh);
+          made.push(fresh);
+          const path = index.path(statSync(fresh, { bigint: true }).ino, process.hrtime.bigint());
+          assert.deepEqual(
+            parseKubeletCgroup(path ?? ""),
+            { podUid: uid, containerId: id, scheme: "containerd" },
+            path,
+          );
+        }
+        // A cgroup removed before it was looked up is gone, not a reason to walk.
+        const removed = join(deep, "removed");
+        mkdirSync(removed);
+        const removedId = statSync(removed, { bigint: true }).ino;
+        rmdirSync(removed);
+        assert.equal(index.path(removedId, process.hrtime.bigint()), undefined);
+        assert.equal(index.walks, 0);
+        return {
+          depth: deep.split("/").length - root.split("/").length + 1,
+          lookups: 21,
+          walks: index.walks,
+        };
+      } finally {
+        for (const dir of made.reverse()) rmdirSync(dir);
+        for (let dir = deep; dir !== dirname(pod); dir = dirname(dir)) rmdirSync(dir);
       }
     },
   };

@@ -34,6 +34,7 @@ export const KERNEL_CASES = [
   "a full burst table loses nothing: the accesses it cannot hold are reported at once and counted",
   "a dead ring worker is replaced: not ready meanwhile, and events flow again",
   "records that wrap past the end of a small ring buffer are read whole, lap after lap",
+  "a cgroup 13 levels below a container's, one made fresh per access, is named its container's by id, without walking the cgroup tree",
   "when process tracking cannot attach, files are still watched and alerts say the executable is unknown",
   "pinned maps survive an agent restart and are adopted; a clean shutdown removes them",
   "after adopting an earlier agent's backlog, flush() waits for the new agent's own accesses",
