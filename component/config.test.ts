@@ -129,6 +129,25 @@ describe("resolveConfig", () => {
       imageLayers: "/host/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs/snapshots",
       cgroupRoot: "/host/sys/fs/cgroup",
     });
+    // k3s with its root named, and CRI-O without image layers: both render.
+    const k3s = resolveConfig({
+      image,
+      runtimeSocket: "/run/k3s/containerd/containerd.sock",
+      containerdRoot: "/var/lib/rancher/k3s/agent/containerd",
+    });
+    if (!k3s.ok) throw new Error(formatProblems(k3s.problems));
+    const k3sVolumes = (
+      daemonSetManifest(k3s.config).spec as {
+        template: { spec: { volumes: { name: string; hostPath?: { path: string } }[] } };
+      }
+    ).template.spec.volumes;
+    expect(k3sVolumes.find((v) => v.name === "containerd-root")?.hostPath?.path).toBe(
+      "/var/lib/rancher/k3s/agent/containerd",
+    );
+    expect(k3sVolumes.find((v) => v.name === "container-runtime")?.hostPath?.path).toBe(
+      "/run/k3s/containerd",
+    );
+    expect(resolveConfig({ image, runtimeSocket: "/run/crio/crio.sock", imageLayers: false }).ok).toBe(true);
     const off = resolveConfig({ image, imageLayers: false });
     if (!off.ok) throw new Error(formatProblems(off.problems));
     expect(off.config.containerdRoot).toBeUndefined();
@@ -310,6 +329,16 @@ describe("resolveConfig", () => {
     [
       { image, containerdRoot: "var/lib/containerd" },
       'containerdRoot: "var/lib/containerd" must be an absolute host path (not "/", no ".." components)',
+    ],
+    // Image layers on a runtime whose containerd root is elsewhere: refused before the rollout,
+    // which would otherwise leave the node without an agent (its hostPath does not exist).
+    [
+      { image, runtimeSocket: "/run/k3s/containerd/containerd.sock" },
+      "containerdRoot: the runtime socket is k3s's or RKE2's, whose containerd root is not /var/lib/containerd (the agent's pod would never start): set containerdRoot to /var/lib/rancher/k3s/agent/containerd (k3s) or /var/lib/rancher/rke2/agent/containerd (RKE2), or imageLayers: false",
+    ],
+    [
+      { image, runtimeSocket: "/var/run/crio/crio.sock" },
+      "imageLayers: the runtime socket is CRI-O's, which keeps no containerd snapshots: set imageLayers: false (traps are then armed once each container runs)",
     ],
     [{ image, legacyKernelCapabilities: "yes" }, "legacyKernelCapabilities: must be true or false"],
     [{ image, admissionPolicy: "off" }, "admissionPolicy: must be true or false"],
