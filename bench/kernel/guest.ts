@@ -7,7 +7,7 @@
  * $HIVE_BENCH_OUT as JSON.
  */
 import { execFileSync } from "node:child_process";
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { AccessKind } from "../../api/meta.ts";
 import { allowFlagOf, allowRulesFor } from "../../runtime/alerts/allow-rules.ts";
@@ -23,6 +23,7 @@ import { proveWith } from "../../runtime/kernel/trap-proof.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { allowSource, measureAllowCost } from "./allow-cost.ts";
+import { perEventByThread, threadTimes } from "./thread-times.ts";
 
 const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
 const root = "/tmp/hive-bench";
@@ -67,38 +68,6 @@ const WORKLOADS = [
 ];
 
 /** Per iteration: the whole system (wall) and the loop process's own CPU time. */
-/**
- * CPU time of this process's threads by kind (schedstat: ns, so guest instructions here): the
- * main thread, the ring reader (a worker thread) and V8's helpers (GC, compilers); since `from`.
- */
-function threadTimes(from?: ThreadTimes): ThreadTimes {
-  const out: ThreadTimes = { main: 0, ring: 0, v8: 0 };
-  for (const tid of readdirSync("/proc/self/task")) {
-    try {
-      const comm = readFileSync(`/proc/self/task/${tid}/comm`, "utf8").trim();
-      const ns = Number(readFileSync(`/proc/self/task/${tid}/schedstat`, "utf8").split(" ")[0]);
-      const kind =
-        comm === "MainThread" || comm === "node" ? "main" : comm === "WorkerThread" ? "ring" : "v8";
-      out[kind] += ns;
-    } catch {
-      // A thread that exited between the listing and the read: its time is gone with it.
-    }
-  }
-  if (from) for (const k of ["main", "ring", "v8"] as const) out[k] -= from[k];
-  return out;
-}
-
-type ThreadTimes = { main: number; ring: number; v8: number };
-
-/** Each kind of thread's CPU per event, over the run without events. */
-function perEventByThread(
-  run: { byThread: ThreadTimes; events: number },
-  base: { byThread: ThreadTimes },
-): ThreadTimes {
-  const per = (k: keyof ThreadTimes) => (run.byThread[k] - base.byThread[k]) / Math.max(1, run.events);
-  return { main: per("main"), ring: per("ring"), v8: per("v8") };
-}
-
 function loopCost(args: string[], count: number): { wall: number; cpu: number } {
   const out = execFileSync(loop, [...args, String(Math.max(1, Math.round(count)))], { encoding: "utf8" });
   const [wall, cpu] = out.trim().split(/\s+/).map(Number);
