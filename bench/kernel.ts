@@ -260,7 +260,7 @@ export async function run(): Promise<void> {
   const boot = await bootVm({
     kernel,
     icount: true,
-    timeoutMs: 900_000,
+    timeoutMs: 1_800_000,
     env: {
       HIVE_BENCH_LOOP: loop,
       HIVE_BENCH_TRUE: tiny,

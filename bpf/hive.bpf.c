@@ -431,17 +431,16 @@ int handle_inode_permission_fentry(__u64 *ctx)
 	return hive_inode((struct inode *)a1, (__u32)ctx[2], HIVE_INTERESTING, 0, 1);
 }
 
-/* Deny (a trap's `action: deny`): fmod_ret on security_inode_permission, which inode_permission
- * calls last, after its own checks and after the entry hook above opened or extended this
- * thread's burst; returning an error skips the LSMs and fails the check. Only a container's own
- * file denies (its overlay inode is that container's alone). Hive's prover threads are never
- * refused. The outcome is marked on the thread's burst of the same file, so the alert says it. */
-SEC("fmod_ret/security_inode_permission")
-int hive_deny(__u64 *ctx)
+/* Deny (a trap's `action: deny`), on security_inode_permission, which inode_permission calls
+ * last, after its own checks and after the entry hook above opened or extended this thread's
+ * burst; returning an error fails the check. Two ways in, the same decision: the BPF LSM's
+ * inode_permission hook where `bpf` is an active LSM, else fmod_ret on the function (the agent
+ * loads one of them, runtime/kernel/deny-mechanism.ts). Only a container's own file denies (its
+ * overlay inode is that container's alone). Hive's prover threads are never refused. The outcome
+ * is marked on the thread's burst of the same file, so the alert says it. `ret`: what ran before
+ * (the other LSMs' verdict under fmod_ret, earlier BPF LSM programs' under the LSM): kept. */
+static __always_inline int hive_deny_check(struct inode *inode, __u32 mask, int ret)
 {
-	struct inode *inode = (struct inode *)ctx[0];
-	__u32 mask = (__u32)ctx[1];
-	int ret = (int)ctx[2];
 	if (ret || !(mask & (HIVE_MAY_READ | HIVE_MAY_WRITE | HIVE_MAY_APPEND | HIVE_MAY_EXEC)))
 		return ret;
 	__u64 ino = inode->i_ino;
@@ -469,6 +468,18 @@ int hive_deny(__u64 *ctx)
 	if (counters)
 		counters->denied++;
 	return -13; /* -EACCES */
+}
+
+SEC("fmod_ret/security_inode_permission")
+int hive_deny(__u64 *ctx)
+{
+	return hive_deny_check((struct inode *)ctx[0], (__u32)ctx[1], (int)ctx[2]);
+}
+
+SEC("lsm/inode_permission")
+int hive_deny_lsm(__u64 *ctx)
+{
+	return hive_deny_check((struct inode *)ctx[0], (__u32)ctx[1], (int)ctx[2]);
 }
 
 #include "change.bpf.h"

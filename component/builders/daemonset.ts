@@ -50,6 +50,8 @@ export const MOUNTS = {
   containerdRoot: "/host/var/lib/containerd",
   /** The host's cgroup tree (read-only): an access's container is found by its cgroup id. */
   cgroup: "/host/sys/fs/cgroup",
+  /** The host's securityfs (read-only): its `lsm` file says whether the BPF LSM can deny. */
+  securityfs: "/host/sys/kernel/security",
 } as const;
 
 /** containerd's overlayfs snapshots under its root. */
@@ -121,6 +123,9 @@ export function agentArgs(config: HiveConfig): string[] {
     MOUNTS.spool,
     "--runtime-socket",
     `${MOUNTS.runtimeDir}/${basename(config.runtimeSocket)}`,
+    // The host's active LSMs: the BPF LSM denies where it is one of them.
+    "--lsm-file",
+    `${MOUNTS.securityfs}/lsm`,
     // Gone or being deleted when the agent stops: an uninstall, and the kernel program goes too.
     "--daemonset",
     AGENT_NAME,
@@ -284,6 +289,7 @@ function agentVolumeMounts(config: HiveConfig) {
     // HostToContainer: a BPF filesystem the host mounts later is seen; Bidirectional would need privileged.
     { name: "bpffs", mountPath: MOUNTS.bpffs, mountPropagation: "HostToContainer" },
     { name: "btf", mountPath: MOUNTS.btf, readOnly: true },
+    { name: "securityfs", mountPath: MOUNTS.securityfs, readOnly: true },
     // Read-only is enough to connect to a socket (write permission on sockets ignores read-only mounts).
     { name: "container-runtime", mountPath: MOUNTS.runtimeDir, readOnly: true },
     { name: "spool", mountPath: MOUNTS.spool },
@@ -303,6 +309,8 @@ function agentVolumes(config: HiveConfig) {
   return [
     { name: "bpffs", hostPath: { path: "/sys/fs/bpf", type: "Directory" } },
     { name: "btf", hostPath: { path: "/sys/kernel/btf", type: "Directory" } },
+    // Only the list of active LSMs is read; the directory exists wherever sysfs does.
+    { name: "securityfs", hostPath: { path: "/sys/kernel/security", type: "Directory" } },
     { name: "container-runtime", hostPath: { path: dirname(config.runtimeSocket), type: "Directory" } },
     { name: "spool", hostPath: { path: config.spoolDir, type: "DirectoryOrCreate" } },
     // The host's /run/hive: `sudo hive status` on the node finds the agent's table where it finds

@@ -42,6 +42,7 @@ export function libbpfOpener({ config, log }: AgentBase): () => Promise<KernelWa
       replaceStalePins: true,
       ...(config.pinRoot ? { pinRoot: config.pinRoot } : {}),
       ...(config.bpfObject ? { objectPath: config.bpfObject } : {}),
+      ...(config.lsmFile ? { lsmFile: config.lsmFile } : {}),
       ...(config.watchCapacity ? { watchCapacity: config.watchCapacity } : {}),
       ...(config.burstGapMs ? { burstGapMs: config.burstGapMs } : {}),
     });

@@ -30,6 +30,7 @@ const AGENT_FLAGS = {
   "spool-dir": { type: "string" },
   attach: { type: "string" },
   "bpf-object": { type: "string" },
+  "lsm-file": { type: "string" },
   "watch-capacity": { type: "string" },
   "burst-gap": { type: "string" },
   "pin-root": { type: "string" },

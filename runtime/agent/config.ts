@@ -50,6 +50,8 @@ export interface AgentConfig {
   spoolDir?: string;
   attachMode: AttachRequest;
   bpfObject?: string;
+  /** The kernel's list of active LSMs, read to choose how to deny (default /sys/kernel/security/lsm). */
+  lsmFile?: string;
   /** Entries of the kernel watch map (default: the program's, 65,536). */
   watchCapacity?: number;
   /** Checks of one file by one thread fold into one access while each follows the previous within this (ms; default 5). */
@@ -105,6 +107,7 @@ Options (environment in brackets):
   --spool-dir DIR           durable alert spool [HIVE_SPOOL_DIR]
   --attach MODE             auto | kprobe.multi | fentry | kprobe [HIVE_ATTACH] (default: auto, the least-privileged mode the kernel can attach)
   --bpf-object FILE         compiled program [HIVE_BPF_OBJECT]
+  --lsm-file FILE           the kernel's active LSMs: the BPF LSM denies where it lists bpf [HIVE_LSM_FILE] (default: /sys/kernel/security/lsm)
   --watch-capacity N        files (and their directories) the kernel watch map holds [HIVE_WATCH_CAPACITY] (default: 65536)
   --burst-gap MS            one access's permission checks fold into one alert while each follows the
                             previous within MS [HIVE_BURST_GAP_MS] (default: 5; raise it on emulated or overloaded nodes)
@@ -350,7 +353,7 @@ function parseKubernetesAccess(flags: AgentFlags): Pick<AgentConfig, "kubeconfig
 /** The kernel program's object, its pinned maps and watch table, and the sizes it runs with. */
 function parseKernelProgram(
   flags: AgentFlags,
-): Pick<AgentConfig, "bpfObject" | "pinRoot" | "tableDir" | "burstGapMs" | "watchCapacity"> {
+): Pick<AgentConfig, "bpfObject" | "lsmFile" | "pinRoot" | "tableDir" | "burstGapMs" | "watchCapacity"> {
   const gap = flagOrEnv(flags, "burst-gap", "HIVE_BURST_GAP_MS");
   const burstGapMs = gap === undefined ? undefined : positiveInt("--burst-gap", gap, 5);
   if (burstGapMs !== undefined && (burstGapMs < 1 || burstGapMs > 1000))
@@ -362,6 +365,7 @@ function parseKernelProgram(
     throw new HiveError("ConfigInvalid", "--watch-capacity must be at least 1", { object: capacity });
   return withoutUnset({
     bpfObject: flagOrEnv(flags, "bpf-object", "HIVE_BPF_OBJECT"),
+    lsmFile: flagOrEnv(flags, "lsm-file", "HIVE_LSM_FILE"),
     pinRoot: flagOrEnv(flags, "pin-root", "HIVE_PIN_ROOT"),
     tableDir: flagOrEnv(flags, "table-dir", "HIVE_TABLE_DIR"),
     burstGapMs,

@@ -4,8 +4,10 @@
  * mode consume it. Kept small so controllers can be exercised against any implementation
  * of the same contract (e.g. a loader running in a test VM) without reaching into libbpf.
  */
+
 import type { ExeSource, FileChange } from "../../api/alert.ts";
 import type { AccessKind } from "../../api/meta.ts";
+import type { DenyMechanism } from "./deny-mechanism.ts";
 import type { ProofMaps } from "./trap-proof.ts";
 
 /**
@@ -32,7 +34,9 @@ export interface FileKey {
  * unlink, create): the kernel reports those as control events so the agent re-resolves
  * the path instead of polling.
  */
-export type DenyState = { available: true; attached: boolean } | { available: false; reason: string };
+export type DenyState =
+  | { available: true; attached: boolean; mechanism: DenyMechanism }
+  | { available: false; reason: string };
 
 export interface WatchEntry {
   key: FileKey;

@@ -1,5 +1,5 @@
 /**
- * The deny program's link (bpf/hive.bpf.c hive_deny, fmod_ret on security_inode_permission):
+ * The deny program's link (bpf/hive.bpf.c hive_deny_lsm or hive_deny, deny-mechanism.ts):
  * attached only while some watch entry denies, so that a node without denying traps pays nothing
  * for it. Pinned (`link_deny`), it keeps denying while no agent runs (a restart, an upgrade): the
  * next agent keeps an earlier agent's link until its own first sync says whether to deny, then
@@ -10,6 +10,7 @@ import { join } from "node:path";
 import koffi from "koffi";
 import type { Logger } from "../log.ts";
 import type { DenyState } from "./contract.ts";
+import { type DenyMechanism, describeMechanism } from "./deny-mechanism.ts";
 import {
   detachLink,
   errnoName,
@@ -20,8 +21,6 @@ import {
 } from "./libbpf-ffi.ts";
 
 export const DENY_LINK_PIN = "link_deny";
-/** The program's name in bpf/hive.bpf.c. */
-export const DENY_PROGRAM = "hive_deny";
 
 export class DenyLink {
   private own: Pointer | null = null;
@@ -30,14 +29,14 @@ export class DenyLink {
   private failure: string | undefined;
 
   private readonly lib: Libbpf;
-  /** The loaded hive_deny program; null when this kernel could not load it. */
-  private readonly prog: Pointer | null;
+  /** The loaded deny program and its mechanism; null when this kernel could load neither. */
+  private readonly prog: { mechanism: DenyMechanism; prog: Pointer } | null;
   private readonly pinRoot: string | null;
   private readonly logger: Logger | undefined;
 
   constructor(
     lib: Libbpf,
-    prog: Pointer | null,
+    prog: { mechanism: DenyMechanism; prog: Pointer } | null,
     pinRoot: string | null,
     logger: Logger | undefined,
     unavailable?: string,
@@ -67,7 +66,8 @@ export class DenyLink {
 
   state(): DenyState {
     if (this.failure !== undefined) return { available: false, reason: this.failure };
-    return { available: true, attached: this.own !== null || this.earlier !== null };
+    const mechanism = this.prog?.mechanism ?? "fmod_ret";
+    return { available: true, attached: this.own !== null || this.earlier !== null, mechanism };
   }
 
   /** Ends this agent's hold; the pinned link stays attached unless `detach` (an uninstall). */
@@ -80,9 +80,9 @@ export class DenyLink {
   private attach(): void {
     // Tried once per agent: a kernel that refused it refuses every sync (the next agent tries again).
     if (!this.prog || this.failure !== undefined) return;
-    const link = this.lib.bpf_program__attach(this.prog) as Pointer | null;
+    const link = this.lib.bpf_program__attach(this.prog.prog) as Pointer | null;
     if (!link) {
-      this.failure = `attaching fmod_ret on security_inode_permission failed: ${errnoName(-koffi.errno())}`;
+      this.failure = `attaching ${describeMechanism(this.prog.mechanism)} failed: ${errnoName(-koffi.errno())}`;
       this.logger?.error("this kernel cannot deny: denying traps only alert here", { reason: this.failure });
       return;
     }

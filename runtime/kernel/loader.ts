@@ -26,7 +26,8 @@ import type {
   WatchEntry,
 } from "./contract.ts";
 import { readCounters } from "./counters.ts";
-import { DENY_PROGRAM, DenyLink } from "./deny-link.ts";
+import { DenyLink } from "./deny-link.ts";
+import { DENY_PROGRAMS } from "./deny-mechanism.ts";
 import { type DeliveryTiming, deliveryTiming, startEventDelivery } from "./event-delivery.ts";
 import type { FloodSummaries } from "./flood-summaries.ts";
 import { type InodePermissionSignature, inodePermissionSignature, overlayUpperOffset } from "./kernel-btf.ts";
@@ -153,7 +154,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       selectPrograms(this.lib, this.obj, {
         mode: this.attachMode,
         parentHook: loadParentHook,
-        deny: options.denyUnavailable === undefined,
+        deny: options.denyUnavailable === undefined ? (options.denyMechanism ?? "fmod_ret") : undefined,
       });
       this.setRodata(options);
       this.maps = findMaps(this.lib, this.obj);
@@ -243,9 +244,12 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   /** After the trap: the deny program's link (attached on demand), the parent hook if needed, the change hooks. */
   private attachHooks(options: KernelWatcherOptions, parentHook: boolean): void {
+    const mechanism = options.denyMechanism ?? "fmod_ret";
     this.deny = new DenyLink(
       this.lib,
-      options.denyUnavailable === undefined ? this.program(DENY_PROGRAM) : null,
+      options.denyUnavailable === undefined
+        ? { mechanism, prog: this.program(DENY_PROGRAMS[mechanism]) }
+        : null,
       this.pinRoot,
       this.logger,
       options.denyUnavailable,

@@ -10,7 +10,7 @@ import { HiveError } from "../../api/errors.ts";
 import { ATTACH_PROGRAMS, CHANGE_HOOKS, type KernelFacts } from "./attach.ts";
 import { ensureBpffsDir } from "./bpffs.ts";
 import { ATTACH_MODES, type AttachMode } from "./contract.ts";
-import { DENY_PROGRAM } from "./deny-link.ts";
+import { DENY_PROGRAMS, type DenyMechanism } from "./deny-mechanism.ts";
 import { check, checkPointer, type Libbpf, type Pointer } from "./libbpf-ffi.ts";
 import { clearLibbpfLog, loadError } from "./load-errors.ts";
 import type { KernelWatcherOptions } from "./watcher-options.ts";
@@ -72,11 +72,11 @@ function setAutoload(lib: Libbpf, obj: Pointer, name: string, load: boolean): vo
   );
 }
 
-/** Which programs to load: the chosen mode's trap and change hooks, its parent hook if wanted, the deny program if usable. */
+/** Which programs to load: the chosen mode's trap and change hooks, its parent hook if wanted, the deny program of one mechanism if usable. */
 export interface ProgramSelection {
   mode: AttachMode;
   parentHook: boolean;
-  deny: boolean;
+  deny: DenyMechanism | undefined;
 }
 
 /** Marks every program of the object to load or not (each mode's programs exist in the object). */
@@ -87,7 +87,8 @@ export function selectPrograms(lib: Libbpf, obj: Pointer, selection: ProgramSele
     setAutoload(lib, obj, parent, mode === selection.mode && selection.parentHook);
     for (const hook of CHANGE_HOOKS) setAutoload(lib, obj, hook.programs[mode], mode === selection.mode);
   }
-  setAutoload(lib, obj, DENY_PROGRAM, selection.deny);
+  for (const [mechanism, program] of Object.entries(DENY_PROGRAMS))
+    setAutoload(lib, obj, program, mechanism === selection.deny);
 }
 
 export function findMaps(lib: Libbpf, obj: Pointer): Record<PinnedMap, Pointer> {

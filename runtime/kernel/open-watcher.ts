@@ -3,12 +3,14 @@
  * default), falls back to the next mode when one cannot work here, and replaces the pins of
  * an agent of another version when asked to.
  */
+
 import { existsSync, readdirSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { HiveError, isHiveError } from "../../api/errors.ts";
 import { checkArchitecture } from "./architecture.ts";
 import { attachCandidates, pinnedLinkMode, readKernelFacts } from "./attach.ts";
 import { DEFAULT_PIN_ROOT } from "./bpffs.ts";
+import { denyMechanisms, describeMechanism } from "./deny-mechanism.ts";
 import { type KernelWatcherOptions, LibbpfKernelWatcher } from "./loader.ts";
 import { countPinnedBacklog } from "./pinned-backlog.ts";
 
@@ -90,21 +92,32 @@ function openInSomeMode(options: KernelWatcherOptions): LibbpfKernelWatcher {
 }
 
 /**
- * The watcher with its deny program, or, when the program with it does not load here (a kernel
- * without BPF trampolines refuses fmod_ret), without it: denying traps then only alert, and the
- * watcher says why (denyState). An error that is not the deny program's recurs without it.
+ * The watcher with a deny program, by the best mechanism this kernel offers (deny-mechanism.ts),
+ * or, when the program with neither loads here (a kernel without BPF trampolines refuses
+ * fmod_ret), without one: denying traps then only alert, and the watcher says why (denyState).
+ * An error that is not the deny program's recurs without it.
  */
 function openWithDeny(
   options: KernelWatcherOptions,
   choice: ConstructorParameters<typeof LibbpfKernelWatcher>[1],
 ): LibbpfKernelWatcher {
   if (options.denyUnavailable !== undefined) return new LibbpfKernelWatcher(options, choice);
-  try {
-    return new LibbpfKernelWatcher(options, choice);
-  } catch (error) {
-    const reason = `the program with fmod_ret on security_inode_permission did not load: ${isHiveError(error) ? error.describe() : String(error)}`;
-    const watcher = new LibbpfKernelWatcher({ ...options, denyUnavailable: reason }, choice);
-    options.logger?.error("this kernel cannot deny: denying traps only alert here", { reason });
-    return watcher;
+  const { order, note } = denyMechanisms(options.lsmFile);
+  const refused: string[] = note ? [note] : [];
+  for (const mechanism of order) {
+    try {
+      const watcher = new LibbpfKernelWatcher({ ...options, denyMechanism: mechanism }, choice);
+      if (refused.length > 0)
+        options.logger?.info("denying through " + describeMechanism(mechanism), { why: refused });
+      return watcher;
+    } catch (error) {
+      refused.push(
+        `the program with ${describeMechanism(mechanism)} did not load: ${isHiveError(error) ? error.describe() : String(error)}`,
+      );
+    }
   }
+  const reason = refused.join("; ");
+  const watcher = new LibbpfKernelWatcher({ ...options, denyUnavailable: reason }, choice);
+  options.logger?.error("this kernel cannot deny: denying traps only alert here", { reason });
+  return watcher;
 }

@@ -4,13 +4,14 @@
  * reads; adopting the state is the loader's job.
  */
 
-import { closeSync, existsSync, readdirSync } from "node:fs";
+import { closeSync, existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pinnedLinkMode } from "./attach.ts";
 import { DEFAULT_PIN_ROOT } from "./bpffs.ts";
 import type { AttachMode, FileKey } from "./contract.ts";
 import { readCounters } from "./counters.ts";
 import { DENY_LINK_PIN } from "./deny-link.ts";
+import type { DenyMechanism } from "./deny-mechanism.ts";
 import { type DecodedValue, decodeKey, decodeValue, KEY_LAYOUT, VALUE_LAYOUT } from "./layout.ts";
 import { check, forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
 
@@ -20,6 +21,8 @@ export interface PinnedState {
   attachMode: AttachMode | null;
   /** The deny program's link is pinned: the kernel refuses what denying entries name. */
   denyAttached: boolean;
+  /** How the pinned deny link denies, as its attach type says (undefined: not said, or no link). */
+  denyMechanism?: DenyMechanism | undefined;
   maps: string[];
   watched: Array<{ key: FileKey } & DecodedValue>;
   counters: {
@@ -69,8 +72,24 @@ export function readPinnedState(pinRoot = DEFAULT_PIN_ROOT): PinnedState | null 
     pinRoot,
     attachMode,
     denyAttached: names.includes(DENY_LINK_PIN),
+    denyMechanism: names.includes(DENY_LINK_PIN) ? linkMechanism(join(pinRoot, DENY_LINK_PIN)) : undefined,
     maps: names.filter((n) => n.startsWith("hive_")),
     watched,
     counters,
   };
+}
+
+/** BPF_MODIFY_RETURN and BPF_LSM_MAC (include/uapi/linux/bpf.h enum bpf_attach_type). */
+const ATTACH_TYPES: Record<number, DenyMechanism> = { 26: "fmod_ret", 27: "bpf-lsm" };
+
+/** The deny mechanism of a pinned tracing link, from its fdinfo's attach_type (kernels that print it). */
+function linkMechanism(path: string): DenyMechanism | undefined {
+  const fd = libbpf().bpf_obj_get(path) as number;
+  if (fd < 0) return undefined;
+  try {
+    const type = /^attach_type:\s*(\d+)/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, "utf8"))?.[1];
+    return type === undefined ? undefined : ATTACH_TYPES[Number(type)];
+  } finally {
+    closeSync(fd);
+  }
 }

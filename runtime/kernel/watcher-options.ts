@@ -2,8 +2,10 @@
  * What a LibbpfKernelWatcher (loader.ts) takes, and the counters it reports beyond the
  * KernelWatcher contract's.
  */
+
 import type { Logger } from "../log.ts";
 import type { AttachRequest, KernelCounters } from "./contract.ts";
+import type { DenyMechanism } from "./deny-mechanism.ts";
 
 export interface KernelWatcherOptions {
   /** Compiled program; default bpf/hive.bpf.o of this package. */
@@ -36,6 +38,10 @@ export interface KernelWatcherOptions {
    * denying traps only alert, for this reason (open-watcher.ts sets it after a load without it).
    */
   denyUnavailable?: string;
+  /** How to deny (deny-mechanism.ts): chosen by openKernelWatcher; default fmod_ret. */
+  denyMechanism?: DenyMechanism;
+  /** The kernel's list of active LSMs (default /sys/kernel/security/lsm): whether the BPF LSM may deny. */
+  lsmFile?: string;
   /** How often idle bursts are swept from the kernel map. Default 10 ms. */
   sweepIntervalMs?: number;
   /**

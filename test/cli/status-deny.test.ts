@@ -29,6 +29,20 @@ describe("hive status on a kernel that denies", () => {
     expect(
       denySummary({ pinRoot: "/p", attachMode: "fentry", denyAttached: true, maps: [], watched, counters }),
     ).toBe("attached (link_deny) · 1 file denied, 1 dry run · refused 7");
+    // The mechanism, where the kernel's link says it.
+    expect(
+      denySummary({
+        pinRoot: "/p",
+        attachMode: "fentry",
+        denyAttached: true,
+        denyMechanism: "bpf-lsm",
+        maps: [],
+        watched,
+        counters,
+      }),
+    ).toBe(
+      "attached (link_deny, the BPF LSM's inode_permission hook) · 1 file denied, 1 dry run · refused 7",
+    );
   });
 
   it("says so loudly when entries deny and no link is attached, and says nothing when no trap denies", () => {

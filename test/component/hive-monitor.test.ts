@@ -158,7 +158,7 @@ describe("HiveMonitor with the minimal configuration", () => {
     }
   });
 
-  it("mounts the BPF filesystem, BTF, the runtime socket's directory, the spool, the watch tables, and read-only containerd's root and the cgroup tree, and nothing else of the host", () => {
+  it("mounts the BPF filesystem, BTF, securityfs, the runtime socket's directory, the spool, the watch tables, and read-only containerd's root and the cgroup tree, and nothing else of the host", () => {
     const ds = find(result.resources, "kubernetes:apps/v1:DaemonSet");
     const pod = ds.spec.template.spec;
     const hostPaths = Object.fromEntries(
@@ -168,6 +168,8 @@ describe("HiveMonitor with the minimal configuration", () => {
     expect(hostPaths).toEqual({
       bpffs: { path: "/sys/fs/bpf", type: "Directory" },
       btf: { path: "/sys/kernel/btf", type: "Directory" },
+      // Only its list of active LSMs is read: whether the BPF LSM can deny.
+      securityfs: { path: "/sys/kernel/security", type: "Directory" },
       "container-runtime": { path: "/run/containerd", type: "Directory" },
       spool: { path: "/var/lib/hive/spool", type: "DirectoryOrCreate" },
       // Where the agent writes the table `hive status` on the node reads (the same directory inside).
@@ -184,6 +186,7 @@ describe("HiveMonitor with the minimal configuration", () => {
       mountPropagation: "HostToContainer",
     });
     expect(mounts.btf.readOnly).toBe(true);
+    expect(mounts.securityfs.readOnly).toBe(true);
     expect(mounts["container-runtime"].readOnly).toBe(true);
     expect(mounts.spool.readOnly).toBeUndefined();
     expect(mounts["watch-tables"]).toEqual({ name: "watch-tables", mountPath: WATCH_TABLE_DIR });
@@ -208,6 +211,8 @@ describe("HiveMonitor with the minimal configuration", () => {
       "/var/lib/hive/spool",
       "--runtime-socket",
       "/host/run/container-runtime/containerd.sock",
+      "--lsm-file",
+      "/host/sys/kernel/security/lsm",
       "--daemonset",
       "hive-agent",
       "--image-layers",
@@ -350,6 +355,8 @@ describe("HiveMonitor with every option set", () => {
       "/var/lib/hive/spool",
       "--runtime-socket",
       "/host/run/container-runtime/containerd.sock",
+      "--lsm-file",
+      "/host/sys/kernel/security/lsm",
       "--daemonset",
       "hive-agent",
       "--image-layers",

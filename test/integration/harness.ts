@@ -107,7 +107,7 @@ export class RecordingKernel implements KernelWatcher {
   denyUnavailable: string | undefined;
   denyState(): DenyState {
     return this.denyUnavailable === undefined
-      ? { available: true, attached: this.entries.some((e) => e.deny !== undefined) }
+      ? { available: true, attached: this.entries.some((e) => e.deny !== undefined), mechanism: "fmod_ret" }
       : { available: false, reason: this.denyUnavailable };
   }
   /** Holds on consuming events not yet released (KernelWatcher.holdAcks). */

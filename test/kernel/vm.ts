@@ -160,6 +160,7 @@ $bb mount -t bpf bpf /sys/fs/bpf
 $bb mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 $bb mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 $bb mount -t cgroup2 cgroup2 /sys/fs/cgroup
+$bb mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
 $bb mount -t tmpfs tmpfs /run
 # The guest gets a fresh /tmp (overlays in tests need a tmpfs upper layer); the host's /tmp
 # stays reachable here, for a repository checked out under it.

@@ -11,6 +11,7 @@ import { dirname, join } from "node:path";
 import { HiveError } from "../../../api/errors.ts";
 import { type AllowedFile, allowedFileFor, readAllowedFile } from "../../alerts/allowed-counts.ts";
 import type { AttachMode } from "../../kernel/contract.ts";
+import { describeMechanism } from "../../kernel/deny-mechanism.ts";
 import { DEFAULT_PIN_ROOT, type PinnedState, readPinnedState } from "../../kernel/index.ts";
 import { ACTIONS, accessesFromMask } from "../../kernel/layout.ts";
 import { linkPinName } from "../../kernel/loader.ts";
@@ -244,7 +245,10 @@ export function denySummary(state: RootStatus["state"]): string {
   const denying = state.watched.filter((w) => w.action === ACTIONS.deny).length;
   const dryRun = state.watched.filter((w) => w.action === ACTIONS.dryRun).length;
   if (!state.denyAttached && denying + dryRun === 0) return "";
-  const link = state.denyAttached ? "attached (link_deny)" : "NOT ATTACHED: denying entries are only alerted";
+  const how = state.denyMechanism ? `, ${describeMechanism(state.denyMechanism)}` : "";
+  const link = state.denyAttached
+    ? `attached (link_deny${how})`
+    : "NOT ATTACHED: denying entries are only alerted";
   const refused = state.counters ? ` · refused ${state.counters.denied}` : "";
   return `${link} · ${denying} file${denying === 1 ? "" : "s"} denied, ${dryRun} dry run${refused}`;
 }
@@ -259,6 +263,7 @@ function toJson(root: RootStatus): unknown {
     attachMode: root.state.attachMode ?? root.table?.attachMode ?? null,
     attachReason: root.table?.attachReason ?? null,
     denyAttached: root.state.denyAttached,
+    denyMechanism: root.state.denyMechanism ?? null,
     program: root.program ?? null,
     maps: root.state.maps,
     counters: root.state.counters

@@ -149,6 +149,10 @@ export function denyCases(
         assert.equal(injected.process.traced, true);
         const deniedCount = h.watcher().counters().denied - before;
         assert.ok(deniedCount >= 4n, `the kernel counted ${deniedCount} denials`);
+        // Denied through the BPF LSM where it is active (Debian's 6.1 and 6.12), else fmod_ret (5.10).
+        const state = h.watcher().denyState();
+        const expected = process.env.HIVE_VM_KERNEL === "5.10" ? "fmod_ret" : "bpf-lsm";
+        assert.deepEqual(state, { available: true, attached: true, mechanism: expected });
 
         // A dry run refuses nothing and says what it would have done.
         const dry = await observe("deny-b", DRY_RUN, ["/bin/cat", SECRET]);
