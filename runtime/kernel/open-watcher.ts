@@ -3,7 +3,6 @@
  * default), falls back to the next mode when one cannot work here, and replaces the pins of
  * an agent of another version when asked to.
  */
-
 import { existsSync, readdirSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { HiveError, isHiveError } from "../../api/errors.ts";
@@ -108,7 +107,7 @@ function openWithDeny(
     try {
       const watcher = new LibbpfKernelWatcher({ ...options, denyMechanism: mechanism }, choice);
       if (refused.length > 0)
-        options.logger?.info("denying through " + describeMechanism(mechanism), { why: refused });
+        options.logger?.info(`denying through ${describeMechanism(mechanism)}`, { why: refused });
       return watcher;
     } catch (error) {
       refused.push(
