@@ -139,7 +139,7 @@ describe("a forged HiveData", () => {
   });
 
   it("naming a trap no live policy holds is never armed, and its file's events alert nobody", async () => {
-    const { cluster, node, kernel, alerts, data, receivers } = await setUp();
+    const { cluster, kernel, alerts, data, receivers } = await setUp();
     const containerId = (data.metadata.annotations?.container_id ?? "").replace("containerd://", "");
     const passwd = statSync(join(cluster.containers.rootOf(containerId), "etc/passwd"), { bigint: true });
     const key = fileKeyFromStat(passwd);
