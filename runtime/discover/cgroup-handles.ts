@@ -50,8 +50,10 @@ export class CgroupHandles {
       throw new Error(`open_by_handle_at of cgroup ${id}: ${errno}`);
     }
     try {
-      const link = readlinkSync(`/proc/self/fd/${fd}`);
-      if (link.endsWith(" (deleted)")) return { gone: true };
+      // A cgroup removed meanwhile is spelt "<path> (deleted)". A container may name its own
+      // cgroup so too, to be taken for gone: the suffix is dropped, never believed (only the
+      // kubelet's levels above decide whose it is, and a removed one does not open at all).
+      const link = readlinkSync(`/proc/self/fd/${fd}`).replace(/ \(deleted\)$/, "");
       if (link === this.rootPath) return { path: "/" };
       // A cgroup outside the tree this root shows is none of this node's containers.
       return link.startsWith(`${this.rootPath}/`)

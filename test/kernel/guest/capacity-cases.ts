@@ -225,7 +225,8 @@ export function capacityCases(
       try {
         const index = new CgroupIndex(root);
         for (let i = 0; i < 20; i++) {
-          const fresh = join(deep, `access-${i}`);
+          // The last one named as a removed cgroup is spelt, to be taken for gone.
+          const fresh = join(deep, i === 19 ? "access (deleted)" : `access-${i}`);
           mkdirSync(fresh);
           made.push(fresh);
           const path = index.path(statSync(fresh, { bigint: true }).ino, process.hrtime.bigint());
