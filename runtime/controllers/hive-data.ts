@@ -204,7 +204,8 @@ export function buildLayerData(input: LayerDataInput): HiveData {
   };
 }
 
-function sameRecord(
+/** Two string maps (labels, annotations) with the same entries, `ignore`d keys aside. */
+export function sameRecord(
   a: Record<string, string> | undefined,
   b: Record<string, string> | undefined,
   ignore: string[] = [],

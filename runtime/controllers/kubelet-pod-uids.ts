@@ -14,6 +14,7 @@
  */
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Logger } from "../log.ts";
+import { sameRecord } from "./hive-data.ts";
 
 export const MIRROR_ANNOTATION = "kubernetes.io/config.mirror";
 const STATIC_UID = /^[0-9a-f]{32}$/;
@@ -32,14 +33,6 @@ export function kubeletPodUid(pod: V1Pod, nodeName: string): string | undefined 
     return STATIC_UID.test(mirror) && ownedByNode ? mirror : undefined;
   }
   return pod.metadata?.uid || undefined;
-}
-
-/** Whether two versions of a pod carry the same labels (what a trap's match reads of it). */
-function sameLabels(a: V1Pod, b: V1Pod): boolean {
-  const x = a.metadata?.labels ?? {};
-  const y = b.metadata?.labels ?? {};
-  const keys = Object.keys(x);
-  return keys.length === Object.keys(y).length && keys.every((k) => x[k] === y[k]);
 }
 
 export class KubeletPodUids {
@@ -77,7 +70,8 @@ export class KubeletPodUids {
       else {
         const claimants = this.claims.get(key) ?? new Map<string, V1Pod>();
         const was = claimants.get(own);
-        if (was && !sameLabels(was, pod)) this.keepEarlier(own, was);
+        // Labels are what a trap's match reads of a pod.
+        if (was && !sameRecord(was.metadata?.labels, pod.metadata?.labels)) this.keepEarlier(own, was);
         claimants.set(own, pod);
         this.claims.set(key, claimants);
         this.deleted.delete(own);

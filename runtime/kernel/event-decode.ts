@@ -5,7 +5,6 @@
  * cgroup's names and the held counts only when something reads them (an alert, an allow
  * match).
  */
-
 import type { FileChange } from "../../api/alert.ts";
 import type { AccessKind } from "../../api/meta.ts";
 import { accessesFromMask, CHANGE_MASK, changeFromMask, DENY_BITS } from "./access-bits.ts";
