@@ -376,18 +376,21 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   /**
    * Waits until every burst the kernel opened so far is delivered or counted lost (idle
-   * bursts are swept after 2× the gap), or `timeoutMs` passes. For tests and shutdown.
+   * bursts are swept after 2× the gap), and the ring holds nothing unread (an earlier agent's
+   * backlog included), or `timeoutMs` passes. True when delivered. For tests and shutdown.
    */
-  async flush(timeoutMs = 5000): Promise<void> {
+  async flush(timeoutMs = 5000): Promise<boolean> {
     await this.whenReady();
     const deadline = Date.now() + timeoutMs;
     const settleMs = (Number(this.timing.burstGapNs) / 1e6) * 2 + this.timing.sweepIntervalMs * 2;
     await new Promise((resolve) => setTimeout(resolve, settleMs));
-    while (Date.now() < deadline) {
+    do {
       const { bursts, lost, held } = readCounters(this.fds.hive_counters, this.ncpus);
-      if (this.delivered() + lost + held >= bursts - this.deliveredBase) return;
+      const opened = bursts - this.deliveredBase;
+      if (this.delivered() + lost + held >= opened && (this.consumer?.drained() ?? true)) return true;
       await new Promise((resolve) => setTimeout(resolve, 5));
-    }
+    } while (Date.now() < deadline);
+    return false;
   }
 
   async close(options: { keepPinned?: boolean } = {}): Promise<void> {

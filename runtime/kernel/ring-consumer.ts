@@ -22,8 +22,11 @@ import type { KernelEvent, RingGate } from "./contract.ts";
 import { decodeEvent, EVENT_LAYOUT } from "./layout.ts";
 import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
 
-/** Control words shared with the worker (Int32Array over a SharedArrayBuffer). */
-export const CONTROL = { stop: 0, inFlight: 1, reading: 2, ringUsed: 3, words: 4 } as const;
+/**
+ * Control words shared with the worker (Int32Array over a SharedArrayBuffer). `unread`: bytes
+ * of the ring the worker has not read yet as of its last look, -1 before its first.
+ */
+export const CONTROL = { stop: 0, inFlight: 1, reading: 2, ringUsed: 3, unread: 4, words: 5 } as const;
 /**
  * The `reading` word: free; paused (alerts can wait no more: read nothing); one batch at a time
  * (the spool's disk refuses writes: a pause then comes at most one batch late).
@@ -115,6 +118,7 @@ export class RingConsumer {
       finalAckTimeoutMs: 10_000,
     };
     Atomics.store(this.words, CONTROL.inFlight, 0); // what a dead worker had posted is handled or gone
+    Atomics.store(this.words, CONTROL.unread, -1); // unknown until the new worker has looked
     // Compiled packages ship ring-worker.js beside this file; sources run as .ts.
     const extension = import.meta.url.slice(import.meta.url.lastIndexOf("."));
     const worker = new Worker(new URL(`./ring-worker${extension}`, import.meta.url), { workerData: data });
@@ -207,6 +211,14 @@ export class RingConsumer {
   /** Bytes of the ring not released to the kernel, as the worker last saw them. */
   ringUsedBytes(): number {
     return Atomics.load(this.words, CONTROL.ringUsed);
+  }
+
+  /**
+   * True when every record in the ring as of the worker's last look was read and handed to
+   * the listeners (an earlier agent's backlog included); false while that is not known.
+   */
+  drained(): boolean {
+    return Atomics.load(this.words, CONTROL.unread) === 0 && Atomics.load(this.words, CONTROL.inFlight) === 0;
   }
 
   /** What the listeners' alerts need from the ring from now on (RingGate). */

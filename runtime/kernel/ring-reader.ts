@@ -72,6 +72,11 @@ export class RingReader {
     return this.readPos > Atomics.load(this.consumer, 0);
   }
 
+  /** Bytes the kernel has produced past what this reader has read. */
+  unreadBytes(): number {
+    return Number(Atomics.load(this.producer, 0) - this.readPos);
+  }
+
   /** Bytes of the ring the kernel cannot write to: committed or reserved, not yet released. */
   usedBytes(): number {
     return Number(Atomics.load(this.producer, 0) - Atomics.load(this.consumer, 0));

@@ -19,7 +19,13 @@ import { RingBatch } from "./ring-batch.ts";
 import { ACK, CONTROL, READING } from "./ring-consumer.ts";
 import { RingReader } from "./ring-reader.ts";
 
-const { stop: STOP, inFlight: IN_FLIGHT, reading: READING_WORD, ringUsed: RING_USED } = CONTROL;
+const {
+  stop: STOP,
+  inFlight: IN_FLIGHT,
+  reading: READING_WORD,
+  ringUsed: RING_USED,
+  unread: UNREAD,
+} = CONTROL;
 
 export interface RingWorkerData {
   eventsFd: number;
@@ -152,6 +158,8 @@ function pollOnce(drain: Drain): void {
   drain.sweeper.tick(drain.batch);
   const posted = drain.batch.count;
   drain.batch.flush(reader.position);
+  // After the post: the main thread sees nothing unread only once what was read is in flight.
+  Atomics.store(drain.control, UNREAD, reader.unreadBytes());
   if (posted > 0 && posted < data.maxBatch && data.coalesceMs > 0)
     Atomics.wait(drain.control, STOP, 0, data.coalesceMs); // returns at once once stopping
 }

@@ -43,6 +43,31 @@ function variant(name: "HIVE_VARIANT_PROGRAM" | "HIVE_VARIANT_LAYOUT"): string {
   return path;
 }
 
+/**
+ * Reads made while no agent runs wait in the ring for the next one, which must not call them
+ * delivered before its listeners have them: with its alerts' room full (the gate holds reading)
+ * flush() says no, and says yes once they have arrived.
+ */
+async function flushWaitsForBacklog(
+  h: GuestHarness,
+  options: { pinRoot: string; burstGapMs: number; floodBudget: number },
+  path: string,
+): Promise<Record<string, unknown>> {
+  for (let i = 0; i < 5; i++) h.run("cat", [path]);
+  const next = openKernelWatcher(options);
+  let full = true;
+  next.gateRelease({ holding: () => false, full: () => full, degraded: () => false });
+  const seen: KernelEvent[] = [];
+  next.onEvent((e) => e.slot === 38 && seen.push(e));
+  const flushedWhileHeld = await next.flush(1500);
+  const deliveredWhileHeld = seen.length;
+  full = false;
+  next.gateRelease(undefined);
+  const flushedBacklog = await next.flush(10_000);
+  await next.close({ keepPinned: true });
+  return { flushedWhileHeld, deliveredWhileHeld, flushedBacklog, backlogDelivered: seen.length };
+}
+
 export function upgradeCases(
   h: GuestHarness,
   pinRoot: string,
@@ -74,7 +99,7 @@ export function upgradeCases(
       const current = openKernelWatcher(options);
       current.onEvent((e) => e.slot === 38 && seen.push(e));
       await exited;
-      await current.flush(10_000);
+      const flushed = await current.flush(10_000);
       const version = current.programVersion();
       const readers = pids.split("\n").filter(Boolean).map(Number);
       const missed = readers.filter((pid) => !seen.some((e) => e.tgid === pid));
@@ -87,13 +112,16 @@ export function upgradeCases(
         pinnedIsCurrent: pinnedProgramInfo(join(pinRoot, PROGRAM_PIN))?.tag === version.tag,
         reads: readers.length,
         missed: missed.length,
+        flushed,
       };
       await current.close({ keepPinned: true });
+      const backlog = await flushWaitsForBacklog(h, options, path);
       h.reopen(); // the same build again: adopted, not replaced
       const again = h.watcher();
       assert.deepEqual(
         {
           ...result,
+          ...backlog,
           adoptedAgain: again.adopted,
           replacedAgain: again.programVersion().replaced !== undefined,
         },
@@ -105,6 +133,11 @@ export function upgradeCases(
           pinnedIsCurrent: true,
           reads: 60,
           missed: 0,
+          flushed: true,
+          flushedWhileHeld: false,
+          deliveredWhileHeld: 0,
+          flushedBacklog: true,
+          backlogDelivered: 5,
           adoptedAgain: true,
           replacedAgain: false,
         },
