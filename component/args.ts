@@ -285,6 +285,15 @@ export interface HiveMonitorArgs {
    */
   legacyKernelCapabilities?: Input<boolean>;
   /**
+   * The cluster's nodes may share a kernel: nodes that are containers on one host, as kind's and
+   * k3d's. The agents of one kernel then elect one loader through the kernel's Lease, and another
+   * node's report of the kernel it runs (its Node's boot id, which a node writes for itself) is
+   * believed: a compromised node of such a cluster can claim another node's kernel
+   * (docs/security-model.md). Off, a node's agent loads its own kernel and no other node ever acts
+   * for it; a node claiming its boot id is logged as a conflict. Default: false.
+   */
+  sharedKernels?: boolean;
+  /**
    * Create the ValidatingAdmissionPolicy that keeps each agent to its own node's HiveData.
    * It needs admissionregistration.k8s.io/v1 and the node name in service-account tokens
    * (Kubernetes 1.30 or later). Turn it off only for older clusters: a compromised node could
@@ -356,6 +365,7 @@ export const MONITOR_OPTIONS = [
   "imageLayers",
   "containerdRoot",
   "legacyKernelCapabilities",
+  "sharedKernels",
   "admissionPolicy",
   "podMonitor",
   "prometheusRule",

@@ -42,6 +42,7 @@ describe("resolveConfig", () => {
         spoolDir: "/var/lib/hive/spool",
         containerdRoot: "/var/lib/containerd",
         legacyKernelCapabilities: false,
+        sharedKernels: false,
         admissionPolicy: true,
         podMonitor: undefined,
         prometheusRule: undefined,
@@ -120,6 +121,18 @@ describe("resolveConfig", () => {
     // Hive's own JSON is the default: no flag.
     const plain = resolveConfig({ image, callback: { url: "https://x.example/" } });
     expect(plain.ok && agentArgs(plain.config).join(" ")).not.toContain("--callback-format");
+  });
+
+  it("keeps each node's kernel its own unless sharedKernels says nodes share them, which the agent reads back", () => {
+    const args = (extra: object) => {
+      const r = resolveConfig({ image, ...extra });
+      if (!r.ok) throw new Error(formatProblems(r.problems));
+      return parseAgentConfig(agentArgs(r.config).slice(1), { NODE_NAME: "n" });
+    };
+    expect(args({}).sharedKernels).toBe(false);
+    expect(args({ sharedKernels: true }).sharedKernels).toBe(true);
+    const bad = resolveConfig({ image, sharedKernels: "yes" as unknown as boolean });
+    expect(!bad.ok && formatProblems(bad.problems)).toContain("sharedKernels: must be true or false");
   });
 
   it("arms traps in the image layers by default, with flags the agent reads back; imageLayers: false mounts neither", () => {

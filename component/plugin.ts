@@ -209,6 +209,8 @@ export interface HiveMonitorSchemaArgs {
   containerdRoot?: Input<string>;
   /** Adds CAP_SYS_ADMIN, for kernels older than 5.8 or with neither kprobe.multi nor BPF trampolines. Default: false. */
   legacyKernelCapabilities?: Input<boolean>;
+  /** The cluster's nodes may share a kernel (kind, k3d): the agents of one kernel elect its loader. Default: false. */
+  sharedKernels?: boolean;
   /** Create the ValidatingAdmissionPolicy keeping each agent to its own node's HiveData (Kubernetes 1.30+). Default: true. */
   admissionPolicy?: boolean;
   /** Create a Prometheus Operator PodMonitor with these settings (`{}` for the defaults). Default: none. */

@@ -137,6 +137,7 @@ export function agentArgs(config: HiveConfig): string[] {
       "--cgroup-root",
       MOUNTS.cgroup,
     );
+  if (config.sharedKernels) args.push("--shared-kernels");
   for (const prefix of config.tenantCallbacks) args.push("--tenant-callback", prefix);
   if (config.clusterName) args.push("--cluster-name", config.clusterName);
   if (!config.reports) args.push("--reports", "none");

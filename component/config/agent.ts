@@ -1,6 +1,7 @@
 /**
  * The agent's own settings: `logLevel`, `metricsPort`, the host paths it works with
- * (`runtimeSocket`, `spoolDir`, `containerdRoot` with `imageLayers`) and `legacyKernelCapabilities`.
+ * (`runtimeSocket`, `spoolDir`, `containerdRoot` with `imageLayers`), `legacyKernelCapabilities` and
+ * `sharedKernels`.
  */
 import { type HiveMonitorValues, LOG_LEVELS } from "../args.ts";
 import type { Checker } from "./checker.ts";
@@ -14,7 +15,13 @@ import type { HiveConfig } from "./hive-config.ts";
 
 type AgentOptions = Pick<
   HiveConfig,
-  "logLevel" | "metricsPort" | "runtimeSocket" | "spoolDir" | "containerdRoot" | "legacyKernelCapabilities"
+  | "logLevel"
+  | "metricsPort"
+  | "runtimeSocket"
+  | "spoolDir"
+  | "containerdRoot"
+  | "legacyKernelCapabilities"
+  | "sharedKernels"
 >;
 
 /** k3s's and RKE2's containerd socket; their containerd roots are their own. */
@@ -58,6 +65,8 @@ export function checkAgentOptions(c: Checker, args: HiveMonitorValues): AgentOpt
   if (imageLayers === true) checkLayerRoot(c, runtimeSocket, args.containerdRoot);
   const legacyKernelCapabilities = args.legacyKernelCapabilities ?? false;
   c.flag("legacyKernelCapabilities", legacyKernelCapabilities);
+  const sharedKernels = args.sharedKernels ?? false;
+  c.flag("sharedKernels", sharedKernels);
   return {
     logLevel,
     metricsPort,
@@ -66,5 +75,6 @@ export function checkAgentOptions(c: Checker, args: HiveMonitorValues): AgentOpt
     // Without image layers the agent is given no containerd root at all.
     containerdRoot: imageLayers === true ? containerdRoot : undefined,
     legacyKernelCapabilities,
+    sharedKernels,
   };
 }

@@ -52,6 +52,8 @@ export interface HiveConfig {
   /** containerd's root on the host, whose image layers traps are armed in; undefined: not armed there. */
   containerdRoot: string | undefined;
   legacyKernelCapabilities: boolean;
+  /** Nodes may share a kernel (kind): the agents of one kernel elect its loader, and believe a node's boot id. */
+  sharedKernels: boolean;
   admissionPolicy: boolean;
   /** The Prometheus Operator PodMonitor's settings, when one is wanted. */
   podMonitor: Plain<PodMonitorArgs> | undefined;

@@ -38,6 +38,7 @@ const AGENT_FLAGS = {
   "no-loader": { type: "boolean" },
   "no-pods": { type: "boolean" },
   "no-trap-proof": { type: "boolean" },
+  "shared-kernels": { type: "boolean" },
   "lease-duration": { type: "string" },
   "image-layers": { type: "string" },
   "cgroup-root": { type: "string" },

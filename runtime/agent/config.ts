@@ -61,6 +61,8 @@ export interface AgentConfig {
   /** Directory of the watch table `hive status` reads (default /run/hive). */
   tableDir?: string;
   roles: { loader: boolean; pods: boolean };
+  /** Nodes of this cluster may share a kernel (kind): another node's reported boot id is believed. */
+  sharedKernels: boolean;
   /** Prove each trap with the kernel program before arming it (trap-proof.ts); default true. */
   trapProof: boolean;
   /**
@@ -123,6 +125,9 @@ Options (environment in brackets):
   --reports FORMAT          findings as a report per namespace: policyreport | openreports | none [HIVE_REPORTS] (default: policyreport, once the API server serves its CRD)
   --report-fail-window H    hours a result stays fail after the last unexpected access [HIVE_REPORT_FAIL_WINDOW_HOURS] (default: 168)
   --no-loader / --no-pods   never run that role on this node
+  --shared-kernels          nodes of this cluster may share a kernel (containers on one host, as kind's):
+                            they elect one loader per kernel, and a node's reported boot id is believed
+                            (off: another node never acts for this node's kernel)
   --no-trap-proof           arm the identity stat() gives without proving it with the kernel program
                             (only where no program can load, e.g. measuring the controllers: on an
                             overlay such a trap may never fire)
@@ -159,6 +164,7 @@ export function parseAgentConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     ...kernel,
     ...parseKubernetesAccess(flags),
     roles: { loader: !flags.values["no-loader"], pods: !flags.values["no-pods"] },
+    sharedKernels: flags.values["shared-kernels"] === true,
     bootIdPath: "/proc/sys/kernel/random/boot_id",
     ...withoutUnset({
       spoolDir: flagOrEnv(flags, "spool-dir", "HIVE_SPOOL_DIR"),

@@ -1,9 +1,15 @@
 /**
- * Which nodes run a kernel, as their kubelets report it (Node.status.nodeInfo.bootID, the
- * kernel id Hive uses). Admission binds what an agent writes to its own node; this binds the
- * node to its kernel, so a compromised node can neither hold another kernel's election nor
- * arm files in another kernel's watch map. Nodes are read by name when needed (never listed:
- * the agent's memory must not grow with the cluster) and genuine answers are remembered.
+ * Which nodes run a kernel. Admission binds what an agent writes to its own node; this binds a
+ * node to its kernel, so that a compromised node can neither hold another kernel's election nor
+ * arm files in another kernel's watch map.
+ *
+ * A kernel is its own node's alone unless the cluster declares that nodes share kernels
+ * (`sharedKernels`: nodes that are containers on one host, as kind's). Only then is another
+ * node's word taken: its kubelet's report of the kernel it runs (Node.status.nodeInfo.bootID,
+ * the kernel id Hive uses), which that node writes for itself, so a compromised node of such a
+ * cluster can claim any kernel's boot id (docs/security-model.md). Nodes are read by name when
+ * needed (never listed: the agent's memory must not grow with the cluster) and genuine answers
+ * are remembered.
  */
 import type { HiveData } from "../../api/data.ts";
 import { LABEL_NODE } from "../../api/meta.ts";
@@ -13,24 +19,53 @@ import { isNotFound } from "../k8s/api-errors.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
 import type { Logger } from "../log.ts";
 
-/** True when `node` reports the kernel; false when it reports another or does not exist; throws when unknown. */
+/** True when `node` runs this kernel; false when it does not (or may not); throws when unknown. */
 export type NodeKernelCheck = (node: string) => Promise<boolean>;
+
+export interface NodeKernelCheckOptions {
+  /** Nodes of this cluster may share a kernel (kind): another node's reported boot id is believed. */
+  shared: boolean;
+  log: Pick<Logger, "warn" | "error">;
+  rememberMs?: number;
+}
 
 export function createNodeKernelCheck(
   clients: Pick<KubeClients, "core">,
   kernelId: string,
-  rememberMs = 300_000,
+  options: NodeKernelCheckOptions,
 ): NodeKernelCheck {
+  const { log } = options;
   const genuine = new Map<string, number>();
-  return async (node) => {
-    if ((genuine.get(node) ?? 0) > performance.now()) return true;
+  const said = new Set<string>();
+  const bootIdOf = async (node: string): Promise<string | undefined> => {
     try {
-      const n = await clients.core.readNode({ name: node });
-      if (n.status?.nodeInfo?.bootID !== kernelId) return false;
+      return (await clients.core.readNode({ name: node })).status?.nodeInfo?.bootID;
     } catch (error) {
-      if (isNotFound(error)) return false;
+      if (isNotFound(error)) return undefined;
       throw error;
     }
+  };
+  if (!options.shared) {
+    // Another node is never this kernel's. One that claims its boot id is a conflict, said once:
+    // a compromised node, or a cluster whose nodes share a host without saying so.
+    return async (node) => {
+      if (said.has(node)) return false;
+      said.add(node);
+      const claimed = await bootIdOf(node).catch(() => undefined);
+      if (claimed === kernelId) {
+        log.error("another node claims this node's kernel; refused, since nodes do not share kernels here", {
+          node,
+          kernelId,
+          hint: "a compromised node writing another kernel's boot id, or nodes that share one host's kernel (kind): then set sharedKernels",
+        });
+      } else log.warn("another node's agent acts for this kernel; refused", { node, kernelId });
+      return false;
+    };
+  }
+  const rememberMs = options.rememberMs ?? 300_000;
+  return async (node) => {
+    if ((genuine.get(node) ?? 0) > performance.now()) return true;
+    if ((await bootIdOf(node)) !== kernelId) return false;
     genuine.set(node, performance.now() + rememberMs);
     return true;
   };

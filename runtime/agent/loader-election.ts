@@ -2,7 +2,8 @@
  * Who loads a kernel's program. Two locks, for two different rivals:
  * - the node-local lock (node-lock.ts): agents of one node (an update's old and new pod) —
  *   freed by the kernel the moment its holder dies;
- * - the kernel's Lease (`hive-loader-<boot id>`): nodes that share a kernel (kind) — and kept
+ * - the kernel's Lease (`hive-loader-<boot id>`): nodes that share a kernel (kind, declared by
+ *   `sharedKernels`; otherwise any other node's holding is forged, kernel-nodes.ts) — and kept
  *   through failed renewals: an API-server outage never ends the role, only another holder
  *   seen on the Lease does. Zero loaders never follows from an outage; at worst two nodes of
  *   one shared kernel both report until the second one sees the Lease again.
@@ -14,7 +15,7 @@ import type { HiveError } from "../../api/errors.ts";
 import type { KubeClients } from "../k8s/kube-client.ts";
 import { type LeaderElectionOptions, LeaderElector, type LeaseTiming } from "../k8s/lease.ts";
 import type { Logger } from "../log.ts";
-import { createNodeKernelCheck, type NodeKernelCheck } from "./kernel-nodes.ts";
+import type { NodeKernelCheck } from "./kernel-nodes.ts";
 import { NodeLockElector, type RoleElector } from "./node-lock.ts";
 
 export const LOADER_LEASE_PREFIX = "hive-loader-";
@@ -84,8 +85,8 @@ export interface LoaderElectorOptions
   kernelId: string;
   lockPath: string;
   lease?: Partial<LeaseTiming>;
-  /** Whether a node reports this kernel (default: read its Node). */
-  nodeReportsKernel?: NodeKernelCheck;
+  /** Whether another node runs this kernel (kernel-nodes.ts). */
+  nodeReportsKernel: NodeKernelCheck;
   logger: Logger;
   onLockUnavailable?: (error: HiveError) => void;
   /**
@@ -106,8 +107,7 @@ export class LoaderElector implements RoleElector {
 
   constructor(options: LoaderElectorOptions) {
     const { logger } = options;
-    const reportsKernel =
-      options.nodeReportsKernel ?? createNodeKernelCheck(options.clients, options.kernelId);
+    const reportsKernel = options.nodeReportsKernel;
     const node = options.identity.slice(0, options.identity.indexOf("/"));
     const notGenuine = supersededOrForged(node, reportsKernel);
     const startRole = async (signal: AbortSignal) => {

@@ -46,6 +46,11 @@ export interface NodeAgentOptions {
   /** Namespace of the Leases (the agent's own namespace). */
   namespace: string;
   kernelId: string;
+  /**
+   * Nodes of this cluster may share a kernel (containers on one host, as kind's): another node
+   * that reports this kernel's boot id may hold its Lease and arm files in it. Default false.
+   */
+  sharedKernels?: boolean;
   resolver: FileResolver;
   /** The node's image layers: traps armed there before containers start (discover). */
   layers?: LayerFinder;
@@ -184,7 +189,10 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   const ctx: AgentContext = { options, feedOptions, writer, discover, policies, state, reconcileObserver };
   let loaderElector: LoaderElector | undefined;
   if (options.roles?.loader !== false) {
-    const reportsKernel = createNodeKernelCheck(clients, kernelId);
+    const reportsKernel = createNodeKernelCheck(clients, kernelId, {
+      shared: options.sharedKernels === true,
+      log: log.child({ role: "loader" }),
+    });
     roles.lead(
       "loader",
       (leadership) => {

@@ -56,6 +56,7 @@ export function nodeAgentOptions(inputs: RoleInputs): NodeAgentOptions {
     ...(inputs.onAllowed ? { onAllowed: inputs.onAllowed } : {}),
     log,
     roles: config.roles,
+    sharedKernels: config.sharedKernels,
     lease: config.lease,
     ...reportsOption(config),
   };

@@ -514,6 +514,13 @@ export class Cluster {
       kernelFails?: boolean;
       /** The kernel program loads only once this settles (a slow load, as under emulation). */
       kernelLoads?: Promise<unknown>;
+      /**
+       * NodeAgentOptions.sharedKernels: nodes of this cluster may share a kernel (kind). Default
+       * true here, where simulated nodes share kernels; the product's default is false.
+       */
+      sharedKernels?: boolean;
+      /** Also receives the agent's log lines (JSON), at the level the harness logs (default error). */
+      logLines?: string[];
       /** The kernel cannot deny, for this reason (KernelWatcher.denyState). */
       denyUnavailable?: string;
       /** Accesses also go through this alert pipeline, as the agent's main.ts sends them. */
@@ -547,6 +554,7 @@ export class Cluster {
       identity: agentIdentity(name, pod),
       namespace: AGENT_NS,
       kernelId,
+      sharedKernels: options.sharedKernels ?? true,
       // Each node its own /run/hive: nodes sharing a kernel (kind) meet on the kernel's Lease.
       loaderLock: join(this.base, "nodes", name, "run", "hive.loader.lock"),
       resolver: createFileResolver(this.containers, this.containers.proc),
@@ -566,7 +574,16 @@ export class Cluster {
         for (const { data, trap } of matched)
           options.alerts?.handle(event, alertSourceFromHiveData(data, trap, { nodeName: name, kernelId }));
       },
-      log: createLogger({ node: name }, { level: (process.env.HIVE_LOG_LEVEL as "debug") ?? "error" }),
+      log: createLogger(
+        { node: name },
+        {
+          level: (process.env.HIVE_LOG_LEVEL as "debug") ?? "error",
+          sink: (line) => {
+            options.logLines?.push(line);
+            process.stderr.write(`${line}\n`);
+          },
+        },
+      ),
       roles: { loader: options.loader ?? true, pods: options.pods ?? true },
       lease: options.lease ?? FAST_LEASE,
       loaderLease: options.loaderLease ?? options.lease ?? FAST_LEASE,
