@@ -147,6 +147,7 @@ struct {
 #include "process.bpf.h"
 #include "allow.bpf.h"
 #include "prove.bpf.h"
+#include "overlay.bpf.h"
 
 static __always_inline int hive_bitmap_hit(__u64 ino)
 {
@@ -219,7 +220,13 @@ static __always_inline int hive_check(__u64 ino, __u32 dev, __u32 mask, int pare
 {
 	struct hive_key key = { .ino = ino, .dev = dev, ._pad = 0 };
 	struct hive_value *watch = bpf_map_lookup_elem(&hive_watch, &key);
-	if (!watch || !(mask & watch->mask))
+	if (!watch)
+		return 0;
+	/* An image layer's own entry (group == slot: bpf/hive.h), checked inside an overlay's check:
+	 * judged by what the overlay was asked (overlay.bpf.h). */
+	if (watch->group == watch->slot && watch->group && !parents_only && !(mask & HIVE_CHANGES))
+		mask = hive_ovl_asked(ino, mask);
+	if (!(mask & watch->mask))
 		return 0;
 	if (parents_only && watch->kind != HIVE_KIND_PARENT)
 		return 0;
@@ -331,6 +338,8 @@ static __always_inline int hive_inode_wanted(struct inode *inode, __u32 mask, in
 {
 	if (!parents_only && (mask & HIVE_MAY_ACCESS) && hive_prove(inode, direct))
 		return 0;
+	if (!parents_only && (mask & (HIVE_MAY_WRITE | HIVE_MAY_APPEND)))
+		hive_ovl_note(inode, mask, direct);
 	__u64 ino = direct ? inode->i_ino : BPF_CORE_READ(inode, i_ino);
 	if (!hive_bitmap_hit(ino))
 		return 0;

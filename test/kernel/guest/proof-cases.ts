@@ -20,6 +20,7 @@ type ProofCaseName = Extract<
   KernelCaseName,
   | "a trap is proven when armed: a file on an overlay is watched by the identity the kernel checks, and proving never alerts"
   | "in a root that is an overlay of layers on two filesystems, the agent's resolver threads arm lower and upper files as the kernel checks them"
+  | "an image layer's file written through a container's overlay, before the container's own copy is armed, is judged as a write: a write-only trap fires on the append, not on a read, and an overwrite is not reported as a read"
 >;
 
 const ALL: AccessKind[] = ["read", "write", "exec", "append", "open"];
@@ -118,6 +119,68 @@ export function proofCases(
         return { identities };
       } finally {
         await pool.close();
+        execFileSync("umount", [merged]);
+      }
+    },
+
+    async "an image layer's file written through a container's overlay, before the container's own copy is armed, is judged as a write: a write-only trap fires on the append, not on a read, and an overwrite is not reported as a read"() {
+      // A container's root as containerd's overlayfs snapshotter makes it: the image layer and the
+      // container's writable layer on one filesystem. Traps armed on the layer's files only, as
+      // discover arms them before the container runs (an image layer's own entry: group == slot).
+      const top = join(h.dir, "ovl-write");
+      const [lower, upper, work, merged] = ["lower", "upper", "work", "merged"].map((d) => join(top, d)) as [
+        string,
+        string,
+        string,
+        string,
+      ];
+      for (const d of [lower, upper, work, merged]) mkdirSync(d, { recursive: true });
+      writeFileSync(join(lower, "w.txt"), "from the image\n");
+      writeFileSync(join(lower, "rw.txt"), "from the image\n");
+      execFileSync("mount", [
+        "-t",
+        "overlay",
+        "overlay",
+        "-o",
+        `lowerdir=${lower},upperdir=${upper},workdir=${work}`,
+        merged,
+      ]);
+      try {
+        const layerEntry = (name: string, slot: number, accesses: AccessKind[]) => ({
+          ...h.entry(join(lower, name), slot, accesses),
+          group: slot,
+        });
+        h.watcher().sync([
+          layerEntry("w.txt", 80, ["write", "append"]),
+          layerEntry("rw.txt", 81, ["read", "write"]),
+        ]);
+        const read = await h.observe(() => {
+          cat(join(merged, "w.txt"));
+          cat(join(merged, "rw.txt"));
+        });
+        const written = await h.observe(() => {
+          execFileSync("sh", [
+            "-c",
+            `echo more >> ${join(merged, "w.txt")}; echo other > ${join(merged, "rw.txt")}`,
+          ]);
+        });
+        h.watcher().sync([]);
+        const kinds = (list: KernelEvent[], slot: number) =>
+          forSlot(list, slot).map((e) => [...e.accesses].sort().join(","));
+        const result = {
+          readOfWriteTrap: kinds(read, 80),
+          readOfReadTrap: kinds(read, 81),
+          append: kinds(written, 80),
+          overwrite: kinds(written, 81),
+        };
+        assert.deepEqual(result, {
+          readOfWriteTrap: [],
+          readOfReadTrap: ["open,read"],
+          append: ["append,open,write"],
+          overwrite: ["open,write"],
+        });
+        return result;
+      } finally {
         execFileSync("umount", [merged]);
       }
     },
