@@ -320,7 +320,9 @@ function agentVolumes(config: HiveConfig) {
     { name: "tmp", emptyDir: { sizeLimit: "64Mi" } },
     ...(config.containerdRoot
       ? [
-          { name: "containerd-root", hostPath: { path: config.containerdRoot, type: "Directory" } },
+          // Made empty where it is missing: a node whose containerd keeps its root elsewhere still
+          // runs the agent, which finds that out from containerd and says where it is.
+          { name: "containerd-root", hostPath: { path: config.containerdRoot, type: "DirectoryOrCreate" } },
           { name: "cgroup", hostPath: { path: "/sys/fs/cgroup", type: "Directory" } },
         ]
       : []),

@@ -55,6 +55,37 @@ function proverOf(proofs: Pick<PinnedProofMaps, "current">): LayerProve {
   };
 }
 
+const SNAPSHOTTER_DIR = "/io.containerd.snapshotter.v1.overlayfs/snapshots";
+
+/**
+ * Says, when it changes, that the directory looked at is not containerd's snapshots directory
+ * (nothing in it is armed) and which containerdRoot would be. Returns what was said.
+ */
+function sayWhereSnapshotsAre(
+  trusted: TrustedLayers,
+  snapshotsDir: string,
+  said: string | undefined,
+  log: Logger,
+): string | undefined {
+  const elsewhere = trusted.snapshotsElsewhere();
+  const now = elsewhere?.join(", ");
+  if (now === said) return said;
+  if (elsewhere) {
+    const roots = elsewhere.map((r) =>
+      r.endsWith(SNAPSHOTTER_DIR) ? r.slice(0, -SNAPSHOTTER_DIR.length) : r,
+    );
+    log.error("containerd keeps its snapshots elsewhere: traps are not armed in the image layers", {
+      snapshotsDir,
+      containerdSnapshots: elsewhere,
+      hint: `set the HiveMonitor's containerdRoot to ${roots.join(" or ")}; until then each trap is armed once its container runs`,
+    });
+  } else
+    log.info("containerd's snapshots are in the image layers directory; traps are armed there", {
+      snapshotsDir,
+    });
+  return now;
+}
+
 export function createLayerFinder(options: LayerFinderOptions): NodeLayerFinder {
   const { snapshotsDir, log } = options;
   const prove = options.proofs ? proverOf(options.proofs) : undefined;
@@ -68,6 +99,7 @@ export function createLayerFinder(options: LayerFinderOptions): NodeLayerFinder 
   let closed = false;
   let looking: Promise<void> | undefined;
   let again = false;
+  let saidElsewhere: string | undefined;
   /** Looks at which directories are image layers again, then says the layers may have changed. */
   const look = async (notify = true): Promise<void> => {
     if (trusted)
@@ -78,6 +110,7 @@ export function createLayerFinder(options: LayerFinderOptions): NodeLayerFinder 
           hint: "a layer unpacked meanwhile is armed once containerd answers",
         }),
       );
+    if (trusted) saidElsewhere = sayWhereSnapshotsAre(trusted, snapshotsDir, saidElsewhere, log);
     if (notify && !closed) options.onChange();
   };
   /** One look at a time; changes meanwhile make one more. */

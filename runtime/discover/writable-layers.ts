@@ -30,6 +30,8 @@ export interface SnapshotDirs {
   writable: Set<string>;
   /** The image chains under those snapshots: layer directory names, topmost first. */
   chains: string[][];
+  /** Where containerd keeps those directories: its `snapshots` directories, as the host names them. */
+  roots: Set<string>;
 }
 
 /** Asks containerd; rejects when it cannot answer. */
@@ -38,19 +40,22 @@ export type WritableDirs = () => Promise<SnapshotDirs>;
 /** More ACTIVE snapshots than this are not asked for their mounts (the look fails instead). */
 const MAX_ACTIVE = 20_000;
 
-const idOf = (path: string | undefined) => (path ? /\/snapshots\/([0-9]+)\/fs$/.exec(path)?.[1] : undefined);
+const SNAPSHOT_FS = /^(.*\/snapshots)\/([0-9]+)\/fs$/;
+const idOf = (path: string | undefined) => (path ? SNAPSHOT_FS.exec(path)?.[2] : undefined);
 
 /**
  * The snapshot directory an ACTIVE snapshot's mounts write to: the overlay's upperdir, or the
- * source of the bind mount of one without a parent (`…/snapshots/<id>/fs`, the host's path).
+ * source of the bind mount of one without a parent (`<root>/snapshots/<id>/fs`, the host's path):
+ * its name, and the `snapshots` directory it is in.
  */
 export function writableDirOf(
   mounts: readonly { type?: string; source?: string; options?: string[] }[],
-): string | undefined {
+): { id: string; root: string } | undefined {
   for (const m of mounts) {
     const upper = m.options?.find((o) => o.startsWith("upperdir="));
-    const id = upper ? idOf(upper.slice("upperdir=".length)) : m.type === "bind" ? idOf(m.source) : undefined;
-    if (id) return id;
+    const path = upper ? upper.slice("upperdir=".length) : m.type === "bind" ? m.source : undefined;
+    const match = path ? SNAPSHOT_FS.exec(path) : null;
+    if (match) return { id: match[2] as string, root: match[1] as string };
   }
   return undefined;
 }
@@ -89,6 +94,7 @@ export function containerdWritableDirs(options: {
       { timeoutMs },
     );
     const dirs = new Set<string>();
+    const roots = new Set<string>();
     const chains: string[][] = [];
     const seen = new Map<string, ActiveDirs>();
     let activeCount = 0;
@@ -113,21 +119,24 @@ export function containerdWritableDirs(options: {
             if (error.code === grpc.status.NOT_FOUND) return { mounts: [] };
             throw error;
           });
-          dirsOf = { dir: writableDirOf(res.mounts), chain: lowerChainOf(res.mounts) };
+          const writable = writableDirOf(res.mounts);
+          dirsOf = { dir: writable?.id, root: writable?.root, chain: lowerChainOf(res.mounts) };
         }
         seen.set(id, dirsOf);
         if (dirsOf.dir) dirs.add(dirsOf.dir);
+        if (dirsOf.root) roots.add(dirsOf.root);
         if (dirsOf.chain.length > 1) chains.push(dirsOf.chain);
       }
     }
     known = seen;
-    return { writable: dirs, chains };
+    return { writable: dirs, chains, roots };
   };
 }
 
 /** An ACTIVE snapshot's own directory and the image chain under it. */
 interface ActiveDirs {
   dir: string | undefined;
+  root: string | undefined;
   chain: string[];
 }
 
@@ -138,6 +147,7 @@ interface ActiveDirs {
 export class TrustedLayers {
   private previous = new Set<string>();
   private trusted: string[] = [];
+  private elsewhere: string[] | undefined;
   /** Layer → the layers seen above it in an image's chain (kept while both are there: committed, they never move). */
   private readonly over = new Map<string, Set<string>>();
   private chainsVersion = 0;
@@ -149,15 +159,40 @@ export class TrustedLayers {
     this.writable = writable;
   }
 
-  /** Looks again; rejects (and keeps the last answer) when containerd cannot say. */
+  /**
+   * Looks again; rejects (and keeps the last answer) when containerd cannot say. With no
+   * snapshot directory here, a containerd that cannot say is no error (a node of another
+   * runtime, or no image yet).
+   */
   async refresh(): Promise<void> {
     const present = layerDirs(this.snapshotsDir);
-    // No snapshot directory (a node of another runtime, no image yet): nothing to ask about.
-    const { writable, chains } =
-      present.length === 0 ? { writable: new Set<string>(), chains: [] } : await this.writable();
-    this.trusted = present.filter((d) => this.previous.has(d) && !writable.has(d));
+    const answer =
+      present.length === 0
+        ? await this.writable().catch(() => ({
+            writable: new Set<string>(),
+            chains: [],
+            roots: new Set<string>(),
+          }))
+        : await this.writable();
+    const { writable, chains, roots } = answer;
+    // containerd's writable layers (this agent's own container's among them) are all missing
+    // here: this is not containerd's snapshots directory (a node whose containerd keeps its root
+    // elsewhere, as k3s's does). Nothing here is armed, and the finder says where it is. Looked
+    // at again after the answer: a snapshot's directory is made before containerd lists it.
+    const after = new Set(layerDirs(this.snapshotsDir));
+    this.elsewhere =
+      writable.size > 0 && ![...writable].some((d) => after.has(d)) ? [...roots].sort() : undefined;
+    this.trusted = this.elsewhere ? [] : present.filter((d) => this.previous.has(d) && !writable.has(d));
     this.previous = new Set(present);
     this.learnChains(chains, new Set(this.trusted));
+  }
+
+  /**
+   * containerd's `snapshots` directories (host paths) when the directory looked at is not one of
+   * them; undefined when it is, or while that is not known.
+   */
+  snapshotsElsewhere(): string[] | undefined {
+    return this.elsewhere;
   }
 
   /** Changes whenever what `above` answers may have (a chain learned or forgotten). */

@@ -175,7 +175,7 @@ describe("HiveMonitor with the minimal configuration", () => {
       // Where the agent writes the table `hive status` on the node reads (the same directory inside).
       "watch-tables": { path: WATCH_TABLE_DIR, type: "DirectoryOrCreate" },
       // Image layers, where traps are armed before containers start, and containers' cgroups.
-      "containerd-root": { path: "/var/lib/containerd", type: "Directory" },
+      "containerd-root": { path: "/var/lib/containerd", type: "DirectoryOrCreate" },
       cgroup: { path: "/sys/fs/cgroup", type: "Directory" },
     });
     // biome-ignore lint/suspicious/noExplicitAny: mounts from inputs

@@ -60,13 +60,14 @@ export interface Containerd {
  * socket at `socket`), without the CRI plugin, which would look for CNI and write to system
  * paths. Returns the file's path.
  */
-export function writeContainerdConfig(dir: string, socket: string): string {
+/** `root`: containerd's root under `dir` (default `root`; k3s's would be `var/lib/rancher/k3s/agent/containerd`). */
+export function writeContainerdConfig(dir: string, socket: string, root = "root"): string {
   const config = join(dir, "config.toml");
   writeFileSync(
     config,
     [
       "version = 2",
-      `root = "${dir}/root"`,
+      `root = "${dir}/${root}"`,
       `state = "${dir}/state"`,
       'disabled_plugins = ["io.containerd.grpc.v1.cri"]',
       "[grpc]",
@@ -78,11 +79,11 @@ export function writeContainerdConfig(dir: string, socket: string): string {
 }
 
 export async function startContainerd(
-  options: { namespace?: string; startTimeoutMs?: number } = {},
+  options: { namespace?: string; startTimeoutMs?: number; root?: string } = {},
 ): Promise<Containerd> {
   const dir = mkdtempSync(join(tmpdir(), "hive-containerd-"));
   const socket = join(dir, "containerd.sock");
-  const config = writeContainerdConfig(dir, socket);
+  const config = writeContainerdConfig(dir, socket, options.root);
   let log = "";
   const launch = async (): Promise<ChildProcess> => {
     const child: ChildProcess = spawn("/usr/bin/containerd", ["--config", config], {
