@@ -25,7 +25,7 @@ export type NodeKernelCheck = (node: string) => Promise<boolean>;
 export interface NodeKernelCheckOptions {
   /** Nodes of this cluster may share a kernel (kind): another node's reported boot id is believed. */
   shared: boolean;
-  log: Pick<Logger, "warn" | "error">;
+  log: Pick<Logger, "error">;
   rememberMs?: number;
 }
 
@@ -46,19 +46,22 @@ export function createNodeKernelCheck(
     }
   };
   if (!options.shared) {
-    // Another node is never this kernel's. One that claims its boot id is a conflict, said once:
-    // a compromised node, or a cluster whose nodes share a host without saying so.
+    // Another node is never this kernel's: one acting for it (its Lease, its HiveData) is a
+    // conflict, said once per node with the boot id its Node reports: a compromised node, or a
+    // cluster whose nodes share a host without saying so.
     return async (node) => {
       if (said.has(node)) return false;
       said.add(node);
-      const claimed = await bootIdOf(node).catch(() => undefined);
-      if (claimed === kernelId) {
-        log.error("another node claims this node's kernel; refused, since nodes do not share kernels here", {
-          node,
-          kernelId,
-          hint: "a compromised node writing another kernel's boot id, or nodes that share one host's kernel (kind): then set sharedKernels",
-        });
-      } else log.warn("another node's agent acts for this kernel; refused", { node, kernelId });
+      const fields: Record<string, unknown> = { node, kernelId };
+      try {
+        fields.reportedBootId = await bootIdOf(node);
+      } catch (error) {
+        fields.nodeUnread = error;
+      }
+      log.error("another node acts for this node's kernel; refused, since nodes do not share kernels here", {
+        ...fields,
+        hint: "a compromised node (its Node may report any boot id), or nodes that share one host's kernel (kind, k3d): then set sharedKernels",
+      });
       return false;
     };
   }

@@ -104,11 +104,11 @@ export function createLayerFinder(options: LayerFinderOptions): NodeLayerFinder 
   const look = async (notify = true): Promise<void> => {
     if (trusted)
       await trusted.refresh().catch((error: unknown) =>
-        log.warn("cannot ask containerd which snapshots are writable; the layers trusted before are kept", {
-          snapshotsDir,
-          error,
-          hint: "a layer unpacked meanwhile is armed once containerd answers",
-        }),
+        // With no layer here (a node of another runtime, or no image yet) nothing is at stake.
+        log[layerDirs(snapshotsDir).length > 0 ? "warn" : "debug"](
+          "cannot ask containerd which snapshots are writable; the layers trusted before are kept",
+          { snapshotsDir, error, hint: "a layer unpacked meanwhile is armed once containerd answers" },
+        ),
       );
     if (trusted) saidElsewhere = sayWhereSnapshotsAre(trusted, snapshotsDir, saidElsewhere, log);
     if (notify && !closed) options.onChange();

@@ -159,22 +159,10 @@ export class TrustedLayers {
     this.writable = writable;
   }
 
-  /**
-   * Looks again; rejects (and keeps the last answer) when containerd cannot say. With no
-   * snapshot directory here, a containerd that cannot say is no error (a node of another
-   * runtime, or no image yet).
-   */
+  /** Looks again; rejects (and keeps the last answer) when containerd cannot say. */
   async refresh(): Promise<void> {
     const present = layerDirs(this.snapshotsDir);
-    const answer =
-      present.length === 0
-        ? await this.writable().catch(() => ({
-            writable: new Set<string>(),
-            chains: [],
-            roots: new Set<string>(),
-          }))
-        : await this.writable();
-    const { writable, chains, roots } = answer;
+    const { writable, chains, roots } = await this.writable();
     // containerd's writable layers (this agent's own container's among them) are all missing
     // here: this is not containerd's snapshots directory (a node whose containerd keeps its root
     // elsewhere, as k3s's does). Nothing here is armed, and the finder says where it is. Looked

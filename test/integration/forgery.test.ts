@@ -11,10 +11,8 @@ import {
   PatchStrategy,
   RbacAuthorizationV1Api,
   setHeaderOptions,
-  V1MicroTime,
 } from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { trapId } from "../../api/ids.ts";
 import {
   GROUP,
   LABEL_KERNEL_ID,
@@ -27,15 +25,8 @@ import {
   VERSION,
 } from "../../api/meta.ts";
 import { rejection, statusOf } from "../cluster/testing.ts";
-import {
-  AGENT_NS,
-  Cluster,
-  eventually,
-  FAST_LEASE,
-  type HiveApi,
-  POLICY_NS,
-  startHiveApi,
-} from "./harness.ts";
+import { AGENT_NS, Cluster, eventually, type HiveApi, POLICY_NS, startHiveApi } from "./harness.ts";
+import { armedOnNode1, holdLeaseAgainst, plantDataFor, takeLease } from "./node-attack.ts";
 
 const KERNEL_A = "aaaaaaaa-1111-4111-8111-111111111111";
 const KERNEL_B = "bbbbbbbb-2222-4222-8222-222222222222";
@@ -272,23 +263,11 @@ describe("elections a compromised node cannot win", () => {
   it("a node cannot hold another kernel's Lease: admission binds the holder to its token, the rightful loader keeps its role", async () => {
     cluster = await Cluster.start(hive as HiveApi);
     const c = cluster;
-    const node1 = await c.addNode("node-1", KERNEL_A);
-    await c.addNode("node-2", KERNEL_B);
-    await c.addPod("web", "node-1");
-    await c.createPolicy("shadow", [{ path: "/etc/shadow" }]);
-    await eventually(() => node1.activeKernel()?.entries.some((e) => e.kind === "file"), "kernel A armed");
+    const { node1 } = await armedOnNode1(c, KERNEL_A, KERNEL_B);
     const name = `hive-loader-${KERNEL_A}`;
     c.expectRefusals({ node: "node-2", verb: "update", resource: "leases", name });
     const attacker = (await c.agentKubeConfig("node-2")).makeApiClient(CoordinationV1Api);
-    const takeAs = async (holder: string) => {
-      const lease = await attacker.readNamespacedLease({ name, namespace: AGENT_NS });
-      const now = new V1MicroTime();
-      return attacker.replaceNamespacedLease({
-        name,
-        namespace: AGENT_NS,
-        body: { ...lease, spec: { ...lease.spec, holderIdentity: holder, renewTime: now, acquireTime: now } },
-      });
-    };
+    const takeAs = (holder: string) => takeLease(attacker, name, holder);
     // Posing as node-1's agent: refused. A 409 means node-1 renewed between the read and the write
     // (a real server checks the resourceVersion before admission too): the attacker reads again.
     let posing = await rejection(takeAs("node-1/hive-agent-node-1"));
@@ -297,51 +276,15 @@ describe("elections a compromised node cannot win", () => {
     expect(statusOf(posing)).toMatchObject({ code: 403 });
     expect(statusOf(posing).message).toContain("may hold a Lease only as node-2/hive-agent-node-2");
     // As itself, renewing faster than any candidate: node-1's loader must not step down.
-    const until = performance.now() + 4 * FAST_LEASE.leaseDurationMs;
-    while (performance.now() < until) {
-      await takeAs("node-2/hive-agent-node-2").catch(() => undefined); // 409 when node-1 wrote in between
-      expect(node1.agent.loader(), "node-1 still loads kernel A").toBeTruthy();
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    expect(node1.kernels).toHaveLength(1);
-    expect(node1.kernels[0]?.closed).toBe(false);
-    await eventually(
-      async () =>
-        (await attacker.readNamespacedLease({ name, namespace: AGENT_NS })).spec?.holderIdentity ===
-        "node-1/hive-agent-node-1",
-      "kernel A's Lease back with node-1",
-    );
+    await holdLeaseAgainst(c, "node-2", KERNEL_A, node1);
   });
 });
 
 describe("a compromised node and another kernel's watch map", () => {
   it("cannot arm a file in it: a HiveData naming a kernel its node does not run is never armed", async () => {
     cluster = await Cluster.start(hive as HiveApi);
-    const c = cluster;
-    const node1 = await c.addNode("node-1", KERNEL_A);
-    await c.addNode("node-2", KERNEL_B);
-    await c.addPod("web", "node-1");
-    const trap = { path: "/etc/shadow" };
-    await c.createPolicy("shadow", [trap]);
-    const kernel = await eventually(() => {
-      const k = node1.activeKernel();
-      return k?.entries.some((e) => e.kind === "file") ? k : undefined;
-    }, "kernel A armed");
-    // node-2's agent writes, as admission lets it, a HiveData of its own node… naming kernel A.
-    const node2 = (await c.agentKubeConfig("node-2")).makeApiClient(CustomObjectsApi);
-    const body = forged("node-2");
-    body.metadata.labels["trap-id"] = trapId({ namespace: POLICY_NS, name: "shadow" }, trap);
-    body.spec["inode-no"] = "4242";
-    await node2.createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      namespace: AGENT_NS,
-      plural: PLURAL_DATA,
-      body,
-    });
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    expect([...kernel.everWatched].some((k) => k.endsWith(":4242"))).toBe(false);
-    expect(kernel.entries.some((e) => e.key.ino === 4242n)).toBe(false);
+    const { kernel } = await armedOnNode1(cluster, KERNEL_A, KERNEL_B);
+    await plantDataFor(cluster, "node-2", KERNEL_A, kernel);
   });
 });
 

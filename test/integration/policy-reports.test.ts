@@ -10,9 +10,9 @@ import type { HiveData } from "../../api/data.ts";
 import { ANNOTATION_REPORT_WRITER, reportApiVersion } from "../../api/report.ts";
 import { clusterRules } from "../../component/builders/rbac.ts";
 import type { ProcessIdentity } from "../../runtime/kernel/contract.ts";
+import { clusterPerTest } from "./cluster-per-test.ts";
 import { eventually } from "./harness.ts";
 import {
-  clusterPerTest,
   DEBOUNCE_MS,
   ensureCrd,
   REPORTS,

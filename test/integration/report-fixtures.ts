@@ -4,7 +4,6 @@
  * the report writer, its alerts sent as pod Events).
  */
 import { ApiextensionsV1Api, CoreV1Api, type V1CustomResourceDefinition } from "@kubernetes/client-node";
-import { afterAll, afterEach, beforeAll } from "vitest";
 import { policyReportCrd } from "../../api/crd.ts";
 import type { HiveData } from "../../api/data.ts";
 import { type PolicyReport, REPORT_NAME, type ReportFormat } from "../../api/report.ts";
@@ -14,35 +13,13 @@ import type { ProcessIdentity } from "../../runtime/kernel/contract.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { reportResource } from "../../runtime/reports/kube-report-client.ts";
 import { captureLogger } from "../alerts/fixtures.ts";
-import { Cluster, eventually, type HiveApi, type SimNode, startHiveApi } from "./harness.ts";
+import type { Cluster, SimNode } from "./harness.ts";
+import { eventually } from "./harness.ts";
 
 export const KERNEL_A = "55555555-5555-4555-8555-555555555555";
 export const REPORTS = reportResource("policyreport");
 /** Short enough for a test; the writes it allows are counted. */
 export const DEBOUNCE_MS = 1000;
-
-/**
- * One real control plane per file (Hive installed, no PolicyReport CRD yet) and a fresh cluster
- * per test, stopped after it: call the returned function at the start of each test.
- */
-export function clusterPerTest(): () => Promise<Cluster> {
-  let hive: HiveApi | undefined;
-  let cluster: Cluster | undefined;
-  beforeAll(async () => {
-    hive = await startHiveApi();
-  });
-  afterAll(async () => {
-    await hive?.stop();
-  });
-  afterEach(async () => {
-    await cluster?.stop();
-    cluster = undefined;
-  });
-  return async () => {
-    cluster = await Cluster.start(hive as HiveApi);
-    return cluster;
-  };
-}
 
 /** The report CRD the monitor installs (reports.installCrd), applied as an admin would. */
 export async function ensureCrd(c: Cluster, format: ReportFormat = "policyreport"): Promise<void> {

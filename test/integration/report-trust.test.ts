@@ -14,9 +14,9 @@ import {
   REPORT_NAME,
   reportApiVersion,
 } from "../../api/report.ts";
+import { clusterPerTest } from "./cluster-per-test.ts";
 import { eventually } from "./harness.ts";
 import {
-  clusterPerTest,
   DEBOUNCE_MS,
   ensureCrd,
   REPORTS,
