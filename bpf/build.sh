@@ -37,7 +37,7 @@ for target in x86:hive.bpf.o arm64:hive.arm64.bpf.o; do
   out=${target#*:}
   if [ -f "$out" ]; then
     stale=""
-    for src in hive.bpf.c hive.h process.bpf.h change.bpf.h allow.bpf.h prove.bpf.h regs.h build.sh; do
+    for src in hive.bpf.c ./*.bpf.h hive.h regs.h build.sh; do
       [ "$src" -nt "$out" ] && stale=1
     done
     [ -z "$stale" ] && continue
