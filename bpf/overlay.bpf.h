@@ -4,8 +4,9 @@
  * caller's mask (inode_permission's entry, where the trap hook runs), then, inside ovl_permission,
  * the layer's inode with write and append turned into read (the file is copied up to the
  * container's layer before it is written). A layer's entry sees only the second check. The first
- * is noted here, per CPU, so that the second is judged by what the caller asked: a [write] trap on
- * an image's file fires before the container's own copy is armed, and a write is reported as one.
+ * is noted here, per CPU, so that the second is judged by what the caller asked as well: a [write]
+ * trap on an image's file fires before the container's own copy is armed, and a write is reported
+ * as one (with the read the copy-up makes).
  * Only writes of files with no copy in the container's layer are noted (a file's first write,
  * which copies it up): every other check costs a mask test. The note is for the same thread and
  * the same inode number (an overlay whose layers share one filesystem, as containerd's snapshots
@@ -41,7 +42,7 @@ static __always_inline void hive_ovl_note(struct inode *inode, __u32 mask, int d
 	w->mask = mask;
 }
 
-/* At a layer entry's check: the mask the overlay was asked, when this check is its inner one. */
+/* At a layer entry's check: its mask and the one the overlay was asked, when this check is its inner one. */
 static __always_inline __u32 hive_ovl_asked(__u64 ino, __u32 mask)
 {
 	__u32 zero = 0;
@@ -50,5 +51,7 @@ static __always_inline __u32 hive_ovl_asked(__u64 ino, __u32 mask)
 	    bpf_ktime_get_ns() - w->ktime_ns > hive_burst_gap_ns)
 		return mask;
 	w->tid = 0; /* used once */
-	return w->mask;
+	/* With the inner check's own kinds: a note left by a write refused before the overlay looked
+	 * at the layer (so never used) must not hide what the thread does next, an exec or a read. */
+	return mask | w->mask;
 }

@@ -29,7 +29,7 @@ export const KERNEL_CASES = [
   "removing an entry from the map stops its events",
   "a trap is proven when armed: a file on an overlay is watched by the identity the kernel checks, and proving never alerts",
   "in a root that is an overlay of layers on two filesystems, the agent's resolver threads arm lower and upper files as the kernel checks them",
-  "an image layer's file written through a container's overlay, before the container's own copy is armed, is judged as a write: a write-only trap fires on the append, not on a read, and an overwrite is not reported as a read",
+  "an image layer's file written through a container's overlay, before the container's own copy is armed, is judged as a write: a write-only trap fires on the append, not on a read; an overwrite is a write; a refused write just before an exec does not hide the exec",
   "10,000 watched files: each read reports its own slot",
   "100,000 accesses: every burst is delivered, held as a flood's count, or counted as lost",
   "a full burst table loses nothing: the accesses it cannot hold are reported at once and counted",

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
-import { chmodSync, constants, mkdirSync, openSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, constants, cpSync, mkdirSync, openSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { AccessKind } from "../../../api/meta.ts";
 import { ResolvePool } from "../../../runtime/discover/resolve-pool.ts";
@@ -20,7 +20,7 @@ type ProofCaseName = Extract<
   KernelCaseName,
   | "a trap is proven when armed: a file on an overlay is watched by the identity the kernel checks, and proving never alerts"
   | "in a root that is an overlay of layers on two filesystems, the agent's resolver threads arm lower and upper files as the kernel checks them"
-  | "an image layer's file written through a container's overlay, before the container's own copy is armed, is judged as a write: a write-only trap fires on the append, not on a read, and an overwrite is not reported as a read"
+  | "an image layer's file written through a container's overlay, before the container's own copy is armed, is judged as a write: a write-only trap fires on the append, not on a read; an overwrite is a write; a refused write just before an exec does not hide the exec"
 >;
 
 const ALL: AccessKind[] = ["read", "write", "exec", "append", "open"];
@@ -123,7 +123,7 @@ export function proofCases(
       }
     },
 
-    async "an image layer's file written through a container's overlay, before the container's own copy is armed, is judged as a write: a write-only trap fires on the append, not on a read, and an overwrite is not reported as a read"() {
+    async "an image layer's file written through a container's overlay, before the container's own copy is armed, is judged as a write: a write-only trap fires on the append, not on a read; an overwrite is a write; a refused write just before an exec does not hide the exec"() {
       // A container's root as containerd's overlayfs snapshotter makes it: the image layer and the
       // container's writable layer on one filesystem. Traps armed on the layer's files only, as
       // discover arms them before the container runs (an image layer's own entry: group == slot).
@@ -137,6 +137,8 @@ export function proofCases(
       for (const d of [lower, upper, work, merged]) mkdirSync(d, { recursive: true });
       writeFileSync(join(lower, "w.txt"), "from the image\n");
       writeFileSync(join(lower, "rw.txt"), "from the image\n");
+      cpSync("/bin/true", join(lower, "tool"));
+      chmodSync(join(lower, "tool"), 0o755);
       execFileSync("mount", [
         "-t",
         "overlay",
@@ -153,6 +155,7 @@ export function proofCases(
         h.watcher().sync([
           layerEntry("w.txt", 80, ["write", "append"]),
           layerEntry("rw.txt", 81, ["read", "write"]),
+          layerEntry("tool", 82, ["exec"]),
         ]);
         const read = await h.observe(() => {
           cat(join(merged, "w.txt"));
@@ -164,6 +167,15 @@ export function proofCases(
             `echo more >> ${join(merged, "w.txt")}; echo other > ${join(merged, "rw.txt")}`,
           ]);
         });
+        // A user who may not write the image's tool tries to (refused before the overlay looks at
+        // the layer, so its write is noted and never judged), then runs it from the same thread.
+        const refusedThenRun = await h.observe(() => {
+          spawnSync("sh", ["-c", `true >> ${join(merged, "tool")}; exec ${join(merged, "tool")}`], {
+            uid: 65534,
+            gid: 65534,
+            stdio: "ignore",
+          });
+        });
         h.watcher().sync([]);
         const kinds = (list: KernelEvent[], slot: number) =>
           forSlot(list, slot).map((e) => [...e.accesses].sort().join(","));
@@ -172,12 +184,15 @@ export function proofCases(
           readOfReadTrap: kinds(read, 81),
           append: kinds(written, 80),
           overwrite: kinds(written, 81),
+          execAfterRefusedWrite: kinds(refusedThenRun, 82).length,
         };
+        // The layer's check keeps its own kinds too (read: the overlay reads the file to copy it up).
         assert.deepEqual(result, {
           readOfWriteTrap: [],
           readOfReadTrap: ["open,read"],
-          append: ["append,open,write"],
-          overwrite: ["open,write"],
+          append: ["append,open,read,write"],
+          overwrite: ["open,read,write"],
+          execAfterRefusedWrite: 1,
         });
         return result;
       } finally {
