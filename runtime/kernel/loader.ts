@@ -27,7 +27,7 @@ import type {
 } from "./contract.ts";
 import { readCounters } from "./counters.ts";
 import { DenyLink } from "./deny-link.ts";
-import { DENY_PROGRAMS } from "./deny-mechanism.ts";
+import { DENY_PROGRAMS, type DenyMechanism } from "./deny-mechanism.ts";
 import { type DeliveryTiming, deliveryTiming, startEventDelivery } from "./event-delivery.ts";
 import type { FloodSummaries } from "./flood-summaries.ts";
 import { type InodePermissionSignature, inodePermissionSignature, overlayUpperOffset } from "./kernel-btf.ts";
@@ -71,6 +71,11 @@ interface AttachChoice {
   mode: AttachMode;
   reason: string;
   facts: KernelFacts;
+}
+
+/** The deny program this watcher loads: none where the kernel cannot deny, else fmod_ret unless told. */
+function denyMechanismOf(options: KernelWatcherOptions): DenyMechanism | undefined {
+  return options.denyUnavailable === undefined ? (options.denyMechanism ?? "fmod_ret") : undefined;
 }
 
 export class LibbpfKernelWatcher implements KernelWatcher {
@@ -154,7 +159,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       selectPrograms(this.lib, this.obj, {
         mode: this.attachMode,
         parentHook: loadParentHook,
-        deny: options.denyUnavailable === undefined ? (options.denyMechanism ?? "fmod_ret") : undefined,
+        deny: denyMechanismOf(options),
       });
       this.setRodata(options);
       this.maps = findMaps(this.lib, this.obj);
@@ -244,12 +249,10 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   /** After the trap: the deny program's link (attached on demand), the parent hook if needed, the change hooks. */
   private attachHooks(options: KernelWatcherOptions, parentHook: boolean): void {
-    const mechanism = options.denyMechanism ?? "fmod_ret";
+    const mechanism = denyMechanismOf(options);
     this.deny = new DenyLink(
       this.lib,
-      options.denyUnavailable === undefined
-        ? { mechanism, prog: this.program(DENY_PROGRAMS[mechanism]) }
-        : null,
+      mechanism ? { mechanism, prog: this.program(DENY_PROGRAMS[mechanism]) } : null,
       this.pinRoot,
       this.logger,
       options.denyUnavailable,
