@@ -1,6 +1,6 @@
 /**
- * What an allowed access costs in user space, per event: the raw kernel record decoded
- * (runtime/kernel/layout.ts decodeEvent), then the real alert pipeline's handle() with a
+ * What an allowed access costs in user space, per event: the raw kernel record read in place
+ * as the ring consumer reads it (runtime/kernel/event-decode.ts eventAt), then the real alert pipeline's handle() with a
  * trap whose allow list matches — the allow match and its counting (the metric and the
  * counts `hive status` shows), nothing delivered. The kernel benchmark runs it on the host
  * (ns/event) and inside its icount guest (guest instructions/event, the unit of the kernel
@@ -10,7 +10,9 @@ import { LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { AllowEntry } from "../../api/policy.ts";
 import type { AlertSource } from "../../runtime/alerts/alert-source.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
-import { decodeEvent, EVENT_LAYOUT, EXE_MAX } from "../../runtime/kernel/layout.ts";
+import { eventAt } from "../../runtime/kernel/event-decode.ts";
+import { recordBatch } from "../../runtime/kernel/event-record.ts";
+import { EVENT_LAYOUT, EXE_MAX } from "../../runtime/kernel/layout.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 
@@ -83,9 +85,9 @@ export function rawAllowedEvent(): Buffer {
 }
 
 export interface AllowCost {
-  /** decodeEvent alone, per event. */
+  /** eventAt alone (the numbers read; strings when asked), per event. */
   decodeNs: number;
-  /** decodeEvent + pipeline.handle (allow match + counting), per event. */
+  /** eventAt + pipeline.handle (allow match + counting), per event. */
   totalNs: number;
   events: number;
 }
@@ -103,12 +105,12 @@ export async function measureAllowCost(count: number): Promise<AllowCost> {
     lines: false,
   });
   const source = allowSource(BENCH_ALLOW);
-  const record = rawAllowedEvent();
+  const batch = recordBatch(rawAllowedEvent());
   let handled = 0;
   const round = (handle: boolean): number => {
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < count; i++) {
-      const event = decodeEvent(record);
+      const event = eventAt(batch, 0);
       if (handle) pipeline.handle(event, source);
     }
     const ns = Number(process.hrtime.bigint() - t0) / count;

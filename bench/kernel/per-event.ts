@@ -15,7 +15,7 @@ export const GROWTH_ALLOWED = 1.1;
 export interface PerEventFigures {
   /** Agent CPU per event it allows in user space: ring reader thread, decode, allow match, counting. */
   agentPerEvent: number;
-  /** decodeEvent + the pipeline's handle, per event, in a warm loop. */
+  /** The event read in place (eventAt) + the pipeline's handle, per event, in a warm loop. */
   decodeAndHandle: number;
   /** Ring buffer → decoded events per guest-second. */
   eventsPerSecond: number;

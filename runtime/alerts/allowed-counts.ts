@@ -54,35 +54,52 @@ export function createAllowedCounts(maxRecords = 10_000): AllowedCounts {
   const byKey = new Map<string, AllowedRecord>();
   /** The entry object each record's text was described from. */
   const described = new Map<string, object>();
+  /**
+   * Per source object, its entries' records and the entry each was described from: an access
+   * of a source seen before is counted without a key string or a map lookup by text.
+   */
+  const bySource = new WeakMap<AlertSource, Array<{ record: AllowedRecord; allow: object } | undefined>>();
   let changed = false;
+  const recordOf = (source: AlertSource, entry: number, allow: AllowEntry): AllowedRecord | undefined => {
+    const trapId = trapIdOf(source);
+    const key = `${trapId}\0${entry}`;
+    const have = byKey.get(key);
+    if (have) {
+      // The list may have changed under the same trap id only with the same content; keep the latest text.
+      if (described.get(key) !== allow) {
+        have.allow = describeEntry(allow);
+        described.set(key, allow);
+      }
+      return have;
+    }
+    if (byKey.size >= maxRecords) return undefined;
+    const record: AllowedRecord = {
+      policy: source.annotations.hive_policy_name ?? "",
+      trapId,
+      path: source.annotations.path ?? "",
+      entry,
+      allow: describeEntry(allow),
+      count: 0,
+    };
+    if (source.policyNamespace !== undefined) record.namespace = source.policyNamespace;
+    byKey.set(key, record);
+    described.set(key, allow);
+    return record;
+  };
   return {
     add(source, entry, allow, by = 1) {
-      const trapId = trapIdOf(source);
-      const key = `${trapId}\0${entry}`;
-      const have = byKey.get(key);
       changed = true;
-      if (have) {
-        have.count += by;
-        // The list may have changed under the same trap id only with the same content; keep the latest text
-        // (described again only when the entry is another object: describing it per access cost more than the rest).
-        if (described.get(key) !== allow) {
-          have.allow = describeEntry(allow);
-          described.set(key, allow);
-        }
+      const slots = bySource.get(source);
+      const known = slots?.[entry];
+      if (known !== undefined && known.allow === allow) {
+        known.record.count += by;
         return;
       }
-      if (byKey.size >= maxRecords) return;
-      const record: AllowedRecord = {
-        policy: source.annotations.hive_policy_name ?? "",
-        trapId,
-        path: source.annotations.path ?? "",
-        entry,
-        allow: describeEntry(allow),
-        count: by,
-      };
-      if (source.policyNamespace !== undefined) record.namespace = source.policyNamespace;
-      byKey.set(key, record);
-      described.set(key, allow);
+      const record = recordOf(source, entry, allow);
+      if (!record) return;
+      record.count += by;
+      if (slots) slots[entry] = { record, allow };
+      else bySource.set(source, Object.assign([], { [entry]: { record, allow } }));
     },
     records() {
       return [...byKey.values()]

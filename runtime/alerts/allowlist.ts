@@ -167,23 +167,29 @@ export function allowDecision(
   event: AllowSubject,
   scope: AllowScope = {},
 ): { entry: number } | { misses: AllowMiss[] } {
+  const entry = allowingEntry(allow, event, scope);
+  if (entry !== undefined) return { entry };
   const misses: AllowMiss[] = [];
-  for (const [entry, e] of (allow ?? []).entries()) {
+  (allow ?? []).forEach((e, i) => {
     const miss = entryMiss(e, event, scope);
-    if (miss === undefined) return { entry };
-    misses.push({ entry, ...miss });
-  }
+    if (miss) misses.push({ entry: i, field: miss.field, reason: miss.reason });
+  });
   return { misses };
 }
 
-/** Index of the first entry of `allow` that holds for `event`; undefined when none does (alert). */
+/**
+ * Index of the first entry of `allow` that holds for `event`; undefined when none does (alert).
+ * Once per event: it builds no list of misses (allowDecision does, for an alert).
+ */
 export function allowingEntry(
   allow: readonly AllowEntry[] | undefined,
   event: AllowSubject,
   scope: AllowScope = {},
 ): number | undefined {
-  const decision = allowDecision(allow, event, scope);
-  return "entry" in decision ? decision.entry : undefined;
+  if (allow === undefined) return undefined;
+  for (let i = 0; i < allow.length; i++)
+    if (entryMiss(allow[i] as AllowEntry, event, scope) === undefined) return i;
+  return undefined;
 }
 
 /** An entry as a short text, for logs and `hive status`: `exe=/usr/bin/passwd accesses=read,write`. */

@@ -11,7 +11,7 @@ import type { Logger } from "../log.ts";
 import type { HiveMetrics } from "../metrics/metrics.ts";
 import { type AlertSource, trapIdOf } from "./alert-source.ts";
 import type { AllowedCounts } from "./allowed-counts.ts";
-import { allowDecision } from "./allowlist.ts";
+import { allowDecision, allowingEntry } from "./allowlist.ts";
 import { type AlertContext, buildAlert } from "./build-alert.ts";
 import type { CallbackRouter } from "./callback-routing.ts";
 import type { Dispatcher } from "./delivery/dispatcher.ts";
@@ -43,17 +43,19 @@ export function handleEvent(
   try {
     const trapId = trapIdOf(source);
     // Before the rate limit: an expected reader is counted, and spends no alert budget.
-    const verdict =
-      source.allow === undefined
-        ? undefined
-        : allowDecision(source.allow, event, { files: source.allowFiles, host: source.allowHost });
-    if (verdict !== undefined && "entry" in verdict) {
-      state.allowedCounts.add(source, verdict.entry, source.allow?.[verdict.entry] ?? {});
+    const allow = source.allow;
+    const scope = allow === undefined ? undefined : { files: source.allowFiles, host: source.allowHost };
+    const entry = allow === undefined ? undefined : allowingEntry(allow, event, scope);
+    if (entry !== undefined) {
+      state.allowedCounts.add(source, entry, allow?.[entry] ?? {});
       return undefined;
     }
     const suppressed = takeRateLimit(state, rateKeyOf(event, source, trapId));
     if (suppressed === undefined) return undefined;
-    const alert = buildAlert(event, source, state.context, suppressed, verdict?.misses);
+    // Why no entry held, for the alert: worked out only for an access that alerts.
+    const verdict = allow === undefined ? undefined : allowDecision(allow, event, scope);
+    const misses = verdict !== undefined && "misses" in verdict ? verdict.misses : undefined;
+    const alert = buildAlert(event, source, state.context, suppressed, misses);
     emitAlert(state, alert, event, source, trapId);
     return alert;
   } catch (error) {

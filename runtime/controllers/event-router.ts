@@ -11,6 +11,7 @@
  */
 import type { HiveData } from "../../api/data.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
+import { retainedEvent } from "../kernel/event-decode.ts";
 import type { Logger } from "../log.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
 import { type AttributionRetry, createAttributionRetry } from "./attribution-retry.ts";
@@ -92,7 +93,7 @@ export class EventRouter {
     const watched = this.o.routes.find(event);
     // Only with a snapshot are events routed before the first sync: one it does not know waits.
     if (!watched && this.o.held.active) {
-      this.o.held.hold(event);
+      this.o.held.hold(retainedEvent(event));
       return true;
     }
     if (!watched) return this.unmatched();
@@ -108,7 +109,7 @@ export class EventRouter {
     if (armed.length === 0) return this.unmatched();
     const delivery = deliveryOf(event, armed, () => this.o.attribute?.(event), this.o.platformNamespace);
     if ("wait" in delivery) {
-      if (!retrying) this.unnamed.park(event);
+      if (!retrying) this.unnamed.park(retainedEvent(event));
       return false;
     }
     if ("drop" in delivery) {

@@ -5,6 +5,7 @@
  * nor a later agent delivers them again. A burst the kernel emitted while the mark was being
  * written is recognised here as a duplicate.
  */
+import type { BurstIdentity } from "./event-record.ts";
 import { COUNTERS_LAYOUT, decodeBurstTimes, EVENT_LAYOUT } from "./layout.ts";
 import { forEachMapEntry, type Libbpf } from "./libbpf-ffi.ts";
 import type { RingBatch } from "./ring-batch.ts";
@@ -17,7 +18,14 @@ const MAX_MARKS = 4 * 8192;
 
 type SweepData = Pick<
   RingWorkerData,
-  "burstsFd" | "sweptFd" | "countersFd" | "burstGapNs" | "burstMaxNs" | "sweepIntervalMs" | "maxBatch"
+  | "burstsFd"
+  | "sweptFd"
+  | "countersFd"
+  | "burstGapNs"
+  | "burstMaxNs"
+  | "sweepIntervalMs"
+  | "maxBatch"
+  | "adoptedBeforeNs"
 >;
 
 export class BurstSweeper {
@@ -54,9 +62,10 @@ export class BurstSweeper {
   }
 
   /** True for a burst the kernel emitted that a sweep had posted already (forgotten then: it ends there). */
-  isDuplicate(pid: number, ktimeNs: bigint): boolean {
-    if (this.delivered.get(pid) !== ktimeNs) return false;
-    this.delivered.delete(pid);
+  isDuplicate(burst: BurstIdentity): boolean {
+    const swept = this.delivered.get(burst.pid);
+    if (swept === undefined || swept !== burst.ktimeNs) return false;
+    this.delivered.delete(burst.pid);
     return true;
   }
 
@@ -105,7 +114,7 @@ export class BurstSweeper {
         // Swept here: never posted twice; the kernel learns it when the batch is acknowledged.
         this.delivered.set(burst.pid, burst.ktimeNs);
         batch.addMark(burst.pid, burst.ktimeNs);
-        batch.append(record, burst.ktimeNs);
+        batch.append(record, 0, record.byteLength, burst.ktimeNs < this.data.adoptedBeforeNs);
         batch.swept++;
       } else {
         pending = true;
@@ -121,7 +130,7 @@ export class BurstSweeper {
   }
 
   /** Every pending burst: batched reads (one syscall per 1,024 entries, kernel ≥ 5.6). */
-  private readBursts(visit: (record: Uint8Array) => void): void {
+  private readBursts(visit: (record: Buffer) => void): void {
     const { lib, batchKeys, batchValues, inBatch, outBatch } = this;
     const { burstsFd } = this.data;
     if (this.batchSupported) {

@@ -229,8 +229,6 @@ export interface KernelEvent {
    * and what an allow decision reads of the process) as the kernel wrote them: what flood-summaries.ts turns into `summarized`.
    */
   heldTotal?: { bursts: bigint; checks: bigint };
-  /** The flood key the kernel counted this burst under (hex of struct hive_flood_key). */
-  floodKey?: string;
   /**
    * Bursts of the same trapped file, container and executable that the kernel held since the
    * previous event of theirs (a flood, summarised before the ring buffer), and their checks.
@@ -278,7 +276,11 @@ export interface KernelWatcher {
    * before the entries change, new keys come after, so no key is read with another slot's trap.
    */
   sync(entries: readonly WatchEntry[], allow?: readonly AllowRule[]): SyncResult;
-  /** Events are delivered on Node's event loop; consumption never blocks it. */
+  /**
+   * Events are delivered on Node's event loop; consumption never blocks it. An event is read in
+   * place from the batch it came in: a listener that keeps it beyond the call keeps
+   * `retainedEvent(event)` (event-decode.ts), which holds its own 896 bytes, not the batch.
+   */
   onEvent(listener: (event: KernelEvent) => void): void;
   /**
    * Defers consuming delivered events until the returned release is called: they stay in the

@@ -16,7 +16,7 @@ import type {
   KernelEvent,
   ProcessIdentity,
 } from "./contract.ts";
-import { floodKeyOf, EVENT_LAYOUT as L } from "./event-record.ts";
+import { EVENT_LAYOUT as L, type RecordBatch, recordBatch } from "./event-record.ts";
 import { cString, decodeExecIdentity, decodeProvenance, EXE_MAX } from "./exec-identity.ts";
 import { keyFromKernelDev } from "./file-key.ts";
 import { KIND_FOLLOWED, KIND_PARENT } from "./map-layouts.ts";
@@ -25,25 +25,34 @@ import { KIND_FOLLOWED, KIND_PARENT } from "./map-layouts.ts";
 const REL = { chroot: 0x1, parentChroot: 0x2, parentExeced: 0x4, reparented: 0x8 } as const;
 const NO_DENY = 0;
 
-/** A DataView of the pool slab the last events were copied to (one per slab, not per event). */
-let slabView: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
-
-/** The 64-bit field at `offset` of a record in `bytes`, read by V8's own DataView (no BigInt arithmetic). */
-function u64(bytes: Buffer, offset: number): bigint {
-  if (slabView.buffer !== bytes.buffer) slabView = new DataView(bytes.buffer);
-  return slabView.getBigUint64(bytes.byteOffset + offset, true);
-}
-
+/** A record of its own: an event kept for later keeps 896 bytes alive, never what it came in. */
 export function decodeEvent(buf: Uint8Array): KernelEvent {
   if (buf.byteLength < L.size) {
     throw new RangeError(`kernel event of ${buf.byteLength} bytes, expected ${L.size}`);
   }
-  // A copy of its own, from Node's shared pool (no allocation of its own): an event kept for
-  // later (a flood's last event, one waiting for its container's name) then keeps 896 bytes
-  // alive, never the whole batch it came in.
   const own = Buffer.allocUnsafe(L.size);
   own.set(buf.byteLength === L.size ? buf : buf.subarray(0, L.size));
-  return new RecordEvent(own);
+  return new RecordEvent(recordBatch(own), 0);
+}
+
+/**
+ * The event of the record at `at` in a batch, read in place: no copy, no allocation but the
+ * event's own object. The event keeps the batch alive: whatever keeps events beyond their
+ * handling (held events, parked events) keeps `retainedEvent(event)` instead.
+ */
+export function eventAt(batch: RecordBatch, at: number): KernelEvent {
+  if (at < 0 || at + L.size > batch.bytes.byteLength) {
+    throw new RangeError(`kernel event at ${at} of a batch of ${batch.bytes.byteLength} bytes`);
+  }
+  return new RecordEvent(batch, at);
+}
+
+/** `event` with a record of its own (when it is read in place from a batch): for keeping it. */
+export function retainedEvent(event: KernelEvent): KernelEvent {
+  if (!(event instanceof RecordEvent) || !event.sharesBatch()) return event;
+  const kept = decodeEvent(event.recordBytes());
+  kept.summarized = event.summarized;
+  return kept;
 }
 
 /** Every field of `event` as a plain object: a copy to change, or to print (JSON.stringify). */
@@ -71,7 +80,6 @@ export function eventFields(event: KernelEvent): KernelEvent {
     group: event.group,
     cgroupNames: event.cgroupNames,
     heldTotal: event.heldTotal,
-    floodKey: event.floodKey,
     summarized: event.summarized,
   };
   for (const [name, value] of Object.entries(optional))
@@ -80,8 +88,6 @@ export function eventFields(event: KernelEvent): KernelEvent {
 }
 
 class RecordEvent implements KernelEvent {
-  readonly ktimeNs: bigint;
-  readonly key: FileKey;
   readonly mask: number;
   readonly kind: "file" | "parent";
   readonly slot: number;
@@ -89,7 +95,6 @@ class RecordEvent implements KernelEvent {
   readonly tgid: number;
   readonly uid: number;
   readonly gid: number;
-  readonly cgroupId: bigint;
   readonly count: number;
   // The optional fields are always present, undefined when the record has none: one shape for
   // every event keeps the readers' property accesses monomorphic.
@@ -98,35 +103,67 @@ class RecordEvent implements KernelEvent {
   readonly deny: "denied" | "dryRun" | undefined;
   readonly change: FileChange | undefined;
   summarized: { bursts: number; checks: number } | undefined = undefined;
-  readonly #bytes: Buffer;
+  /** The record is the batch's from `#at`. */
+  readonly #batch: RecordBatch;
+  readonly #at: number;
+  #ktimeNs: bigint | undefined;
+  #key: FileKey | undefined;
+  #cgroupId: bigint | undefined;
   #accesses: AccessKind[] | undefined;
   #process: ProcessIdentity | undefined;
   #comm: string | undefined;
-  #floodKey: string | undefined;
 
-  constructor(bytes: Buffer) {
-    this.#bytes = bytes;
-    const rawMask = bytes.readUInt32LE(L.mask);
+  constructor(batch: RecordBatch, at: number) {
+    this.#batch = batch;
+    this.#at = at;
+    const view = batch.view;
+    const rawMask = view.getUint32(at + L.mask, true);
     // The MAY_* bits alone are the access mask; the bits above name a change of the file, or a
     // denying entry's outcome.
     this.mask = rawMask & ~(CHANGE_MASK | DENY_BITS.denied | DENY_BITS.dryRun);
     const deny = rawMask & (DENY_BITS.denied | DENY_BITS.dryRun);
     this.deny = deny === NO_DENY ? undefined : deny & DENY_BITS.denied ? "denied" : "dryRun";
     this.change = rawMask & CHANGE_MASK ? changeFromMask(rawMask) : undefined;
-    this.ktimeNs = u64(bytes, L.ktime_ns);
-    this.key = keyFromKernelDev(bytes.readUInt32LE(L.dev), u64(bytes, L.ino));
-    const kind = bytes.readUInt32LE(L.kind);
+    const kind = view.getUint32(at + L.kind, true);
     this.kind = kind === KIND_PARENT ? "parent" : "file";
     this.followed = kind === KIND_FOLLOWED ? true : undefined;
-    this.slot = bytes.readUInt32LE(L.slot);
-    const group = bytes.readUInt32LE(L.group);
+    this.slot = view.getUint32(at + L.slot, true);
+    const group = view.getUint32(at + L.group, true);
     this.group = group !== 0 ? group : undefined;
-    this.pid = bytes.readUInt32LE(L.pid);
-    this.tgid = bytes.readUInt32LE(L.tgid);
-    this.uid = bytes.readUInt32LE(L.uid);
-    this.gid = bytes.readUInt32LE(L.gid);
-    this.cgroupId = u64(bytes, L.cgroup_id);
-    this.count = bytes.readUInt32LE(L.count);
+    this.pid = view.getUint32(at + L.pid, true);
+    this.tgid = view.getUint32(at + L.tgid, true);
+    this.uid = view.getUint32(at + L.uid, true);
+    this.gid = view.getUint32(at + L.gid, true);
+    this.count = view.getUint32(at + L.count, true);
+  }
+
+  // Read when something asks: an allowed event is decided without them.
+  get ktimeNs(): bigint {
+    this.#ktimeNs ??= this.#batch.view.getBigUint64(this.#at + L.ktime_ns, true);
+    return this.#ktimeNs;
+  }
+
+  get key(): FileKey {
+    this.#key ??= keyFromKernelDev(
+      this.#batch.view.getUint32(this.#at + L.dev, true),
+      this.#batch.view.getBigUint64(this.#at + L.ino, true),
+    );
+    return this.#key;
+  }
+
+  get cgroupId(): bigint {
+    this.#cgroupId ??= this.#batch.view.getBigUint64(this.#at + L.cgroup_id, true);
+    return this.#cgroupId;
+  }
+
+  /** The record's own bytes (a view: copy what is kept). */
+  recordBytes(): Buffer {
+    return this.#batch.bytes.subarray(this.#at, this.#at + L.size);
+  }
+
+  /** True when the record is read in place from a batch of several. */
+  sharesBatch(): boolean {
+    return this.#batch.bytes.byteLength > L.size;
   }
 
   get accesses(): AccessKind[] {
@@ -135,36 +172,32 @@ class RecordEvent implements KernelEvent {
   }
 
   get comm(): string {
-    this.#comm ??= cString(this.#bytes, L.comm, L.commSize);
+    this.#comm ??= cString(this.#batch.bytes, this.#at + L.comm, L.commSize);
     return this.#comm;
   }
 
   get process(): ProcessIdentity {
-    this.#process ??= new RecordProcess(this.#bytes);
+    this.#process ??= new RecordProcess(this.#batch, this.#at);
     return this.#process;
   }
 
   /** Written for an image layer's group only: read only there. */
   get cgroupNames(): CgroupNames | undefined {
-    const bytes = this.#bytes;
-    if (this.group === undefined || bytes[L.cgroup_name] === 0) return undefined;
+    const { bytes, view } = this.#batch;
+    const at = this.#at;
+    if (this.group === undefined || bytes[at + L.cgroup_name] === 0) return undefined;
     return {
-      name: cString(bytes, L.cgroup_name, L.cgroupNameSize),
-      parent: cString(bytes, L.cgroup_parent, L.cgroupNameSize),
-      level: bytes.readUInt32LE(L.cgroup_level),
+      name: cString(bytes, at + L.cgroup_name, L.cgroupNameSize),
+      parent: cString(bytes, at + L.cgroup_parent, L.cgroupNameSize),
+      level: view.getUint32(at + L.cgroup_level, true),
     };
   }
 
   get heldTotal(): { bursts: bigint; checks: bigint } {
     return {
-      bursts: u64(this.#bytes, L.held_bursts),
-      checks: u64(this.#bytes, L.held_checks),
+      bursts: this.#batch.view.getBigUint64(this.#at + L.held_bursts, true),
+      checks: this.#batch.view.getBigUint64(this.#at + L.held_checks, true),
     };
-  }
-
-  get floodKey(): string {
-    this.#floodKey ??= floodKeyOf(this.#bytes);
-    return this.#floodKey;
   }
 
   toJSON(): KernelEvent {
@@ -182,31 +215,36 @@ class RecordProcess implements ProcessIdentity {
   readonly ppid: number;
   readonly nsPid: number | undefined;
   readonly grandparent: { pid: number; startNs: bigint } | undefined;
-  readonly #bytes: Buffer;
+  readonly #batch: RecordBatch;
+  readonly #at: number;
   #parent: ProcessIdentity["parent"];
 
-  constructor(bytes: Buffer) {
-    this.#bytes = bytes;
-    const exeFlags = bytes.readUInt32LE(L.exe_flags);
-    this.exe = decodeExecIdentity(exeFlags, cString(bytes, L.exe, EXE_MAX));
+  constructor(batch: RecordBatch, at: number) {
+    this.#batch = batch;
+    this.#at = at;
+    const { bytes, view } = batch;
+    const exeFlags = view.getUint32(at + L.exe_flags, true);
+    this.exe = decodeExecIdentity(exeFlags, cString(bytes, at + L.exe, EXE_MAX));
     this.provenance = decodeProvenance(
       exeFlags,
-      keyFromKernelDev(bytes.readUInt32LE(L.exe_dev), u64(bytes, L.exe_ino)),
+      keyFromKernelDev(view.getUint32(at + L.exe_dev, true), view.getBigUint64(at + L.exe_ino, true)),
     );
-    this.chroot = (bytes.readUInt32LE(L.relation) & REL.chroot) !== 0;
-    const rootDev = bytes.readUInt32LE(L.root_dev);
+    this.chroot = (view.getUint32(at + L.relation, true) & REL.chroot) !== 0;
+    const rootDev = view.getUint32(at + L.root_dev, true);
     this.rootDev = { major: rootDev >>> 20, minor: rootDev & 0xfffff };
-    this.execNs = u64(bytes, L.exec_ns);
-    this.ppid = bytes.readUInt32LE(L.ppid);
-    const nsPid = bytes.readUInt32LE(L.ns_pid);
+    this.execNs = view.getBigUint64(at + L.exec_ns, true);
+    this.ppid = view.getUint32(at + L.ppid, true);
+    const nsPid = view.getUint32(at + L.ns_pid, true);
     this.nsPid = nsPid > 0 ? nsPid : undefined;
-    const grandparent = bytes.readUInt32LE(L.grandparent_pid);
+    const grandparent = view.getUint32(at + L.grandparent_pid, true);
     this.grandparent =
-      grandparent > 0 ? { pid: grandparent, startNs: u64(bytes, L.grandparent_start_ns) } : undefined;
+      grandparent > 0
+        ? { pid: grandparent, startNs: view.getBigUint64(at + L.grandparent_start_ns, true) }
+        : undefined;
   }
 
   get parent(): ProcessIdentity["parent"] {
-    this.#parent ??= decodeParent(this.#bytes, this.ppid);
+    this.#parent ??= decodeParent(this.#batch, this.#at, this.ppid);
     return this.#parent;
   }
 
@@ -226,16 +264,19 @@ class RecordProcess implements ProcessIdentity {
   }
 }
 
-function decodeParent(bytes: Buffer, ppid: number): ProcessIdentity["parent"] {
-  const relation = bytes.readUInt32LE(L.relation);
-  const flags = bytes.readUInt32LE(L.parent_flags);
+function decodeParent({ bytes, view }: RecordBatch, at: number, ppid: number): ProcessIdentity["parent"] {
+  const relation = view.getUint32(at + L.relation, true);
+  const flags = view.getUint32(at + L.parent_flags, true);
   return {
     pid: ppid,
-    comm: cString(bytes, L.parent_comm, L.commSize),
-    exe: decodeExecIdentity(flags, cString(bytes, L.parent_exe, EXE_MAX)),
+    comm: cString(bytes, at + L.parent_comm, L.commSize),
+    exe: decodeExecIdentity(flags, cString(bytes, at + L.parent_exe, EXE_MAX)),
     provenance: decodeProvenance(
       flags,
-      keyFromKernelDev(bytes.readUInt32LE(L.parent_exe_dev), u64(bytes, L.parent_exe_ino)),
+      keyFromKernelDev(
+        view.getUint32(at + L.parent_exe_dev, true),
+        view.getBigUint64(at + L.parent_exe_ino, true),
+      ),
     ),
     chroot: (relation & REL.parentChroot) !== 0,
     execedSinceFork: (relation & REL.parentExeced) !== 0,

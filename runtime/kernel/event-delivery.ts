@@ -69,8 +69,8 @@ export function startEventDelivery(ctx: EventDeliveryContext): {
     ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}),
     ...(options.maxBatch !== undefined ? { maxBatch: options.maxBatch } : {}),
     ...(options.coalesceMs !== undefined ? { coalesceMs: options.coalesceMs } : {}),
-    onEvent: (event) => {
-      flood.annotate(event);
+    onEvent: (event, batch, at) => {
+      flood.annotate(event, batch, at);
       deliver(event);
     },
     logger: ctx.logger,

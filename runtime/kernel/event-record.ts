@@ -5,6 +5,19 @@
  * the object's BTF.
  */
 
+/**
+ * Raw hive_event records back to back (a batch from the ring worker, or one record), with one
+ * DataView of them made once: the records' numbers are read through it, their strings from `bytes`.
+ */
+export interface RecordBatch {
+  readonly bytes: Buffer;
+  readonly view: DataView;
+}
+
+export function recordBatch(bytes: Buffer): RecordBatch {
+  return { bytes, view: new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength) };
+}
+
 /** struct hive_event */
 export const EVENT_LAYOUT = {
   size: 896,
@@ -77,27 +90,40 @@ const floodKeyOffsets = (): Record<FloodKeyField, number> & { size: number } => 
 /** struct hive_flood_key (hive_flood's keys; its values: map-layouts.ts FLOOD_LAYOUT). */
 export const FLOOD_KEY_LAYOUT = floodKeyOffsets();
 
-/** The flood key's 16-bit halves, in struct hive_flood_key's order, as offsets in a hive_event. */
-const FLOOD_KEY_HALVES = FLOOD_KEY_FIELDS.flatMap(([name, width]) =>
-  Array.from({ length: width / 2 }, (_, i) => EVENT_LAYOUT[name] + 2 * i),
+/** The flood key's 32-bit words, in struct hive_flood_key's order, as offsets in a hive_event. */
+const FLOOD_KEY_WORDS = FLOOD_KEY_FIELDS.flatMap(([name, width]) =>
+  Array.from({ length: width / 4 }, (_, i) => EVENT_LAYOUT[name] + 4 * i),
 );
-const floodKeyScratch = new Uint16Array(FLOOD_KEY_HALVES.length);
+/** Bytes of a hive_flood key that are the key (its trailing padding left out). */
+export const FLOOD_KEY_BYTES = 4 * FLOOD_KEY_WORDS.length;
 
 /**
- * The flood key of a raw hive_event: what the kernel held its burst under, as a string of the
- * key's 16-bit halves (floodKeyOfMapKey gives the same string for hive_flood's own keys). One
- * string made from a reused scratch: no hex, no Buffer per event.
+ * A 32-bit hash of a flood key: of the hive_event record at `at` in `view`, or, with
+ * `mapKey`, of one of hive_flood's own keys there. Equal keys hash equal in either layout.
  */
-export function floodKeyOf(event: Buffer): string {
-  for (let i = 0; i < FLOOD_KEY_HALVES.length; i++)
-    floodKeyScratch[i] = event.readUInt16LE(FLOOD_KEY_HALVES[i] as number);
-  return String.fromCharCode.apply(null, floodKeyScratch as unknown as number[]);
+export function floodKeyHash(view: DataView, at: number, mapKey = false): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < FLOOD_KEY_WORDS.length; i++) {
+    const word = view.getUint32(at + (mapKey ? 4 * i : (FLOOD_KEY_WORDS[i] as number)), true);
+    h = Math.imul(h ^ word, 0x01000193);
+  }
+  return h >>> 0;
 }
 
-/** The flood key (as floodKeyOf) of one of hive_flood's keys (the trailing padding left out). */
-export function floodKeyOfMapKey(mapKey: Buffer): string {
-  for (let i = 0; i < FLOOD_KEY_HALVES.length; i++) floodKeyScratch[i] = mapKey.readUInt16LE(2 * i);
-  return String.fromCharCode.apply(null, floodKeyScratch as unknown as number[]);
+/** True when the hive_event record at `at` in `view` has the hive_flood key `mapKey` (its first FLOOD_KEY_BYTES). */
+export function hasFloodKey(view: DataView, at: number, mapKey: DataView): boolean {
+  for (let i = 0; i < FLOOD_KEY_WORDS.length; i++)
+    if (view.getUint32(at + (FLOOD_KEY_WORDS[i] as number), true) !== mapKey.getUint32(4 * i, true))
+      return false;
+  return true;
+}
+
+/** The hive_flood key of the hive_event record at `at` in `bytes` (its padding zero). */
+export function floodKeyOf(bytes: Buffer, at = 0): Buffer {
+  const key = Buffer.alloc(FLOOD_KEY_LAYOUT.size);
+  for (let i = 0; i < FLOOD_KEY_WORDS.length; i++)
+    key.writeUInt32LE(bytes.readUInt32LE(at + (FLOOD_KEY_WORDS[i] as number)), 4 * i);
+  return key;
 }
 
 /** What identifies a burst (thread id + first-check time) and when it was last extended. */
@@ -109,18 +135,42 @@ export interface BurstTimes {
 
 /**
  * A record's thread id and first-check time, read in place for the ring worker's deduplication
- * (once per record: no object, and one DataView per mapped buffer, not per record).
+ * (once per record: no object, no view per record, and the time as two words: a BigInt only
+ * when something asks for it).
  */
 export class BurstIdentity {
   pid = 0;
-  ktimeNs = 0n;
+  private ktimeHigh = 0;
+  private ktimeLow = 0;
+  private readonly beforeHigh: number;
+  private readonly beforeLow: number;
   private view: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
 
-  read(record: Uint8Array): this {
-    if (this.view.buffer !== record.buffer) this.view = new DataView(record.buffer);
-    this.pid = this.view.getUint32(record.byteOffset + EVENT_LAYOUT.pid, true);
-    this.ktimeNs = this.view.getBigUint64(record.byteOffset + EVENT_LAYOUT.ktime_ns, true);
+  /** `adoptedBeforeNs`: what `openedBeforeAdoption` compares with. */
+  constructor(adoptedBeforeNs = 0n) {
+    this.beforeHigh = Number(adoptedBeforeNs >> 32n);
+    this.beforeLow = Number(adoptedBeforeNs & 0xffffffffn);
+  }
+
+  read(bytes: Uint8Array, offset: number): this {
+    if (this.view.buffer !== bytes.buffer) this.view = new DataView(bytes.buffer);
+    const at = bytes.byteOffset + offset;
+    this.pid = this.view.getUint32(at + EVENT_LAYOUT.pid, true);
+    this.ktimeLow = this.view.getUint32(at + EVENT_LAYOUT.ktime_ns, true);
+    this.ktimeHigh = this.view.getUint32(at + EVENT_LAYOUT.ktime_ns + 4, true);
     return this;
+  }
+
+  get ktimeNs(): bigint {
+    return (BigInt(this.ktimeHigh) << 32n) | BigInt(this.ktimeLow);
+  }
+
+  /** True when the burst was opened before the agent adopted the ring (an earlier agent's backlog). */
+  openedBeforeAdoption(): boolean {
+    return (
+      this.ktimeHigh < this.beforeHigh ||
+      (this.ktimeHigh === this.beforeHigh && this.ktimeLow < this.beforeLow)
+    );
   }
 }
 

@@ -9,9 +9,12 @@
  */
 import type { Logger } from "../log.ts";
 import type { FileKey, KernelEvent } from "./contract.ts";
-import { eventFields } from "./event-decode.ts";
-import { FLOOD_KEY_LAYOUT, FLOOD_LAYOUT, floodKeyOfMapKey, keyFromKernelDev } from "./layout.ts";
+import { decodeEvent, eventFields } from "./event-decode.ts";
+import type { RecordBatch } from "./event-record.ts";
+import { FloodKeys } from "./flood-keys.ts";
+import { EVENT_LAYOUT, FLOOD_KEY_LAYOUT, FLOOD_LAYOUT, keyFromKernelDev } from "./layout.ts";
 import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
+import { KIND_PARENT } from "./map-layouts.ts";
 
 /**
  * Last events remembered (a few MiB at most); reported counts are kept for every key the kernel
@@ -22,14 +25,8 @@ const MAX_LAST_EVENTS = 4_096;
 /** A fully reported key idle this long is removed from the kernel map (and forgotten here). */
 const IDLE_REMOVE_NS = 60_000_000_000n;
 
-interface Reported {
-  bursts: bigint;
-  checks: bigint;
-}
-
 export class FloodSummaries {
-  private readonly reported = new Map<string, Reported>();
-  private readonly lastEvents = new Map<string, KernelEvent>();
+  private readonly keys = new FloodKeys(MAX_LAST_EVENTS);
   private readonly floodFd: number;
   private readonly windowNs: bigint;
   private readonly keyOfSlot: (slot: number) => FileKey | undefined;
@@ -68,19 +65,33 @@ export class FloodSummaries {
     clearInterval(this.timer);
   }
 
-  /** Sets `summarized` on an event from the ring buffer (bursts held since the key's previous event). */
-  annotate(event: KernelEvent): void {
-    if (event.kind !== "file" || event.heldTotal === undefined || event.floodKey === undefined) return;
-    const key = event.floodKey;
-    this.rememberLast(key, event);
-    const seen = this.reported.get(key);
-    const { bursts, checks } = event.heldTotal;
+  /**
+   * Sets `summarized` on `event`, read from the ring buffer as the record at `at` in `batch`
+   * (bursts held since the key's previous event), and remembers the record as the key's last.
+   */
+  annotate(event: KernelEvent, batch: RecordBatch, at: number): void {
+    const view = batch.view;
+    if (view.getUint32(at + EVENT_LAYOUT.kind, true) === KIND_PARENT) return;
+    const state = this.keys.ofRecord(batch, at);
+    this.keys.remember(state, batch, at);
+    // Most events carry no held counts: read as two words first, no BigInt for them.
+    const zero =
+      (view.getUint32(at + EVENT_LAYOUT.held_bursts, true) |
+        view.getUint32(at + EVENT_LAYOUT.held_bursts + 4, true) |
+        view.getUint32(at + EVENT_LAYOUT.held_checks, true) |
+        view.getUint32(at + EVENT_LAYOUT.held_checks + 4, true)) ===
+      0;
     // A swept burst (never emitted by the kernel) carries zeros: it reports nothing new.
-    if (seen && bursts === 0n && checks === 0n) return;
-    const delta = seen && bursts >= seen.bursts ? bursts - seen.bursts : bursts;
-    const deltaChecks = seen && checks >= seen.checks ? checks - seen.checks : checks;
+    if (zero && state.reported) return;
+    const bursts = zero ? 0n : view.getBigUint64(at + EVENT_LAYOUT.held_bursts, true);
+    const checks = zero ? 0n : view.getBigUint64(at + EVENT_LAYOUT.held_checks, true);
+    const seen = state.reported;
+    const delta = seen && bursts >= state.reportedBursts ? bursts - state.reportedBursts : bursts;
+    const deltaChecks = seen && checks >= state.reportedChecks ? checks - state.reportedChecks : checks;
     if (delta > 0n) event.summarized = { bursts: Number(delta), checks: Number(deltaChecks) };
-    this.reported.set(key, { bursts, checks });
+    state.reportedBursts = bursts;
+    state.reportedChecks = checks;
+    state.reported = true;
   }
 
   /**
@@ -91,31 +102,34 @@ export class FloodSummaries {
     const out: KernelEvent[] = [];
     const idle: Buffer[] = [];
     forEachMapEntry(this.floodFd, FLOOD_KEY_LAYOUT.size, FLOOD_LAYOUT.size, (k, v) => {
-      const cgroup = k.readBigUInt64LE(FLOOD_KEY_LAYOUT.cgroup_id);
-      const file = keyFromKernelDev(
-        k.readUInt32LE(FLOOD_KEY_LAYOUT.exe_dev),
-        k.readBigUInt64LE(FLOOD_KEY_LAYOUT.exe_ino),
-      );
-      const slot = k.readUInt32LE(FLOOD_KEY_LAYOUT.slot);
       const bursts = v.readBigUInt64LE(FLOOD_LAYOUT.held_bursts);
       const checks = v.readBigUInt64LE(FLOOD_LAYOUT.held_checks);
       const lastNs = v.readBigUInt64LE(FLOOD_LAYOUT.last_ns);
-      const key = floodKeyOfMapKey(k);
-      const seen = this.reported.get(key);
-      const reported = seen && bursts >= seen.bursts ? seen.bursts : 0n;
+      const state = this.keys.ofMapKey(k);
+      const seen = state.reported;
+      const reported = seen && bursts >= state.reportedBursts ? state.reportedBursts : 0n;
       if (bursts > reported && nowNs - lastNs >= this.windowNs) {
-        const summary = this.summaryEvent(this.lastEvents.get(key), { cgroup, file, slot, lastNs });
+        const summary = this.summaryEvent(state.last && decodeEvent(state.last), {
+          cgroup: k.readBigUInt64LE(FLOOD_KEY_LAYOUT.cgroup_id),
+          file: keyFromKernelDev(
+            k.readUInt32LE(FLOOD_KEY_LAYOUT.exe_dev),
+            k.readBigUInt64LE(FLOOD_KEY_LAYOUT.exe_ino),
+          ),
+          slot: k.readUInt32LE(FLOOD_KEY_LAYOUT.slot),
+          lastNs,
+        });
         summary.summarized = {
           bursts: Number(bursts - reported),
-          checks: Number(checks - (seen && checks >= seen.checks ? seen.checks : 0n)),
+          checks: Number(checks - (seen && checks >= state.reportedChecks ? state.reportedChecks : 0n)),
         };
         summary.heldTotal = { bursts, checks };
-        this.reported.set(key, { bursts, checks });
+        state.reportedBursts = bursts;
+        state.reportedChecks = checks;
+        state.reported = true;
         out.push(summary);
       } else if (bursts === reported && nowNs - lastNs >= IDLE_REMOVE_NS) {
         idle.push(Buffer.from(k));
-        this.reported.delete(key);
-        this.lastEvents.delete(key);
+        this.keys.forget(k);
       }
     });
     const lib = libbpf();
@@ -157,15 +171,5 @@ export class FloodSummaries {
         execNs: 0n,
       },
     };
-  }
-
-  private rememberLast(key: string, event: KernelEvent): void {
-    // Set in place (no delete first, as an LRU would): once per event, the cheaper the better. A
-    // key evicted while still active is inserted again, as the newest, by its next event.
-    this.lastEvents.set(key, event);
-    if (this.lastEvents.size > MAX_LAST_EVENTS) {
-      const oldest = this.lastEvents.keys().next().value;
-      if (oldest !== undefined) this.lastEvents.delete(oldest);
-    }
   }
 }

@@ -21,9 +21,11 @@ export {
   type BurstTimes,
   decodeBurstTimes,
   EVENT_LAYOUT,
+  FLOOD_KEY_BYTES,
   FLOOD_KEY_LAYOUT,
+  floodKeyHash,
   floodKeyOf,
-  floodKeyOfMapKey,
+  hasFloodKey,
 } from "./event-record.ts";
 export {
   type DecodedProc,

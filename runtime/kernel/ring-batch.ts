@@ -13,7 +13,7 @@ const SIZE = EVENT_LAYOUT.size;
 export type SweptMark = [pid: number, ktimeNs: bigint];
 
 export class RingBatch {
-  /** Records in the batch, and of them: swept here, and opened before adoptedBeforeNs. */
+  /** Records in the batch, and of them: swept here, and opened before the agent adopted the ring. */
   count = 0;
   swept = 0;
   backlog = 0;
@@ -23,40 +23,39 @@ export class RingBatch {
   seq = 0;
   // Raw records, posted as one transferred buffer: decoding into objects here and cloning
   // them across threads cost more than decoding on the main thread.
-  private records = new Uint8Array(SIZE * 1024);
+  private records = Buffer.alloc(SIZE * 1024);
   private postedPos: bigint;
   private marks: SweptMark[] = [];
   /** Swept bursts by posted batch, marked in the kernel once their batch is acknowledged. */
   private readonly unmarked: { seq: number; marks: SweptMark[] }[] = [];
-  private readonly adoptedBeforeNs: bigint;
   private readonly control: Int32Array;
   private readonly post: (message: RingWorkerMessage, transfer?: ArrayBuffer[]) => void;
 
   constructor(
     startPos: bigint,
-    adoptedBeforeNs: bigint,
     control: Int32Array,
     post: (message: RingWorkerMessage, transfer?: ArrayBuffer[]) => void,
   ) {
     this.postedPos = startPos;
-    this.adoptedBeforeNs = adoptedBeforeNs;
     this.control = control;
     this.post = post;
   }
 
-  /** Copies one record (of a burst first checked at `ktimeNs`) into the batch. */
-  append(record: Uint8Array, ktimeNs: bigint): void {
+  /**
+   * Copies the record of `length` bytes at `offset` of `bytes` into the batch; `backlog`: its
+   * burst was opened before this agent adopted the ring.
+   */
+  append(bytes: Buffer, offset: number, length: number, backlog: boolean): void {
     // Every record is a whole struct hive_event (bpf_ringbuf_output of it): anything shorter
     // is a misread of the ring, never to be posted as an event made of stale bytes.
-    if (record.byteLength < SIZE)
-      throw new RangeError(`ring record of ${record.byteLength} bytes, expected ${SIZE}`);
-    if (ktimeNs < this.adoptedBeforeNs) this.backlog++;
+    if (length < SIZE) throw new RangeError(`ring record of ${length} bytes, expected ${SIZE}`);
+    if (backlog) this.backlog++;
     if ((this.count + 1) * SIZE > this.records.length) {
-      const bigger = new Uint8Array(this.records.length * 2);
-      bigger.set(this.records.subarray(0, this.count * SIZE));
+      const bigger = Buffer.alloc(this.records.length * 2);
+      this.records.copy(bigger, 0, 0, this.count * SIZE);
       this.records = bigger;
     }
-    this.records.set(record.subarray(0, SIZE), this.count * SIZE);
+    bytes.copy(this.records, this.count * SIZE, offset, offset + SIZE);
     this.count++;
   }
 
@@ -69,7 +68,10 @@ export class RingBatch {
   flush(position: bigint): void {
     // Duplicates alone still move the ring position: posted (empty) so that it is released.
     if (this.count === 0 && position === this.postedPos) return;
-    const records = this.records.slice(0, this.count * SIZE).buffer;
+    const records = this.records.buffer.slice(
+      this.records.byteOffset,
+      this.records.byteOffset + this.count * SIZE,
+    );
     Atomics.add(this.control, CONTROL.inFlight, this.count);
     this.seq++;
     this.postedPos = position;

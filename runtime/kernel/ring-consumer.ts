@@ -19,7 +19,9 @@
 import { Worker } from "node:worker_threads";
 import type { Logger } from "../log.ts";
 import type { KernelEvent, RingGate } from "./contract.ts";
-import { decodeEvent, EVENT_LAYOUT } from "./layout.ts";
+import { eventAt } from "./event-decode.ts";
+import { type RecordBatch, recordBatch } from "./event-record.ts";
+import { EVENT_LAYOUT } from "./layout.ts";
 import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
 
 /**
@@ -54,7 +56,11 @@ export interface RingConsumerOptions {
   coalesceMs?: number;
   /** Delay before a dead worker is replaced. Default 1 s. */
   restartDelayMs?: number;
-  onEvent: (event: KernelEvent) => void;
+  /**
+   * Each event, read in place from its batch: the batch's record at `at` is its raw record. The
+   * event and the batch go together: what keeps either beyond the call keeps a copy (retainedEvent).
+   */
+  onEvent: (event: KernelEvent, batch: RecordBatch, at: number) => void;
   /** Durability of what the listeners made of the events (RingGate); without it, handled = released. */
   gate?: RingGate | undefined;
   logger?: Logger | undefined;
@@ -159,8 +165,11 @@ export class RingConsumer {
     this.inFlightPeak = Math.max(this.inFlightPeak, Atomics.load(this.words, CONTROL.inFlight));
     this.delivered += BigInt(count); // once per batch: a bigint add allocates
     try {
-      for (let i = 0; i < count; i++)
-        this.options.onEvent(decodeEvent(new Uint8Array(records, i * EVENT_LAYOUT.size, EVENT_LAYOUT.size)));
+      // One view of the batch; each event is read in place from it (no copy per event).
+      const batch = recordBatch(Buffer.from(records, 0, count * EVENT_LAYOUT.size));
+      const onEvent = this.options.onEvent;
+      for (let at = 0; at < batch.bytes.byteLength; at += EVENT_LAYOUT.size)
+        onEvent(eventAt(batch, at), batch, at);
     } finally {
       Atomics.sub(this.words, CONTROL.inFlight, count);
       Atomics.notify(this.words, CONTROL.inFlight);

@@ -30,14 +30,16 @@ export class RingReader {
   private readonly producerPtr: bigint;
   private readonly consumer: BigUint64Array;
   private readonly producer: BigUint64Array;
-  private readonly data: Uint8Array;
+  private readonly data: Buffer;
   private readonly dataView: DataView;
   private readonly pageSize: number;
   private readonly size: number;
   private readonly mask: bigint;
   private readonly pollFd = Buffer.alloc(8);
   /** A record that wraps past the data's end, joined (reused: `onRecord` must copy what it keeps). */
-  private readonly scratch: { bytes: Uint8Array } = { bytes: new Uint8Array(0) };
+  private readonly scratch: { bytes: Buffer } = { bytes: Buffer.alloc(0) };
+  /** Where the record being handed over is (reused for every record). */
+  private readonly located: RecordPlace = { bytes: Buffer.alloc(0), offset: 0 };
   /** Where the next record is read; at or past the released (consumer) position. */
   private readPos: bigint;
   readonly fd: number;
@@ -52,7 +54,7 @@ export class RingReader {
     this.consumer = new BigUint64Array(koffi.view(this.consumerPtr, 8));
     this.producer = new BigUint64Array(koffi.view(this.producerPtr, 8));
     const data = koffi.view(this.producerPtr + BigInt(this.pageSize), this.size);
-    this.data = new Uint8Array(data);
+    this.data = Buffer.from(data);
     this.dataView = new DataView(data);
     this.pollFd.writeInt32LE(fd, 0);
     this.pollFd.writeInt16LE(POLLIN, 4);
@@ -107,25 +109,39 @@ export class RingReader {
   }
 
   /**
-   * Calls `onRecord` for each committed record, at most `limit`; returns how many were read. The
-   * bytes passed are valid during the call only (the ring's, or a scratch reused for the next).
+   * Calls `onRecord` for each committed record, at most `limit`; returns how many were read.
+   * The record is `length` bytes of `bytes` from `offset`, valid during the call only (the ring's,
+   * or a scratch reused for the next). Positions are u64 counters; within one call they move by
+   * less than the ring's size, counted as a Number (no BigInt per record).
    */
-  consume(onRecord: (record: Uint8Array) => void, limit = Number.POSITIVE_INFINITY): number {
-    let cons = this.readPos;
+  consume(
+    onRecord: (bytes: Buffer, offset: number, length: number) => void,
+    limit = Number.POSITIVE_INFINITY,
+  ): number {
+    const start = this.readPos;
+    const first = Number(start & this.mask);
+    let available = Number(Atomics.load(this.producer, 0) - start); // acquire: records before it are visible
+    let read = 0;
     let count = 0;
-    while (count < limit) {
-      const prod = Atomics.load(this.producer, 0); // acquire: records before it are visible
-      if (cons >= prod) break;
-      const offset = Number(cons & this.mask);
-      const header = this.dataView.getUint32(offset, true);
-      if (header & BUSY_BIT) break; // reserved, not yet committed
-      const length = header & ~(BUSY_BIT | DISCARD_BIT);
-      if (!(header & DISCARD_BIT)) {
-        onRecord(recordAt(this.data, offset + HEADER_SIZE, length, this.scratch));
-        count++;
+    try {
+      while (count < limit) {
+        if (read >= available) {
+          available = Number(Atomics.load(this.producer, 0) - start);
+          if (read >= available) break;
+        }
+        const offset = (first + read) % this.size;
+        const header = this.dataView.getUint32(offset, true);
+        if (header & BUSY_BIT) break; // reserved, not yet committed
+        const length = header & ~(BUSY_BIT | DISCARD_BIT);
+        if (!(header & DISCARD_BIT)) {
+          const at = locateRecord(this.data, offset + HEADER_SIZE, length, this.scratch, this.located);
+          onRecord(at.bytes, at.offset, length);
+          count++;
+        }
+        read += (length + HEADER_SIZE + 7) & ~7;
       }
-      cons += BigInt((length + HEADER_SIZE + 7) & ~7);
-      this.readPos = cons;
+    } finally {
+      this.readPos = start + BigInt(read);
     }
     return count;
   }
@@ -146,25 +162,38 @@ export class RingReader {
   }
 }
 
+/** Where a record's bytes are: `bytes` from `offset`. */
+export interface RecordPlace {
+  bytes: Buffer;
+  offset: number;
+}
+
 /**
- * The `length` bytes at offset `start` of a ring's data mapped once (`start` may be at or past
- * the end: the data continues at 0). In place when whole; a record that wraps is joined from
- * the end and the start into `scratch` (grown as needed, reused by the next).
+ * Where the `length` bytes at offset `start` of a ring's data mapped once are (`start` may be at
+ * or past the end: the data continues at 0), written to `out`. In place when whole; a record
+ * that wraps is joined from the end and the start into `scratch` (grown as needed, reused by the next).
  */
-export function recordAt(
-  data: Uint8Array,
+export function locateRecord(
+  data: Buffer,
   start: number,
   length: number,
-  scratch: { bytes: Uint8Array },
-): Uint8Array {
+  scratch: { bytes: Buffer },
+  out: RecordPlace,
+): RecordPlace {
   const size = data.length;
   const from = start % size;
-  if (from + length <= size) return data.subarray(from, from + length);
-  if (scratch.bytes.length < length) scratch.bytes = new Uint8Array(length);
+  if (from + length <= size) {
+    out.bytes = data;
+    out.offset = from;
+    return out;
+  }
+  if (scratch.bytes.length < length) scratch.bytes = Buffer.alloc(length);
   const head = size - from;
-  scratch.bytes.set(data.subarray(from, size), 0);
-  scratch.bytes.set(data.subarray(0, length - head), head);
-  return scratch.bytes.subarray(0, length);
+  data.copy(scratch.bytes, 0, from, size);
+  data.copy(scratch.bytes, head, 0, length - head);
+  out.bytes = scratch.bytes;
+  out.offset = 0;
+  return out;
 }
 
 /** max_entries of a ring-buffer map = its data size in bytes (bpf_map_info.max_entries). */

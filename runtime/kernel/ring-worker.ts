@@ -98,7 +98,7 @@ interface Drain {
   batch: RingBatch;
   sweeper: BurstSweeper;
   /** Per record read from the ring: created once, the decode loop's only callback. */
-  onRecord: (record: Uint8Array) => void;
+  onRecord: (bytes: Buffer, offset: number, length: number) => void;
 }
 
 function run(
@@ -127,16 +127,16 @@ function openDrain(
   const reader = new RingReader(data.eventsFd);
   // Records an earlier worker of this process posted and the main thread handled.
   reader.skipTo(BigInt.asUintN(64, Atomics.load(acks, ACK.pos)));
-  const batch = new RingBatch(reader.position, data.adoptedBeforeNs, control, post);
+  const batch = new RingBatch(reader.position, control, post);
   const sweeper = new BurstSweeper(lib, data, ncpus);
-  const burst = new BurstIdentity();
-  const onRecord = (record: Uint8Array) => {
-    burst.read(record);
-    if (sweeper.isDuplicate(burst.pid, burst.ktimeNs)) {
+  const burst = new BurstIdentity(data.adoptedBeforeNs);
+  const onRecord = (bytes: Buffer, offset: number, length: number) => {
+    burst.read(bytes, offset);
+    if (sweeper.isDuplicate(burst)) {
       batch.duplicates++;
       return;
     }
-    batch.append(record, burst.ktimeNs);
+    batch.append(bytes, offset, length, burst.openedBeforeAdoption());
   };
   return { data, control, acks, reader, batch, sweeper, onRecord };
 }

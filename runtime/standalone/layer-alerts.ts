@@ -10,6 +10,7 @@
 import type { AlertSource } from "../alerts/alert-source.ts";
 import { trapWantsEvent } from "../controllers/live-traps.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
+import { retainedEvent } from "../kernel/event-decode.ts";
 import type { Logger } from "../log.ts";
 import type { ContainerAttribution } from "./container-cgroups.ts";
 import { containerMatches, type TrapRef, type WatchTarget } from "./watch-plan.ts";
@@ -58,7 +59,9 @@ export function createLayerAlerts(options: LayerAlertsOptions): LayerAlerts {
       if (trapWantsEvent(ref.trap, event)) options.alert(event, options.sourceOf(ref, target));
   };
   return {
-    handle(event, refs) {
+    handle(delivered, refs) {
+      // Told to a container after an await: the event is kept beyond its delivery.
+      const event = retainedEvent(delivered);
       const release = watcher.holdAcks?.();
       const done = route(event, refs)
         .catch((error: unknown) => {
