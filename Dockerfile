@@ -1,6 +1,6 @@
 # The Hive agent image. Three stages: the CO-RE BPF objects (compiled once per architecture,
-# loaded unchanged on every kernel with BTF), the TypeScript compiled to JavaScript with production
-# dependencies only, and a slim Node 24 runtime with Debian's libbpf, which the loader
+# loaded unchanged on every kernel with BTF), the agent bundled to JavaScript holding only what it
+# uses, and a slim Node 24 runtime with Debian's libbpf, which the loader
 # drives through koffi. Build from the repository root:
 #   docker build -t registry.example.com/hive:0.1.0 .
 # The DaemonSet runs it as `hive agent …` (component/builders/daemonset.ts).
@@ -27,6 +27,7 @@ ARG npm_config_registry
 ARG NODE_EXTRA_CA_CERTS
 WORKDIR /src
 COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
+COPY scripts/bundle-agent.ts scripts/
 # `npm ci`: exactly the locked versions (the lock holds every platform's build of the tools
 # that ship one, so a build on any platform finds its own).
 # --ignore-scripts: nothing the agent loads needs one (koffi's only checks its prebuilt
@@ -35,12 +36,13 @@ RUN npm ci --no-audit --no-fund --ignore-scripts
 COPY api/ api/
 COPY component/ component/
 COPY runtime/ runtime/
-# Production dependencies only: @pulumi/* are peer dependencies (the Pulumi program supplies
-# them), which the agent never loads.
-RUN npm run build && npm prune --omit=dev --omit=peer --ignore-scripts --no-audit --no-fund
-# Type declarations and source maps: node never reads them, and they were 43 MB of the image's
-# 100 MB of node_modules (each node imports the image; its layers unpack on every one).
-RUN find node_modules -type f \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.map' \) -delete
+# The agent bundled (scripts/bundle-agent.ts): the CLI and its worker threads in dist/agent/,
+# minified, holding only the code they use. Its one package left outside is koffi (a native
+# binary); type declarations and docs of it are never read.
+RUN npm run bundle \
+  && mkdir -p /out/node_modules \
+  && cp -R node_modules/koffi node_modules/@koromix /out/node_modules/ \
+  && find /out/node_modules -type f \( -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.map' \) -delete
 
 FROM ${NODE_IMAGE}
 # apt's package caches go too (80 MB): a base image without Docker's apt clean hook keeps them.
@@ -53,14 +55,15 @@ ENV NODE_ENV=production
 # V8's young generation at 2 MiB a half instead of 16: the idle agent is about 23 MiB smaller, and
 # its event path measured no slower (bench/kernel.ts; the idle figure: test/image).
 ENV NODE_OPTIONS=--max-semi-space-size=2
-# The package's own layout (as `npm install` lays it out): dist/, the program's objects (one per
-# architecture; the agent loads its own, so the same /app serves the arm64 image, which
-# scripts/build-image.ts assembles from this one), package.json.
+# The package root's layout, as the bundle finds things: dist/agent/ (two levels under the root,
+# like the sources), the program's objects (one per architecture; the agent loads its own, so the
+# same /app serves the arm64 image, which scripts/build-image.ts assembles from this one),
+# package.json (the version), and koffi in node_modules.
 COPY --from=build /src/package.json ./
-COPY --from=build /src/node_modules/ node_modules/
-COPY --from=build /src/dist/ dist/
+COPY --from=build /out/node_modules/ node_modules/
+COPY --from=build /src/dist/agent/ dist/agent/
 COPY --from=bpf /src/bpf/hive.bpf.o /src/bpf/hive.arm64.bpf.o bpf/
 # Root in the container, but with only the capabilities the DaemonSet adds (never privileged).
 USER 0
-ENTRYPOINT ["node", "dist/runtime/cli/main.js"]
+ENTRYPOINT ["node", "dist/agent/hive.mjs"]
 CMD ["agent"]

@@ -111,7 +111,7 @@ function basename(path: string): string {
   return path.replace(/\/+$/, "").replace(/^.*\//, "");
 }
 
-/** The agent's command line (the image's entrypoint is `node dist/runtime/cli/main.js`). */
+/** The agent's command line (the image's entrypoint is `node dist/agent/hive.mjs`). */
 export function agentArgs(config: HiveConfig): string[] {
   const args = [
     "agent",

@@ -7,6 +7,7 @@
  * (`hold`): an agent killed or restarted meanwhile leaves it to the next one, which routes it again.
  */
 import type { KernelEvent } from "../kernel/contract.ts";
+import { retainedEvent } from "../kernel/event-decode.ts";
 
 export interface AttributionRetryOptions {
   /** Routes the event again; true when it was routed (attributed, or dropped for another reason). */
@@ -69,7 +70,8 @@ export function createAttributionRetry(options: AttributionRetryOptions): Attrib
     park(event) {
       if (waiting.length >= capacity) giveUp(waiting.shift() as (typeof waiting)[number]);
       const release = options.hold?.() ?? (() => undefined);
-      waiting.push({ event, until: Date.now() + windowMs, release });
+      // Kept past its delivery: its own bytes, not the batch it was read from.
+      waiting.push({ event: retainedEvent(event), until: Date.now() + windowMs, release });
       timer ??= setInterval(sweep, options.intervalMs ?? 500).unref();
     },
     size: () => waiting.length,

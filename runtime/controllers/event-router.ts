@@ -11,7 +11,6 @@
  */
 import type { HiveData } from "../../api/data.ts";
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
-import { retainedEvent } from "../kernel/event-decode.ts";
 import type { Logger } from "../log.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
 import { type AttributionRetry, createAttributionRetry } from "./attribution-retry.ts";
@@ -93,7 +92,7 @@ export class EventRouter {
     const watched = this.o.routes.find(event);
     // Only with a snapshot are events routed before the first sync: one it does not know waits.
     if (!watched && this.o.held.active) {
-      this.o.held.hold(retainedEvent(event));
+      this.o.held.hold(event);
       return true;
     }
     if (!watched) return this.unmatched();
@@ -109,7 +108,7 @@ export class EventRouter {
     if (armed.length === 0) return this.unmatched();
     const delivery = deliveryOf(event, armed, () => this.o.attribute?.(event), this.o.platformNamespace);
     if ("wait" in delivery) {
-      if (!retrying) this.unnamed.park(retainedEvent(event));
+      if (!retrying) this.unnamed.park(event);
       return false;
     }
     if ("drop" in delivery) {
@@ -122,7 +121,11 @@ export class EventRouter {
     return true;
   }
 
+  /** Set once stopped: events delivered after that are the next agent's. */
+  stopped = false;
+
   stop(): void {
+    this.stopped = true;
     this.unnamed.stop();
   }
 

@@ -7,6 +7,7 @@
  * Bounded: past `max`, an event is counted lost.
  */
 import type { KernelEvent, KernelWatcher } from "../kernel/contract.ts";
+import { retainedEvent } from "../kernel/event-decode.ts";
 import type { EventDropReason } from "../metrics/metrics.ts";
 
 export interface HeldEventsOptions {
@@ -43,7 +44,7 @@ export class HeldEvents {
       return;
     }
     this.releaseAcks ??= this.o.kernel.holdAcks?.();
-    this.waiting.push(event);
+    this.waiting.push(retainedEvent(event)); // kept past its delivery: its own bytes, not its batch
     this.o.stats.heldEvents += 1;
   }
 

@@ -170,15 +170,6 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     onAllowed: options.onAllowed,
   });
   const stopHarvest = harvestAllowed(kernelMap, options);
-  // With a snapshot, only events for a key it does not know wait; the rest route by it at once.
-  const held = new HeldEvents({
-    kernel,
-    max: options.maxHeldEvents ?? 65_536,
-    holdAcksNow: !seed,
-    stats,
-    onEventDropped: options.onEventDropped,
-  });
-  let stopped = false;
 
   async function pass(): Promise<void> {
     // Before the first lists, an empty cache would wipe the pinned map the previous agent left.
@@ -201,29 +192,17 @@ export function createLoaderController(options: LoaderOptions): LoaderController
   });
   const { runner } = loop;
   const resolves = createLoaderResolves(options, stats);
-  const router = new EventRouter({
+  const { held, router } = routeEvents(options, {
+    cache,
     routes,
-    held,
-    armed: (data) => cache.armed(data),
-    requestResolve: (d) => resolves.request(d),
-    onAccess: options.onAccess,
-    onEventDropped: options.onEventDropped,
-    attribute: options.attribute,
-    platformNamespace: options.platformNamespace ?? "",
-    kernel,
+    resolves,
     stats,
-    log,
+    seeded: seed !== undefined,
   });
   const lookup = (slot: number): readonly HiveData[] => routes.lookup(slot);
 
   // Routed by the snapshot until the first pass (the kernel map is left as pinned meanwhile).
   if (seed) routeFromSnapshot(seed, cache, kernelMap, log);
-
-  kernel.onEvent((event) => {
-    if (stopped) return;
-    if (held.active && !seed) held.hold(event);
-    else router.route(event);
-  });
 
   return {
     onPolicy(type, policy) {
@@ -246,13 +225,56 @@ export function createLoaderController(options: LoaderOptions): LoaderController
     selectionChanged: () => kernel.clearQuiet?.(),
     ...loop.lifecycle,
     stop() {
-      stopped = true;
       stopHarvest();
       router.stop();
       resolves.stop();
       loop.lifecycle.stop();
     },
   };
+}
+
+/**
+ * The event path: each kernel event routed by the index, or, before the first sync without a
+ * snapshot, held until it (with a snapshot, only events for a key it does not know wait).
+ */
+function routeEvents(
+  options: LoaderOptions,
+  deps: {
+    cache: LoaderCache;
+    routes: EventRoutes;
+    resolves: ReturnType<typeof createLoaderResolves>;
+    stats: LoaderStats;
+    seeded: boolean;
+  },
+): { held: HeldEvents; router: EventRouter } {
+  const { kernel, log } = options;
+  const { cache, routes, resolves, stats, seeded } = deps;
+  const held = new HeldEvents({
+    kernel,
+    max: options.maxHeldEvents ?? 65_536,
+    holdAcksNow: !seeded,
+    stats,
+    onEventDropped: options.onEventDropped,
+  });
+  const router = new EventRouter({
+    routes,
+    held,
+    armed: (data) => cache.armed(data),
+    requestResolve: (d) => resolves.request(d),
+    onAccess: options.onAccess,
+    onEventDropped: options.onEventDropped,
+    attribute: options.attribute,
+    platformNamespace: options.platformNamespace ?? "",
+    kernel,
+    stats,
+    log,
+  });
+  kernel.onEvent((event) => {
+    if (router.stopped) return;
+    if (held.active && !seeded) held.hold(event);
+    else router.route(event);
+  });
+  return { held, router };
 }
 
 /**

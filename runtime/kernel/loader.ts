@@ -6,8 +6,7 @@
  * can pin it) live under a bpffs directory so that a restarted agent adopts them. Which attach
  * mode to open it in is open-watcher.ts's choice.
  */
-import { existsSync, readdirSync, rmdirSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "../log.ts";
 import { AllowMap } from "./allow-map.ts";
 import { ATTACH_PROGRAMS, type KernelFacts, PROGRAM_PIN } from "./attach.ts";
@@ -39,12 +38,13 @@ import {
   loadObject,
   mapFds,
   openObject,
-  PINNED_MAPS,
   type PinnedMap,
   pinMaps,
+  removeEmptyPinRoot,
   requireObjectFile,
   selectPrograms,
   sizeMaps,
+  unpinAll,
 } from "./object-load.ts";
 import { DEFAULT_OBJECT_PATH } from "./object-path.ts";
 import { ProcessTracking } from "./process-tracking.ts";
@@ -386,12 +386,12 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     await this.whenReady();
     const deadline = Date.now() + timeoutMs;
     const settleMs = (Number(this.timing.burstGapNs) / 1e6) * 2 + this.timing.sweepIntervalMs * 2;
-    await new Promise((resolve) => setTimeout(resolve, settleMs));
+    await delay(settleMs);
     do {
       const { bursts, lost, held } = readCounters(this.fds.hive_counters, this.ncpus);
       const opened = bursts - this.deliveredBase;
       if (this.delivered() + lost + held >= opened && (this.consumer?.drained() ?? true)) return true;
-      await new Promise((resolve) => setTimeout(resolve, 5));
+      await delay(5);
     } while (Date.now() < deadline);
     return false;
   }
@@ -405,13 +405,8 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     this.tracking?.close(keep);
     this.deny?.close({ detach: !keep });
     this.links.release(keep);
-    if (!keep && this.pinRoot) {
-      for (const name of PINNED_MAPS) this.lib.bpf_map__unpin(this.maps[name], null);
-      rmSync(join(this.pinRoot, PROGRAM_PIN), { force: true });
-    }
+    if (!keep && this.pinRoot) unpinAll(this.lib, this.maps, this.pinRoot, PROGRAM_PIN);
     this.lib.bpf_object__close(this.obj);
-    if (!keep && this.pinRoot && existsSync(this.pinRoot) && readdirSync(this.pinRoot).length === 0) {
-      rmdirSync(this.pinRoot);
-    }
+    if (!keep && this.pinRoot) removeEmptyPinRoot(this.pinRoot);
   }
 }

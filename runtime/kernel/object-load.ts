@@ -4,7 +4,7 @@
  * watcher (loader.ts) calls these in order; each step is one group of libbpf calls.
  */
 
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, rmdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { HiveError } from "../../api/errors.ts";
 import { ATTACH_PROGRAMS, CHANGE_HOOKS, type KernelFacts } from "./attach.ts";
@@ -126,6 +126,25 @@ export function pinMaps(lib: Libbpf, maps: Record<PinnedMap, Pointer>, pinRoot: 
       object: name,
     });
   }
+}
+
+/**
+ * Removes what `pinMaps` and the loader pinned under `pinRoot` (the maps, the program), and the
+ * directory once empty: an agent that stops for good leaves nothing for a next one to adopt.
+ */
+export function unpinAll(
+  lib: Libbpf,
+  maps: Record<PinnedMap, Pointer>,
+  pinRoot: string,
+  programPin: string,
+): void {
+  for (const name of PINNED_MAPS) lib.bpf_map__unpin(maps[name], null);
+  rmSync(join(pinRoot, programPin), { force: true });
+}
+
+/** Removes `pinRoot` when nothing is pinned in it any more. */
+export function removeEmptyPinRoot(pinRoot: string): void {
+  if (existsSync(pinRoot) && readdirSync(pinRoot).length === 0) rmdirSync(pinRoot);
 }
 
 /** Loads the object; a failure is explained from libbpf's log (load-errors.ts). */

@@ -31,7 +31,11 @@ function inputFiles(): string[] {
   const bpf = readdirSync(join(root, "bpf"))
     .filter((f) => /\.(c|h)$/.test(f) || f === "build.sh")
     .map((f) => join(root, "bpf", f));
-  const script = [join(root, "scripts/build-image.ts"), ...walk(join(root, "scripts/image"))];
+  const script = [
+    join(root, "scripts/build-image.ts"),
+    join(root, "scripts/bundle-agent.ts"),
+    ...walk(join(root, "scripts/image")),
+  ];
   return [...top, ...tsconfigs, ...trees, ...bpf, ...script].sort();
 }
 

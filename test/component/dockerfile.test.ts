@@ -5,13 +5,16 @@
  * the agent's real entry point — the one the DaemonSet's arguments continue.
  */
 import { existsSync, readFileSync } from "node:fs";
-import { join, posix } from "node:path";
+import { join, posix, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ARCHITECTURES } from "../../api/architecture.ts";
 import { renderManifests } from "../../component/index.ts";
+import { BUNDLE_DIR, BUNDLE_EXTERNAL } from "../../scripts/bundle-agent.ts";
 import { MINIMAL } from "./configs.ts";
 
 const root = join(import.meta.dirname, "../..");
+/** Where the bundle is, from the package root (as the image lays it out). */
+const BUNDLE_OUT = relative(root, BUNDLE_DIR);
 const read = (path: string) => readFileSync(join(root, path), "utf8");
 
 interface Instruction {
@@ -91,6 +94,8 @@ function provided(stage: Stage): string[] {
     if (i.op === "RUN") {
       if (/\bnpm (ci|install)\b/.test(i.args)) out.push(posix.join(workdir, "node_modules"));
       if (/\bnpm run build\b/.test(i.args)) out.push(posix.join(workdir, buildOutDir));
+      if (/\bnpm run bundle\b/.test(i.args)) out.push(posix.join(workdir, BUNDLE_OUT));
+      for (const m of i.args.matchAll(/\bmkdir -p (\/\S+)/g)) out.push(m[1] as string);
       if (/\bbpf\/build\.sh\b/.test(i.args)) out.push(...bpfOuts.map((o) => posix.join(workdir, "bpf", o)));
     }
   }
@@ -140,20 +145,21 @@ describe("Dockerfile", () => {
     ]);
   });
 
-  it("installs production dependencies only: @pulumi/* are peer dependencies, pruned with dev ones", () => {
+  it("ships of node_modules only what the bundle leaves outside: koffi, never @pulumi/*", () => {
     const pkg = JSON.parse(read("package.json"));
     for (const name of ["@pulumi/pulumi", "@pulumi/kubernetes"]) {
       expect(pkg.dependencies[name], `${name} is not a dependency`).toBeUndefined();
       expect(pkg.peerDependencies[name], `${name} is a peer dependency`).toBeDefined();
-      // …and a devDependency, for the component's own tests.
-      expect(pkg.devDependencies[name]).toBe(pkg.peerDependencies[name]);
     }
+    // The bundle's externals the image must carry: all but the Pulumi packages (`hive render`'s).
+    const carried = BUNDLE_EXTERNAL.filter((e) => !e.startsWith("@pulumi/"));
+    expect(carried).toEqual(["koffi"]);
     const build = stages.find((s) => s.name === "build") as Stage;
-    expect(
-      build.instructions.some(
-        (i) => i.op === "RUN" && /npm prune\b.*--omit=dev\b.*--omit=peer\b/.test(i.args),
-      ),
-    ).toBe(true);
+    const bundling = build.instructions.find((i) => i.op === "RUN" && /\bnpm run bundle\b/.test(i.args));
+    // koffi and its platform binaries' scope, copied aside; the final stage takes node_modules from there.
+    expect(bundling?.args).toMatch(/cp -R node_modules\/koffi node_modules\/@koromix \/out\/node_modules\//);
+    const modules = copies(final).filter((c) => c.dest.startsWith("node_modules"));
+    expect(modules.map((c) => [c.from, c.sources])).toEqual([["build", ["/out/node_modules/"]]]);
   });
 
   it("copies only paths that exist in the build context and that .dockerignore lets through", () => {
@@ -169,9 +175,9 @@ describe("Dockerfile", () => {
     }
   });
 
-  it("gives the build stage every folder the package build compiles", () => {
+  it("gives the build stage every folder the bundle reads", () => {
     const build = stages.find((s) =>
-      s.instructions.some((i) => i.op === "RUN" && /\bnpm run build\b/.test(i.args)),
+      s.instructions.some((i) => i.op === "RUN" && /\bnpm run bundle\b/.test(i.args)),
     );
     const copied = copies(build as Stage).flatMap((c) => c.sources.map((src) => src.replace(/\/$/, "")));
     const config = JSON.parse(read("tsconfig.build.json"));
@@ -198,13 +204,13 @@ describe("Dockerfile", () => {
     }
   });
 
-  it("enters through the compiled `hive` command, whose first argument the DaemonSet supplies", () => {
+  it("enters through the bundled `hive` command, whose first argument the DaemonSet supplies", () => {
     const json = (op: string) => JSON.parse(final.instructions.find((i) => i.op === op)?.args ?? "null");
     const entrypoint = json("ENTRYPOINT") as string[];
-    expect([...entrypoint, ...json("CMD")]).toEqual(["node", "dist/runtime/cli/main.js", "agent"]);
-    // dist/runtime/cli/main.js is what the build makes of runtime/cli/main.ts, and the package's bin.
-    expect(existsSync(join(root, "runtime/cli/main.ts"))).toBe(true);
-    expect(JSON.parse(read("package.json")).bin.hive).toBe(entrypoint[1]);
+    expect([...entrypoint, ...json("CMD")]).toEqual(["node", `${BUNDLE_OUT}/hive.mjs`, "agent"]);
+    // dist/agent/hive.mjs is what the bundle makes of runtime/cli/main.ts, the package's bin.
+    expect(read("scripts/bundle-agent.ts")).toMatch(/^\s*hive: "runtime\/cli\/main\.ts",$/m);
+    expect(JSON.parse(read("package.json")).bin.hive).toBe("dist/runtime/cli/main.js");
     // The DaemonSet's args replace CMD, so they must start with the same command.
     const ds = renderManifests(MINIMAL).find((o) => o.kind === "DaemonSet") as unknown as {
       spec: { template: { spec: { containers: { args: string[]; command?: string[] }[] } } };

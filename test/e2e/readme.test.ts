@@ -73,7 +73,7 @@ function agentMetrics(k: (...args: string[]) => string, pattern: string): string
  */
 const MEMORY_SCRIPT = `
 const fs = require("fs");
-const isAgent = (p) => { try { return fs.readFileSync("/proc/" + p + "/cmdline", "utf8").includes("dist/runtime/cli/main.js\\0agent"); } catch { return false; } };
+const isAgent = (p) => { try { return fs.readFileSync("/proc/" + p + "/cmdline", "utf8").includes("dist/agent/hive.mjs\\0agent"); } catch { return false; } };
 const pid = fs.readdirSync("/proc").find((p) => /^\\d+$/.test(p) && isAgent(p));
 const status = fs.readFileSync("/proc/" + pid + "/status", "utf8").split("\\n");
 const field = (f) => status.find((l) => l.startsWith(f + ":")) || "";

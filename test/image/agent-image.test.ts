@@ -1,12 +1,12 @@
 /**
  * The agent image as the Dockerfile builds it (scripts/build-image.ts: buildah, local base
- * images, no registry): it enters through `hive agent`, carries production dependencies only,
- * holds the compiled CLI and BPF object, runs its CLI, and carries no CA certificate of the
+ * images, no registry): it enters through `hive agent`, holds the bundled CLI, koffi and the BPF
+ * object and nothing else of node_modules, runs its CLI, and carries no CA certificate of the
  * build host. Needs root, buildah and mmdebstrap; locally their absence skips loudly, under
  * CI=true it fails.
  */
 import { execFile } from "node:child_process";
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -84,16 +84,16 @@ describe.skipIf(!enabled)("the agent image built from the Dockerfile", () => {
   it("enters through `hive agent`, as the Dockerfile says", async () => {
     expect(info.entrypoint).toEqual(dockerfileJson("ENTRYPOINT"));
     expect(info.cmd).toEqual(dockerfileJson("CMD"));
-    expect([...info.entrypoint, ...info.cmd]).toEqual(["node", "dist/runtime/cli/main.js", "agent"]);
+    expect([...info.entrypoint, ...info.cmd]).toEqual(["node", "dist/agent/hive.mjs", "agent"]);
     expect(info.workingDir).toBe("/app");
     // `agent` is a command of the CLI the image holds.
     const help = await inImage([...info.entrypoint, "--help"]);
     expect(help).toMatch(/^\s+agent\s/m);
   });
 
-  it("runs `node dist/runtime/cli/main.js --help` inside the image and exits 0", async () => {
+  it("runs `node dist/agent/hive.mjs --help` inside the image and exits 0", async () => {
     // execFile rejects on a non-zero exit, so resolving is the assertion on the exit code.
-    const out = await inImage(["node", "dist/runtime/cli/main.js", "--help"]);
+    const out = await inImage(["node", "dist/agent/hive.mjs", "--help"]);
     expect(out).toContain("Usage: hive COMMAND");
     expect(await inImage(["node", "--version"])).toMatch(/^v24\./);
   });
@@ -108,39 +108,35 @@ describe.skipIf(!enabled)("the agent image built from the Dockerfile", () => {
     expect(out).toBe("libbpf loaded");
   });
 
-  it("holds the compiled CLI and the BPF object", () => {
-    expect(statSync(join(rootfs, "app/dist/runtime/cli/main.js")).isFile()).toBe(true);
+  it("holds the bundled CLI, its workers, the licenses of what it bundles, and the BPF object", () => {
+    for (const file of ["hive.mjs", "ring-worker.mjs", "resolve-worker.mjs"])
+      expect(statSync(join(rootfs, "app/dist/agent", file)).isFile(), file).toBe(true);
+    const licenses = readFileSync(join(rootfs, "app/dist/agent/THIRD-PARTY-LICENSES.txt"), "utf8");
+    expect(licenses).toMatch(/^@kubernetes\/client-node@\S+ \(Apache-2\.0\)$/m);
+    // The sources' layout is not in the image: only the bundle runs.
+    expect(existsSync(join(rootfs, "app/dist/runtime"))).toBe(false);
     const object = readFileSync(join(rootfs, "app/bpf/hive.bpf.o"));
     // An ELF file for the BPF machine (e_machine 247 at offset 18).
     expect(object.subarray(0, 4).toString("latin1")).toBe("\x7fELF");
     expect(object.readUInt16LE(18)).toBe(247);
   });
 
-  it("has production dependencies only: no @pulumi/*, no dev tool, nothing the lock does not need", () => {
+  it("has only what the bundle leaves outside in node_modules: koffi and its binary for this platform", () => {
     const modules = join(rootfs, "app/node_modules");
     const installed = readdirSync(modules)
       .filter((n) => !n.startsWith("."))
       .flatMap((n) => (n.startsWith("@") ? readdirSync(join(modules, n)).map((s) => `${n}/${s}`) : [n]))
       .sort();
     expect(installed).toEqual(info.nodeModules);
-    expect(installed.filter((n) => n.startsWith("@pulumi/"))).toEqual([]);
-    for (const tool of ["vitest", "typescript", "@biomejs/biome", "node", "fast-check", "ajv"])
-      expect(installed, tool).not.toContain(tool);
-
-    // Against the lock: every top-level package in the image is one a production dependency
-    // needs (a devDependency may appear only when one does: @types/node, via client-node),
-    // and every needed one that is not platform-optional is there.
+    expect(installed).toEqual(["@koromix/koffi-linux-x64", "koffi"]);
+    // The version the lock pins, not another one.
     const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8")) as {
-      packages: Record<string, { dev?: boolean; optional?: boolean; peer?: boolean }>;
+      packages: Record<string, { version?: string }>;
     };
-    const topLevel = Object.entries(lock.packages)
-      .filter(([path]) => /^node_modules\/(@[^/]+\/)?[^/@]+$/.test(path))
-      .map(([path, entry]) => ({ name: path.slice("node_modules/".length), ...entry }));
-    const production = new Set(topLevel.filter((p) => !p.dev && !p.peer).map((p) => p.name));
+    const version = (name: string) =>
+      (JSON.parse(readFileSync(join(modules, name, "package.json"), "utf8")) as { version: string }).version;
     for (const name of installed)
-      expect(production.has(name), `${name} is a production dependency`).toBe(true);
-    for (const p of topLevel.filter((x) => !x.dev && !x.peer && !x.optional))
-      expect(installed, `${p.name} is installed`).toContain(p.name);
+      expect(version(name), name).toBe(lock.packages[`node_modules/${name}`]?.version);
   });
 
   it("carries nothing the agent never reads: no apt caches, type declarations or source maps", () => {
@@ -148,7 +144,7 @@ describe.skipIf(!enabled)("the agent image built from the Dockerfile", () => {
       filesUnder(join(rootfs, d)).filter((f) => !/\/(lock|partial)$/.test(f)),
     );
     expect(aptCaches.map((f) => f.slice(rootfs.length))).toEqual([]);
-    const unread = filesUnder(join(rootfs, "app/node_modules")).filter((f) => /\.(d\.[cm]?ts|map)$/.test(f));
+    const unread = filesUnder(join(rootfs, "app")).filter((f) => /\.(d\.[cm]?ts|map)$/.test(f));
     expect(unread.map((f) => f.slice(rootfs.length)).slice(0, 10)).toEqual([]);
   });
 
