@@ -6,6 +6,7 @@
  * its file: agent-base, agent-alerts, agent-discovery, agent-kernel, start-roles, agent-serve,
  * agent-shutdown.
  */
+
 import { isHiveError } from "../../api/errors.ts";
 import { EXIT } from "../cli/exit-codes.ts";
 import { checkArchitecture } from "../kernel/architecture.ts";
@@ -23,6 +24,7 @@ import {
 import { serveHealthAndMetrics } from "./agent-serve.ts";
 import { shutDownAgent } from "./agent-shutdown.ts";
 import { AGENT_USAGE, type AgentConfig, parseAgentConfig } from "./config.ts";
+import { mallocTrim, startMemoryTrim } from "./memory-trim.ts";
 import { startRoles } from "./start-roles.ts";
 
 export interface AgentHooks {
@@ -73,8 +75,10 @@ export async function runAgent(argv: string[], hooks: AgentHooks = {}): Promise<
   const server = await serveHealthAndMetrics(base, agent, kernelSide, alerts);
   base.log.info("agent started", { kernelId: base.kernelId, metrics: server.url, roles: config.roles });
   hooks.onStarted?.({ metricsUrl: server.url, config });
+  const stopTrim = startMemoryTrim(base.log, { trim: await mallocTrim() });
 
   const reason = await (hooks.until ?? untilSignal());
+  stopTrim();
   await shutDownAgent({ base, agent, discovery, kernelSide, routingSnapshot, alerts, server }, reason);
   return 0;
 }

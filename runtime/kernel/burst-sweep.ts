@@ -46,9 +46,14 @@ export class BurstSweeper {
   private readonly inBatch = Buffer.alloc(8);
   private readonly outBatch = Buffer.alloc(8);
   private batchSupported = true;
-  /** Bursts opened at the last sweep, whether some stayed open, and when (performance.now()). */
+  /**
+   * Bursts opened as of the last look, whether the last sweep left some open, whether bursts
+   * opened since the last sweep, and when the last look and sweep were (performance.now()).
+   */
   private lastOpened = -1n;
   private pending = false;
+  private owed = false;
+  private lastLook = 0;
   private lastSweep = 0;
 
   constructor(lib: Libbpf, data: SweepData, ncpus: number) {
@@ -76,16 +81,26 @@ export class BurstSweeper {
     this.lib.bpf_map_update_elem(this.data.sweptFd, this.sweptKey, this.sweptValue, 0);
   }
 
-  /** Sweeps once per interval, and only when bursts were opened since or some stayed open. */
+  /**
+   * Looks once per interval; sweeps when bursts opened since the last sweep or some stayed
+   * open. Reading the table costs a walk of all its buckets, and while bursts keep opening the
+   * kernel emits each thread's burst at its next one: then a sweep finds only the newest few.
+   * So while they keep opening it sweeps once per burst lifetime (burstMaxNs), which bounds how
+   * long a thread gone quiet meanwhile waits, and at the first look that finds none opened.
+   */
   tick(batch: RingBatch): void {
     const nowMs = performance.now();
-    if (nowMs - this.lastSweep < this.data.sweepIntervalMs) return;
-    this.lastSweep = nowMs;
+    if (nowMs - this.lastLook < this.data.sweepIntervalMs) return;
+    this.lastLook = nowMs;
     const opened = this.burstsOpened();
-    if (opened !== this.lastOpened || this.pending) {
-      this.lastOpened = opened;
-      this.pending = this.sweep(batch);
-    }
+    const opening = opened !== this.lastOpened;
+    this.lastOpened = opened;
+    if (opening) this.owed = true;
+    if (!this.owed && !this.pending) return;
+    if (opening && nowMs - this.lastSweep < Number(this.data.burstMaxNs) / 1e6) return;
+    this.owed = false;
+    this.lastSweep = nowMs;
+    this.pending = this.sweep(batch);
   }
 
   private burstsOpened(): bigint {

@@ -98,22 +98,23 @@ const FLOOD_KEY_WORDS = FLOOD_KEY_FIELDS.flatMap(([name, width]) =>
 export const FLOOD_KEY_BYTES = 4 * FLOOD_KEY_WORDS.length;
 
 /**
- * A 32-bit hash of a flood key: of the hive_event record at `at` in `view`, or, with
+ * A 30-bit hash of a flood key: of the hive_event record at `at` in `view`, or, with
  * `mapKey`, of one of hive_flood's own keys there. Equal keys hash equal in either layout.
  */
 export function floodKeyHash(view: DataView, at: number, mapKey = false): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < FLOOD_KEY_WORDS.length; i++) {
-    const word = view.getUint32(at + (mapKey ? 4 * i : (FLOOD_KEY_WORDS[i] as number)), true);
+    const word = view.getInt32(at + (mapKey ? 4 * i : (FLOOD_KEY_WORDS[i] as number)), true);
     h = Math.imul(h ^ word, 0x01000193);
   }
-  return h >>> 0;
+  // 30 bits: a small integer to V8, so a Map keyed by it neither boxes the key nor hashes a double.
+  return h & 0x3fffffff;
 }
 
 /** True when the hive_event record at `at` in `view` has the hive_flood key `mapKey` (its first FLOOD_KEY_BYTES). */
 export function hasFloodKey(view: DataView, at: number, mapKey: DataView): boolean {
   for (let i = 0; i < FLOOD_KEY_WORDS.length; i++)
-    if (view.getUint32(at + (FLOOD_KEY_WORDS[i] as number), true) !== mapKey.getUint32(4 * i, true))
+    if (view.getInt32(at + (FLOOD_KEY_WORDS[i] as number), true) !== mapKey.getInt32(4 * i, true))
       return false;
   return true;
 }

@@ -1,7 +1,7 @@
 /**
  * What user space keeps per flood key (flood-summaries.ts): the counts it reported and a copy of
  * the key's last event. Found from a raw hive_event record or from one of hive_flood's keys by
- * a 32-bit hash of the key's words, compared word by word: per event no key string, no lookup
+ * a hash of the key's words, compared word by word: per event no key string, no lookup
  * object and no event copy of its own, only 896 bytes copied into the key's kept record.
  */
 import {

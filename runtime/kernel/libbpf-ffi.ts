@@ -110,6 +110,7 @@ export function libcFns() {
     sysconf: libc.lib.func("long sysconf(int name)"),
     open_by_handle_at: libc.lib.func("int open_by_handle_at(int mount_fd, void *handle, int flags)"),
     close: libc.lib.func("int close(int fd)"),
+    malloc_trim: libc.lib.func("int malloc_trim(size_t pad)"),
   };
 }
 
