@@ -172,7 +172,7 @@ function printAllow(r: GuestResults, host: AllowCost): void {
   );
   const g = r.allowCost;
   console.log(
-    `(b) User space, per event it allows, eventAt + createAlertPipeline().handle (allow match + counting):` +
+    `(b) User space, per event it allows, eventAt + its flood annotation + createAlertPipeline().handle (allow match + counting):` +
       `\n    host ${fmt(host.totalNs)} ns (decode ${fmt(host.decodeNs)} ns), ${fmt(host.events)} events;` +
       ` guest ${fmt(g.totalNs)} instructions (decode ${fmt(g.decodeNs)}), ${fmt(g.events)} events`,
   );

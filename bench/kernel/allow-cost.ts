@@ -1,8 +1,9 @@
 /**
  * What an allowed access costs in user space, per event: the raw kernel record read in place
- * as the ring consumer reads it (runtime/kernel/event-decode.ts eventAt), then the real alert pipeline's handle() with a
- * trap whose allow list matches — the allow match and its counting (the metric and the
- * counts `hive status` shows), nothing delivered. The kernel benchmark runs it on the host
+ * as the ring consumer reads it (runtime/kernel/event-decode.ts eventAt), its flood annotation
+ * (flood-summaries.ts), then the real alert pipeline's handle() with a trap whose allow list
+ * matches — the allow match and its counting (the metric and the counts `hive status` shows),
+ * nothing delivered. The kernel benchmark runs it on the host
  * (ns/event) and inside its icount guest (guest instructions/event, the unit of the kernel
  * figures it is compared with).
  */
@@ -12,6 +13,7 @@ import type { AlertSource } from "../../runtime/alerts/alert-source.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { eventAt } from "../../runtime/kernel/event-decode.ts";
 import { recordBatch } from "../../runtime/kernel/event-record.ts";
+import { FloodSummaries } from "../../runtime/kernel/flood-summaries.ts";
 import { EVENT_LAYOUT, EXE_MAX } from "../../runtime/kernel/layout.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
@@ -45,6 +47,9 @@ export function allowSource(allow: readonly AllowEntry[]): AlertSource {
     kernelId: "00000000-0000-0000-0000-000000000000",
   };
 }
+
+/** Records per batch in the measured loop. */
+const BATCH = 64;
 
 /** The container's overlay (device 0:OVERLAY_MINOR) and the image's unix_chkpwd in it. */
 const OVERLAY_MINOR = 52;
@@ -87,7 +92,7 @@ export function rawAllowedEvent(): Buffer {
 export interface AllowCost {
   /** eventAt alone (the numbers read; strings when asked), per event. */
   decodeNs: number;
-  /** eventAt + pipeline.handle (allow match + counting), per event. */
+  /** eventAt + its flood annotation + pipeline.handle (allow match + counting), per event. */
   totalNs: number;
   events: number;
 }
@@ -105,13 +110,29 @@ export async function measureAllowCost(count: number): Promise<AllowCost> {
     lines: false,
   });
   const source = allowSource(BENCH_ALLOW);
-  const batch = recordBatch(rawAllowedEvent());
+  // A batch as the ring reader posts it: records of two trapped files (slots 0 and 1), so two
+  // flood keys, each event's burst its own.
+  const records = Buffer.concat(
+    Array.from({ length: BATCH }, (_, i) => {
+      const record = rawAllowedEvent();
+      record.writeUInt32LE(i % 2, EVENT_LAYOUT.slot);
+      record.writeBigUInt64LE(123_456_789n + BigInt(i), EVENT_LAYOUT.ktime_ns);
+      return record;
+    }),
+  );
+  const batch = recordBatch(records);
+  // Every event from the ring is annotated with its flood summary (event-delivery.ts) first.
+  const flood = new FloodSummaries(-1, 1_000_000_000n);
   let handled = 0;
   const round = (handle: boolean): number => {
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < count; i++) {
-      const event = eventAt(batch, 0);
-      if (handle) pipeline.handle(event, source);
+      const at = (i % BATCH) * EVENT_LAYOUT.size;
+      const event = eventAt(batch, at);
+      if (handle) {
+        flood.annotate(event, batch, at);
+        pipeline.handle(event, source);
+      }
     }
     const ns = Number(process.hrtime.bigint() - t0) / count;
     if (handle) handled += count;

@@ -36,7 +36,7 @@ export function checkPerEvent(series: string, now: PerEventFigures): string[] {
   );
   const against = (n: number) => `aim ≤ ${fmt(PER_EVENT_AIM)}: ${n <= PER_EVENT_AIM ? "within" : "ABOVE"}`;
   console.log(
-    `  the event's own work (decode + pipeline, main thread, warm) ${fmt(now.decodeAndHandle)} (${against(now.decodeAndHandle)});` +
+    `  the event's own work (decode, flood annotation, pipeline: main thread, warm) ${fmt(now.decodeAndHandle)} (${against(now.decodeAndHandle)});` +
       ` the agent's whole CPU per event allowed in user space, ring thread and V8's helpers too, ${fmt(now.agentPerEvent)} (${against(now.agentPerEvent)});` +
       ` ring → decoded ${fmt(now.eventsPerSecond)} events per guest-second`,
   );

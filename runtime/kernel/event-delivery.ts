@@ -5,6 +5,7 @@
  */
 import type { Logger } from "../log.ts";
 import type { FileKey, KernelEvent } from "./contract.ts";
+import type { RecordBatch } from "./event-record.ts";
 import { FloodSummaries } from "./flood-summaries.ts";
 import type { PinnedMap } from "./object-load.ts";
 import { RingConsumer } from "./ring-consumer.ts";
@@ -54,6 +55,7 @@ export function startEventDelivery(ctx: EventDeliveryContext): {
     for (const listener of ctx.listeners) listener(event);
   };
   const flood = new FloodSummaries(fds.hive_flood, timing.floodWindowNs, ctx.keyOfSlot);
+  let keptBatch: RecordBatch | undefined;
   flood.startSweeps(deliver, ctx.logger);
   const consumer = new RingConsumer({
     data: {
@@ -70,6 +72,10 @@ export function startEventDelivery(ctx: EventDeliveryContext): {
     ...(options.maxBatch !== undefined ? { maxBatch: options.maxBatch } : {}),
     ...(options.coalesceMs !== undefined ? { coalesceMs: options.coalesceMs } : {}),
     onEvent: (event, batch, at) => {
+      if (batch !== keptBatch) {
+        keptBatch = batch;
+        flood.keep(batch); // where a flood summary finds its key's last event
+      }
       flood.annotate(event, batch, at);
       deliver(event);
     },

@@ -1,17 +1,9 @@
 /**
- * What user space keeps per flood key (flood-summaries.ts): the counts it reported and a copy of
- * the key's last event. Found from a raw hive_event record or from one of hive_flood's keys by
- * a hash of the key's words, compared word by word: per event no key string, no lookup
- * object and no event copy of its own, only 896 bytes copied into the key's kept record.
+ * What user space keeps per flood key (flood-summaries.ts): the held counts it reported. Found
+ * from a raw hive_event record or from one of hive_flood's keys by a hash of the key's words,
+ * compared word by word: no key string, no lookup object.
  */
-import {
-  EVENT_LAYOUT,
-  FLOOD_KEY_BYTES,
-  floodKeyHash,
-  floodKeyOf,
-  hasFloodKey,
-  type RecordBatch,
-} from "./event-record.ts";
+import { FLOOD_KEY_BYTES, floodKeyHash, floodKeyOf, hasFloodKey, type RecordBatch } from "./event-record.ts";
 
 export interface FloodKeyState {
   /** The hive_flood key (its first FLOOD_KEY_BYTES), and a view of it for comparing. */
@@ -22,21 +14,12 @@ export interface FloodKeyState {
   reportedChecks: bigint;
   /** Whether an event or a summary reported counts of this key yet. */
   reported: boolean;
-  /** A copy of the key's last event record, while remembered. */
-  last: Buffer | undefined;
   /** Another key of the same hash. */
   next: FloodKeyState | undefined;
 }
 
 export class FloodKeys {
   private readonly byHash = new Map<number, FloodKeyState>();
-  /** Keys holding a last event, oldest first: past `maxLast`, the oldest gives its copy up. */
-  private readonly remembered: FloodKeyState[] = [];
-  private readonly maxLast: number;
-
-  constructor(maxLast: number) {
-    this.maxLast = maxLast;
-  }
 
   /** The state of the key of the record at `at` in `batch`, made when new. */
   ofRecord(batch: RecordBatch, at: number): FloodKeyState {
@@ -58,18 +41,6 @@ export class FloodKeys {
     return state;
   }
 
-  /** Copies the record at `at` in `batch` in as the key's last event. */
-  remember(state: FloodKeyState, { bytes }: RecordBatch, at: number): void {
-    if (!state.last) {
-      // Once per key: past the bound, the oldest remembered key's copy is taken over.
-      const oldest = this.remembered.length >= this.maxLast ? this.remembered.shift() : undefined;
-      state.last = oldest?.last ?? Buffer.allocUnsafe(EVENT_LAYOUT.size);
-      if (oldest) oldest.last = undefined;
-      this.remembered.push(state);
-    }
-    bytes.copy(state.last, 0, at, at + EVENT_LAYOUT.size);
-  }
-
   /** Forgets the key of `mapKey`. */
   forget(mapKey: Buffer): void {
     const hash = floodKeyHash(viewOf(mapKey), 0, true);
@@ -79,7 +50,6 @@ export class FloodKeys {
       if (previous) previous.next = s.next;
       else if (s.next) this.byHash.set(hash, s.next);
       else this.byHash.delete(hash);
-      if (s.last) this.remembered.splice(this.remembered.indexOf(s), 1);
       return;
     }
   }
@@ -87,7 +57,7 @@ export class FloodKeys {
 
 function newState(key: Buffer, next: FloodKeyState | undefined): FloodKeyState {
   const keyView = viewOf(key);
-  return { key, keyView, reportedBursts: 0n, reportedChecks: 0n, reported: false, last: undefined, next };
+  return { key, keyView, reportedBursts: 0n, reportedChecks: 0n, reported: false, next };
 }
 
 function viewOf(bytes: Buffer): DataView {

@@ -70,6 +70,34 @@ describe("flood summaries", () => {
     expect(bare.process.exe.source).toBe("unknown");
   });
 
+  it("find a key's last event among the recent batches, with a record of its own", () => {
+    const flood = new FloodSummaries(-1, 1_000_000_000n);
+    const older = recordBatch(Buffer.concat([keyed(1, 0n, 0n).bytes, keyed(2, 0n, 0n, { slot: 4 }).bytes]));
+    const newer = recordBatch(
+      Buffer.concat([keyed(3, 0n, 0n).bytes, keyed(4, 0n, 0n, { kind: KIND_PARENT }).bytes]),
+    );
+    flood.keep(older);
+    flood.keep(newer);
+    const last = flood.lastEventOf(floodKeyOf(older.bytes, 0));
+    expect(last?.pid).toBe(3); // the newest of its key; a control event is never one
+    expect(flood.lastEventOf(floodKeyOf(older.bytes, L.size))?.pid).toBe(2);
+    newer.bytes.fill(0); // its own record: the batch may go
+    expect(last?.cgroupId).toBe(7n); // read from the record when asked
+    expect(flood.lastEventOf(floodKeyOf(keyed(5, 0n, 0n, { slot: 9 }).bytes))).toBeUndefined();
+  });
+
+  it("keep the newest 4,096 events at least, in whole batches, and forget older ones", () => {
+    const flood = new FloodSummaries(-1, 1_000_000_000n);
+    const first = recordBatch(keyed(1, 0n, 0n, { slot: 7 }).bytes);
+    flood.keep(first);
+    const filler = recordBatch(
+      Buffer.concat(Array.from({ length: 4096 }, (_, i) => keyed(10 + i, 0n, 0n).bytes)),
+    );
+    flood.keep(filler);
+    expect(flood.lastEventOf(floodKeyOf(first.bytes))).toBeUndefined();
+    expect(flood.lastEventOf(floodKeyOf(filler.bytes))?.pid).toBe(10 + 4095);
+  });
+
   it("leave control events alone", () => {
     const flood = new FloodSummaries(-1, 1_000_000_000n);
     expect(annotate(flood, keyed(1, 9n, 9n, { kind: KIND_PARENT })).summarized).toBeUndefined();
@@ -78,7 +106,7 @@ describe("flood summaries", () => {
 
 describe("flood keys", () => {
   it("find one state from an event's record and from hive_flood's key of it", () => {
-    const keys = new FloodKeys(4);
+    const keys = new FloodKeys();
     const { bytes } = keyed(1, 0n, 0n);
     const state = keys.ofRecord(recordBatch(bytes), 0);
     expect(keys.ofMapKey(floodKeyOf(bytes))).toBe(state);
@@ -86,22 +114,14 @@ describe("flood keys", () => {
     expect(keys.ofRecord(recordBatch(keyed(1, 0n, 0n, { slot: 4 }).bytes), 0)).not.toBe(state);
   });
 
-  it("keep a copy of each key's last record, and past the bound give the oldest key's up", () => {
-    const keys = new FloodKeys(2);
-    const batch = recordBatch(Buffer.concat([keyed(1, 0n, 0n).bytes, keyed(2, 0n, 0n, { slot: 4 }).bytes]));
-    const a = keys.ofRecord(batch, 0);
-    const b = keys.ofRecord(batch, L.size);
-    keys.remember(a, batch, 0);
-    keys.remember(b, batch, L.size);
-    batch.bytes.fill(0); // the batch is reused: the copies stay
-    expect(a.last?.readUInt32LE(L.pid)).toBe(1);
-    expect(b.last?.readUInt32LE(L.pid)).toBe(2);
-    const third = keyed(3, 0n, 0n, { slot: 5 });
-    const c = keys.ofRecord(recordBatch(third.bytes), 0);
-    keys.remember(c, recordBatch(third.bytes), 0);
-    expect(a.last).toBeUndefined();
-    expect(c.last?.readUInt32LE(L.pid)).toBe(3);
-    keys.forget(floodKeyOf(third.bytes));
-    expect(keys.ofRecord(recordBatch(third.bytes), 0)).not.toBe(c);
+  it("forget a key: found again, it starts over", () => {
+    const keys = new FloodKeys();
+    const { bytes } = keyed(1, 0n, 0n);
+    const state = keys.ofRecord(recordBatch(bytes), 0);
+    state.reported = true;
+    keys.forget(floodKeyOf(bytes));
+    const again = keys.ofRecord(recordBatch(bytes), 0);
+    expect(again).not.toBe(state);
+    expect(again.reported).toBe(false);
   });
 });

@@ -12,21 +12,24 @@ import type { FileKey, KernelEvent } from "./contract.ts";
 import { decodeEvent, eventFields } from "./event-decode.ts";
 import type { RecordBatch } from "./event-record.ts";
 import { FloodKeys } from "./flood-keys.ts";
-import { EVENT_LAYOUT, FLOOD_KEY_LAYOUT, FLOOD_LAYOUT, keyFromKernelDev } from "./layout.ts";
+import { EVENT_LAYOUT, FLOOD_KEY_LAYOUT, FLOOD_LAYOUT, hasFloodKey, keyFromKernelDev } from "./layout.ts";
 import { forEachMapEntry, libbpf } from "./libbpf-ffi.ts";
 import { KIND_PARENT } from "./map-layouts.ts";
 
 /**
- * Last events remembered (a few MiB at most); reported counts are kept for every key the kernel
- * map holds (16,384). A summary of a key whose last event was forgotten names no process, but
- * still its file, container and counts.
+ * Recent events kept, in their batches (a few MiB at most), where a summary finds its key's last
+ * event; reported counts are kept for every key the kernel map holds (16,384). A summary of a key
+ * with no event among them names no process, but still its file, container and counts.
  */
-const MAX_LAST_EVENTS = 4_096;
+const MAX_RECENT_EVENTS = 4_096;
 /** A fully reported key idle this long is removed from the kernel map (and forgotten here). */
 const IDLE_REMOVE_NS = 60_000_000_000n;
 
 export class FloodSummaries {
-  private readonly keys = new FloodKeys(MAX_LAST_EVENTS);
+  private readonly keys = new FloodKeys();
+  /** The newest batches from the ring, MAX_RECENT_EVENTS events at least (keep). */
+  private readonly recent: RecordBatch[] = [];
+  private recentEvents = 0;
   private readonly floodFd: number;
   private readonly windowNs: bigint;
   private readonly keyOfSlot: (slot: number) => FileKey | undefined;
@@ -66,25 +69,24 @@ export class FloodSummaries {
   }
 
   /**
-   * Sets `summarized` on `event`, read from the ring buffer as the record at `at` in `batch`
-   * (bursts held since the key's previous event), and remembers the record as the key's last.
+   * Sets `summarized` on `event`, read from the ring buffer as the record at `at` in `batch`:
+   * the bursts its key held since the key's previous event. Most events carry no held counts
+   * (their key never flooded): those are decided on four words, with no lookup of their key.
    */
   annotate(event: KernelEvent, batch: RecordBatch, at: number): void {
     const view = batch.view;
     if (view.getUint32(at + EVENT_LAYOUT.kind, true) === KIND_PARENT) return;
-    const state = this.keys.ofRecord(batch, at);
-    this.keys.remember(state, batch, at);
-    // Most events carry no held counts: read as two words first, no BigInt for them.
     const zero =
       (view.getUint32(at + EVENT_LAYOUT.held_bursts, true) |
         view.getUint32(at + EVENT_LAYOUT.held_bursts + 4, true) |
         view.getUint32(at + EVENT_LAYOUT.held_checks, true) |
         view.getUint32(at + EVENT_LAYOUT.held_checks + 4, true)) ===
       0;
-    // A swept burst (never emitted by the kernel) carries zeros: it reports nothing new.
-    if (zero && state.reported) return;
-    const bursts = zero ? 0n : view.getBigUint64(at + EVENT_LAYOUT.held_bursts, true);
-    const checks = zero ? 0n : view.getBigUint64(at + EVENT_LAYOUT.held_checks, true);
+    // Zeros report nothing new (a swept burst, never emitted by the kernel, carries zeros too).
+    if (zero) return;
+    const state = this.keys.ofRecord(batch, at);
+    const bursts = view.getBigUint64(at + EVENT_LAYOUT.held_bursts, true);
+    const checks = view.getBigUint64(at + EVENT_LAYOUT.held_checks, true);
     const seen = state.reported;
     const delta = seen && bursts >= state.reportedBursts ? bursts - state.reportedBursts : bursts;
     const deltaChecks = seen && checks >= state.reportedChecks ? checks - state.reportedChecks : checks;
@@ -92,6 +94,36 @@ export class FloodSummaries {
     state.reportedBursts = bursts;
     state.reportedChecks = checks;
     state.reported = true;
+  }
+
+  /**
+   * Keeps `batch` among the recent ones, where a summary finds its key's last event: the
+   * newest MAX_RECENT_EVENTS events at least, whole batches (no copy per event).
+   */
+  keep(batch: RecordBatch): void {
+    const count = batch.bytes.byteLength / EVENT_LAYOUT.size;
+    this.recent.push(batch);
+    this.recentEvents += count;
+    for (let oldest = this.recent[0]; oldest && oldest !== batch; oldest = this.recent[0]) {
+      const oldestCount = oldest.bytes.byteLength / EVENT_LAYOUT.size;
+      if (this.recentEvents - oldestCount < MAX_RECENT_EVENTS) break;
+      this.recent.shift();
+      this.recentEvents -= oldestCount;
+    }
+  }
+
+  /** The newest recent event of the hive_flood key `mapKey`, with a record of its own; undefined when none. */
+  lastEventOf(mapKey: Buffer): KernelEvent | undefined {
+    const key = new DataView(mapKey.buffer, mapKey.byteOffset, mapKey.byteLength);
+    for (let b = this.recent.length - 1; b >= 0; b--) {
+      const batch = this.recent[b] as RecordBatch;
+      for (let at = batch.bytes.byteLength - EVENT_LAYOUT.size; at >= 0; at -= EVENT_LAYOUT.size) {
+        if (batch.view.getUint32(at + EVENT_LAYOUT.kind, true) === KIND_PARENT) continue;
+        if (hasFloodKey(batch.view, at, key))
+          return decodeEvent(batch.bytes.subarray(at, at + EVENT_LAYOUT.size));
+      }
+    }
+    return undefined;
   }
 
   /**
@@ -109,7 +141,7 @@ export class FloodSummaries {
       const seen = state.reported;
       const reported = seen && bursts >= state.reportedBursts ? state.reportedBursts : 0n;
       if (bursts > reported && nowNs - lastNs >= this.windowNs) {
-        const summary = this.summaryEvent(state.last && decodeEvent(state.last), {
+        const summary = this.summaryEvent(this.lastEventOf(k), {
           cgroup: k.readBigUInt64LE(FLOOD_KEY_LAYOUT.cgroup_id),
           file: keyFromKernelDev(
             k.readUInt32LE(FLOOD_KEY_LAYOUT.exe_dev),
