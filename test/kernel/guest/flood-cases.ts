@@ -114,6 +114,12 @@ export function floodCases(h: GuestHarness): Record<FloodCaseName, () => Promise
         assert.ok(counters.held > 0n, "nothing was held: no flood?");
         // Every held burst is reported as a count on a later event of its key.
         assert.equal(BigInt(summarized), counters.held, `summarized ${summarized} of ${counters.held} held`);
+        // A summary names the flooding program: its key's last event was found among the recent ones.
+        const summaries = flood.filter((e) => (e.summarized?.bursts ?? 0) > 0);
+        assert.ok(
+          summaries.every((e) => e.process.exe.source !== "unknown" && e.process.exe.exe === attacker),
+          `a summary without its program: ${JSON.stringify(summaries.map((e) => e.process.exe))}`,
+        );
         return {
           decoyEvents: flood.length,
           held: Number(counters.held),
