@@ -57,8 +57,9 @@ export interface RingConsumerOptions {
   /** Delay before a dead worker is replaced. Default 1 s. */
   restartDelayMs?: number;
   /**
-   * Each event, read in place from its batch: the batch's record at `at` is its raw record. The
-   * event and the batch go together: what keeps either beyond the call keeps a copy (retainedEvent).
+   * Each event, read in place from its batch: the batch's record at `at` is its raw record. An
+   * event kept beyond the call is kept as `retainedEvent(event)`, which holds its own bytes; the
+   * flood summaries keep the newest batches themselves, bounded (flood-summaries.ts keep).
    */
   onEvent: (event: KernelEvent, batch: RecordBatch, at: number) => void;
   /** Durability of what the listeners made of the events (RingGate); without it, handled = released. */
