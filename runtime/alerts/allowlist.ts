@@ -167,13 +167,12 @@ export function allowDecision(
   event: AllowSubject,
   scope: AllowScope = {},
 ): { entry: number } | { misses: AllowMiss[] } {
-  const entry = allowingEntry(allow, event, scope);
-  if (entry !== undefined) return { entry };
   const misses: AllowMiss[] = [];
-  (allow ?? []).forEach((e, i) => {
-    const miss = entryMiss(e, event, scope);
-    if (miss) misses.push({ entry: i, field: miss.field, reason: miss.reason });
-  });
+  for (let i = 0; i < (allow?.length ?? 0); i++) {
+    const miss = entryMiss(allow?.[i] as AllowEntry, event, scope);
+    if (miss === undefined) return { entry: i };
+    misses.push({ entry: i, field: miss.field, reason: miss.reason });
+  }
   return { misses };
 }
 

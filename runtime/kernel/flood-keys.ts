@@ -24,34 +24,46 @@ export class FloodKeys {
   /** The state of the key of the record at `at` in `batch`, made when new. */
   ofRecord(batch: RecordBatch, at: number): FloodKeyState {
     const hash = floodKeyHash(batch.view, at);
-    const first = this.byHash.get(hash);
-    for (let s = first; s; s = s.next) if (hasFloodKey(batch.view, at, s.keyView)) return s;
-    const state = newState(floodKeyOf(batch.bytes, at), first);
-    this.byHash.set(hash, state);
-    return state;
+    return (
+      this.find(hash, (s) => hasFloodKey(batch.view, at, s.keyView)) ??
+      this.add(hash, floodKeyOf(batch.bytes, at))
+    );
   }
 
   /** The state of one of hive_flood's keys, made when new. */
   ofMapKey(mapKey: Buffer): FloodKeyState {
     const hash = floodKeyHash(viewOf(mapKey), 0, true);
-    const first = this.byHash.get(hash);
-    for (let s = first; s; s = s.next) if (sameKey(s.key, mapKey)) return s;
-    const state = newState(Buffer.from(mapKey.subarray(0, FLOOD_KEY_BYTES)), first);
-    this.byHash.set(hash, state);
-    return state;
+    return this.find(hash, (s) => sameKey(s.key, mapKey)) ?? this.add(hash, mapKey);
+  }
+
+  /** The state of one of hive_flood's keys; undefined when none was made. */
+  findMapKey(mapKey: Buffer): FloodKeyState | undefined {
+    return this.find(floodKeyHash(viewOf(mapKey), 0, true), (s) => sameKey(s.key, mapKey));
   }
 
   /** Forgets the key of `mapKey`. */
   forget(mapKey: Buffer): void {
     const hash = floodKeyHash(viewOf(mapKey), 0, true);
-    let previous: FloodKeyState | undefined;
-    for (let s = this.byHash.get(hash); s; previous = s, s = s.next) {
-      if (!sameKey(s.key, mapKey)) continue;
-      if (previous) previous.next = s.next;
-      else if (s.next) this.byHash.set(hash, s.next);
+    const gone = this.find(hash, (s) => sameKey(s.key, mapKey));
+    if (!gone) return;
+    const first = this.byHash.get(hash);
+    if (first === gone) {
+      if (gone.next) this.byHash.set(hash, gone.next);
       else this.byHash.delete(hash);
       return;
     }
+    for (let s = first; s; s = s.next) if (s.next === gone) s.next = gone.next;
+  }
+
+  private find(hash: number, matches: (s: FloodKeyState) => boolean): FloodKeyState | undefined {
+    for (let s = this.byHash.get(hash); s; s = s.next) if (matches(s)) return s;
+    return undefined;
+  }
+
+  private add(hash: number, key: Buffer): FloodKeyState {
+    const state = newState(Buffer.from(key.subarray(0, FLOOD_KEY_BYTES)), this.byHash.get(hash));
+    this.byHash.set(hash, state);
+    return state;
   }
 }
 

@@ -137,10 +137,12 @@ export class FloodSummaries {
       const bursts = v.readBigUInt64LE(FLOOD_LAYOUT.held_bursts);
       const checks = v.readBigUInt64LE(FLOOD_LAYOUT.held_checks);
       const lastNs = v.readBigUInt64LE(FLOOD_LAYOUT.last_ns);
-      const state = this.keys.ofMapKey(k);
-      const seen = state.reported;
-      const reported = seen && bursts >= state.reportedBursts ? state.reportedBursts : 0n;
+      // Looked up, not made: a key is kept here only once it has something to report.
+      const found = this.keys.findMapKey(k);
+      const seen = found?.reported === true;
+      const reported = found && seen && bursts >= found.reportedBursts ? found.reportedBursts : 0n;
       if (bursts > reported && nowNs - lastNs >= this.windowNs) {
+        const state = found ?? this.keys.ofMapKey(k);
         const summary = this.summaryEvent(this.lastEventOf(k), {
           cgroup: k.readBigUInt64LE(FLOOD_KEY_LAYOUT.cgroup_id),
           file: keyFromKernelDev(
