@@ -189,7 +189,8 @@ describe("Informer", () => {
     const rec = recorder<V1Pod>();
     const informer = podInformer("inf-gone", { handlers: rec.handlers }, "gone");
     await informer.start();
-    await waitFor(() => api.countRequests({ user: "gone", verb: "watch" }) === 1);
+    // Held by the proxy, not only asked for: closeWatches ends only the watches it holds.
+    await waitFor(() => api.watchCount({ user: "gone" }) === 1, { what: "the watch held" });
     rec.adds.length = 0;
     // Cut the informer's watches off while the world changes and etcd compacts its history away:
     // the watch then resumes from a compacted revision, and etcd answers 410.
@@ -238,7 +239,7 @@ describe("Informer", () => {
     // "not older than" a version needs no history, only a watch does.
     const informer = podInformer("inf-relist", { handlers: rec.handlers, pageSize: 0 }, "relist");
     await informer.start();
-    await waitFor(() => api.countRequests({ user: "relist", verb: "watch" }) === 1);
+    await waitFor(() => api.watchCount({ user: "relist" }) === 1, { what: "the watch held" });
     const seen = informer.resourceVersion();
     // Two writes elsewhere, then a compaction: a watch from `seen` (it starts at the revision
     // after it) is refused with 410, a list not older than `seen` is not.

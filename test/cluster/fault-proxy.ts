@@ -82,8 +82,10 @@ export interface FaultProxy {
   inject(rule: FaultRule): () => void;
   /** Close every connection (watches end mid-stream), refuse for `downtimeMs`, listen again on the same port. */
   restart(options?: { downtimeMs?: number }): Promise<void>;
+  /** Ends every watch the proxy holds (one whose response headers have come back from upstream). */
   closeWatches(): void;
-  watchCount(): number;
+  /** Watches the proxy holds now; a watch counted by `countRequests` may not be held yet. */
+  watchCount(filter?: RequestFilter): number;
   connectionCount(): number;
   stop(): Promise<void>;
 }
@@ -194,7 +196,7 @@ export async function startFaultProxy(
   const requests: RequestRecord[] = [];
   const rules: (FaultRule & { used: number })[] = [];
   const sockets = new Set<Socket>();
-  const watches = new Map<ServerResponse, IncomingMessage>();
+  const watches = new Map<ServerResponse, { upRes: IncomingMessage; record: RequestRecord }>();
   let connections = 0;
 
   const token = (spec: UserSpec): string => {
@@ -257,7 +259,7 @@ export async function startFaultProxy(
         // waits for them to hold the watch, e.g. to abort it).
         res.flushHeaders();
         if (record.verb === "watch") {
-          watches.set(res, upRes);
+          watches.set(res, { upRes, record });
           res.once("close", () => watches.delete(res));
         }
         upRes.pipe(res);
@@ -373,13 +375,13 @@ export async function startFaultProxy(
     },
     closeWatches() {
       // A clean end of each stream, as a watch timeout gives: the client sees the body end.
-      for (const [res, upRes] of watches) {
+      for (const [res, { upRes }] of watches) {
         upRes.unpipe(res);
         upRes.destroy();
         res.end();
       }
     },
-    watchCount: () => watches.size,
+    watchCount: (filter = {}) => [...watches.values()].filter((w) => matchesFilter(w.record, filter)).length,
     connectionCount: () => connections,
     stop: close,
   };

@@ -170,6 +170,11 @@ describe("elections and resilience", () => {
     // Watch history lost as well (410 Gone): informers re-list and still converge.
     const relists = () => node.agent.informers().reduce((n, i) => n + i.stats.relists, 0);
     const relistsBefore = relists();
+    // Held by the proxy, not only asked for: closeWatches ends only the watches it holds.
+    await eventually(
+      () => c.api.watchCount({ node: "node-1" }) >= node.agent.informers().length,
+      "node-1's watches held",
+    );
     await c.api.compact();
     c.api.closeWatches();
     await c.deletePod("before");
