@@ -6,16 +6,35 @@
  */
 
 /**
- * Raw hive_event records back to back (a batch from the ring worker, or one record), with one
- * DataView of them made once: the records' numbers are read through it, their strings from `bytes`.
+ * Raw hive_event records (a batch from the ring worker, or one record), with one DataView of
+ * them made once: the records' numbers are read through it, their strings from `bytes`.
  */
 export interface RecordBatch {
   readonly bytes: Buffer;
   readonly view: DataView;
+  /** Where each record starts in `bytes`, in the order they were read. */
+  readonly offsets: ArrayLike<number>;
 }
 
-export function recordBatch(bytes: Buffer): RecordBatch {
-  return { bytes, view: new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength) };
+/** A batch of the records at `offsets` of `bytes`; without offsets, records back to back. */
+export function recordBatch(bytes: Buffer, offsets?: ArrayLike<number>): RecordBatch {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return { bytes, view, offsets: offsets ?? backToBack(Math.floor(bytes.byteLength / EVENT_LAYOUT.size)) };
+}
+
+/**
+ * A batch as the ring worker posts it (ring-batch.ts packs it): the records' bytes, padded to 4,
+ * then one Int32 per record, where it starts, in the order read.
+ */
+export function packedBatch(buffer: ArrayBuffer, count: number): RecordBatch {
+  const offsetsAt = buffer.byteLength - count * 4;
+  return recordBatch(Buffer.from(buffer, 0, offsetsAt), new Int32Array(buffer, offsetsAt, count));
+}
+
+function backToBack(count: number): Int32Array {
+  const offsets = new Int32Array(count);
+  for (let i = 0; i < count; i++) offsets[i] = i * EVENT_LAYOUT.size;
+  return offsets;
 }
 
 /** struct hive_event */

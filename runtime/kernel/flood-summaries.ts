@@ -101,11 +101,10 @@ export class FloodSummaries {
    * newest MAX_RECENT_EVENTS events at least, whole batches (no copy per event).
    */
   keep(batch: RecordBatch): void {
-    const count = batch.bytes.byteLength / EVENT_LAYOUT.size;
     this.recent.push(batch);
-    this.recentEvents += count;
+    this.recentEvents += batch.offsets.length;
     for (let oldest = this.recent[0]; oldest && oldest !== batch; oldest = this.recent[0]) {
-      const oldestCount = oldest.bytes.byteLength / EVENT_LAYOUT.size;
+      const oldestCount = oldest.offsets.length;
       if (this.recentEvents - oldestCount < MAX_RECENT_EVENTS) break;
       this.recent.shift();
       this.recentEvents -= oldestCount;
@@ -117,7 +116,8 @@ export class FloodSummaries {
     const key = new DataView(mapKey.buffer, mapKey.byteOffset, mapKey.byteLength);
     for (let b = this.recent.length - 1; b >= 0; b--) {
       const batch = this.recent[b] as RecordBatch;
-      for (let at = batch.bytes.byteLength - EVENT_LAYOUT.size; at >= 0; at -= EVENT_LAYOUT.size) {
+      for (let i = batch.offsets.length - 1; i >= 0; i--) {
+        const at = batch.offsets[i] as number;
         if (batch.view.getUint32(at + EVENT_LAYOUT.kind, true) === KIND_PARENT) continue;
         if (hasFloodKey(batch.view, at, key))
           return decodeEvent(batch.bytes.subarray(at, at + EVENT_LAYOUT.size));

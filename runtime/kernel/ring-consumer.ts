@@ -20,8 +20,7 @@ import { Worker } from "node:worker_threads";
 import type { Logger } from "../log.ts";
 import type { KernelEvent, RingGate } from "./contract.ts";
 import { eventAt } from "./event-decode.ts";
-import { type RecordBatch, recordBatch } from "./event-record.ts";
-import { EVENT_LAYOUT } from "./layout.ts";
+import { packedBatch, type RecordBatch } from "./event-record.ts";
 import type { RingWorkerData, RingWorkerMessage } from "./ring-worker.ts";
 
 /**
@@ -167,10 +166,13 @@ export class RingConsumer {
     this.delivered += BigInt(count); // once per batch: a bigint add allocates
     try {
       // One view of the batch; each event is read in place from it (no copy per event).
-      const batch = recordBatch(Buffer.from(records, 0, count * EVENT_LAYOUT.size));
+      const batch = packedBatch(records, count);
+      const { offsets } = batch;
       const onEvent = this.options.onEvent;
-      for (let at = 0; at < batch.bytes.byteLength; at += EVENT_LAYOUT.size)
+      for (let i = 0; i < count; i++) {
+        const at = offsets[i] as number;
         onEvent(eventAt(batch, at), batch, at);
+      }
     } finally {
       Atomics.sub(this.words, CONTROL.inFlight, count);
       Atomics.notify(this.words, CONTROL.inFlight);

@@ -111,11 +111,12 @@ export class RingReader {
   /**
    * Calls `onRecord` for each committed record, at most `limit`; returns how many were read.
    * The record is `length` bytes of `bytes` from `offset`, valid during the call only (the ring's,
-   * or a scratch reused for the next). Positions are u64 counters; within one call they move by
+   * or a scratch reused for the next); `at` is where its bytes start in the ring, counted from
+   * `position` as the call began. Positions are u64 counters; within one call they move by
    * less than the ring's size, counted as a Number (no BigInt per record).
    */
   consume(
-    onRecord: (bytes: Buffer, offset: number, length: number) => void,
+    onRecord: (bytes: Buffer, offset: number, length: number, at: number) => void,
     limit = Number.POSITIVE_INFINITY,
   ): number {
     const start = this.readPos;
@@ -135,7 +136,7 @@ export class RingReader {
         const length = header & ~(BUSY_BIT | DISCARD_BIT);
         if (!(header & DISCARD_BIT)) {
           const at = locateRecord(this.data, offset + HEADER_SIZE, length, this.scratch, this.located);
-          onRecord(at.bytes, at.offset, length);
+          onRecord(at.bytes, at.offset, length, read + HEADER_SIZE);
           count++;
         }
         read += (length + HEADER_SIZE + 7) & ~7;
@@ -144,6 +145,16 @@ export class RingReader {
       this.readPos = start + BigInt(read);
     }
     return count;
+  }
+
+  /**
+   * Copies the `length` ring bytes from position `from` (read, not yet released) into `target`
+   * at `offset`: one copy, or two where they wrap past the data's end.
+   */
+  copyOut(from: bigint, length: number, target: Uint8Array, offset: number): void {
+    if (from < Atomics.load(this.consumer, 0) || from + BigInt(length) > this.readPos)
+      throw new RangeError("copy of ring bytes outside what was read and not released");
+    copyRingBytes(this.data, Number(from & this.mask), length, target, offset);
   }
 
   /** Blocks up to `timeoutMs` until the kernel signals new data (call from a worker). */
@@ -194,6 +205,22 @@ export function locateRecord(
   out.bytes = scratch.bytes;
   out.offset = 0;
   return out;
+}
+
+/**
+ * Copies `length` bytes of a ring's data mapped once, from offset `start` (the data continues at
+ * 0 past its end), into `target` at `offset`.
+ */
+export function copyRingBytes(
+  data: Buffer,
+  start: number,
+  length: number,
+  target: Uint8Array,
+  offset: number,
+): void {
+  const head = Math.min(length, data.length - start);
+  data.copy(target, offset, start, start + head);
+  if (head < length) data.copy(target, offset + head, 0, length - head);
 }
 
 /** max_entries of a ring-buffer map = its data size in bytes (bpf_map_info.max_entries). */

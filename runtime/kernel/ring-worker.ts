@@ -67,7 +67,10 @@ export interface RingWorkerData {
 }
 
 export type RingWorkerMessage =
-  /** `records`: `count` raw struct hive_event records back to back (transferred, not cloned). */
+  /**
+   * `records`: `count` raw struct hive_event records and where each starts (ring-batch.ts
+   * recordsEnd), transferred, not cloned.
+   */
   | {
       type: "events";
       records: ArrayBuffer;
@@ -98,7 +101,7 @@ interface Drain {
   batch: RingBatch;
   sweeper: BurstSweeper;
   /** Per record read from the ring: created once, the decode loop's only callback. */
-  onRecord: (bytes: Buffer, offset: number, length: number) => void;
+  onRecord: (bytes: Buffer, offset: number, length: number, at: number) => void;
 }
 
 function run(
@@ -130,38 +133,44 @@ function openDrain(
   const batch = new RingBatch(reader.position, control, post);
   const sweeper = new BurstSweeper(lib, data, ncpus);
   const burst = new BurstIdentity(data.adoptedBeforeNs);
-  const onRecord = (bytes: Buffer, offset: number, length: number) => {
+  const onRecord = (bytes: Buffer, offset: number, length: number, at: number) => {
     burst.read(bytes, offset);
     if (sweeper.isDuplicate(burst)) {
       batch.duplicates++;
       return;
     }
-    batch.append(bytes, offset, length, burst.openedBeforeAdoption());
+    batch.noteRead(at, length, burst.openedBeforeAdoption());
   };
   return { data, control, acks, reader, batch, sweeper, onRecord };
 }
 
 /** One turn of the loop: acknowledgements in, then read (unless gated), sweep, and post. */
 function pollOnce(drain: Drain): void {
-  const { data, reader, onRecord } = drain;
+  const { data, reader } = drain;
   applyAcks(drain);
   Atomics.store(drain.control, RING_USED, reader.usedBytes());
   if (waitWhileGated(drain)) return;
-  if (reader.consume(onRecord, data.maxBatch) === 0) {
+  if (consume(drain, data.maxBatch) === 0) {
     // With read records unreleased (acknowledgements held or not in yet) poll(2) would return
     // at once, every time: sleep on the acknowledgement word instead, and look again soon.
     if (reader.hasUnreleased())
       Atomics.wait(drain.acks, ACK.seq, Atomics.load(drain.acks, ACK.seq), HELD_WAIT_MS);
     else reader.wait(data.sweepIntervalMs);
-    reader.consume(onRecord, data.maxBatch);
+    consume(drain, data.maxBatch);
   }
   drain.sweeper.tick(drain.batch);
   const posted = drain.batch.count;
-  drain.batch.flush(reader.position);
+  drain.batch.flush(reader);
   // After the post: the main thread sees nothing unread only once what was read is in flight.
   Atomics.store(drain.control, UNREAD, reader.unreadBytes());
   if (posted > 0 && posted < data.maxBatch && data.coalesceMs > 0)
     Atomics.wait(drain.control, STOP, 0, data.coalesceMs); // returns at once once stopping
+}
+
+/** Reads up to `limit` records from the ring into the batch; returns how many. */
+function consume(drain: Drain, limit?: number): number {
+  drain.batch.readFrom(drain.reader.position);
+  return drain.reader.consume(drain.onRecord, limit);
 }
 
 /**
@@ -204,8 +213,8 @@ function waitWhileGated(drain: Drain): boolean {
  */
 function shutdown(drain: Drain, post: (message: RingWorkerMessage) => void): void {
   const { control, acks, reader, batch, data } = drain;
-  if (Atomics.load(control, READING_WORD) === READING.free) reader.consume(drain.onRecord);
-  batch.flush(reader.position);
+  if (Atomics.load(control, READING_WORD) === READING.free) consume(drain);
+  batch.flush(reader);
   post({ type: "drained", seq: batch.seq });
   const deadline = performance.now() + data.finalAckTimeoutMs;
   while (
