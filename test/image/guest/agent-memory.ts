@@ -17,6 +17,8 @@ export interface AgentMemory {
   heapUsedMiB: number;
   heapTotalMiB: number;
   externalMiB: number;
+  /** V8's heap by space (new, old, code, large objects…): used of what the space holds, MiB. */
+  heapSpacesMiB: Record<string, [used: number, total: number]>;
 }
 
 const MiB = (kib: number) => Math.round((kib / 1024) * 10) / 10;
@@ -42,6 +44,20 @@ function residentByMapping(pid: number): Map<string, number> {
   return by;
 }
 
+/** [used, total] MiB of each of V8's heap spaces, from prom-client's nodejs_heap_space_size_* gauges. */
+function heapSpaces(metrics: string): Record<string, [number, number]> {
+  const spaces: Record<string, [number, number]> = {};
+  for (const m of metrics.matchAll(
+    /^nodejs_heap_space_size_(used|total)_bytes\{[^}]*space="(\w+)"[^}]*\} (\S+)$/gm,
+  )) {
+    const [, which, space = "", value] = m;
+    spaces[space] ??= [0, 0];
+    const entry = spaces[space];
+    entry[which === "used" ? 0 : 1] = MiB(Number(value) / 1024);
+  }
+  return spaces;
+}
+
 export function agentMemory(pid: number, metrics: string): AgentMemory {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const gauge = (name: string) =>
@@ -61,5 +77,6 @@ export function agentMemory(pid: number, metrics: string): AgentMemory {
     heapUsedMiB: MiB(gauge("nodejs_heap_size_used_bytes") / 1024),
     heapTotalMiB: MiB(gauge("nodejs_heap_size_total_bytes") / 1024),
     externalMiB: MiB(gauge("nodejs_external_memory_bytes") / 1024),
+    heapSpacesMiB: heapSpaces(metrics),
   };
 }
