@@ -27,4 +27,12 @@ describe("a burst's identity read in place", () => {
     expect(adoptedLater(0x5_0000_0000n)).toBe(true); // same high word, low word smaller
     expect(adoptedLater(0x6_0000_0000n)).toBe(false); // high word larger, low word smaller
   });
+
+  it("is the burst a sweep marked only when both words of the time are the same", () => {
+    const burst = new BurstIdentity().read(records(0x7_0000_0003n), L.size);
+    expect(burst.openedAt(7, 3)).toBe(true);
+    expect(burst.openedAt(7, 4)).toBe(false);
+    expect(burst.openedAt(6, 3)).toBe(false);
+    expect(burst.openedAt(0, 3)).toBe(false);
+  });
 });

@@ -36,7 +36,9 @@ export class BurstSweeper {
    * Bursts posted by a sweep, by thread id → first-check time; from the kernel's record first,
    * so that a restarted agent does not deliver again what its predecessor swept.
    */
-  private readonly delivered = new Map<number, bigint>();
+  // First-check times as two words: the ring worker compares every record of a swept thread
+  // with its mark, and a BigInt per record would be garbage per record.
+  private readonly delivered = new Map<number, TimeWords>();
   private readonly sweptKey = Buffer.alloc(4);
   private readonly sweptValue = Buffer.alloc(8);
   private readonly counterBuf: Buffer;
@@ -61,7 +63,7 @@ export class BurstSweeper {
     this.data = data;
     this.ncpus = ncpus;
     forEachMapEntry(data.sweptFd, 4, 8, (key, value) =>
-      this.delivered.set(key.readUInt32LE(0), value.readBigUInt64LE(0)),
+      this.delivered.set(key.readUInt32LE(0), timeWords(value.readBigUInt64LE(0))),
     );
     this.counterBuf = Buffer.alloc(ncpus * COUNTERS_LAYOUT.size);
   }
@@ -69,7 +71,7 @@ export class BurstSweeper {
   /** True for a burst the kernel emitted that a sweep had posted already (forgotten then: it ends there). */
   isDuplicate(burst: BurstIdentity): boolean {
     const swept = this.delivered.get(burst.pid);
-    if (swept === undefined || swept !== burst.ktimeNs) return false;
+    if (swept === undefined || !burst.openedAt(swept.high, swept.low)) return false;
     this.delivered.delete(burst.pid);
     return true;
   }
@@ -120,14 +122,14 @@ export class BurstSweeper {
     let pending = false;
     this.readBursts((record) => {
       const burst = decodeBurstTimes(record);
-      if (this.delivered.get(burst.pid) === burst.ktimeNs) return;
+      if (this.delivered.get(burst.pid)?.ns === burst.ktimeNs) return;
       const idle = now > burst.lastNs && now - burst.lastNs >= 2n * burstGapNs;
       const old = now > burst.ktimeNs && now - burst.ktimeNs >= burstMaxNs + burstGapNs;
       if ((idle || old) && batch.count >= maxBatch)
         pending = true; // the next sweep posts it
       else if (idle || old) {
         // Swept here: never posted twice; the kernel learns it when the batch is acknowledged.
-        this.delivered.set(burst.pid, burst.ktimeNs);
+        this.delivered.set(burst.pid, timeWords(burst.ktimeNs));
         batch.addMark(burst.pid, burst.ktimeNs);
         batch.append(record, 0, record.byteLength, burst.ktimeNs < this.data.adoptedBeforeNs);
         batch.swept++;
@@ -179,4 +181,15 @@ export class BurstSweeper {
     }
     forEachMapEntry(burstsFd, 4, EVENT_LAYOUT.size, (_key, value) => visit(value));
   }
+}
+
+/** A first-check time, and its high and low 32 bits. */
+interface TimeWords {
+  ns: bigint;
+  high: number;
+  low: number;
+}
+
+function timeWords(ns: bigint): TimeWords {
+  return { ns, high: Number(ns >> 32n), low: Number(ns & 0xffffffffn) };
 }

@@ -210,11 +210,8 @@ class RecordProcess implements ProcessIdentity {
   readonly exe: ExecIdentity;
   readonly provenance: ExecProvenance;
   readonly chroot: boolean;
-  readonly rootDev: { major: number; minor: number };
-  readonly execNs: bigint;
   readonly ppid: number;
   readonly nsPid: number | undefined;
-  readonly grandparent: { pid: number; startNs: bigint } | undefined;
   readonly #batch: RecordBatch;
   readonly #at: number;
   #parent: ProcessIdentity["parent"];
@@ -230,17 +227,26 @@ class RecordProcess implements ProcessIdentity {
       keyFromKernelDev(view.getUint32(at + L.exe_dev, true), view.getBigUint64(at + L.exe_ino, true)),
     );
     this.chroot = (view.getUint32(at + L.relation, true) & REL.chroot) !== 0;
-    const rootDev = view.getUint32(at + L.root_dev, true);
-    this.rootDev = { major: rootDev >>> 20, minor: rootDev & 0xfffff };
-    this.execNs = view.getBigUint64(at + L.exec_ns, true);
     this.ppid = view.getUint32(at + L.ppid, true);
     const nsPid = view.getUint32(at + L.ns_pid, true);
     this.nsPid = nsPid > 0 ? nsPid : undefined;
-    const grandparent = view.getUint32(at + L.grandparent_pid, true);
-    this.grandparent =
-      grandparent > 0
-        ? { pid: grandparent, startNs: view.getBigUint64(at + L.grandparent_start_ns, true) }
-        : undefined;
+  }
+
+  // Read when asked (an alert's, a process tree's): an allowed access from a container needs only
+  // the executable, its provenance and the root; these allocate an object or a BigInt each.
+  get rootDev(): { major: number; minor: number } {
+    const rootDev = this.#batch.view.getUint32(this.#at + L.root_dev, true);
+    return { major: rootDev >>> 20, minor: rootDev & 0xfffff };
+  }
+
+  get execNs(): bigint {
+    return this.#batch.view.getBigUint64(this.#at + L.exec_ns, true);
+  }
+
+  get grandparent(): { pid: number; startNs: bigint } | undefined {
+    const { view } = this.#batch;
+    const pid = view.getUint32(this.#at + L.grandparent_pid, true);
+    return pid > 0 ? { pid, startNs: view.getBigUint64(this.#at + L.grandparent_start_ns, true) } : undefined;
   }
 
   get parent(): ProcessIdentity["parent"] {

@@ -185,6 +185,11 @@ export class BurstIdentity {
     return (BigInt(this.ktimeHigh) << 32n) | BigInt(this.ktimeLow);
   }
 
+  /** True when the burst's first check was at the time whose high and low 32 bits are given. */
+  openedAt(high: number, low: number): boolean {
+    return this.ktimeHigh === high && this.ktimeLow === low;
+  }
+
   /** True when the burst was opened before the agent adopted the ring (an earlier agent's backlog). */
   openedBeforeAdoption(): boolean {
     return (
