@@ -389,19 +389,37 @@ results.trackers = trackers;
   let received = 0;
   watcher.onEvent(() => received++);
   const n = Math.round(50_000 * scale);
-  const started = process.hrtime.bigint();
-  execFileSync(loop, ["events", a, b, String(n)]);
-  const produced = process.hrtime.bigint();
-  await watcher.flush(120_000);
-  const done = process.hrtime.bigint();
+  // Guest time includes the threads' idle waits, which follow the host's clock: runs of the same
+  // code vary by a fifth. The median of three runs (the first with the reader's code cold) is told.
+  const runs: Array<{
+    events: number;
+    produceSeconds: number;
+    totalSeconds: number;
+    eventsPerSecond: number;
+  }> = [];
+  for (let i = 0; i < 3; i++) {
+    const before = received;
+    const started = process.hrtime.bigint();
+    execFileSync(loop, ["events", a, b, String(n)]);
+    const produced = process.hrtime.bigint();
+    await watcher.flush(120_000);
+    const done = process.hrtime.bigint();
+    const events = received - before;
+    const totalSeconds = Number(done - started) / 1e9;
+    runs.push({
+      events,
+      produceSeconds: Number(produced - started) / 1e9,
+      totalSeconds,
+      eventsPerSecond: Math.round(events / totalSeconds),
+    });
+  }
+  const median = [...runs].sort((x, y) => x.eventsPerSecond - y.eventsPerSecond)[1] as (typeof runs)[number];
   const c = watcher.counters();
   results.ring = {
-    events: received,
+    ...median,
     lost: Number(c.lost),
     bursts: Number(c.bursts),
-    produceSeconds: Number(produced - started) / 1e9,
-    totalSeconds: Number(done - started) / 1e9,
-    eventsPerSecond: Math.round(received / (Number(done - started) / 1e9)),
+    perRun: runs.map((r) => r.eventsPerSecond),
   };
   await watcher.close();
 }

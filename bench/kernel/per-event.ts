@@ -1,6 +1,7 @@
 /**
  * The agent's cost per event against its aim and against the last accepted figures: the kernel
- * bench fails (its run, never the tests) when a change makes one grow by more than a tenth.
+ * bench fails (its run, never the tests) when a change makes one grow by more than a tenth. The
+ * ring → decoded rate is told beside them.
  * The accepted figures are bench/kernel/baseline.json, per kernel series; after a change that
  * is meant to cost more, measure and write them there with the reason.
  */
@@ -45,16 +46,21 @@ export function checkPerEvent(series: string, now: PerEventFigures): string[] {
     return [];
   }
   const grown: string[] = [];
-  // Costs may not grow; the rate may not fall.
+  // Costs in guest instructions may not grow: icount makes them the same from run to run.
   const ratios: Array<[string, number]> = [
     ["agent CPU per event", now.agentPerEvent / base.agentPerEvent],
     ["decode + pipeline", now.decodeAndHandle / base.decodeAndHandle],
-    ["ring → decoded events per second (inverse)", base.eventsPerSecond / now.eventsPerSecond],
   ];
   for (const [what, ratio] of ratios) {
     const verdict = ratio > GROWTH_ALLOWED ? "GREW" : "ok";
     console.log(`  ${what.padEnd(44)} ${ratio.toFixed(3)} of the accepted (${base.measuredAt}): ${verdict}`);
     if (ratio > GROWTH_ALLOWED) grown.push(what);
   }
+  // The rate is told, not checked: its guest time includes idle waits that follow the host's
+  // clock, and runs of the same code differ by a fifth, more than the growth allowed.
+  const rate = base.eventsPerSecond / now.eventsPerSecond;
+  console.log(
+    `  ${"ring → decoded events per second (inverse)".padEnd(44)} ${rate.toFixed(3)} of the accepted: told, not checked`,
+  );
   return grown;
 }
