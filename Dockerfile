@@ -55,9 +55,11 @@ ENV NODE_ENV=production
 # V8's young generation at 2 MiB a half instead of 16: the idle agent is about 23 MiB smaller, and
 # its event path measured no slower (bench/kernel.ts; the idle figure: test/image).
 ENV NODE_OPTIONS=--max-semi-space-size=2
-# Two malloc arenas rather than one per thread (V8's compiler and GC threads, libuv's pool): what
-# each thread freed stays in its own arena otherwise. The idle agent measured 7 MiB smaller (test/image).
-ENV MALLOC_ARENA_MAX=2
+# One malloc arena rather than one per thread (V8's compiler and GC threads, libuv's pool): what
+# each thread freed stays in its own arena otherwise. The idle agent measured 7 MiB smaller with
+# two arenas, and 5 MiB smaller again with one (test/image); the event path's cost, measured with
+# it (bench/kernel.ts), stayed within 2%.
+ENV MALLOC_ARENA_MAX=1
 # The package root's layout, as the bundle finds things: dist/agent/ (two levels under the root,
 # like the sources), the program's objects (one per architecture; the agent loads its own, so the
 # same /app serves the arm64 image, which scripts/build-image.ts assembles from this one),

@@ -239,10 +239,18 @@ function printBystander(r: GuestResults): void {
   );
 }
 
-/** The NODE_OPTIONS the image sets (the Dockerfile's ENV), so the guest runs Node as the agent's image does. */
-function imageNodeOptions(): string {
+/**
+ * What the image sets for Node and malloc (the Dockerfile's ENV), so the guest runs Node as the
+ * agent's image does.
+ */
+function imageProcessEnv(): Record<string, string> {
   const dockerfile = readFileSync(join(REPO_ROOT, "Dockerfile"), "utf8");
-  return /^ENV NODE_OPTIONS=(.*)$/m.exec(dockerfile)?.[1]?.trim() ?? "";
+  const env: Record<string, string> = {};
+  for (const name of ["NODE_OPTIONS", "MALLOC_ARENA_MAX"]) {
+    const value = new RegExp(`^ENV ${name}=(.*)$`, "m").exec(dockerfile)?.[1]?.trim();
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
 }
 
 export async function run(): Promise<void> {
@@ -269,7 +277,7 @@ export async function run(): Promise<void> {
       HIVE_BENCH_EMPTY: emptyObject,
       HIVE_BENCH_SCALE: process.env.HIVE_BENCH_SCALE ?? "1",
       // The agent's figures are of Node as the image runs it.
-      NODE_OPTIONS: imageNodeOptions(),
+      ...imageProcessEnv(),
     },
     command: `export PATH='${join(REPO_ROOT, "node_modules/.bin")}':$PATH\nnode bench/kernel/guest.ts`,
   });

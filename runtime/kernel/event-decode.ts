@@ -232,8 +232,8 @@ class RecordProcess implements ProcessIdentity {
     this.nsPid = nsPid > 0 ? nsPid : undefined;
   }
 
-  // Read when asked (an alert's, a process tree's): an allowed access from a container needs only
-  // the executable, its provenance and the root; these allocate an object or a BigInt each.
+  // Read when asked, as each allocates: the exec time and the grandparent by an alert or the
+  // process tree, the root by an allow decision for a container (never for a host path).
   get rootDev(): { major: number; minor: number } {
     const rootDev = this.#batch.view.getUint32(this.#at + L.root_dev, true);
     return { major: rootDev >>> 20, minor: rootDev & 0xfffff };

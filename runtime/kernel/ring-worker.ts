@@ -68,8 +68,8 @@ export interface RingWorkerData {
 
 export type RingWorkerMessage =
   /**
-   * `records`: `count` raw struct hive_event records and where each starts (ring-batch.ts
-   * recordsEnd), transferred, not cloned.
+   * `records`: `count` raw struct hive_event records and where each starts (as event-record.ts
+   * packedBatch reads them), transferred, not cloned.
    */
   | {
       type: "events";
