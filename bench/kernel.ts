@@ -27,6 +27,7 @@ import { join } from "node:path";
 import { bootVm, findKernels, REPO_ROOT, vmUnavailable } from "../test/kernel/vm.ts";
 import { type AllowCost, measureAllowCost } from "./kernel/allow-cost.ts";
 import { checkPerEvent } from "./kernel/per-event.ts";
+import type { RingRate } from "./kernel/ring-rate.ts";
 
 interface GuestResults {
   kernel: string;
@@ -63,16 +64,7 @@ interface GuestResults {
     event: ReaderCost & { events: number };
     quiet: ReaderCost & { events: number; quietChecks: number };
   };
-  ring: {
-    events: number;
-    lost: number;
-    bursts: number;
-    produceSeconds: number;
-    totalSeconds: number;
-    eventsPerSecond: number;
-    /** Each run's events per guest-second; `eventsPerSecond` is their median. */
-    perRun: number[];
-  };
+  ring: RingRate;
 }
 
 /** Guest instructions per iteration: the whole system, and the loop process's own CPU time. */

@@ -23,6 +23,7 @@ import { proveWith } from "../../runtime/kernel/trap-proof.ts";
 import { createLogger } from "../../runtime/log.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { allowSource, measureAllowCost } from "./allow-cost.ts";
+import { measureRingRate } from "./ring-rate.ts";
 import { perEventByThread, threadTimes } from "./thread-times.ts";
 
 const scale = Number(process.env.HIVE_BENCH_SCALE ?? "1");
@@ -375,54 +376,7 @@ results.trackers = trackers;
 }
 
 // Ring buffer → decoded events: alternating opens of two watched files, one burst each.
-{
-  const watcher = openKernelWatcher({ pinRoot: null, floodBudget: 0 });
-  const a = join(root, "ev-a");
-  const b = join(root, "ev-b");
-  writeFileSync(a, "a");
-  writeFileSync(b, "b");
-  watcher.sync([
-    { key: fileKeyFromStat(statSync(a)), slot: 1, accesses: ["open"], kind: "file" },
-    { key: fileKeyFromStat(statSync(b)), slot: 2, accesses: ["open"], kind: "file" },
-  ]);
-  await watcher.whenReady();
-  let received = 0;
-  watcher.onEvent(() => received++);
-  const n = Math.round(50_000 * scale);
-  // Guest time includes the threads' idle waits, which follow the host's clock: runs of the same
-  // code vary by a fifth. The median of three runs (the first with the reader's code cold) is told.
-  const runs: Array<{
-    events: number;
-    produceSeconds: number;
-    totalSeconds: number;
-    eventsPerSecond: number;
-  }> = [];
-  for (let i = 0; i < 3; i++) {
-    const before = received;
-    const started = process.hrtime.bigint();
-    execFileSync(loop, ["events", a, b, String(n)]);
-    const produced = process.hrtime.bigint();
-    await watcher.flush(120_000);
-    const done = process.hrtime.bigint();
-    const events = received - before;
-    const totalSeconds = Number(done - started) / 1e9;
-    runs.push({
-      events,
-      produceSeconds: Number(produced - started) / 1e9,
-      totalSeconds,
-      eventsPerSecond: Math.round(events / totalSeconds),
-    });
-  }
-  const median = [...runs].sort((x, y) => x.eventsPerSecond - y.eventsPerSecond)[1] as (typeof runs)[number];
-  const c = watcher.counters();
-  results.ring = {
-    ...median,
-    lost: Number(c.lost),
-    bursts: Number(c.bursts),
-    perRun: runs.map((r) => r.eventsPerSecond),
-  };
-  await watcher.close();
-}
+results.ring = await measureRingRate(loop, root, Math.round(50_000 * scale));
 
 writeFileSync(process.env.HIVE_BENCH_OUT ?? "/hive-out/bench.json", JSON.stringify(results, null, 2));
 process.exit(0);
