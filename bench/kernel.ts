@@ -137,7 +137,7 @@ function printAllow(r: GuestResults, host: AllowCost): void {
       `  ${what.padEnd(52)} ${fmt(c.cpu).padStart(8)} (${(c.cpu / base).toFixed(2)})  ${fmt(c.wall).padStart(8)}${note}`,
     );
   console.log(
-    `\nAllowlist, in the kernel vs in user space (${a.attachMode}; ${fmt(a.accesses)} accesses per run, best of 3).` +
+    `\nAllowlist, in the kernel vs in user space (${a.attachMode}; ${fmt(a.accesses)} accesses per run, best of 3; the allowed events' path warmed up with 21,000 first).` +
       "\n(a) Kernel: open+read+close alternating between two trapped files, so that every access opens a burst;" +
       "\n    guest instructions per access: the reader's own CPU time (ratio to no program), and the whole system:",
   );
