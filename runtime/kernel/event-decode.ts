@@ -163,7 +163,7 @@ class RecordEvent implements KernelEvent {
 
   /** True when the record is read in place from a batch of several. */
   sharesBatch(): boolean {
-    return this.#batch.bytes.byteLength > L.size;
+    return this.#batch.offsets.length > 1;
   }
 
   get accesses(): AccessKind[] {

@@ -31,7 +31,11 @@ export function packedBatch(buffer: ArrayBuffer, count: number): RecordBatch {
   return recordBatch(Buffer.from(buffer, 0, offsetsAt), new Int32Array(buffer, offsetsAt, count));
 }
 
-function backToBack(count: number): Int32Array {
+/** One record at 0: every single record (a decoded or retained event) shares it, read only. */
+const ONE_RECORD: ArrayLike<number> = Object.freeze([0]);
+
+function backToBack(count: number): ArrayLike<number> {
+  if (count === 1) return ONE_RECORD;
   const offsets = new Int32Array(count);
   for (let i = 0; i < count; i++) offsets[i] = i * EVENT_LAYOUT.size;
   return offsets;
