@@ -10,6 +10,7 @@
 import { basename } from "node:path";
 import type { AllowEntry } from "../../api/policy.ts";
 import type { Logger } from "../log.ts";
+import { compareCodeUnits } from "../order.ts";
 import { readFileIfPresent, writePrivateJsonFile } from "../private-file.ts";
 import { WATCH_TABLE_DIR } from "../standalone/watch-table-file.ts";
 import { type AlertSource, trapIdOf } from "./alert-source.ts";
@@ -106,9 +107,9 @@ export function createAllowedCounts(maxRecords = 10_000): AllowedCounts {
         .map((r) => ({ ...r }))
         .sort(
           (a, b) =>
-            (a.namespace ?? "").localeCompare(b.namespace ?? "") ||
-            a.policy.localeCompare(b.policy) ||
-            a.trapId.localeCompare(b.trapId) ||
+            compareCodeUnits(a.namespace ?? "", b.namespace ?? "") ||
+            compareCodeUnits(a.policy, b.policy) ||
+            compareCodeUnits(a.trapId, b.trapId) ||
             a.entry - b.entry,
         );
     },

@@ -9,6 +9,7 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import type { Condition } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
+import { compareCodeUnits } from "../order.ts";
 import { compileMatch, matchContainers, policyReachesPod } from "./match.ts";
 
 /** Pods named in the condition's message; the count covers the rest. */
@@ -67,7 +68,7 @@ export function uncoveredPodsOf(
     });
   }
   const key = (p: UncoveredPod) => `${p.node}\n${p.namespace}\n${p.name}`;
-  return out.sort((a, b) => key(a).localeCompare(key(b)));
+  return out.sort((a, b) => compareCodeUnits(key(a), key(b)));
 }
 
 /** The `NodesCovered` condition for these uncovered pods (kept transition time when its status holds). */

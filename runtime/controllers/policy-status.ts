@@ -8,6 +8,7 @@ import type { HiveData } from "../../api/data.ts";
 import { trapId as computeTrapId } from "../../api/ids.ts";
 import { type Condition, LABEL_TRAP_ID } from "../../api/meta.ts";
 import type { HivePolicy, HivePolicyStatus, TrapError, TrapStatus } from "../../api/policy.ts";
+import { compareCodeUnits } from "../order.ts";
 import { displaySafe } from "../text.ts";
 import { isLayerData, isMissing } from "./hive-data.ts";
 import { compileMatch } from "./match.ts";
@@ -38,7 +39,7 @@ export function computePolicyStatus(
       found.map((d) => `${d.metadata.annotations?.pod_name}/${d.metadata.annotations?.container_name}`),
     );
     for (const e of reported.sort((a, b) =>
-      `${a.node}${a.pod}${a.container}`.localeCompare(`${b.node}${b.pod}${b.container}`),
+      compareCodeUnits(`${a.node}${a.pod}${a.container}`, `${b.node}${b.pod}${b.container}`),
     )) {
       if (e.reason === "InvalidRegex") continue;
       if (e.pod !== undefined) containers.add(`${e.pod}/${e.container}`);

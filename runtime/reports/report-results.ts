@@ -18,6 +18,7 @@ import { REPORT_SEVERITY, REPORT_SOURCE, type ReportResult, type ResultKind } fr
 import { uncoveredPodsOf } from "../controllers/coverage.ts";
 import { isLayerData, isMissing } from "../controllers/hive-data.ts";
 import type { NodeTrapError } from "../controllers/ports.ts";
+import { compareCodeUnits } from "../order.ts";
 import { displaySafe } from "../text.ts";
 
 /** The unexpected accesses of one pod to one trap's file, folded from the agents' access Events. */
@@ -248,7 +249,5 @@ function byRankThenName(a: ReportResult, b: ReportResult): number {
   const rank = RANK[a.result ?? "pass"] - RANK[b.result ?? "pass"];
   if (rank !== 0) return rank;
   const key = (r: ReportResult) => `${r.policy}\n${r.rule}\n${r.resources?.[0]?.name}`;
-  const ka = key(a);
-  const kb = key(b);
-  return ka < kb ? -1 : ka > kb ? 1 : 0;
+  return compareCodeUnits(key(a), key(b));
 }
