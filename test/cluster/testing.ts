@@ -1,18 +1,34 @@
 /** Small helpers for tests that drive a real API server through @kubernetes/client-node. */
 import type { CoreV1Api } from "@kubernetes/client-node";
 
-/** Polls `probe` until it returns a value other than undefined/false, or fails after `timeoutMs`. */
+/**
+ * Polls `probe` until it returns a value other than undefined/false, or fails after `timeoutMs`.
+ * A probe the API server answered with 429 (its storage (re)initializing, or priority and fairness
+ * shedding load: it asks the client to retry) is polled again, as client-go retries it; any other
+ * error fails at once.
+ */
 export async function waitFor<T>(
   probe: () => T | undefined | false | Promise<T | undefined | false>,
   options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
 ): Promise<T> {
   const deadline = Date.now() + (options.timeoutMs ?? 5000);
   for (;;) {
-    const v = await probe();
+    let v: T | undefined | false;
+    try {
+      v = await probe();
+    } catch (error) {
+      if (!askedToRetry(error) || Date.now() > deadline) throw error;
+      v = undefined;
+    }
     if (v !== undefined && v !== false) return v;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${options.what ?? "condition"}`);
     await new Promise((r) => setTimeout(r, options.intervalMs ?? 10));
   }
+}
+
+/** An API request the server asked to be retried later (HTTP 429 Too Many Requests). */
+function askedToRetry(error: unknown): boolean {
+  return typeof error === "object" && error !== null && (error as { code?: unknown }).code === 429;
 }
 
 /** The Kubernetes Status body carried by a client-node ApiException (its body is JSON text). */
