@@ -161,9 +161,12 @@ class RecordEvent implements KernelEvent {
     return this.#batch.bytes.subarray(this.#at, this.#at + L.size);
   }
 
-  /** True when the record is read in place from a batch of several. */
+  /**
+   * True when the batch holds more than this record's bytes: other records, or ring records a
+   * batch of one carries unreferenced (duplicates). Kept as it is, the event would keep them too.
+   */
   sharesBatch(): boolean {
-    return this.#batch.offsets.length > 1;
+    return this.#batch.bytes.byteLength > L.size;
   }
 
   get accesses(): AccessKind[] {

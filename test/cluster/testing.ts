@@ -18,13 +18,17 @@ export async function waitFor<T>(
       v = await probe();
     } catch (error) {
       if (!askedToRetry(error) || Date.now() > deadline) throw error;
-      v = undefined;
+      // The server's Retry-After for these is a second: not sooner than that.
+      await new Promise((r) => setTimeout(r, Math.min(RETRY_AFTER_MS, Math.max(0, deadline - Date.now()))));
+      continue;
     }
     if (v !== undefined && v !== false) return v;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${options.what ?? "condition"}`);
     await new Promise((r) => setTimeout(r, options.intervalMs ?? 10));
   }
 }
+
+const RETRY_AFTER_MS = 1000;
 
 /** An API request the server asked to be retried later (HTTP 429 Too Many Requests). */
 function askedToRetry(error: unknown): boolean {
