@@ -46,8 +46,8 @@ interface GuestResults {
       agentNs: number;
       events: number;
       userPerEvent: number;
-      /** Of userPerEvent, by thread: main, the ring reader, V8's helpers (GC, compilers). */
-      threadsPerEvent: { main: number; ring: number; v8: number };
+      /** Of userPerEvent, by thread: main (the ring drain too), libuv's pool, V8's helpers (GC, compilers). */
+      threadsPerEvent: { main: number; pool: number; v8: number };
     };
     loopOne: ReaderCost & { events: number; eventsPerAccess: number };
     /** The allow rules in the kernel: an allowed check counted there (allowedChecks), no event. */
@@ -153,12 +153,12 @@ function printAllow(r: GuestResults, host: AllowCost): void {
   const userRing = a.allowed.userPerEvent;
   const kernelAgent = Math.max(0, a.kernelAllowed.agentNs - a.dropped.agentNs) / Math.max(1, a.accesses);
   console.log(
-    `  agent CPU per allowed access: in user space ${fmt(userRing)} guest instructions (ring reader thread, decode, allow match, counting;` +
+    `  agent CPU per allowed access: in user space ${fmt(userRing)} guest instructions (ring drain, decode, allow match, counting;` +
       ` ${fmt(a.allowedCount)} allowed in all, ${a.alertsRaised} alerts); allowed in the kernel ${fmt(kernelAgent)}`,
   );
   const t = a.allowed.threadsPerEvent;
   console.log(
-    `    by thread: main ${fmt(t.main)} (decode, flood key, allow match, counting), ring reader ${fmt(t.ring)}, V8's helpers ${fmt(t.v8)} (GC, compilers)`,
+    `    by thread: main ${fmt(t.main)} (ring drain, decode, flood key, allow match, counting), libuv's pool ${fmt(t.pool)} (the drain's poll), V8's helpers ${fmt(t.v8)} (GC, compilers)`,
   );
   console.log(
     `  one file in a tight loop, allowed in user space (checks fold into bursts): ${fmt(a.loopOne.cpu)} per access (${(a.loopOne.cpu / a.noneOne.cpu).toFixed(2)} to no program's ${fmt(a.noneOne.cpu)}),` +

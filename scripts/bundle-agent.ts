@@ -1,14 +1,14 @@
 /**
- * The agent image's JavaScript: the `hive` CLI and its two worker threads bundled by esbuild
- * into dist/agent/ (`hive.mjs`, `ring-worker.mjs`, `resolve-worker.mjs` and the chunks they
- * share), minified and tree-shaken. What the agent loads is then only what it uses: the
+ * The agent image's JavaScript: the `hive` CLI and its resolver worker thread bundled by
+ * esbuild into dist/agent/ (`hive.mjs`, `resolve-worker.mjs` and the chunks they share),
+ * minified and tree-shaken. What the agent loads is then only what it uses: the
  * Kubernetes client's generated API alone held about 20 MiB of V8's heap as source and
  * bytecode, most of it for APIs the agent never calls (docs/operations.md, the agent's memory).
  *
  * Left outside: koffi, whose native binary the image keeps in node_modules, and the Pulumi
  * packages `hive render` needs, which the image never holds. Each subcommand stays a chunk of
- * its own, loaded when it runs. The workers sit beside the chunk that starts them, where
- * ring-consumer.ts and resolve-pool.ts look for them; dist/agent/ is two levels under the
+ * its own, loaded when it runs. The worker sits beside the chunk that starts it, where
+ * resolve-pool.ts looks for it; dist/agent/ is two levels under the
  * package root, as the sources are, so the BPF objects and package.json are found the same way.
  */
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -27,7 +27,6 @@ export async function bundleAgent(outdir = BUNDLE_DIR): Promise<void> {
     absWorkingDir: root,
     entryPoints: {
       hive: "runtime/cli/main.ts",
-      "ring-worker": "runtime/kernel/ring-worker.ts",
       "resolve-worker": "runtime/discover/resolve-worker.ts",
     },
     outdir,

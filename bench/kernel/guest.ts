@@ -240,7 +240,7 @@ results.trackers = trackers;
 //            entry that holds, and emits the event an alert is made of.
 // Kernel cost: the reader's own CPU time per access (its system calls, the program, the ring
 // buffer write and the reader's wake-up). User-space cost: the agent process's CPU time per
-// event (ring reader thread, decode, allow match, counting), over the dropped run's.
+// event (ring drain, decode, allow match, counting), over the dropped run's.
 {
   // 3,000 accesses whatever the scale: with fewer, the agent's per-event figure is mostly V8
   // compiling the event path (its helper threads' CPU), not the steady state a node runs in.

@@ -14,7 +14,7 @@ export const PER_EVENT_AIM = 15_000;
 export const GROWTH_ALLOWED = 1.1;
 
 export interface PerEventFigures {
-  /** Agent CPU per event it allows in user space: ring reader thread, decode, allow match, counting. */
+  /** Agent CPU per event it allows in user space: ring drain, decode, allow match, counting. */
   agentPerEvent: number;
   /** The event read in place (eventAt) + the pipeline's handle, per event, in a warm loop. */
   decodeAndHandle: number;
@@ -38,7 +38,7 @@ export function checkPerEvent(series: string, now: PerEventFigures): string[] {
   const against = (n: number) => `aim ≤ ${fmt(PER_EVENT_AIM)}: ${n <= PER_EVENT_AIM ? "within" : "ABOVE"}`;
   console.log(
     `  the event's own work (decode, flood annotation, pipeline: main thread, warm) ${fmt(now.decodeAndHandle)} (${against(now.decodeAndHandle)});` +
-      ` the agent's whole CPU per event allowed in user space, ring thread and V8's helpers too, ${fmt(now.agentPerEvent)} (${against(now.agentPerEvent)});` +
+      ` the agent's whole CPU per event allowed in user space, libuv's pool and V8's helpers too, ${fmt(now.agentPerEvent)} (${against(now.agentPerEvent)});` +
       ` ring → decoded ${fmt(now.eventsPerSecond)} events per guest-second`,
   );
   if (!base) {

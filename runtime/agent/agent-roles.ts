@@ -59,7 +59,7 @@ export function createRoleRunner(): RoleRunner {
             if (!started) return;
             const { controller, informers, close } = started;
             stopRole = async () => {
-              // The kernel first: the ring worker's last batch reaches the listeners while the
+              // The kernel first: the ring drain's last batch reaches the listeners while the
               // controller still routes events (stopped first, it would drop them as unmatched).
               await close?.();
               controller.stop();

@@ -1,5 +1,5 @@
 /**
- * The readiness checks of this node's kernel side: the program loaded and read (its ring worker
+ * The readiness checks of this node's kernel side: the program loaded and read (its ring drain
  * alive, its ring neither held nor paused for the alerts' sake, the parent hook attached where
  * the kernel needs it), the watch map not full, no events lost lately, and the loader routing.
  * Each failing check names what fails; /readyz?verbose lists them.

@@ -221,11 +221,10 @@ async function closePipeline(
 function ringGateOf(spool: Spool): RingGate {
   return {
     holding: () => spool.stats().unwritten > 0,
-    // Half: what is already between the ring worker and the pipeline still fits.
+    // Half: the batch being handled when it fills still fits.
     full: () => {
       const { unwrittenBytes, maxUnwrittenBytes } = spool.stats();
       return unwrittenBytes * 2 >= maxUnwrittenBytes;
     },
-    degraded: () => spool.stats().writeError !== undefined,
   };
 }

@@ -1,5 +1,5 @@
 /**
- * Ends idle bursts for the ring worker (ring-worker.ts): a burst stays pending in hive_bursts
+ * Ends idle bursts for the ring drain (ring-drain.ts): a burst stays pending in hive_bursts
  * until its thread next hits a watched file, so bursts idle for longer than the gap are read
  * from the map and posted, and marked in the pinned hive_swept map so that neither the kernel
  * nor a later agent delivers them again. A burst the kernel emitted while the mark was being
@@ -9,7 +9,7 @@ import type { BurstIdentity } from "./event-record.ts";
 import { COUNTERS_LAYOUT, decodeBurstTimes, EVENT_LAYOUT } from "./layout.ts";
 import { forEachMapEntry, type Libbpf } from "./libbpf-ffi.ts";
 import type { RingBatch } from "./ring-batch.ts";
-import type { RingWorkerData } from "./ring-worker.ts";
+import type { RingDrainData } from "./ring-drain.ts";
 
 /** Entries per bpf_map_lookup_batch call. */
 const BATCH = 1024;
@@ -17,7 +17,7 @@ const BATCH = 1024;
 const MAX_MARKS = 4 * 8192;
 
 type SweepData = Pick<
-  RingWorkerData,
+  RingDrainData,
   | "burstsFd"
   | "sweptFd"
   | "countersFd"
@@ -36,7 +36,7 @@ export class BurstSweeper {
    * Bursts posted by a sweep, by thread id → first-check time; from the kernel's record first,
    * so that a restarted agent does not deliver again what its predecessor swept.
    */
-  // First-check times as two words: the ring worker compares every record of a swept thread
+  // First-check times as two words: the ring drain compares every record of a swept thread
   // with its mark, and a BigInt per record would be garbage per record.
   private readonly delivered = new Map<number, TimeWords>();
   private readonly sweptKey = Buffer.alloc(4);

@@ -244,10 +244,8 @@ export interface KernelEvent {
 export interface RingGate {
   /** True while alerts of handled events are neither written nor delivered: nothing is released. */
   holding(): boolean;
-  /** True while no more alerts can wait: the worker stops reading and events wait in the ring. */
+  /** True while no more alerts can wait: nothing more is read and events wait in the ring. */
   full(): boolean;
-  /** True while alerts cannot be made durable (the disk refuses writes): read one batch at a time. */
-  degraded(): boolean;
 }
 
 export interface KernelCounters {
@@ -316,7 +314,7 @@ export interface KernelWatcher {
    * absent where no kernel program is loaded.
    */
   proofMaps?(): ProofMaps;
-  /** Not ok while events are not being read (e.g. a dead ring worker being replaced). */
+  /** Not ok while events are not being read (e.g. a failed ring drain being replaced). */
   health?(): { ok: boolean; message?: string };
   /** `keepPinned: true` leaves maps/links pinned for the next agent to adopt. */
   close(options?: { keepPinned?: boolean }): Promise<void>;

@@ -1,6 +1,6 @@
 /**
- * How a watcher's events reach its listeners: the ring worker's main-thread side
- * (ring-consumer.ts) delivers what the kernel emitted, each event annotated with its flood
+ * How a watcher's events reach its listeners: the ring's consumer (ring-consumer.ts), once
+ * started, delivers what the kernel emitted, each event annotated with its flood
  * summary (flood-summaries.ts), which also delivers summaries of its own on a timer.
  */
 import type { Logger } from "../log.ts";
@@ -35,17 +35,17 @@ function nanoseconds(ms: number): bigint {
 export interface EventDeliveryContext {
   fds: Record<PinnedMap, number>;
   timing: DeliveryTiming;
-  /** When the counters were read at load (ring-worker.ts RingWorkerData.adoptedBeforeNs). */
+  /** When the counters were read at load (ring-drain.ts RingDrainData.adoptedBeforeNs). */
   adoptedBeforeNs: bigint;
   /** The watched file of a slot, for naming a flood summary's file. */
   keyOfSlot: (slot: number) => FileKey | undefined;
   /** The watcher's listeners, read at each delivery (listeners added later are called too). */
   listeners: ReadonlyArray<(event: KernelEvent) => void>;
-  options: Pick<KernelWatcherOptions, "maxInFlight" | "maxBatch" | "coalesceMs">;
+  options: Pick<KernelWatcherOptions, "maxBatch" | "coalesceMs">;
   logger: Logger | undefined;
 }
 
-/** Starts the flood sweeps and the ring worker; both deliver to `listeners` from now on. */
+/** Starts the flood sweeps and makes the ring's consumer (started by the watcher); both deliver to `listeners`. */
 export function startEventDelivery(ctx: EventDeliveryContext): {
   flood: FloodSummaries;
   consumer: RingConsumer;
@@ -68,7 +68,6 @@ export function startEventDelivery(ctx: EventDeliveryContext): {
       sweepIntervalMs: timing.sweepIntervalMs,
       adoptedBeforeNs: ctx.adoptedBeforeNs,
     },
-    ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}),
     ...(options.maxBatch !== undefined ? { maxBatch: options.maxBatch } : {}),
     ...(options.coalesceMs !== undefined ? { coalesceMs: options.coalesceMs } : {}),
     onEvent: (event, batch, at) => {

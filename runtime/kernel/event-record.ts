@@ -1,12 +1,12 @@
 /**
  * struct hive_event (bpf/hive.h), the record of one burst in the ring buffer: its layout, the
- * flood key built from it, and the burst times the ring worker reads (the rest is decoded by
+ * flood key built from it, and the burst times the ring drain reads (the rest is decoded by
  * event-decode.ts). Part of the layouts shared with bpf/hive.h (layout.ts), checked against
  * the object's BTF.
  */
 
 /**
- * Raw hive_event records (a batch from the ring worker, or one record), with one DataView of
+ * Raw hive_event records (a batch from the ring drain, or one record), with one DataView of
  * them made once: the records' numbers are read through it, their strings from `bytes`.
  */
 export interface RecordBatch {
@@ -23,7 +23,7 @@ export function recordBatch(bytes: Buffer, offsets?: ArrayLike<number>): RecordB
 }
 
 /**
- * A batch as the ring worker posts it (ring-batch.ts packs it): the records' bytes, padded to 4,
+ * A batch as the ring drain hands it over (ring-batch.ts packs it): the records' bytes, padded to 4,
  * then one Int32 per record, where it starts, in the order read.
  */
 export function packedBatch(buffer: ArrayBuffer, count: number): RecordBatch {
@@ -158,7 +158,7 @@ export interface BurstTimes {
 }
 
 /**
- * A record's thread id and first-check time, read in place for the ring worker's deduplication
+ * A record's thread id and first-check time, read in place for the ring drain's deduplication
  * (once per record: no object, no view per record, and the time as two words: a BigInt only
  * when something asks for it).
  */

@@ -111,7 +111,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   private quietMap!: QuietMap;
   private allowMap!: AllowMap;
   private readonly listeners: Array<(event: KernelEvent) => void> = [];
-  /** The ring worker's main-thread side; null when loaded without attaching. */
+  /** The ring's consumer; null when loaded without attaching. */
   consumer: RingConsumer | null = null;
   /** Bursts this agent opened and delivered (an adopted backlog excluded). */
   private delivered(): bigint {
@@ -188,7 +188,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       this.lib.bpf_object__close(this.obj);
       throw error;
     }
-    if (attaching) this.startWorker(options);
+    if (attaching) this.openDelivery(options);
   }
 
   private program(name: string): Pointer {
@@ -319,10 +319,13 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   onEvent(listener: (event: KernelEvent) => void): void {
     this.listeners.push(listener);
+    this.consumer?.start();
   }
 
   holdAcks(): () => void {
-    return this.consumer?.holdAcks() ?? (() => {});
+    const release = this.consumer?.holdAcks() ?? (() => {});
+    this.consumer?.start();
+    return release;
   }
 
   counters(): LibbpfCounters {
@@ -332,7 +335,6 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       watched: this.watchMap.size,
       notWatched: this.watchMap.notWatched,
       delivered: this.delivered(),
-      inFlightPeak: this.consumer?.inFlightPeak ?? 0,
       consumerRestarts: this.consumer?.restarts ?? 0,
       programMisses: this.links.programMisses(this.programFd),
       upgradeDiscarded: this.upgradeDiscarded,
@@ -352,7 +354,12 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     this.consumer?.setGate(gate);
   }
 
-  private startWorker(options: KernelWatcherOptions): void {
+  /**
+   * The flood sweeps and the ring's consumer. The ring is read from the first listener, hold,
+   * wait or flush on: an earlier agent's backlog then reaches the listeners, under the holds
+   * and the gate set in that turn.
+   */
+  private openDelivery(options: KernelWatcherOptions): void {
     const { flood, consumer } = startEventDelivery({
       fds: this.fds,
       timing: this.timing,
@@ -366,7 +373,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     this.consumer = consumer;
   }
 
-  /** Not ok while no worker reads the ring buffer (a dead one is being replaced). */
+  /** Not ok while no drain reads the ring buffer (a failed one is being replaced). */
   health(): { ok: boolean; message?: string } {
     const message = this.links.missingMessage();
     return message !== undefined ? { ok: false, message } : (this.consumer?.health() ?? { ok: true });
@@ -374,6 +381,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
 
   /** Resolves once the ring-buffer consumer runs (events before that wait in the ring buffer). */
   whenReady(): Promise<void> {
+    this.consumer?.start();
     return this.consumer?.whenReady() ?? Promise.resolve();
   }
 

@@ -2,9 +2,8 @@ import { describe, expect, it } from "vitest";
 import { packedBatch } from "./event-record.ts";
 import { EVENT_LAYOUT } from "./layout.ts";
 import { RingBatch } from "./ring-batch.ts";
-import { CONTROL } from "./ring-consumer.ts";
+import type { DrainedBatch } from "./ring-drain.ts";
 import { copyRingBytes } from "./ring-reader.ts";
-import type { RingWorkerMessage } from "./ring-worker.ts";
 
 const SIZE = EVENT_LAYOUT.size;
 const STRIDE = SIZE + 8; // header + record, 8-aligned, as the kernel lays records out
@@ -33,12 +32,11 @@ function ringOf(slots: number, startPos: bigint) {
 }
 
 function capture() {
-  const posted: Extract<RingWorkerMessage, { type: "events" }>[] = [];
-  const control = new Int32Array(new SharedArrayBuffer(4 * 8));
-  const post = (m: RingWorkerMessage) => {
-    if (m.type === "events") posted.push(m);
+  const posted: DrainedBatch[] = [];
+  const post = (m: DrainedBatch) => {
+    posted.push(m);
   };
-  return { posted, control, post };
+  return { posted, post };
 }
 
 const pidsOf = (m: { records: ArrayBuffer; count: number }) => {
@@ -50,8 +48,8 @@ describe("a batch of ring records", () => {
   it("posts the noted records, not the skipped one, with a swept record in its place, whole across the ring's end", () => {
     const start = 3n * 4n * BigInt(STRIDE) - 2n * BigInt(STRIDE) + 100n; // two records before the end, unaligned
     const ring = ringOf(4, start);
-    const { posted, control, post } = capture();
-    const batch = new RingBatch(start, control, post);
+    const { posted, post } = capture();
+    const batch = new RingBatch(start, post);
     for (let n = 0; n < 4; n++) ring.write(start + BigInt(n * STRIDE), 10 + n);
     batch.readFrom(start);
     batch.noteRead(8, SIZE, false); // 10
@@ -73,13 +71,12 @@ describe("a batch of ring records", () => {
     expect([...b.bytes.subarray(at + EVENT_LAYOUT.comm, at + EVENT_LAYOUT.comm + 15)]).toEqual(
       new Array(15).fill(12),
     );
-    expect(Atomics.load(control, CONTROL.inFlight)).toBe(4);
   });
 
   it("starts the next batch where the last one ended, and posts a batch of duplicates alone empty, to release them", () => {
     const ring = ringOf(8, 0n);
-    const { posted, control, post } = capture();
-    const batch = new RingBatch(0n, control, post);
+    const { posted, post } = capture();
+    const batch = new RingBatch(0n, post);
     for (let n = 0; n < 3; n++) ring.write(BigInt(n * STRIDE), n);
     batch.readFrom(0n);
     batch.noteRead(8, SIZE, false);
@@ -104,8 +101,8 @@ describe("a batch of ring records", () => {
   });
 
   it("refuses a record shorter than struct hive_event", () => {
-    const { control, post } = capture();
-    const batch = new RingBatch(0n, control, post);
+    const { post } = capture();
+    const batch = new RingBatch(0n, post);
     expect(() => batch.noteRead(8, SIZE - 8, false)).toThrow(/ring record of 888 bytes/);
   });
 });

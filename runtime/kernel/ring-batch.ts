@@ -1,19 +1,18 @@
 /**
- * The ring worker's outgoing batch (ring-worker.ts): raw hive_event records, posted to the main
- * thread as one transferred buffer, and the swept bursts each posted batch carries, to be marked
- * in the kernel once the batch is acknowledged.
+ * The ring drain's outgoing batch (ring-drain.ts): raw hive_event records, handed to the consumer
+ * as one buffer of its own, and the swept bursts each batch carries, to be marked in the kernel
+ * once the batch is acknowledged.
  *
  * Records read from the ring are not copied one by one: the batch notes where each is, and at
- * the post copies the ring's bytes from its first record to its last in one piece (records that
+ * the handover copies the ring's bytes from its first record to its last in one piece (records that
  * are not posted, duplicates, ride along unreferenced). Swept records, which come from a map,
  * are copied after them. The posted buffer ends with each record's offset (event-record.ts
  * packedBatch).
  */
 
 import { EVENT_LAYOUT } from "./layout.ts";
-import { CONTROL } from "./ring-consumer.ts";
+import type { DrainedBatch } from "./ring-drain.ts";
 import type { RingReader } from "./ring-reader.ts";
-import type { RingWorkerMessage } from "./ring-worker.ts";
 
 const SIZE = EVENT_LAYOUT.size;
 
@@ -43,16 +42,10 @@ export class RingBatch {
   private marks: SweptMark[] = [];
   /** Swept bursts by posted batch, marked in the kernel once their batch is acknowledged. */
   private readonly unmarked: { seq: number; marks: SweptMark[] }[] = [];
-  private readonly control: Int32Array;
-  private readonly post: (message: RingWorkerMessage, transfer?: ArrayBuffer[]) => void;
+  private readonly post: (batch: DrainedBatch) => void;
 
-  constructor(
-    startPos: bigint,
-    control: Int32Array,
-    post: (message: RingWorkerMessage, transfer?: ArrayBuffer[]) => void,
-  ) {
+  constructor(startPos: bigint, post: (batch: DrainedBatch) => void) {
     this.postedPos = startPos;
-    this.control = control;
     this.post = post;
   }
 
@@ -98,14 +91,11 @@ export class RingBatch {
     // Duplicates alone still move the ring position: posted (empty) so that it is released.
     if (this.count === 0 && position === this.postedPos) return;
     const records = this.pack(reader);
-    Atomics.add(this.control, CONTROL.inFlight, this.count);
     this.seq++;
     if (this.marks.length > 0) this.unmarked.push({ seq: this.seq, marks: this.marks });
     this.marks = [];
     const { count, seq, swept, duplicates, backlog } = this;
-    this.post({ type: "events", records, count, seq, ringPos: position, swept, duplicates, backlog }, [
-      records,
-    ]);
+    this.post({ records, count, seq, ringPos: position, swept, duplicates, backlog });
     this.postedPos = position;
     this.places.length = 0;
     this.sweptCount = 0;

@@ -157,14 +157,24 @@ export class RingReader {
     copyRingBytes(this.data, Number(from & this.mask), length, target, offset);
   }
 
-  /** Blocks up to `timeoutMs` until the kernel signals new data (call from a worker). */
-  wait(timeoutMs: number): void {
-    const rc = this.libc.poll(this.pollFd, 1, timeoutMs) as number;
-    if (rc < 0 && koffi.errno() !== 4 /* EINTR */) {
-      throw new HiveError("BpfCallFailed", `poll on the ring buffer failed: ${errnoName(koffi.errno())}`, {
-        object: "hive_events",
+  /**
+   * Resolves once the kernel signals new data, or after `timeoutMs`: poll(2) waits on libuv's
+   * thread pool, so the event loop goes on meanwhile. A failed poll rejects (the consumer
+   * replaces its drain); its errno stays on the pool's thread, so only the return code is known.
+   */
+  readable(timeoutMs: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.libc.poll.async(this.pollFd, 1, timeoutMs, (error: unknown, rc: number) => {
+        if (error) reject(error);
+        else if (rc < 0) {
+          reject(
+            new HiveError("BpfCallFailed", `poll on the ring buffer returned ${rc}`, {
+              object: "hive_events",
+            }),
+          );
+        } else resolve();
       });
-    }
+    });
   }
 
   close(): void {

@@ -63,18 +63,13 @@ export interface KernelWatcherOptions {
    */
   ringBytes?: number;
   /**
-   * Events that may wait between the ring worker and the listeners (default 16,384); past it
-   * the worker stops reading and the kernel counts what the full ring buffer cannot take.
-   */
-  maxInFlight?: number;
-  /**
-   * Events per batch the ring worker posts (default 256): how late, at most, reading pauses
+   * Events per batch the ring drain hands over (default 256): how late, at most, reading pauses
    * when alerts can wait in memory no more (KernelWatcher.gateRelease).
    */
   maxBatch?: number;
   /**
-   * After a batch that was not full, how long the ring worker lets records gather before reading
-   * again (default 5 ms): the thread wakeups per event fall with the rate; a lone event is not delayed.
+   * After a batch that was not full, how long the ring drain lets records gather before reading
+   * again (default 5 ms): the wakeups per event fall with the rate; a lone event is not delayed.
    */
   coalesceMs?: number;
   logger?: Logger;
@@ -89,9 +84,7 @@ export interface LibbpfCounters extends KernelCounters {
   unfolded: bigint;
   /** Events delivered to listeners (kernel-emitted + swept, duplicates dropped). */
   delivered: bigint;
-  /** The most events that waited at once between the ring worker and the listeners. */
-  inFlightPeak: number;
-  /** Ring workers that died and were replaced. */
+  /** Ring drains that failed and were replaced. */
   consumerRestarts: number;
   /** Runs of the hooks the kernel skipped (fentry recursion; kprobes since 6.7): checks never seen. */
   programMisses: bigint;

@@ -108,8 +108,8 @@ describe.skipIf(!enabled)("the agent image built from the Dockerfile", () => {
     expect(out).toBe("libbpf loaded");
   });
 
-  it("holds the bundled CLI, its workers, the licenses of what it bundles, and the BPF object", () => {
-    for (const file of ["hive.mjs", "ring-worker.mjs", "resolve-worker.mjs"])
+  it("holds the bundled CLI, its resolver worker, the licenses of what it bundles, and the BPF object", () => {
+    for (const file of ["hive.mjs", "resolve-worker.mjs"])
       expect(statSync(join(rootfs, "app/dist/agent", file)).isFile(), file).toBe(true);
     const licenses = readFileSync(join(rootfs, "app/dist/agent/THIRD-PARTY-LICENSES.txt"), "utf8");
     expect(licenses).toMatch(/^@kubernetes\/client-node@\S+ \(Apache-2\.0\)$/m);

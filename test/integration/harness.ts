@@ -125,7 +125,7 @@ export class RecordingKernel implements KernelWatcher {
   counters(): KernelCounters {
     return { events: 0n, lost: this.lost, watched: this.entries.length };
   }
-  /** Runs inside close(), as the ring worker's final drain does: events it emits are the last ones. */
+  /** Runs inside close(), as the ring drain's last read does: events it emits are the last ones. */
   onClose?: (kernel: RecordingKernel) => void;
   async close(options: { keepPinned?: boolean } = {}): Promise<void> {
     this.onClose?.(this);

@@ -87,7 +87,7 @@ export function kernelSuite(series: "6.1" | "6.12" | "5.10"): void {
           command: `export PATH='${join(REPO_ROOT, "node_modules/.bin")}':$PATH\nnode test/kernel/guest/cases.ts`,
           // HIVE_CASES="name|name" runs only those cases (while developing one; the rest then fail as not run).
           env: {
-            // Node caches compiled modules across the guest's agents, ring workers and resolver
+            // Node caches compiled modules across the guest's agents and resolver
             // threads (emulated CPU: compiling the same modules again is most of a start).
             NODE_COMPILE_CACHE: "/tmp/hive-node-cache",
             ...api?.env,

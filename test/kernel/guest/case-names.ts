@@ -33,14 +33,14 @@ export const KERNEL_CASES = [
   "10,000 watched files: each read reports its own slot",
   "100,000 accesses: every burst is delivered, held as a flood's count, or counted as lost",
   "a full burst table loses nothing: the accesses it cannot hold are reported at once and counted",
-  "a dead ring worker is replaced: not ready meanwhile, and events flow again",
+  "a failed ring drain is replaced: not ready meanwhile, and events flow again",
   "records that wrap past the end of a small ring buffer are read whole, lap after lap",
   "a cgroup 13 levels below a container's, one made fresh per access, is named its container's by id, without walking the cgroup tree",
   "when process tracking cannot attach, files are still watched and alerts say the executable is unknown",
   "pinned maps survive an agent restart and are adopted; a clean shutdown removes them",
   "after adopting an earlier agent's backlog, flush() waits for the new agent's own accesses",
   "events are consumed only once handled: an agent killed before, or stopped while holding them, leaves them to the next",
-  "while acknowledgements are held, the ring worker sleeps instead of spinning a core",
+  "while acknowledgements are held, the ring drain sleeps instead of spinning a core",
   "a trapped file replaced while no agent runs is reported to the next one: the directory hooks stay attached",
   "a spool whose disk is full keeps its alerts' events in the ring: a killed agent leaves them to the next, which delivers each access once",
   "an upgrade to another build replaces the running program without a gap: every access across it is delivered, and the new build runs",
@@ -107,17 +107,17 @@ export const CASE_EXCLUSIONS: Partial<Record<KernelCaseName, { kernels: string[]
       reason:
         "the README end-to-end covers a container's first instruction on 6.12 on a real node; 5.10 reads the cgroup's kernfs names as 6.1 does, and its overlay hooks are proven by the allow cases",
     },
-  // The ring worker's own logic (the consumer position, its sleep while held, its replacement)
+  // The ring drain's own logic (the consumer position, its sleep while held, its replacement)
   // over the ring buffer's mmap protocol, the same on every kernel since 5.8.
   "after adopting an earlier agent's backlog, flush() waits for the new agent's own accesses": {
     kernels: ["5.10", "6.1"],
     reason: "user-space logic over the same ring-buffer protocol on every kernel: run on 6.12",
   },
-  "while acknowledgements are held, the ring worker sleeps instead of spinning a core": {
+  "while acknowledgements are held, the ring drain sleeps instead of spinning a core": {
     kernels: ["5.10", "6.1"],
     reason: "user-space logic over the same ring-buffer protocol on every kernel: run on 6.12",
   },
-  "a dead ring worker is replaced: not ready meanwhile, and events flow again": {
+  "a failed ring drain is replaced: not ready meanwhile, and events flow again": {
     kernels: ["5.10", "6.1"],
     reason: "user-space logic over the same ring-buffer protocol on every kernel: run on 6.12",
   },

@@ -17,7 +17,7 @@ type RestartCaseName = Extract<
   | "pinned maps survive an agent restart and are adopted; a clean shutdown removes them"
   | "after adopting an earlier agent's backlog, flush() waits for the new agent's own accesses"
   | "events are consumed only once handled: an agent killed before, or stopped while holding them, leaves them to the next"
-  | "while acknowledgements are held, the ring worker sleeps instead of spinning a core"
+  | "while acknowledgements are held, the ring drain sleeps instead of spinning a core"
   | "a trapped file replaced while no agent runs is reported to the next one: the directory hooks stay attached"
 >;
 
@@ -153,7 +153,7 @@ export function restartCases(
         "the agent did not handle the first bursts",
         () => handled(handledBefore.sh) && handled(handledBefore.cat),
       );
-      await new Promise((r) => setTimeout(r, 1500)); // its acknowledgements reach the worker
+      await new Promise((r) => setTimeout(r, 1500)); // its acknowledgements reach the ring
       agent.stdin.write("block\n");
       await until("the agent did not block", () => output.includes("blocked"));
       const readNotHandled = bursts();
@@ -223,7 +223,7 @@ export function restartCases(
       return { control: control.length, parentLinkPinned: pins.some((p) => p.startsWith("link_parent_")) };
     },
 
-    async "while acknowledgements are held, the ring worker sleeps instead of spinning a core"() {
+    async "while acknowledgements are held, the ring drain sleeps instead of spinning a core"() {
       // A restarted agent holds acknowledgements until its first sync: read records stay in the
       // ring, where the kernel keeps reporting them readable.
       const w = openKernelWatcher({ pinRoot: null, burstGapMs: h.gapMs });
@@ -243,7 +243,7 @@ export function restartCases(
         const cpuMs = (used.user + used.system) / 1000;
         const wallMs = performance.now() - wall0;
         release();
-        // A spinning worker takes a whole core (cpuMs ≈ wallMs); a sleeping one little (wake-ups,
+        // A spinning drain takes a whole core (cpuMs ≈ wallMs); a sleeping one little (wake-ups,
         // timers, the emulated guest's overhead).
         assert.ok(cpuMs < wallMs / 2, `the agent used ${cpuMs} ms of CPU in ${wallMs} ms while holding`);
         return { cpuMs: Math.round(cpuMs), wallMs: Math.round(wallMs) };

@@ -1,8 +1,8 @@
 /**
  * An agent that handles events (each reported on stdout as `event <tgid>`) until it reads
- * `block` on stdin; from then its main thread never turns again while its ring worker goes
- * on reading: the moment of a crash between reading events and spooling their alerts, held
- * open for the kernel case to SIGKILL it there. Arguments: pin root, burst gap (ms).
+ * `block` on stdin; from then its main thread never turns again, so that nothing more is read,
+ * handled or acknowledged: an agent stuck or dying with events in the ring, held open for the
+ * kernel case to SIGKILL it there. Arguments: pin root, burst gap (ms).
  */
 import { openKernelWatcher } from "../../../runtime/kernel/open-watcher.ts";
 

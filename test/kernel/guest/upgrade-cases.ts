@@ -56,7 +56,7 @@ async function flushWaitsForBacklog(
   for (let i = 0; i < 5; i++) h.run("cat", [path]);
   const next = openKernelWatcher(options);
   let full = true;
-  next.gateRelease({ holding: () => false, full: () => full, degraded: () => false });
+  next.gateRelease({ holding: () => false, full: () => full });
   const seen: KernelEvent[] = [];
   next.onEvent((e) => e.slot === 38 && seen.push(e));
   const flushedWhileHeld = await next.flush(1500);
