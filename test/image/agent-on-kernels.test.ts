@@ -279,16 +279,19 @@ for (const series of SERIES) {
         phase(l, PHASE_COMM.held);
         const byComm: Record<string, number> = {};
         for (const a of l.alerts) byComm[a.comm] = (byComm[a.comm] ?? 0) + 1;
-        expect({
-          // Before the kill every alert was acknowledged, and the restarted agent adopted the attached program.
-          spooledAtKill: l.killed.spooledAtKill,
-          adoptedLink: l.killed.adoptedLink,
-          downtimeProcesses: new Set(downtime.map((a) => a.pid)).size,
-          // The receiver kept every POST: each alert id and each access (process) exactly once.
-          distinctIds: new Set(l.alerts.map((a) => a.id)).size,
-          distinctAccesses: new Set(l.alerts.map((a) => `${a.comm}/${a.pid}`)).size,
-          byComm,
-        }).toEqual({
+        expect(
+          {
+            // Before the kill every alert was acknowledged, and the restarted agent adopted the attached program.
+            spooledAtKill: l.killed.spooledAtKill,
+            adoptedLink: l.killed.adoptedLink,
+            downtimeProcesses: new Set(downtime.map((a) => a.pid)).size,
+            // The receiver kept every POST: each alert id and each access (process) exactly once.
+            distinctIds: new Set(l.alerts.map((a) => a.id)).size,
+            distinctAccesses: new Set(l.alerts.map((a) => `${a.comm}/${a.pid}`)).size,
+            byComm,
+          },
+          `the restarted agent's counts: ${l.killed.counts.join("; ")}`,
+        ).toEqual({
           spooledAtKill: 0,
           adoptedLink: true,
           downtimeProcesses: READS_PER_PHASE,

@@ -83,6 +83,8 @@ export interface LifecycleResult {
     adoptedLink: boolean;
     /** Alerts waiting in the spool when the agent was killed (0: every earlier alert acknowledged). */
     spooledAtKill: number;
+    /** The restarted agent's counts of what it read, dropped and held back (its /metrics): where reads went. */
+    counts: string[];
   };
   resumed: {
     downAt: number;
@@ -265,7 +267,20 @@ export async function outageAndKill(ctx: LifecycleContext, result: Partial<Lifec
   result.killed = {
     adoptedLink: /adopted pinned BPF link/.test(ctx.agentLog()),
     spooledAtKill,
+    counts: await lossCounts(ctx),
   };
+}
+
+/** The agent's counters of events read, dropped or held back, and of alerts made, as /metrics lines. */
+async function lossCounts(ctx: { metricsUrl: string }): Promise<string[]> {
+  const text = await (await fetch(ctx.metricsUrl)).text();
+  return text
+    .split("\n")
+    .filter((line) =>
+      /^hive_(kernel_events|kernel_events_dropped|kernel_events_lost|alerts|alerts_suppressed|alerts_dropped)_total[{ ]/.test(
+        line,
+      ),
+    );
 }
 
 /**

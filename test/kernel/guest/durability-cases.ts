@@ -105,12 +105,16 @@ export function durabilityCases(
         let agent = startAgent(agentArgs(2 * 1024));
         await agent.until("the agent never got ready", agent.ready);
         fill();
+        // One read at a time until reading pauses: each batch is handled before the next is read,
+        // so it pauses right after the alert that fills half the memory (the first or the second).
         const first: number[] = [];
-        for (let i = 0; i < 3; i++) first.push(h.run("cat", [path]));
-        await agent.until("the agent did not handle the first reads", () =>
-          first.every((t) => agent.handled(t)),
-        );
-        await new Promise((r) => setTimeout(r, 20 * h.gapMs + 1000));
+        while (first.length < 4 && !(await agent.state()).paused) {
+          const tgid = h.run("cat", [path]);
+          first.push(tgid);
+          await agent.until("the agent did not handle a read made before reading paused", () =>
+            agent.handled(tgid),
+          );
+        }
         // Reading is paused now: these wait in the ring, unread.
         const second: number[] = [];
         for (let i = 0; i < 3; i++) second.push(h.run("cat", [path]));
