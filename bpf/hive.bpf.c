@@ -99,8 +99,8 @@ struct {
 	__type(value, __u64);
 } hive_swept SEC(".maps");
 
-/* 16 MiB (about 25,000 bursts): the space of what was read stays taken until the agent has
- * spooled it (ring-reader.ts), so this is also what a stalled agent can hold without loss. */
+/* 16 MiB (about 18,000 bursts of 904 bytes): the space of what was read stays taken until the
+ * agent has spooled it (ring-reader.ts), so this is also what a stalled agent can hold without loss. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 24);
