@@ -3,8 +3,10 @@
  * started, delivers what the kernel emitted, each event annotated with its flood
  * summary (flood-summaries.ts), which also delivers summaries of its own on a timer.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "../log.ts";
 import type { FileKey, KernelEvent } from "./contract.ts";
+import { readCounters } from "./counters.ts";
 import type { RecordBatch } from "./event-record.ts";
 import { FloodSummaries } from "./flood-summaries.ts";
 import type { PinnedMap } from "./object-load.ts";
@@ -81,4 +83,36 @@ export function startEventDelivery(ctx: EventDeliveryContext): {
     logger: ctx.logger,
   });
   return { flood, consumer };
+}
+
+/** Bursts this agent opened and delivered (an adopted backlog excluded). */
+export function deliveredBy(consumer: RingConsumer | null): bigint {
+  return (consumer?.delivered ?? 0n) - (consumer?.backlog ?? 0n);
+}
+
+/** What waitDelivered compares: the kernel's counters against what the consumer delivered. */
+export interface DeliveryProgress {
+  countersFd: number;
+  ncpus: number;
+  timing: DeliveryTiming;
+  /** Bursts opened before this agent adopted the maps, less those lost or held then. */
+  base: bigint;
+  consumer: RingConsumer | null;
+}
+
+/**
+ * Waits until every burst the kernel opened since adoption is delivered or counted lost (idle
+ * bursts are swept after 2× the gap), and the ring holds nothing unread (an earlier agent's
+ * backlog included), or `timeoutMs` passes. True when delivered.
+ */
+export async function waitDelivered(p: DeliveryProgress, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  await delay((Number(p.timing.burstGapNs) / 1e6) * 2 + p.timing.sweepIntervalMs * 2);
+  do {
+    const { bursts, lost, held } = readCounters(p.countersFd, p.ncpus);
+    const opened = bursts - p.base;
+    if (deliveredBy(p.consumer) + lost + held >= opened && (p.consumer?.drained() ?? true)) return true;
+    await delay(5);
+  } while (Date.now() < deadline);
+  return false;
 }

@@ -2,11 +2,10 @@
  * The libbpf loader: opens bpf/hive.bpf.o, sets its read-only data for the running
  * kernel, loads it, attaches it the least-privileged way the kernel allows
  * (runtime/kernel/attach.ts), keeps the watch map equal to the desired set by diff, and
- * delivers ring-buffer events from a worker thread. Maps (and the link, where the kernel
+ * delivers ring-buffer events (event-delivery.ts). Maps (and the link, where the kernel
  * can pin it) live under a bpffs directory so that a restarted agent adopts them. Which attach
  * mode to open it in is open-watcher.ts's choice.
  */
-import { setTimeout as delay } from "node:timers/promises";
 import type { Logger } from "../log.ts";
 import { AllowMap } from "./allow-map.ts";
 import { ATTACH_PROGRAMS, type KernelFacts, PROGRAM_PIN } from "./attach.ts";
@@ -27,7 +26,13 @@ import type {
 import { readCounters } from "./counters.ts";
 import { DenyLink } from "./deny-link.ts";
 import { DENY_PROGRAMS, type DenyMechanism } from "./deny-mechanism.ts";
-import { type DeliveryTiming, deliveryTiming, startEventDelivery } from "./event-delivery.ts";
+import {
+  type DeliveryTiming,
+  deliveredBy,
+  deliveryTiming,
+  startEventDelivery,
+  waitDelivered,
+} from "./event-delivery.ts";
 import type { FloodSummaries } from "./flood-summaries.ts";
 import { type InodePermissionSignature, inodePermissionSignature, overlayUpperOffset } from "./kernel-btf.ts";
 import { check, libbpf, type Pointer } from "./libbpf-ffi.ts";
@@ -113,10 +118,6 @@ export class LibbpfKernelWatcher implements KernelWatcher {
   private readonly listeners: Array<(event: KernelEvent) => void> = [];
   /** The ring's consumer; null when loaded without attaching. */
   consumer: RingConsumer | null = null;
-  /** Bursts this agent opened and delivered (an adopted backlog excluded). */
-  private delivered(): bigint {
-    return (this.consumer?.delivered ?? 0n) - (this.consumer?.backlog ?? 0n);
-  }
   /** Bursts opened before this agent started (adopted maps), not this agent's to deliver. */
   private deliveredBase = 0n;
   private flood: FloodSummaries | undefined;
@@ -334,7 +335,7 @@ export class LibbpfKernelWatcher implements KernelWatcher {
       ...total,
       watched: this.watchMap.size,
       notWatched: this.watchMap.notWatched,
-      delivered: this.delivered(),
+      delivered: deliveredBy(this.consumer),
       consumerRestarts: this.consumer?.restarts ?? 0,
       programMisses: this.links.programMisses(this.programFd),
       upgradeDiscarded: this.upgradeDiscarded,
@@ -385,23 +386,11 @@ export class LibbpfKernelWatcher implements KernelWatcher {
     return this.consumer?.whenReady() ?? Promise.resolve();
   }
 
-  /**
-   * Waits until every burst the kernel opened so far is delivered or counted lost (idle
-   * bursts are swept after 2× the gap), and the ring holds nothing unread (an earlier agent's
-   * backlog included), or `timeoutMs` passes. True when delivered. For tests and shutdown.
-   */
+  /** Waits until what the kernel opened so far is delivered (waitDelivered). For tests and shutdown. */
   async flush(timeoutMs = 5000): Promise<boolean> {
     await this.whenReady();
-    const deadline = Date.now() + timeoutMs;
-    const settleMs = (Number(this.timing.burstGapNs) / 1e6) * 2 + this.timing.sweepIntervalMs * 2;
-    await delay(settleMs);
-    do {
-      const { bursts, lost, held } = readCounters(this.fds.hive_counters, this.ncpus);
-      const opened = bursts - this.deliveredBase;
-      if (this.delivered() + lost + held >= opened && (this.consumer?.drained() ?? true)) return true;
-      await delay(5);
-    } while (Date.now() < deadline);
-    return false;
+    const { fds, ncpus, timing, deliveredBase: base, consumer } = this;
+    return waitDelivered({ countersFd: fds.hive_counters, ncpus, timing, base, consumer }, timeoutMs);
   }
 
   async close(options: { keepPinned?: boolean } = {}): Promise<void> {
