@@ -167,6 +167,10 @@ async function pollOnce(drain: Drain): Promise<void> {
   Atomics.store(drain.control, UNREAD, reader.unreadBytes());
   if (handed > 0 && handed < data.maxBatch && data.coalesceMs > 0)
     await sleepOn(drain.control, STOP, 0, data.coalesceMs); // returns at once once stopping
+  // A full batch: more is waiting. The event loop turns before the next read, so that the
+  // acknowledgement (which gives the ring back), the spool's writes and the rest of the agent
+  // (leases, /healthz) run between batches; awaiting only promises would starve them all.
+  else if (handed > 0) await nextTurn();
 }
 
 /** Reads up to `limit` records from the ring into the batch; returns how many. */

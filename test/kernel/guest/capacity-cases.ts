@@ -20,6 +20,7 @@ type CapacityCaseName = Extract<
   | "100,000 accesses: every burst is delivered, held as a flood's count, or counted as lost"
   | "a full burst table loses nothing: the accesses it cannot hold are reported at once and counted"
   | "a failed ring drain is replaced: not ready meanwhile, and events flow again"
+  | "a backlog is read in batches between which the event loop turns: acknowledgements, the spool and timers run while it is read"
   | "records that wrap past the end of a small ring buffer are read whole, lap after lap"
   | "a cgroup 13 levels below a container's, one made fresh per access, is named its container's by id, without walking the cgroup tree"
 >;
@@ -152,6 +153,53 @@ export function capacityCases(
         assert.equal(forSlot(seen, 32).length, 1, JSON.stringify(seen, h.replacer));
         assert.equal(w.counters().consumerRestarts, 1);
         return { restarts: w.counters().consumerRestarts, events: forSlot(seen, 32).length };
+      } finally {
+        await w.close();
+      }
+    },
+
+    async "a backlog is read in batches between which the event loop turns: acknowledgements, the spool and timers run while it is read"() {
+      // 8,000 bursts wait in the ring while reading is paused, then are read as one backlog. The
+      // agent's other work (acknowledgements that give the ring back, the spool's writes, lease
+      // renewals, /healthz) runs in turns of the event loop: one between every two batches.
+      const a = h.file("backlog-a.txt");
+      const b = h.file("backlog-b.txt");
+      const w = openKernelWatcher({ pinRoot: null, burstGapMs: h.gapMs, floodBudget: 0 });
+      try {
+        let paused = true;
+        w.gateRelease({ holding: () => false, full: () => paused });
+        let events = 0;
+        w.onEvent((e) => {
+          if (e.slot === 24 || e.slot === 25) events++;
+        });
+        w.sync([h.entry(a, 24, ["open"]), h.entry(b, 25, ["open"])]);
+        await w.whenReady();
+        for (let i = 0; i < 4000; i++) {
+          closeSync(openSync(a, "r"));
+          closeSync(openSync(b, "r"));
+        }
+        // A turn counter: the most events handled between two turns of the event loop.
+        let mostBetweenTurns = 0;
+        let atLastTurn = 0;
+        let turns = 0;
+        let ticking = true;
+        const tick = () => {
+          mostBetweenTurns = Math.max(mostBetweenTurns, events - atLastTurn);
+          atLastTurn = events;
+          turns++;
+          if (ticking) setImmediate(tick);
+        };
+        setImmediate(tick);
+        paused = false;
+        for (let i = 0; i < 600 && events < 8000; i++) await new Promise((r) => setTimeout(r, 100));
+        ticking = false;
+        const lost = w.counters().lost;
+        assert.equal(events, 8000, `events ${events} of 8,000 (lost ${lost})`);
+        assert.ok(
+          mostBetweenTurns <= 2 * 256,
+          `${mostBetweenTurns} events were handled between two turns of the event loop (${turns} turns)`,
+        );
+        return { events, mostBetweenTurns, turns };
       } finally {
         await w.close();
       }
