@@ -3,9 +3,10 @@
  * opens two watched files in turn (one burst each), and a listener counts what the watcher
  * delivers until every event is through.
  */
-import { execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { fileKeyFromStat } from "../../runtime/kernel/layout.ts";
 import { openKernelWatcher } from "../../runtime/kernel/open-watcher.ts";
 
@@ -43,7 +44,9 @@ export async function measureRingRate(loop: string, root: string, events: number
   for (let i = 0; i < 3; i++) {
     const before = received;
     const started = process.hrtime.bigint();
-    execFileSync(loop, ["events", a, b, String(events)]);
+    // Not execFileSync: the agent reads while the loop produces, as it does another process's
+    // accesses (blocked, it would read nothing until the ring buffer had filled and lost the rest).
+    await promisify(execFile)(loop, ["events", a, b, String(events)]);
     const produced = process.hrtime.bigint();
     await watcher.flush(120_000);
     const done = process.hrtime.bigint();
