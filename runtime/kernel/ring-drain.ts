@@ -72,8 +72,8 @@ export interface DrainSink {
   ready(): void;
   /** A batch to hand to the listeners (synchronously: its handling is part of the drain's turn). */
   batch(batch: DrainedBatch): void;
-  /** Stopping: the last batch was `seq`; the drain waits for its acknowledgement (or ACK.final). */
-  drained(seq: number): void;
+  /** Stopping: the last batch is handed over; the drain waits for its acknowledgement (or ACK.final). */
+  drained(): void;
 }
 
 /** The words the drain shares with its consumer (ring-words.ts); `acks` is this drain's own. */
@@ -146,9 +146,7 @@ function openDrain(data: RingDrainData, { control, acks }: DrainWords, sink: Dra
 /** One turn of the loop: acknowledgements in, then read (unless gated), sweep, and hand over. */
 async function pollOnce(drain: Drain): Promise<void> {
   const { data, reader } = drain;
-  applyAcks(drain);
-  Atomics.store(drain.control, RING_USED, reader.usedBytes());
-  if (await waitWhileGated(drain)) return;
+  if (await acksThenGate(drain)) return;
   if (consume(drain, data.maxBatch) === 0) {
     // With read records unreleased (acknowledgements held or not in yet) poll(2) would return
     // at once, every time: sleep on the acknowledgement word instead, and look again soon.
@@ -156,8 +154,7 @@ async function pollOnce(drain: Drain): Promise<void> {
       await sleepOn(drain.acks, ACK.seq, Atomics.load(drain.acks, ACK.seq), HELD_WAIT_MS);
     else await reader.readable(data.sweepIntervalMs);
     if (Atomics.load(drain.control, STOP) !== 0) return; // stopping: shutdown() reads what is left
-    applyAcks(drain);
-    if (await waitWhileGated(drain)) return; // the gate may have closed while it slept
+    if (await acksThenGate(drain)) return; // the gate may have closed while it slept
     consume(drain, data.maxBatch);
   }
   drain.sweeper.tick(drain.batch);
@@ -171,6 +168,13 @@ async function pollOnce(drain: Drain): Promise<void> {
   // acknowledgement (which gives the ring back), the spool's writes and the rest of the agent
   // (leases, /healthz) run between batches; awaiting only promises would starve them all.
   else if (handed > 0) await nextTurn();
+}
+
+/** Acknowledgements in and the ring's use told; then true, after a wait, while the gate pauses reading. */
+async function acksThenGate(drain: Drain): Promise<boolean> {
+  applyAcks(drain);
+  Atomics.store(drain.control, RING_USED, drain.reader.usedBytes());
+  return waitWhileGated(drain);
 }
 
 /** Reads up to `limit` records from the ring into the batch; returns how many. */
@@ -213,7 +217,7 @@ async function shutdown(drain: Drain, sink: DrainSink): Promise<void> {
   const { control, acks, reader, batch, data } = drain;
   if (Atomics.load(control, READING_WORD) === READING.free) consume(drain);
   batch.flush(reader);
-  sink.drained(batch.seq);
+  sink.drained();
   const deadline = performance.now() + data.finalAckTimeoutMs;
   while (
     applyAcks(drain) < batch.seq &&
