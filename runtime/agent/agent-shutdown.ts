@@ -30,7 +30,7 @@ export async function shutDownAgent(running: RunningAgent, reason: unknown): Pro
   const { config, clients, log } = base;
   log.info("shutting down", { reason: String(reason) });
   // An uninstall takes the kernel program away; a restart leaves it attached for the next agent.
-  const kind = await stopKind(clients.kubeConfig, config.namespace, config.daemonSet);
+  const kind = await stopKind(clients.apps, config.namespace, config.daemonSet);
   log.info(
     kind.uninstall ? "uninstalled: detaching the kernel program" : "keeping the kernel program attached",
     { why: kind.why },

@@ -7,8 +7,8 @@
  * RBAC gone first) keeps the program: a missed uninstall leaves state that
  * `rm -r /sys/fs/bpf/hive` removes, a wrong one leaves a node blind.
  */
-import { AppsV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { apiFailure, isNotFound } from "../k8s/api-errors.ts";
+import type { AppsApi } from "../k8s/kube-apis.ts";
 
 export interface StopKind {
   uninstall: boolean;
@@ -17,13 +17,12 @@ export interface StopKind {
 
 /** Reads DaemonSet `namespace/name` (the agent's RBAC allows `get` on that name only). */
 export async function stopKind(
-  kubeConfig: KubeConfig,
+  apps: AppsApi,
   namespace: string,
   name: string | undefined,
   timeoutMs = 5000,
 ): Promise<StopKind> {
   if (name === undefined) return { uninstall: false, why: "no --daemonset: not run by a DaemonSet" };
-  const apps = kubeConfig.makeApiClient(AppsV1Api);
   try {
     const ds = await Promise.race([
       apps.readNamespacedDaemonSet({ name, namespace }),

@@ -5,14 +5,14 @@
  * a credential fix. The dispatcher logs the failure itself; this only adds the Event.
  * Never throws: a failed write is logged at debug level and forgotten.
  */
-import type { CoreV1Api } from "@kubernetes/client-node";
+import type { CoreApi } from "../k8s/kube-apis.ts";
 import type { Logger } from "../log.ts";
 import { EVENT_COMPONENT, REPORTING_CONTROLLER } from "./pod-events.ts";
 
 export const AUTH_FAILURE_REASON = "CallbackAuthFailed";
 
 export interface AuthFailureEventOptions {
-  core: CoreV1Api;
+  core: CoreApi;
   /** The monitor's namespace (where the agent's Pod runs). */
   namespace: string;
   podName: string;

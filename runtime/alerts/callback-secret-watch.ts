@@ -11,14 +11,16 @@
  * is logged and the last good credentials stay in use. Identical credentials are not applied
  * again (the first list after start repeats what the agent read at start).
  */
-import type { CoreV1Api, CustomObjectsApi, V1Secret, Watch } from "@kubernetes/client-node";
+import type { V1Secret } from "@kubernetes/client-node";
 import { HiveError, isHiveError } from "../../api/errors.ts";
 import { createInformer, type Informer } from "../k8s/informer.ts";
+import type { CoreApi, CustomApi } from "../k8s/kube-apis.ts";
+import type { WatchApi } from "../k8s/kube-watch.ts";
 import type { Logger } from "../log.ts";
 import type { DestinationOptions } from "./delivery/dispatcher.ts";
 
 export interface CallbackSecretWatchOptions {
-  clients: { core: CoreV1Api; custom: CustomObjectsApi; watch: Watch };
+  clients: { core: CoreApi; custom: CustomApi; watch: WatchApi };
   namespace: string;
   /** The Secrets whose changes matter (duplicates ignored). */
   names: readonly string[];

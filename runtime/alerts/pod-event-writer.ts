@@ -4,7 +4,7 @@
  * (Events have a TTL). A failed write keeps its alerts for the next flush and is logged;
  * nothing here throws.
  */
-import type { CoreV1Api } from "@kubernetes/client-node";
+import type { CoreApi } from "../k8s/kube-apis.ts";
 import type { Logger } from "../log.ts";
 import type { HiveMetrics } from "../metrics/metrics.ts";
 import { groupEvent, groupEventPatch } from "./pod-event-content.ts";
@@ -13,13 +13,13 @@ import { type Group, startWrite } from "./pod-event-groups.ts";
 const statusOf = (error: unknown): number | undefined => (error as { code?: number }).code;
 
 export class PodEventWriter {
-  private readonly core: CoreV1Api;
+  private readonly core: CoreApi;
   private readonly nodeName: string;
   private readonly logger: Logger;
   private readonly metrics: HiveMetrics | undefined;
 
   constructor(options: {
-    core: CoreV1Api;
+    core: CoreApi;
     nodeName: string;
     logger: Logger;
     metrics?: HiveMetrics | undefined;

@@ -12,8 +12,9 @@
  * The pieces: the groups in pod-event-groups.ts, what an Event says in pod-event-content.ts,
  * the API writes in pod-event-writer.ts.
  */
-import type { CoreV1Api } from "@kubernetes/client-node";
+
 import type { Alert } from "../../api/alert.ts";
+import type { CoreApi } from "../k8s/kube-apis.ts";
 import type { Logger } from "../log.ts";
 import type { HiveMetrics } from "../metrics/metrics.ts";
 import { EventGroups, instanceId } from "./pod-event-groups.ts";
@@ -30,7 +31,7 @@ export {
 } from "./pod-event-content.ts";
 
 export interface PodEventRecorderOptions {
-  core: CoreV1Api;
+  core: CoreApi;
   nodeName: string;
   logger: Logger;
   metrics?: HiveMetrics;

@@ -1,18 +1,13 @@
 /**
- * The controllers' ports (ports.ts) over @kubernetes/client-node. Per-node trap errors are
+ * The controllers' ports (ports.ts) over the agent's Kubernetes client (k8s/kube-apis.ts; a patch of
+ * a custom object is a merge patch). Per-node trap errors are
  * Kubernetes Events on the HivePolicy, one per node × trap × container × reason with a
  * deterministic name: each node writes only its own, so nodes never conflict, and the
  * single status writer (the pods role) aggregates them (as Kyverno aggregates ephemeral
  * reports into one).
  */
 import { createHash } from "node:crypto";
-import {
-  type CoreV1Api,
-  type CoreV1Event,
-  type CustomObjectsApi,
-  PatchStrategy,
-  setHeaderOptions,
-} from "@kubernetes/client-node";
+import type { CoreV1Event } from "@kubernetes/client-node";
 import type { HiveData } from "../../api/data.ts";
 import {
   API_VERSION,
@@ -29,6 +24,7 @@ import {
 } from "../../api/meta.ts";
 import type { HivePolicy } from "../../api/policy.ts";
 import { apiError, isAlreadyExists, isNotFound } from "../k8s/api-errors.ts";
+import type { CoreApi, CustomApi } from "../k8s/kube-apis.ts";
 import { displaySafe } from "../text.ts";
 import {
   type DataWriter,
@@ -41,9 +37,7 @@ import {
 /** Annotation on a trap-error Event carrying the structured report (the aggregator reads it). */
 export const ANNOTATION_TRAP_ERROR = `${GROUP}/trap-error`;
 
-const mergePatch = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
-
-export function createDataWriter(custom: CustomObjectsApi): DataWriter {
+export function createDataWriter(custom: CustomApi): DataWriter {
   const at = (namespace: string) => ({ group: GROUP, version: VERSION, namespace, plural: PLURAL_DATA });
   return {
     async create(data) {
@@ -91,10 +85,11 @@ export function createDataWriter(custom: CustomObjectsApi): DataWriter {
     },
     async annotate(namespace, name, annotations) {
       try {
-        await custom.patchNamespacedCustomObject(
-          { ...at(namespace), name, body: { metadata: { annotations } } },
-          mergePatch,
-        );
+        await custom.patchNamespacedCustomObject({
+          ...at(namespace),
+          name,
+          body: { metadata: { annotations } },
+        });
       } catch (error) {
         if (!isNotFound(error)) throw apiError("annotate HiveData", `${namespace}/${name}`, error);
       }
@@ -102,7 +97,7 @@ export function createDataWriter(custom: CustomObjectsApi): DataWriter {
   };
 }
 
-export function createPolicyWriter(custom: CustomObjectsApi): PolicyWriter {
+export function createPolicyWriter(custom: CustomApi): PolicyWriter {
   const at = (p: HivePolicy) => ({
     group: GROUP,
     version: VERSION,
@@ -125,7 +120,7 @@ export function createPolicyWriter(custom: CustomObjectsApi): PolicyWriter {
     async setFinalizers(policy, finalizers) {
       try {
         const body = { metadata: { finalizers, resourceVersion: policy.metadata.resourceVersion } };
-        await custom.patchNamespacedCustomObject({ ...at(policy), body }, mergePatch);
+        await custom.patchNamespacedCustomObject({ ...at(policy), body });
       } catch (error) {
         if (!isNotFound(error))
           throw apiError(
@@ -158,7 +153,7 @@ export function trapErrorFromEvent(event: CoreV1Event): NodeTrapError | undefine
 }
 
 export function createTrapErrorReporter(
-  core: CoreV1Api,
+  core: CoreApi,
   nodeName: string,
   component = "hive-agent",
 ): TrapErrorReporter {

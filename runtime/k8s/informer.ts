@@ -1,5 +1,5 @@
 /**
- * A list-watch cache (informer) over @kubernetes/client-node's Watch and list calls, built as
+ * A list-watch cache (informer) over @kubernetes/client-node's WatchApi and list calls, built as
  * client-go's is: a reflector (reflector.ts) lists and watches and feeds a store
  * (informer-store.ts), whose deltas go to the handlers (informer-handlers.ts).
  * - LIST in pages (`limit` + `continue`); a continue token that expired (410) restarts the
@@ -16,10 +16,12 @@
  * - errors retry with capped, jittered backoff; handler errors are logged, never thrown.
  * client-node's own makeInformer does not paginate, hence this module.
  */
-import type { CoreV1Api, CustomObjectsApi, KubernetesObject, Watch } from "@kubernetes/client-node";
+import type { KubernetesObject } from "@kubernetes/client-node";
 import { createLogger, type Logger } from "../log.ts";
 import { deliver, type InformerHandlers } from "./informer-handlers.ts";
 import { InformerStore } from "./informer-store.ts";
+import type { CoreApi, CustomApi } from "./kube-apis.ts";
+import type { WatchApi } from "./kube-watch.ts";
 import { type InformerStats, Reflector } from "./reflector.ts";
 import { collectionPath, type ListFn, type ResourceRef, resourceLister } from "./resource-lister.ts";
 
@@ -37,7 +39,7 @@ export {
 
 export interface InformerOptions<T> {
   resource: ResourceRef;
-  clients: { core: CoreV1Api; custom: CustomObjectsApi; watch: Watch };
+  clients: { core: CoreApi; custom: CustomApi; watch: WatchApi };
   labelSelector?: string;
   fieldSelector?: string;
   /** Items per LIST page; default 500 (client-go's default). */

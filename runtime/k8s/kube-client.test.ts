@@ -1,22 +1,31 @@
 /** Client configuration and connection reuse, against a real kube-apiserver behind the fault proxy. */
-import { AuthenticationV1Api, CoreV1Api, RbacAuthorizationV1Api } from "@kubernetes/client-node";
+import { mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { CoreV1Api, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isHiveError } from "../../api/errors.ts";
 import { type RealApi, startRealApi } from "../../test/cluster/real-api.ts";
-import { createKubeClients, loadKubeConfig } from "./kube-client.ts";
+import type { CoreApi } from "./kube-apis.ts";
+import { createKubeClients } from "./kube-client.ts";
+import { loadConnection } from "./kube-connection.ts";
 
 let api: RealApi;
 /** The cluster CA's certificate file: what verifies the server an https URL names. */
 let caFile: string;
 /** A real ServiceAccount token (TokenRequest) for default/node-7, allowed to list namespaces. */
 let token: string;
+/** Another one, for default/node-8 (same rights): a rotated token names another user. */
+let otherToken: string;
+const dir = mkdtempSync(join(tmpdir(), "hive-kube-client-"));
 
 beforeAll(async () => {
   api = await startRealApi({ controllerManager: false });
   caFile = api.cp.pki.files.caCert;
   const admin = api.kubeConfig();
   const core = admin.makeApiClient(CoreV1Api);
-  await core.createNamespacedServiceAccount({ namespace: "default", body: { metadata: { name: "node-7" } } });
+  for (const name of ["node-7", "node-8"])
+    await core.createNamespacedServiceAccount({ namespace: "default", body: { metadata: { name } } });
   const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
   await rbac.createClusterRole({
     body: {
@@ -28,15 +37,21 @@ beforeAll(async () => {
     body: {
       metadata: { name: "node-7-lists-namespaces" },
       roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "list-namespaces" },
-      subjects: [{ kind: "ServiceAccount", namespace: "default", name: "node-7" }],
+      subjects: ["node-7", "node-8"].map((name) => ({ kind: "ServiceAccount", namespace: "default", name })),
     },
   });
-  const issued = await core.createNamespacedServiceAccountToken({
-    namespace: "default",
-    name: "node-7",
-    body: { spec: { audiences: ["https://kubernetes.default.svc.cluster.local"], expirationSeconds: 3600 } },
-  });
-  token = issued.status?.token ?? "";
+  const issue = async (name: string) =>
+    (
+      await core.createNamespacedServiceAccountToken({
+        namespace: "default",
+        name,
+        body: {
+          spec: { audiences: ["https://kubernetes.default.svc.cluster.local"], expirationSeconds: 3600 },
+        },
+      })
+    ).status?.token ?? "";
+  token = await issue("node-7");
+  otherToken = await issue("node-8");
 });
 afterAll(async () => {
   await api?.stop();
@@ -48,9 +63,9 @@ describe("kube-client", () => {
     await clients.core.listNamespace();
     const user = "system:serviceaccount:default:node-7";
     expect(api.requests.at(-1)).toMatchObject({ verb: "list", resource: "namespaces", user, code: 200 });
-    const review = await clients.kubeConfig.makeApiClient(AuthenticationV1Api).createSelfSubjectReview({
+    const review = (await clients.http.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {
       body: { apiVersion: "authentication.k8s.io/v1", kind: "SelfSubjectReview" },
-    });
+    })) as { status?: { userInfo?: { username?: string } } };
     expect(review.status?.userInfo?.username).toBe(user);
   });
 
@@ -60,25 +75,75 @@ describe("kube-client", () => {
     expect(String((err as { cause?: unknown }).cause ?? err)).toMatch(/certificate/i);
   });
 
-  it("reuses connections across requests (client-node alone opens one per request)", async () => {
-    const count = async (core: CoreV1Api) => {
+  it("reuses connections across requests (client-node's own clients open one per request)", async () => {
+    const count = async (core: CoreApi) => {
       const before = api.connectionCount();
       for (let i = 0; i < 10; i++) await core.listNamespace();
       return api.connectionCount() - before;
     };
-    const plain = createKubeClients({ url: api.url, token, caFile, shareConnections: false }).core;
-    const shared = createKubeClients({ url: api.url, token, caFile }).core;
-    expect(await count(plain)).toBe(10);
-    expect(await count(shared)).toBeLessThanOrEqual(3);
+    expect(await count(api.cp.kubeConfig(token, api.url).makeApiClient(CoreV1Api))).toBe(10);
+    expect(await count(createKubeClients({ url: api.url, token, caFile }).core)).toBeLessThanOrEqual(2);
+  });
+
+  it("reads a kubeconfig file: its current context's cluster, CA file (relative to it) and token", async () => {
+    writeFileSync(join(dir, "ca.crt"), readCa());
+    const path = join(dir, "kubeconfig");
+    writeFileSync(path, kubeconfig({ "certificate-authority": "ca.crt" }, { token: otherToken }));
+    await createKubeClients({ kubeconfigPath: path }).core.listNamespace();
+    expect(api.requests.at(-1)).toMatchObject({ user: "system:serviceaccount:default:node-8", code: 200 });
+  });
+
+  it("sends the rotated token once the token file is replaced (as the kubelet rotates a projected token)", async () => {
+    const tokenFile = join(dir, "token");
+    writeFileSync(tokenFile, token);
+    const path = join(dir, "kubeconfig-tokenfile");
+    writeFileSync(
+      path,
+      kubeconfig({ "certificate-authority-data": Buffer.from(readCa()).toString("base64") }, { tokenFile }),
+    );
+    const { core } = createKubeClients({ kubeconfigPath: path });
+    await core.listNamespace();
+    expect(api.requests.at(-1)).toMatchObject({ user: "system:serviceaccount:default:node-7", code: 200 });
+    writeFileSync(`${tokenFile}.new`, otherToken);
+    renameSync(`${tokenFile}.new`, tokenFile);
+    await core.listNamespace();
+    expect(api.requests.at(-1)).toMatchObject({ user: "system:serviceaccount:default:node-8", code: 200 });
+  });
+
+  it("refuses a kubeconfig whose user is an exec plugin, naming the file", () => {
+    const path = join(dir, "kubeconfig-exec");
+    writeFileSync(path, kubeconfig({ "certificate-authority": "ca.crt" }, { exec: { command: "aws" } }));
+    expect(() => loadConnection({ kubeconfigPath: path })).toThrow(/exec plugin/);
+    try {
+      loadConnection({ kubeconfigPath: path });
+    } catch (err) {
+      expect(isHiveError(err, "ConfigInvalid")).toBe(true);
+      expect(String((err as { object?: string }).object ?? err)).toContain(path);
+    }
   });
 
   it("reports a kubeconfig that cannot be loaded as ConfigInvalid", () => {
     let err: unknown;
     try {
-      loadKubeConfig({ kubeconfigPath: "/nonexistent/kubeconfig" });
+      loadConnection({ kubeconfigPath: "/nonexistent/kubeconfig" });
     } catch (e) {
       err = e;
     }
     expect(isHiveError(err, "ConfigInvalid")).toBe(true);
   });
 });
+
+function readCa(): string {
+  return readFileSync(caFile, "utf8");
+}
+
+function kubeconfig(cluster: Record<string, unknown>, user: Record<string, unknown>): string {
+  return JSON.stringify({
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [{ name: "c", cluster: { server: api.url, ...cluster } }],
+    users: [{ name: "u", user }],
+    contexts: [{ name: "x", context: { cluster: "c", user: "u" } }],
+    "current-context": "x",
+  });
+}

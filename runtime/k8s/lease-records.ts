@@ -3,7 +3,8 @@
  * from the record it read, so that every write carries that record's resourceVersion (two
  * candidates writing over the same record cannot both succeed: 409).
  */
-import { type V1Lease, V1MicroTime } from "@kubernetes/client-node";
+import type { V1Lease } from "@kubernetes/client-node";
+import { V1MicroTime } from "@kubernetes/client-node/dist/types.js";
 
 export function microNow(): V1MicroTime {
   return new V1MicroTime(Date.now());

@@ -18,9 +18,10 @@
  */
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { CoordinationV1Api, V1Lease } from "@kubernetes/client-node";
+import type { V1Lease } from "@kubernetes/client-node";
 import { createLogger, type Logger } from "../log.ts";
 import { apiFailure, isAlreadyExists, isConflict, isNotFound } from "./api-errors.ts";
+import type { CoordinationApi } from "./kube-apis.ts";
 import { LeaseObserver } from "./lease-observer.ts";
 import {
   heldLease,
@@ -36,7 +37,7 @@ import { electionTiming, JITTER, type LeaseTiming } from "./lease-timing.ts";
 export { DEFAULT_LEASE, type LeaseTiming, leaseTiming } from "./lease-timing.ts";
 
 export interface LeaderElectionOptions {
-  coordination: CoordinationV1Api;
+  coordination: CoordinationApi;
   namespace: string;
   /** Lease name (e.g. `hive-loader-<boot id>`, `hive-pods`). */
   name: string;

@@ -5,10 +5,11 @@
  * What it lists and sees goes to a sink (the store and handlers); it keeps no objects itself.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import type { KubernetesObject, Watch } from "@kubernetes/client-node";
+import type { KubernetesObject } from "@kubernetes/client-node";
 import { backoffDelay } from "../backoff.ts";
 import type { Logger } from "../log.ts";
 import { apiFailure } from "./api-errors.ts";
+import type { WatchApi } from "./kube-watch.ts";
 import { listAll } from "./list-pager.ts";
 import type { ListFn } from "./resource-lister.ts";
 import { type WatchOutcome, WatchSession, watchQuery } from "./watch-session.ts";
@@ -24,7 +25,7 @@ export interface InformerStats {
   relists: number;
   /** Failed requests and ERROR events. */
   errors: number;
-  /** Watch events received (BOOKMARKs included). */
+  /** WatchApi events received (BOOKMARKs included). */
   events: number;
 }
 
@@ -47,7 +48,7 @@ export interface ReflectorConfig {
 
 export interface ReflectorOptions<T> {
   path: string;
-  watch: Watch;
+  watch: WatchApi;
   listFn: ListFn<T>;
   decode: (raw: unknown) => T;
   transform: (obj: T) => T;

@@ -2,8 +2,9 @@
  * Which collection an informer reads, and how: its URL path (for WATCH), its LIST call and the
  * decoder that turns a watch object into the same model the LIST returns.
  */
-import type { CoreV1Api, CustomObjectsApi, KubernetesObject } from "@kubernetes/client-node";
+import type { KubernetesObject } from "@kubernetes/client-node";
 import { ObjectSerializer } from "@kubernetes/client-node/dist/gen/models/ObjectSerializer.js";
+import type { CoreApi, CustomApi } from "./kube-apis.ts";
 
 /** Which collection to watch: group "" is the core API. Without namespace: all namespaces. */
 export interface ResourceRef {
@@ -45,7 +46,7 @@ export function collectionPath(ref: ResourceRef): string {
 
 /** The list call and watch-object decoder for a resource. */
 export function resourceLister<T>(
-  clients: { core: CoreV1Api; custom: CustomObjectsApi },
+  clients: { core: CoreApi; custom: CustomApi },
   ref: ResourceRef,
 ): { list: ListFn<T>; decode: (raw: unknown) => T } {
   if (ref.group !== "") return { list: customLister<T>(clients.custom, ref), decode: (raw) => raw as T };
@@ -85,7 +86,7 @@ function listQuery(p: ListParams): ListQuery {
   };
 }
 
-function customLister<T>(custom: CustomObjectsApi, ref: ResourceRef): ListFn<T> {
+function customLister<T>(custom: CustomApi, ref: ResourceRef): ListFn<T> {
   return (p) => {
     const q = { group: ref.group, version: ref.version, plural: ref.plural, ...listQuery(p) };
     return ref.namespace
@@ -97,7 +98,7 @@ function customLister<T>(custom: CustomObjectsApi, ref: ResourceRef): ListFn<T> 
 type CorePage = { items: unknown[]; metadata?: { resourceVersion?: string; _continue?: string } };
 
 /** One page from the typed core call for `ref.plural` (one of CORE_MODELS). */
-async function listCorePage(core: CoreV1Api, ref: ResourceRef, q: ListQuery): Promise<CorePage> {
+async function listCorePage(core: CoreApi, ref: ResourceRef, q: ListQuery): Promise<CorePage> {
   const ns = ref.namespace;
   switch (ref.plural) {
     case "pods":

@@ -3,9 +3,10 @@
  * comes next: re-list (410 Gone), resume after a backoff (a failure), or resume at once (a
  * stream that ran its course).
  */
-import type { Watch } from "@kubernetes/client-node";
+
 import type { Logger } from "../log.ts";
 import { apiFailure, isGone } from "./api-errors.ts";
+import type { WatchApi } from "./kube-watch.ts";
 
 export type WatchOutcome =
   | { kind: "gone" }
@@ -16,7 +17,7 @@ export type WatchOutcome =
 export const MIN_HEALTHY_WATCH_MS = 1000;
 
 export interface WatchRequest {
-  watch: Watch;
+  watch: WatchApi;
   path: string;
   query: Record<string, string | number | boolean>;
   log: Logger;

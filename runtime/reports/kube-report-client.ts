@@ -1,8 +1,9 @@
-/** The report writer's API calls on the API server (CustomObjectsApi, the format's group). */
-import type { CustomObjectsApi } from "@kubernetes/client-node";
+/** The report writer's API calls on the API server (CustomApi, the format's group). */
+
 import { REPORT_FORMATS, REPORT_NAME, type ReportFormat } from "../../api/report.ts";
 import { isNotFound } from "../k8s/api-errors.ts";
 import type { ResourceRef } from "../k8s/informer.ts";
+import type { CustomApi } from "../k8s/kube-apis.ts";
 import type { ReportClient } from "./report-writer.ts";
 
 /** The reports of `format` as the custom objects API and the informers address them. */
@@ -11,7 +12,7 @@ export const reportResource = (format: ReportFormat): ResourceRef => {
   return { group, version, plural };
 };
 
-export function createReportClient(custom: CustomObjectsApi, format: ReportFormat): ReportClient {
+export function createReportClient(custom: CustomApi, format: ReportFormat): ReportClient {
   const REPORTS = reportResource(format);
   return {
     async create(report) {
@@ -40,7 +41,7 @@ export function createReportClient(custom: CustomObjectsApi, format: ReportForma
 }
 
 /** Whether the API server serves reports of `format` (their CRD is installed). */
-export async function reportsServed(custom: CustomObjectsApi, format: ReportFormat): Promise<boolean> {
+export async function reportsServed(custom: CustomApi, format: ReportFormat): Promise<boolean> {
   try {
     await custom.listClusterCustomObject({ ...reportResource(format), limit: 1 });
     return true;

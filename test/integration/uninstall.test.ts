@@ -6,17 +6,19 @@
 import { AppsV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stopKind } from "../../runtime/agent/uninstall.ts";
+import { createKubeClients } from "../../runtime/k8s/kube-client.ts";
 import { type ControlPlane, startControlPlane } from "../cluster/control-plane.ts";
 import { type Installed, installHive } from "../cluster/install.ts";
 
 describe("an agent's stop: uninstall or restart, by its DaemonSet", () => {
   let cp: ControlPlane;
   let hive: Installed;
-  let agent: ReturnType<ControlPlane["kubeConfig"]>;
+  /** The agent's own client, with its token. */
+  let agent: ReturnType<typeof createKubeClients>["apps"];
   beforeAll(async () => {
     cp = await startControlPlane();
     hive = installHive(cp);
-    agent = cp.kubeConfig(await hive.agentToken("node-a"));
+    agent = createKubeClients({ kubeConfig: cp.kubeConfig(await hive.agentToken("node-a")) }).apps;
   }, 120_000);
   afterAll(async () => {
     await cp?.stop();
@@ -38,7 +40,7 @@ describe("an agent's stop: uninstall or restart, by its DaemonSet", () => {
 
   it("keeps the program when there is no DaemonSet to ask, or the server does not answer", async () => {
     expect(await stopKind(agent, hive.namespace, undefined)).toMatchObject({ uninstall: false });
-    const away = cp.kubeConfig(undefined, "https://127.0.0.1:1");
+    const away = createKubeClients({ kubeConfig: cp.kubeConfig(undefined, "https://127.0.0.1:1") }).apps;
     expect(await stopKind(away, hive.namespace, "hive-agent", 2000)).toMatchObject({ uninstall: false });
   });
 

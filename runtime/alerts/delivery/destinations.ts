@@ -4,8 +4,9 @@
  * named here (by default the default callback's origin), never to any URL a policy author
  * writes into a trap.
  */
-import type { CoreV1Api } from "@kubernetes/client-node";
+
 import { HiveError } from "../../../api/errors.ts";
+import type { CoreApi } from "../../k8s/kube-apis.ts";
 import type { AlertFormat, DestinationOptions } from "./dispatcher.ts";
 import { loadSecretHeaders, loadSecretValue } from "./secret-headers.ts";
 
@@ -23,7 +24,7 @@ export interface CallbackSettings {
 }
 
 export async function resolveDestinations(
-  core: CoreV1Api | undefined,
+  core: CoreApi | undefined,
   settings: CallbackSettings,
 ): Promise<DestinationOptions[]> {
   const prefixes =
@@ -45,15 +46,11 @@ export async function resolveDestinations(
     });
   }
   const headers = settings.headersSecret
-    ? await loadSecretHeaders(
-        core as CoreV1Api,
-        settings.headersSecret.namespace,
-        settings.headersSecret.name,
-      )
+    ? await loadSecretHeaders(core as CoreApi, settings.headersSecret.namespace, settings.headersSecret.name)
     : undefined;
   const key = settings.signingSecret
     ? await loadSecretValue(
-        core as CoreV1Api,
+        core as CoreApi,
         settings.signingSecret.namespace,
         settings.signingSecret.name,
         settings.signingSecret.key ?? "hmac-key",

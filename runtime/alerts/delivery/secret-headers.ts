@@ -2,10 +2,11 @@
  * Extra callback headers (e.g. `Authorization: Bearer …`) come from a Kubernetes Secret,
  * never from plain policy fields: each key of the Secret's data is a header name, its
  * value the header value. Read once at start-up (and on demand) through the real
- * client-node CoreV1Api; the pipeline only ever sees resolved values.
+ * client-node CoreApi; the pipeline only ever sees resolved values.
  */
-import type { CoreV1Api } from "@kubernetes/client-node";
+
 import { HiveError } from "../../../api/errors.ts";
+import type { CoreApi } from "../../k8s/kube-apis.ts";
 
 /** RFC 9110 token characters: what a header name may be made of. */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -31,11 +32,11 @@ export function validateHeaders(headers: Record<string, string>, object: string)
   return out;
 }
 
-type Secret = Awaited<ReturnType<CoreV1Api["readNamespacedSecret"]>>;
+type Secret = Awaited<ReturnType<CoreApi["readNamespacedSecret"]>>;
 
 /** Reads a Secret; a failure names it as `what` and, when it is missing, says how to create it. */
 async function readSecret(
-  core: CoreV1Api,
+  core: CoreApi,
   namespace: string,
   name: string,
   what: string,
@@ -55,7 +56,7 @@ async function readSecret(
 }
 
 export async function loadSecretHeaders(
-  core: CoreV1Api,
+  core: CoreApi,
   namespace: string,
   name: string,
 ): Promise<Record<string, string>> {
@@ -76,7 +77,7 @@ export async function loadSecretHeaders(
 
 /** One value of a Secret (e.g. the HMAC key), decoded; errors name the Secret and key. */
 export async function loadSecretValue(
-  core: CoreV1Api,
+  core: CoreApi,
   namespace: string,
   name: string,
   key: string,
