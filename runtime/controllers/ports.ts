@@ -1,7 +1,7 @@
 /**
  * What the controllers need from the Kubernetes API, as narrow interfaces. The real
- * implementations (kube-ports.ts) use @kubernetes/client-node; the controllers never see
- * HTTP, so their logic is the same against a cluster and against the test API server.
+ * implementations (kube-ports.ts) use the agent's Kubernetes client (k8s/kube-apis.ts); the
+ * controllers never see HTTP, so their logic is the same against a cluster and against fakes.
  */
 import type { HiveData } from "../../api/data.ts";
 import { HiveError } from "../../api/errors.ts";

@@ -1,7 +1,7 @@
 /**
- * Reading Kubernetes API failures thrown by @kubernetes/client-node: the HTTP code and the
- * Status reason, whichever shape the error came in (ApiException from the typed clients,
- * an Error with statusCode from Watch, an ERROR watch event's Status object).
+ * Reading Kubernetes API failures: the HTTP code and the Status reason, whichever shape the
+ * error came in (the agent's KubeApiError, client-node's ApiException, an Error with statusCode,
+ * an ERROR watch event's Status object).
  */
 import { HiveError } from "../../api/errors.ts";
 

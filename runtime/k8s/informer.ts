@@ -1,5 +1,5 @@
 /**
- * A list-watch cache (informer) over @kubernetes/client-node's WatchApi and list calls, built as
+ * A list-watch cache (informer) over the agent's watch and list calls (kube-watch.ts, kube-apis.ts), built as
  * client-go's is: a reflector (reflector.ts) lists and watches and feeds a store
  * (informer-store.ts), whose deltas go to the handlers (informer-handlers.ts).
  * - LIST in pages (`limit` + `continue`); a continue token that expired (410) restarts the

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RealApi, startRealApi } from "../../test/cluster/real-api.ts";
 import { waitFor } from "../../test/cluster/testing.ts";
 import { createLogger } from "../log.ts";
+import { createKubeClients } from "./kube-client.ts";
 import { LeaderElector } from "./lease.ts";
 
 const quiet = createLogger({}, { level: "error", sink: () => {} });
@@ -26,7 +27,7 @@ describe("LeaderElector.stop", () => {
     let started = 0;
     let stopped = 0;
     const elector = new LeaderElector({
-      coordination: api.kubeConfig().makeApiClient(CoordinationV1Api),
+      coordination: createKubeClients({ kubeConfig: api.kubeConfig() }).coordination,
       namespace: "default",
       name: "slow-stop",
       identity: "node-a/agent-a",

@@ -10,6 +10,7 @@ import { isHiveError } from "../../api/errors.ts";
 import { type RealApi, startRealApi } from "../../test/cluster/real-api.ts";
 import { waitFor } from "../../test/cluster/testing.ts";
 import { createLogger } from "../log.ts";
+import { createKubeClients } from "./kube-client.ts";
 import { LeaderElector } from "./lease.ts";
 
 // A real API server's writes (etcd behind it) take tens of milliseconds on a loaded machine, more
@@ -42,9 +43,9 @@ function candidate(
 ) {
   const elector = new LeaderElector({
     // Its own user (impersonated by the proxy, all rights): the proxy's faults can single it out.
-    coordination: api
-      .kubeConfig({ username: identity, groups: ["system:masters"] })
-      .makeApiClient(CoordinationV1Api),
+    coordination: createKubeClients({
+      kubeConfig: api.kubeConfig({ username: identity, groups: ["system:masters"] }),
+    }).coordination,
     namespace: "kube-system",
     name: lease,
     identity,

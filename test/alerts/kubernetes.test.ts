@@ -19,6 +19,8 @@ import {
   type PodEventRecorder,
   type PodEventRecorderOptions,
 } from "../../runtime/alerts/pod-events.ts";
+import type { CoreApi } from "../../runtime/k8s/kube-apis.ts";
+import { createKubeClients } from "../../runtime/k8s/kube-client.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { type Installed, installHive } from "../cluster/install.ts";
 import { type RealApi, startRealApi } from "../cluster/real-api.ts";
@@ -69,8 +71,9 @@ const eventWrites = () =>
     .filter((r) => r.resource === "events" && r.group === "" && r.user === installed.agentUser)
     .map((r) => r.verb);
 
-function coreClient(): CoreV1Api {
-  return agent.makeApiClient(CoreV1Api);
+/** The agent's own client, as it runs. */
+function coreClient(): CoreApi {
+  return createKubeClients({ kubeConfig: agent }).core;
 }
 
 /** The pod Event recorder of node-a's agent (through node-a's client), closed after the test. */

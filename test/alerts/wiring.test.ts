@@ -15,6 +15,7 @@ import { alertSourceFromHiveData } from "../../runtime/alerts/alert-source.ts";
 import { resolveDestinations } from "../../runtime/alerts/delivery/destinations.ts";
 import { createAlertPipeline } from "../../runtime/alerts/pipeline.ts";
 import { createPodEventRecorder } from "../../runtime/alerts/pod-events.ts";
+import { createKubeClients } from "../../runtime/k8s/kube-client.ts";
 import { createHealth } from "../../runtime/metrics/health.ts";
 import { createHiveMetrics } from "../../runtime/metrics/metrics.ts";
 import { startMetricsServer } from "../../runtime/metrics/server.ts";
@@ -71,7 +72,7 @@ describe("alert pipeline wired like the agent", () => {
 
     // --- the agent's wiring: node-a's agent, by a token bound to its Pod ---
     const token = await installed.agentToken("node-a");
-    const core = api.cp.kubeConfig(token, api.url).makeApiClient(CoreV1Api);
+    const core = createKubeClients({ kubeConfig: api.cp.kubeConfig(token, api.url) }).core;
     const { logger } = captureLogger();
     const metrics = createHiveMetrics();
     const health = createHealth();

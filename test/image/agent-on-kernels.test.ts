@@ -11,19 +11,15 @@
  * (guest/lifecycle.ts), and every access made meanwhile must be delivered exactly once. Needs
  * root and qemu; locally a missing prerequisite skips loudly, under CI=true it fails.
  */
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { isHiveError } from "../../api/errors.ts";
 import { AGENT_CAPABILITIES } from "../../component/builders/daemonset.ts";
 import { DEFAULT_RESOURCES } from "../../component/config/defaults.ts";
-import { type GuestApi, guestApiUnavailable, startGuestApi } from "../cluster/guest-api.ts";
-import { type BootResult, bootVm, findKernels, REPO_ROOT, vmUnavailable, WORK_DIR } from "../kernel/vm.ts";
-import { ensureAgentImage } from "./agent-image.ts";
-import { agentRootfs, type BuiltImage } from "./agent-rootfs.ts";
+import { guestApiUnavailable } from "../cluster/guest-api.ts";
+import { findKernels, vmUnavailable } from "../kernel/vm.ts";
 import { capabilityMask } from "./ctr-run-args.ts";
-import type { AgentMemory } from "./guest/agent-memory.ts";
 import { type LifecycleResult, OUTAGE_MS, PHASE_COMM, READS_PER_PHASE } from "./guest/lifecycle.ts";
+import { type GuestResult, type Outcome, prepareAgentRootfs, runImageGuest } from "./image-guest.ts";
 
 const SERIES = ["6.12", "6.1", "5.10"] as const;
 /** What `--attach auto` must choose with the DaemonSet's capabilities (no SYS_ADMIN). */
@@ -41,101 +37,23 @@ const isCI = process.env.CI === "true";
 const unavailable = vmUnavailable() ?? guestApiUnavailable();
 const { found } = findKernels();
 const wanted = process.env.HIVE_KERNELS?.split(",") ?? [...SERIES];
-const INFO = join(REPO_ROOT, ".tmp/image/hive-agent.json");
-
-interface GuestResult {
-  ok: boolean;
-  error?: string;
-  capabilities: string[];
-  process: { capEff: string; noNewPrivs: string; seccomp: string; rootReadOnly: boolean };
-  alert: Record<string, unknown> & { metadata: { path: string }; process: { comm: string } };
-  /** `hive status --json`: one entry per pin root. */
-  status: Array<{ attachMode: string; attachReason: string }>;
-  readyz: string;
-  timings: Record<string, number>;
-  /** The idle agent's memory (guest/agent-memory.ts): what the DaemonSet's request is set from. */
-  memory?: AgentMemory;
-  agentLogTail: string;
-  lifecycle?: LifecycleResult;
-}
-
-interface Outcome {
-  result?: GuestResult;
-  boot?: BootResult;
-  failure?: unknown;
-  /** Agent requests the API server refused (its audit log), when there were any. */
-  refused?: string;
-}
 
 /**
  * One guest per kernel, all booted at once: each keeps one emulated CPU busy for minutes, and
  * one after the other they would be the longest part of the suite.
  */
-const GUEST_TIMEOUT_MS = 1_500_000;
-async function runOn(kernel: (typeof found)[number], rootfs: Promise<string>): Promise<Outcome> {
-  const outcome: Outcome = {};
-  let api: GuestApi | undefined;
-  try {
-    const rootfsDir = await rootfs;
-    // The guest's cluster, started once the image is there: each guest has its own.
-    api = await startGuestApi();
-    const outDir = join(WORK_DIR, `image-${process.pid}-${kernel.series}`);
-    const booting = bootVm({
-      kernel,
-      outDir,
-      qemuArgs: api.qemuArgs,
-      command: `export PATH='${join(REPO_ROOT, "node_modules/.bin")}':$PATH\nnode test/image/guest/agent-in-container.ts`,
-      env: {
-        ...api.env,
-        HIVE_IMAGE_INFO: INFO,
-        HIVE_IMAGE_ROOTFS: rootfsDir,
-        // The guest gives up first, naming the step it was in; the host's limit is for a dead guest.
-        HIVE_GUEST_DEADLINE_MS: String(GUEST_TIMEOUT_MS - 180_000),
-        HIVE_IMAGE_LIFECYCLE: LIFECYCLE_SERIES.includes(kernel.series) ? "1" : "0",
-      },
-      timeoutMs: GUEST_TIMEOUT_MS,
-      memoryMb: 3072,
-    });
-    // bootVm made outDir before it returned: the guest's requests to the host land there.
-    const desk = api.serve(outDir);
-    try {
-      outcome.boot = await booting;
-    } finally {
-      desk.stop();
-    }
-    try {
-      api.assertNoRefusals();
-    } catch (error) {
-      outcome.refused = (error as Error).message;
-    }
-    const file = join(outcome.boot.outDir, "image-results.json");
-    if (existsSync(file)) outcome.result = JSON.parse(readFileSync(file, "utf8")) as GuestResult;
-    console.log(
-      `Linux ${kernel.series}: image run took ${Math.round(outcome.boot.durationMs / 1000)} s`,
-      outcome.result?.timings,
-    );
-    console.log(`Linux ${kernel.series}: the idle agent's memory`, JSON.stringify(outcome.result?.memory));
-  } catch (error) {
-    outcome.failure = error;
-  } finally {
-    await api?.stop();
-  }
-  return outcome;
-}
-
 const outcomes = new Map<string, Promise<Outcome>>();
 beforeAll(async () => {
   const runnable = SERIES.filter(
     (s) => wanted.includes(s) && !unavailable && found.some((k) => k.series === s),
   );
   if (runnable.length === 0) return;
-  const rootfs = ensureAgentImage().then(() =>
-    agentRootfs(JSON.parse(readFileSync(INFO, "utf8")) as BuiltImage),
-  );
+  const rootfs = prepareAgentRootfs();
   rootfs.catch(() => undefined); // reported by every kernel's outcome
   for (const series of runnable) {
     const kernel = found.find((k) => k.series === series);
-    if (kernel) outcomes.set(series, runOn(kernel, rootfs));
+    if (kernel)
+      outcomes.set(series, runImageGuest(kernel, rootfs, { lifecycle: LIFECYCLE_SERIES.includes(series) }));
   }
   await Promise.all(outcomes.values());
 }, 2_400_000);

@@ -2,7 +2,7 @@
  * Extra callback headers (e.g. `Authorization: Bearer …`) come from a Kubernetes Secret,
  * never from plain policy fields: each key of the Secret's data is a header name, its
  * value the header value. Read once at start-up (and on demand) through the real
- * client-node CoreApi; the pipeline only ever sees resolved values.
+ * agent's CoreApi; the pipeline only ever sees resolved values.
  */
 
 import { HiveError } from "../../../api/errors.ts";
