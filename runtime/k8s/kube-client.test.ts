@@ -1,5 +1,6 @@
 /** Client configuration and connection reuse, against a real kube-apiserver behind the fault proxy. */
 import { mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CoreV1Api, RbacAuthorizationV1Api } from "@kubernetes/client-node";
@@ -9,6 +10,7 @@ import { type RealApi, startRealApi } from "../../test/cluster/real-api.ts";
 import type { CoreApi } from "./kube-apis.ts";
 import { createKubeClients } from "./kube-client.ts";
 import { loadConnection } from "./kube-connection.ts";
+import { KubeHttp } from "./kube-http.ts";
 
 let api: RealApi;
 /** The cluster CA's certificate file: what verifies the server an https URL names. */
@@ -121,6 +123,24 @@ describe("kube-client", () => {
       expect(String((err as { object?: string }).object ?? err)).toContain(path);
     }
   });
+
+  it("gives up a connection whose TLS handshake never comes, long before the idle timeout", async () => {
+    // A peer that accepts and says nothing: without a connect limit the request waits 300 s.
+    const held: Socket[] = [];
+    const silent = createServer((socket) => held.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const { port } = silent.address() as AddressInfo;
+    try {
+      const http = new KubeHttp({ server: `https://127.0.0.1:${port}`, token }, { connectTimeoutMs: 500 });
+      const err = await http.request("GET", "/api/v1/namespaces").catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: "TimeoutError" });
+      expect(String((err as Error).message)).toMatch(/no connection to https:\/\/127\.0\.0\.1:\d+ in 500 ms/);
+      expect(held.length).toBe(1);
+    } finally {
+      for (const socket of held) socket.destroy();
+      silent.close();
+    }
+  }, 20_000);
 
   it("reports a kubeconfig that cannot be loaded as ConfigInvalid", () => {
     let err: unknown;

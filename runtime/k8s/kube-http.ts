@@ -7,6 +7,7 @@
 import { readFileSync, statSync } from "node:fs";
 import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
+import type { Socket } from "node:net";
 import type { KubeConnection } from "./kube-connection.ts";
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -35,17 +36,21 @@ export class KubeApiError extends Error {
 
 /** How long a request may see no byte before it is abandoned (undici's default, as client-node had). */
 const IDLE_TIMEOUT_MS = 300_000;
+/** How long a new connection may take, TLS handshake included (undici's default too). */
+export const CONNECT_TIMEOUT_MS = 10_000;
 
 export class KubeHttp {
   readonly server: string;
   private readonly agent: http.Agent;
   private readonly secure: boolean;
   private readonly conn: KubeConnection;
+  private readonly connectTimeoutMs: number;
   /** The token file's content, and which version of the file it came from. */
   private token: { value: string; version: string } | undefined;
 
-  constructor(conn: KubeConnection) {
+  constructor(conn: KubeConnection, options: { connectTimeoutMs?: number } = {}) {
     this.conn = conn;
+    this.connectTimeoutMs = options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
     this.server = conn.server;
     this.secure = conn.server.startsWith("https:");
     this.agent = this.secure
@@ -106,6 +111,7 @@ export class KubeHttp {
       });
       request.on("response", resolve);
       request.on("error", reject);
+      request.on("socket", (socket) => this.limitConnect(request, socket));
       request.on("timeout", () =>
         request.destroy(
           new DOMException(`no answer from ${method} ${path} in ${IDLE_TIMEOUT_MS} ms`, "TimeoutError"),
@@ -119,6 +125,23 @@ export class KubeHttp {
    * The token file is read again whenever it changed: the kubelet rotates a projected service
    * account token by swapping the file (a new inode), hourly by default.
    */
+  /**
+   * A new connection that is not up (TCP and TLS) in time is given up: a server that accepts and
+   * never answers its handshake would otherwise hold the request for the whole idle timeout.
+   */
+  private limitConnect(request: http.ClientRequest, socket: Socket): void {
+    if (!socket.connecting) return; // a kept-alive connection, up already
+    const timer = setTimeout(
+      () =>
+        request.destroy(
+          new DOMException(`no connection to ${this.server} in ${this.connectTimeoutMs} ms`, "TimeoutError"),
+        ),
+      this.connectTimeoutMs,
+    );
+    socket.once(this.secure ? "secureConnect" : "connect", () => clearTimeout(timer));
+    request.once("close", () => clearTimeout(timer));
+  }
+
   private bearer(): string | undefined {
     const file = this.conn.tokenFile;
     if (!file) return this.conn.token;
