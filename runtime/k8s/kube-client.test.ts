@@ -1,5 +1,6 @@
 /** Client configuration and connection reuse, against a real kube-apiserver behind the fault proxy. */
 import { mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { createServer as createHttpServer } from "node:http";
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -141,6 +142,34 @@ describe("kube-client", () => {
       silent.close();
     }
   }, 20_000);
+
+  it("follows no redirect: a 307 to another address is an error, and that address sees nothing", async () => {
+    const elsewhere: string[] = [];
+    const other = createHttpServer((req, res) => {
+      elsewhere.push(`${req.method} ${req.url} ${req.headers.authorization ?? ""}`);
+      res.end("{}");
+    });
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    const bouncer = createHttpServer((_req, res) => {
+      res.writeHead(307, {
+        location: `http://127.0.0.1:${(other.address() as AddressInfo).port}/api/v1/secrets`,
+      });
+      res.end();
+    });
+    await new Promise<void>((resolve) => bouncer.listen(0, "127.0.0.1", resolve));
+    try {
+      const { core } = createKubeClients({
+        url: `http://127.0.0.1:${(bouncer.address() as AddressInfo).port}`,
+        token,
+      });
+      const err = await core.listNamespace().catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: "KubeApiError", code: 307 });
+      expect(elsewhere).toEqual([]);
+    } finally {
+      other.close();
+      bouncer.close();
+    }
+  });
 
   it("reports a kubeconfig that cannot be loaded as ConfigInvalid", () => {
     let err: unknown;
