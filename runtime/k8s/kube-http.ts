@@ -83,11 +83,6 @@ export class KubeHttp {
     throw new KubeApiError("GET", path, code, parseJson(await readText(res)));
   }
 
-  /** Closes idle connections; the client stays usable. */
-  close(): void {
-    this.agent.destroy();
-  }
-
   private send(method: HttpMethod, path: string, req: KubeRequest): Promise<IncomingMessage> {
     const url = new URL(this.server + path);
     for (const [key, value] of Object.entries(req.query ?? {}))
@@ -122,10 +117,6 @@ export class KubeHttp {
   }
 
   /**
-   * The token file is read again whenever it changed: the kubelet rotates a projected service
-   * account token by swapping the file (a new inode), hourly by default.
-   */
-  /**
    * A new connection that is not up (TCP and TLS) in time is given up: a server that accepts and
    * never answers its handshake would otherwise hold the request for the whole idle timeout.
    */
@@ -142,6 +133,10 @@ export class KubeHttp {
     request.once("close", () => clearTimeout(timer));
   }
 
+  /**
+   * The token file is read again whenever it changed: the kubelet rotates a projected service
+   * account token by swapping the file (a new inode), hourly by default.
+   */
   private bearer(): string | undefined {
     const file = this.conn.tokenFile;
     if (!file) return this.conn.token;

@@ -3,7 +3,7 @@
  * (/proc/PID/status, /proc/PID/smaps) and from its own /metrics (V8's heap and the memory held
  * outside it): the figure the DaemonSet's memory request is set from, and what it is made of.
  */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 
 export interface AgentMemory {
   /** Resident set, and its parts: anonymous (heaps, stacks), file-backed (the node binary, libraries). */
@@ -11,6 +11,8 @@ export interface AgentMemory {
   anonMiB: number;
   fileMiB: number;
   threads: number;
+  /** How many of the threads have each name (`node`, `libuv-worker`, V8's, a worker thread's). */
+  threadNames: Record<string, number>;
   /** Resident MiB by what is mapped: `node` (its binary), `[anon]`, `[heap]` (malloc), each library. */
   mappings: Record<string, number>;
   /** V8's heap (used, reserved) and what JS objects hold outside it (Buffers, native modules'). */
@@ -58,6 +60,15 @@ function heapSpaces(metrics: string): Record<string, [number, number]> {
   return spaces;
 }
 
+function threadNames(pid: number): Record<string, number> {
+  const names: Record<string, number> = {};
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    const comm = readFileSync(`/proc/${pid}/task/${task}/comm`, "utf8").trim();
+    names[comm] = (names[comm] ?? 0) + 1;
+  }
+  return names;
+}
+
 export function agentMemory(pid: number, metrics: string): AgentMemory {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   const gauge = (name: string) =>
@@ -73,6 +84,7 @@ export function agentMemory(pid: number, metrics: string): AgentMemory {
     anonMiB: MiB(statusKiB(status, "RssAnon")),
     fileMiB: MiB(statusKiB(status, "RssFile")),
     threads: Number(/^Threads:\s+(\d+)/m.exec(status)?.[1] ?? Number.NaN),
+    threadNames: threadNames(pid),
     mappings,
     heapUsedMiB: MiB(gauge("nodejs_heap_size_used_bytes") / 1024),
     heapTotalMiB: MiB(gauge("nodejs_heap_size_total_bytes") / 1024),
