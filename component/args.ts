@@ -238,7 +238,7 @@ export interface HiveMonitorArgs {
   tolerations?: Input<Input<Toleration>[]>;
   /** Node affinity and pod (anti-)affinity of the agent pods. Default: none. */
   affinity?: Input<Affinity>;
-  /** Default: requests cpu 50m / memory 152Mi (the agent idles at about 123–137 MiB RSS), limit memory 512Mi. */
+  /** Default: requests cpu 50m / memory 144Mi (the agent idles at about 104–131 MiB RSS), limit memory 512Mi. */
   resources?: Input<ResourceRequirements>;
   /** Extra labels on the agent pods (not on their selector). Default: none. */
   podLabels?: Input<Record<string, Input<string>>>;

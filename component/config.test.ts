@@ -30,7 +30,7 @@ describe("resolveConfig", () => {
         nodeSelector: {},
         tolerations: [{ operator: "Exists" }],
         affinity: undefined,
-        resources: { requests: { cpu: "50m", memory: "152Mi" }, limits: { memory: "512Mi" } },
+        resources: { requests: { cpu: "50m", memory: "144Mi" }, limits: { memory: "512Mi" } },
         podLabels: {},
         podAnnotations: {},
         updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } },

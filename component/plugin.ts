@@ -183,7 +183,7 @@ export interface HiveMonitorSchemaArgs {
   tolerations?: Input<Input<k8s.types.input.core.v1.Toleration>[]>;
   /** Node affinity and pod (anti-)affinity of the agent pods. */
   affinity?: Input<k8s.types.input.core.v1.Affinity>;
-  /** Requests and limits of the agent. Default: requests cpu 50m / memory 152Mi, limit memory 512Mi. */
+  /** Requests and limits of the agent. Default: requests cpu 50m / memory 144Mi, limit memory 512Mi. */
   resources?: Input<k8s.types.input.core.v1.ResourceRequirements>;
   /** Extra labels on the agent pods. */
   podLabels?: Input<Record<string, Input<string>>>;

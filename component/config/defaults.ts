@@ -13,7 +13,7 @@ export const DEFAULT_CONTAINERD_ROOT = "/var/lib/containerd";
  * pages), with about a tenth above the highest.
  */
 export const DEFAULT_RESOURCES: Plain<ResourceRequirements> = {
-  requests: { cpu: "50m", memory: "152Mi" },
+  requests: { cpu: "50m", memory: "144Mi" },
   limits: { memory: "512Mi" },
 };
 /**
