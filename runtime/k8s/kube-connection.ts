@@ -71,10 +71,15 @@ export function loadConnection(
   source: KubeConfigSource = {},
   env: NodeJS.ProcessEnv = process.env,
 ): KubeConnection {
+  const inPod = source.inCluster ?? Boolean(env.KUBERNETES_SERVICE_HOST);
   const object =
     source.url ??
     source.kubeconfigPath ??
-    (source.kubeConfig ? "the KubeConfig given" : "in-cluster service account");
+    (source.kubeConfig
+      ? "the KubeConfig given"
+      : inPod
+        ? "in-cluster service account"
+        : defaultKubeconfig(env));
   try {
     return checked(read(source, env), object);
   } catch (err) {
@@ -92,7 +97,12 @@ function read(source: KubeConfigSource, env: NodeJS.ProcessEnv): KubeConnection 
   if (source.url) return fromUrl(source.url, source.token, source.caFile);
   if (source.kubeconfigPath) return fromKubeconfigFile(source.kubeconfigPath);
   if (source.inCluster ?? Boolean(env.KUBERNETES_SERVICE_HOST)) return inCluster(env);
-  return fromKubeconfigFile(env.KUBECONFIG?.split(":")[0] || join(homedir(), ".kube", "config"));
+  return fromKubeconfigFile(defaultKubeconfig(env));
+}
+
+/** $KUBECONFIG's first file, else ~/.kube/config (as kubectl reads it). */
+function defaultKubeconfig(env: NodeJS.ProcessEnv): string {
+  return env.KUBECONFIG?.split(":")[0] || join(homedir(), ".kube", "config");
 }
 
 function checked(conn: KubeConnection, object: string): KubeConnection {
