@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { CoreV1Api, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isHiveError } from "../../api/errors.ts";
+import { issueCertificate } from "../../test/cluster/pki.ts";
 import { type RealApi, startRealApi } from "../../test/cluster/real-api.ts";
 import type { CoreApi } from "./kube-apis.ts";
 import { createKubeClients } from "./kube-client.ts";
@@ -94,6 +95,32 @@ describe("kube-client", () => {
     writeFileSync(path, kubeconfig({ "certificate-authority": "ca.crt" }, { token: otherToken }));
     await createKubeClients({ kubeconfigPath: path }).core.listNamespace();
     expect(api.requests.at(-1)).toMatchObject({ user: "system:serviceaccount:default:node-8", code: 200 });
+  });
+
+  it("authenticates by a client certificate from a kubeconfig (data inline), straight to the API server", async () => {
+    const pair = issueCertificate(
+      api.cp.pki.dir,
+      "hive-client-test",
+      "/CN=system:node:node-c/O=system:nodes",
+      {
+        usage: "client",
+      },
+    );
+    const path = join(dir, "kubeconfig-cert");
+    const data = (file: string) => Buffer.from(readFileSync(file)).toString("base64");
+    writeFileSync(
+      path,
+      kubeconfig(
+        { server: api.cp.url, "certificate-authority-data": data(caFile) },
+        { "client-certificate-data": data(pair.cert), "client-key-data": data(pair.key) },
+      ),
+    );
+    const { http } = createKubeClients({ kubeconfigPath: path });
+    const review = (await http.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", {
+      body: { apiVersion: "authentication.k8s.io/v1", kind: "SelfSubjectReview" },
+    })) as { status?: { userInfo?: { username?: string; groups?: string[] } } };
+    expect(review.status?.userInfo).toMatchObject({ username: "system:node:node-c" });
+    expect(review.status?.userInfo?.groups).toContain("system:nodes");
   });
 
   it("sends the rotated token once the token file is replaced (as the kubelet rotates a projected token)", async () => {
