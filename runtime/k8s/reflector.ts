@@ -25,7 +25,7 @@ export interface InformerStats {
   relists: number;
   /** Failed requests and ERROR events. */
   errors: number;
-  /** WatchApi events received (BOOKMARKs included). */
+  /** Watch events received (BOOKMARKs included). */
   events: number;
 }
 
