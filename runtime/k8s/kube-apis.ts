@@ -119,11 +119,10 @@ async function send(http: KubeHttp, call: Call, params: Params): Promise<unknown
       throw new Error(`${call.method} ${call.path}: the required parameter "${key}" is missing`);
     return encodeURIComponent(String(value));
   });
-  const query: Record<string, string | number | boolean | undefined> = {};
+  const query: Params = {};
   for (const [key, value] of Object.entries(params)) {
-    if (used.has(key) || value === undefined) continue;
     // client-node names the `continue` parameter `_continue` (a reserved word in its generator).
-    query[key === "_continue" ? "continue" : key] = value as string | number | boolean;
+    if (!used.has(key)) query[key === "_continue" ? "continue" : key] = value;
   }
   const body =
     params.body === undefined || call.body === undefined

@@ -21,7 +21,7 @@ export interface KubeConnection {
   token?: string;
   /** A file holding the bearer token, read again as it rotates (a projected service account token). */
   tokenFile?: string;
-  /** Only for http:// servers or a kubeconfig that asks for it. */
+  /** Only when a kubeconfig asks for it (an http:// server has no certificate to verify). */
   insecureSkipTLSVerify?: boolean;
   /** The name to verify the server's certificate against, when not the URL's host. */
   tlsServerName?: string;
@@ -64,7 +64,7 @@ export interface KubeConfigSource {
   inCluster?: boolean;
 }
 
-export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
+const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /** The connection a source names; a ConfigInvalid HiveError naming the source when it cannot be read. */
 export function loadConnection(
@@ -129,7 +129,6 @@ function fromUrl(server: string, token: string | undefined, caFile: string | und
     server,
     ...(token ? { token } : {}),
     ...(caFile ? { ca: readFileSync(caFile, "utf8") } : {}),
-    ...(server.startsWith("http:") ? { insecureSkipTLSVerify: true } : {}),
   };
 }
 
@@ -143,7 +142,11 @@ function inCluster(env: NodeJS.ProcessEnv): KubeConnection {
   };
 }
 
-const decode64 = (data: string): string => Buffer.from(data, "base64").toString("utf8");
+/** PEM given inline (base64, as kubeconfigs carry it) or as a file. */
+function pem(data: unknown, file: string | undefined): string | undefined {
+  if (typeof data === "string" && data !== "") return Buffer.from(data, "base64").toString("utf8");
+  return file ? readFileSync(file, "utf8") : undefined;
+}
 
 function refuseExec(user: { exec?: unknown; authProvider?: unknown }, object: string): void {
   if (user.exec || user.authProvider)
@@ -158,8 +161,6 @@ function fromKubeConfig(kc: KubeConfigLike): KubeConnection {
   if (!cluster) throw noCluster("the KubeConfig given");
   const user = kc.getCurrentUser() ?? {};
   refuseExec(user, "the KubeConfig given");
-  const pem = (data: string | undefined, file: string | undefined) =>
-    data ? decode64(data) : file ? readFileSync(file, "utf8") : undefined;
   return withoutUndefined({
     server: cluster.server,
     ca: pem(cluster.caData, cluster.caFile),
@@ -189,16 +190,11 @@ function fromKubeconfigFile(path: string): KubeConnection {
   refuseExec({ exec: user.exec, authProvider: user["auth-provider"] }, path);
   const local = (file: unknown) =>
     typeof file === "string" ? (isAbsolute(file) ? file : join(dirname(path), file)) : undefined;
-  const pem = (data: unknown, file: unknown): string | undefined => {
-    if (typeof data === "string") return decode64(data);
-    const at = local(file);
-    return at ? readFileSync(at, "utf8") : undefined;
-  };
   return withoutUndefined({
     server: cluster.server,
-    ca: pem(cluster["certificate-authority-data"], cluster["certificate-authority"]),
-    cert: pem(user["client-certificate-data"], user["client-certificate"]),
-    key: pem(user["client-key-data"], user["client-key"]),
+    ca: pem(cluster["certificate-authority-data"], local(cluster["certificate-authority"])),
+    cert: pem(user["client-certificate-data"], local(user["client-certificate"])),
+    key: pem(user["client-key-data"], local(user["client-key"])),
     token: typeof user.token === "string" ? user.token : undefined,
     tokenFile: local(user.tokenFile),
     insecureSkipTLSVerify: cluster["insecure-skip-tls-verify"] === true || undefined,

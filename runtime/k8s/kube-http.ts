@@ -13,7 +13,8 @@ import type { KubeConnection } from "./kube-connection.ts";
 export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 
 export interface KubeRequest {
-  query?: Record<string, string | number | boolean | undefined>;
+  /** Each value set as text; undefined ones left out. */
+  query?: Record<string, unknown>;
   body?: unknown;
   /** Default: application/json for a body. */
   contentType?: string;
@@ -37,7 +38,7 @@ export class KubeApiError extends Error {
 /** How long a request may see no byte before it is abandoned (undici's default, as client-node had). */
 const IDLE_TIMEOUT_MS = 300_000;
 /** How long a new connection may take, TLS handshake included (undici's default too). */
-export const CONNECT_TIMEOUT_MS = 10_000;
+const CONNECT_TIMEOUT_MS = 10_000;
 
 export class KubeHttp {
   readonly server: string;

@@ -49,7 +49,7 @@ export class KubeWatch implements WatchApi {
     };
     try {
       const res = await this.http.stream(path, {
-        query: { ...stringQuery(query), watch: "true" },
+        query: { ...query, watch: "true" },
         signal: controller.signal,
       });
       idle.reset();
@@ -77,12 +77,6 @@ function deliver(line: string, callback: WatchCallback): void {
     return;
   }
   callback(String(event.type), event.object, event);
-}
-
-function stringQuery(query: Record<string, unknown>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [key, value] of Object.entries(query)) if (value !== undefined) out[key] = String(value);
-  return out;
 }
 
 class IdleTimer {
